@@ -1,0 +1,46 @@
+"""Schedule Explorer's engine: a small TensorIR with an llvmlite backend.
+
+Public API (mirrors TVM's names)::
+
+    import engine
+    mod = engine.workloads.get("mm_relu", n=128)
+    print(mod.script())
+    sch = engine.Schedule(mod)
+    rt = engine.build(sch.mod, target="llvm")
+
+Sub-packages are imported lazily so that ``import engine`` stays cheap.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .ir import IRModule, PrimFunc, structural_equal, structural_hash
+
+__all__ = [
+    "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
+    "build", "Schedule", "ScheduleError", "Trace", "ScriptError", "workloads", "te", "script",
+    "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
+]
+
+_SUBMODULES = {"workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
+               "runtime", "schedule", "ir", "interpreter"}
+
+_LAZY = {
+    "parse": ("engine.script", "parse"),
+    "ScriptError": ("engine.script", "ScriptError"),
+    "interpret": ("engine.interpreter", "interpret"),
+    "build": ("engine.runtime", "build"),
+    "Schedule": ("engine.schedule", "Schedule"),
+    "ScheduleError": ("engine.schedule", "ScheduleError"),
+    "Trace": ("engine.schedule", "Trace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"engine.{name}")
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -1,0 +1,96 @@
+"""Buffers (multi-dimensional arrays), ranges and buffer regions."""
+from __future__ import annotations
+
+from typing import Any
+
+from .dtype import bytes_of, check_dtype
+from .expr import PrimExpr, as_const_int, convert
+from .node import Node, node
+
+SCOPES = ("global", "local", "shared")
+
+
+@node
+class Buffer(Node):
+    """A named multi-dimensional array: ``T.Buffer((128, 128), "float32")``.
+
+    Identity matters: two buffers with the same name are different buffers.
+    ``scope`` is "global" (heap/argument) or "local" (kept by the backend on the stack
+    / in registers). ``axis_separators`` and ``strides`` follow TVM; strides are
+    computed (row-major) when empty.
+    """
+
+    name: str
+    shape: tuple
+    dtype: str = "float32"
+    scope: str = "global"
+    strides: tuple = ()
+    elem_offset: int = 0
+    align: int = 64
+
+    def __post_init__(self):
+        check_dtype(self.dtype)
+        object.__setattr__(self, "shape", tuple(convert(s) for s in self.shape))
+        object.__setattr__(self, "strides", tuple(convert(s) for s in self.strides))
+        if self.scope not in SCOPES:
+            raise ValueError(f"unknown storage scope {self.scope!r}; use one of {SCOPES}")
+
+    __hash__ = object.__hash__
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def const_shape(self) -> tuple[int, ...]:
+        """Shape as Python ints (raises ValueError for symbolic shapes)."""
+        out = []
+        for s in self.shape:
+            v = as_const_int(s)
+            if v is None:
+                raise ValueError(f"buffer {self.name} has a symbolic shape")
+            out.append(v)
+        return tuple(out)
+
+    def nbytes(self) -> int:
+        n = 1
+        for s in self.const_shape():
+            n *= s
+        return n * bytes_of(self.dtype)
+
+    def __getitem__(self, indices: Any):
+        """``A[i, j]`` builds a BufferLoad (handy in the te frontend and tests)."""
+        from .expr import BufferLoad
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return BufferLoad(self, tuple(convert(i) for i in indices))
+
+
+@node
+class Range(Node):
+    """Half-open interval ``[min, min + extent)``."""
+
+    min: PrimExpr
+    extent: PrimExpr
+
+    def __post_init__(self):
+        object.__setattr__(self, "min", convert(self.min))
+        object.__setattr__(self, "extent", convert(self.extent))
+
+    @staticmethod
+    def from_min_extent(min_value, extent) -> "Range":
+        return Range(convert(min_value), convert(extent))
+
+
+@node
+class BufferRegion(Node):
+    """``A[vi, 0:128]``: a rectangular region of a buffer (one Range per dimension)."""
+
+    buffer: Buffer
+    region: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "region", tuple(self.region))
+
+    @staticmethod
+    def full(buffer: Buffer) -> "BufferRegion":
+        return BufferRegion(buffer, tuple(Range(0, s) for s in buffer.shape))

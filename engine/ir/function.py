@@ -1,0 +1,105 @@
+"""PrimFunc and IRModule."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .buffer import Buffer
+from .node import Node, node
+from .stmt import Stmt
+
+
+@node
+class PrimFunc(Node):
+    """A tensor function: buffer parameters and a body.
+
+    As in TVM, ``body`` is a BlockRealize of the implicit ``root`` block (whose
+    ``alloc_buffers`` hold intermediate buffers such as ``Y`` in mm_relu).
+    ``attrs`` is a tuple of ``(key, value)`` pairs (``global_symbol``, ``tir.noalias``).
+    """
+
+    name: str
+    params: tuple
+    body: Stmt
+    attrs: tuple = ()
+
+    __hash__ = object.__hash__
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", tuple(self.params))
+        for p in self.params:
+            if not isinstance(p, Buffer):
+                raise TypeError(f"PrimFunc parameters must be Buffers, got {p!r}")
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def with_attr(self, key: str, value: Any) -> "PrimFunc":
+        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
+        return self.replace(attrs=attrs)
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return self.replace(body=body)
+
+    def script(self) -> str:
+        from engine.script.printer import script
+        return script(self)
+
+
+@node
+class IRModule(Node):
+    """A module of named PrimFuncs: ``mod["mm_relu"]``, ``mod.script()``."""
+
+    functions: tuple  # ((name, PrimFunc), ...)
+
+    __hash__ = object.__hash__
+
+    def __post_init__(self):
+        funcs = self.functions
+        if isinstance(funcs, dict):
+            funcs = tuple(funcs.items())
+        object.__setattr__(self, "functions", tuple(funcs))
+
+    @staticmethod
+    def from_funcs(*funcs: PrimFunc) -> "IRModule":
+        return IRModule(tuple((f.name, f) for f in funcs))
+
+    def __getitem__(self, name: str) -> PrimFunc:
+        for n, f in self.functions:
+            if n == name:
+                return f
+        names = ", ".join(n for n, _ in self.functions)
+        raise KeyError(f"no function named {name!r} in this module (it has: {names})")
+
+    def __contains__(self, name: str) -> bool:
+        return any(n == name for n, _ in self.functions)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(n for n, _ in self.functions)
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.functions]
+
+    def items(self):
+        return list(self.functions)
+
+    def with_function(self, name: str, func: PrimFunc) -> "IRModule":
+        out, found = [], False
+        for n, f in self.functions:
+            if n == name:
+                out.append((n, func))
+                found = True
+            else:
+                out.append((n, f))
+        if not found:
+            out.append((name, func))
+        return IRModule(tuple(out))
+
+    def script(self) -> str:
+        from engine.script.printer import script
+        return script(self)

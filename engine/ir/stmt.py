@@ -1,0 +1,161 @@
+"""Statements of the IR (TVM's Stmt family), including TensorIR blocks."""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from .buffer import Buffer, BufferRegion, Range
+from .expr import PrimExpr, Var, convert
+from .node import Node, node
+
+
+class Stmt(Node):
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+
+class ForKind(enum.Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unroll"
+
+
+class IterType(enum.Enum):
+    """Block axis kind: ``T.axis.spatial`` ("S") or ``T.axis.reduce`` ("R")."""
+
+    SPATIAL = "S"
+    REDUCE = "R"
+
+
+@node
+class For(Stmt):
+    """``for i in T.serial(min, min + extent)`` and its parallel/vectorized/unroll kinds.
+
+    ``annotations`` is a tuple of ``(key, value)`` pairs (``T.annotate``-style pragmas).
+    """
+
+    loop_var: Var
+    min: PrimExpr
+    extent: PrimExpr
+    kind: ForKind
+    body: Stmt
+    annotations: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "min", convert(self.min))
+        object.__setattr__(self, "extent", convert(self.extent))
+
+
+@node
+class IterVar(Node):
+    """A block axis: variable, domain and kind (spatial or reduce)."""
+
+    var: Var
+    dom: Range
+    iter_type: IterType
+
+    __hash__ = object.__hash__
+
+
+@node
+class Block(Stmt):
+    """``with T.block(name):`` — the unit of computation TensorIR schedules.
+
+    Fields mirror TVM: block axes (``iter_vars``), ``reads``/``writes`` regions,
+    ``init`` (the ``with T.init():`` statement of a reduction, or None), buffers
+    allocated inside (``alloc_buffers``) and ``annotations`` (pairs).
+    """
+
+    iter_vars: tuple
+    reads: tuple
+    writes: tuple
+    name_hint: str
+    body: Stmt
+    init: Stmt | None = None
+    alloc_buffers: tuple = ()
+    annotations: tuple = ()
+
+
+@node
+class BlockRealize(Stmt):
+    """A block together with the values bound to its axes and a predicate (``T.where``)."""
+
+    iter_values: tuple
+    predicate: PrimExpr
+    block: Block
+
+    def __post_init__(self):
+        object.__setattr__(self, "iter_values", tuple(convert(v) for v in self.iter_values))
+        object.__setattr__(self, "predicate", convert(self.predicate))
+
+
+@node
+class BufferStore(Stmt):
+    """``A[i, j] = value``."""
+
+    buffer: Buffer
+    value: PrimExpr
+    indices: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "indices", tuple(convert(i) for i in self.indices))
+        object.__setattr__(self, "value", convert(self.value, self.buffer.dtype))
+
+
+@node
+class SeqStmt(Stmt):
+    seq: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "seq", tuple(self.seq))
+
+
+@node
+class IfThenElse(Stmt):
+    condition: PrimExpr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@node
+class Evaluate(Stmt):
+    value: PrimExpr
+
+
+@node
+class LetStmt(Stmt):
+    var: Var
+    value: PrimExpr
+    body: Stmt
+
+
+@node
+class Allocate(Stmt):
+    """Lowered allocation of a buffer's storage for the duration of ``body``."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+def seq(*stmts: Any) -> Stmt:
+    """Flatten nested SeqStmts; a single statement is returned as is."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, (list, tuple)):
+            s = seq(*s)
+            if s is None:
+                continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    if not flat:
+        return None  # type: ignore[return-value]
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat))
+
+
+def region_of(buffer: Buffer, *ranges: Range) -> BufferRegion:
+    return BufferRegion(buffer, tuple(ranges))

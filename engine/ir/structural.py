@@ -1,0 +1,118 @@
+"""Structural equality and hashing (variables and buffers compared up to renaming).
+
+Two trees are structurally equal when they have the same node kinds, constants,
+dtypes, block names and shapes, and their variables/buffers correspond one to one
+(the first occurrence binds, like TVM's ``tvm.ir.structural_equal``).
+Variable names are not compared; block names and buffer names are.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import math
+from typing import Any
+
+from .buffer import Buffer
+from .expr import Var
+from .functor import field_names
+from .node import Node
+
+
+class _Equal:
+    def __init__(self) -> None:
+        self.lmap: dict[int, Any] = {}
+        self.rmap: dict[int, Any] = {}
+
+    def bind(self, a: Any, b: Any) -> bool:
+        la = self.lmap.get(id(a))
+        rb = self.rmap.get(id(b))
+        if la is None and rb is None:
+            self.lmap[id(a)] = b
+            self.rmap[id(b)] = a
+            return True
+        return la is b and rb is a
+
+    def eq(self, a: Any, b: Any) -> bool:
+        if a is b and not isinstance(a, (Var, Buffer)):
+            # identical subtrees are equal unless they contain vars bound differently;
+            # binding consistency is only checked on first sight, so walk them anyway
+            if not isinstance(a, (Node, tuple)):
+                return True
+        if isinstance(a, Var) or isinstance(b, Var):
+            if not (isinstance(a, Var) and isinstance(b, Var)):
+                return False
+            return a.dtype == b.dtype and self.bind(a, b)
+        if isinstance(a, Buffer) or isinstance(b, Buffer):
+            if not (isinstance(a, Buffer) and isinstance(b, Buffer)):
+                return False
+            known = self.lmap.get(id(a))
+            if known is not None or self.rmap.get(id(b)) is not None:
+                return known is b and self.rmap.get(id(b)) is a
+            if not self.bind(a, b):
+                return False
+            return (a.name == b.name and a.dtype == b.dtype and a.scope == b.scope
+                    and a.elem_offset == b.elem_offset and a.align == b.align
+                    and self.eq(a.shape, b.shape) and self.eq(a.strides, b.strides))
+        if isinstance(a, tuple) or isinstance(b, tuple):
+            if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
+                return False
+            return all(self.eq(x, y) for x, y in zip(a, b))
+        if isinstance(a, Node) or isinstance(b, Node):
+            if type(a) is not type(b):
+                return False
+            return all(self.eq(getattr(a, f), getattr(b, f)) for f in field_names(type(a)))
+        if isinstance(a, float) and isinstance(b, float):
+            return a == b or (math.isnan(a) and math.isnan(b))
+        return type(a) is type(b) and a == b
+
+
+def structural_equal(a: Any, b: Any) -> bool:
+    """True when ``a`` and ``b`` have the same structure (see module docstring)."""
+    return _Equal().eq(a, b)
+
+
+class _Hasher:
+    def __init__(self) -> None:
+        self.ids: dict[int, int] = {}
+        self.h = hashlib.blake2b(digest_size=16)
+
+    def put(self, s: str) -> None:
+        self.h.update(s.encode())
+        self.h.update(b"\x00")
+
+    def walk(self, v: Any) -> None:
+        if isinstance(v, Var):
+            idx = self.ids.setdefault(id(v), len(self.ids))
+            self.put(f"V{idx}:{v.dtype}")
+            return
+        if isinstance(v, Buffer):
+            idx = self.ids.get(id(v))
+            if idx is not None:
+                self.put(f"B{idx}")
+                return
+            self.ids[id(v)] = len(self.ids)
+            self.put(f"Bdef:{v.name}:{v.dtype}:{v.scope}:{v.elem_offset}:{v.align}")
+            self.walk(v.shape)
+            self.walk(v.strides)
+            return
+        if isinstance(v, tuple):
+            self.put(f"T{len(v)}")
+            for x in v:
+                self.walk(x)
+            return
+        if isinstance(v, Node):
+            self.put(type(v).__name__)
+            for f in field_names(type(v)):
+                self.walk(getattr(v, f))
+            return
+        if isinstance(v, enum.Enum):
+            self.put(f"E{v.value}")
+            return
+        self.put(f"{type(v).__name__}:{v!r}")
+
+
+def structural_hash(a: Any) -> str:
+    """A hex digest equal for structurally equal trees (used as a compile-cache key)."""
+    h = _Hasher()
+    h.walk(a)
+    return h.h.hexdigest()

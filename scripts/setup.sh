@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Schedule Explorer needs into ./.venv (idempotent, quick when up to date).
+# Usage: scripts/setup.sh [--browser]   (--browser also installs Debian's Chromium for e2e tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    "$PY" -m venv --system-site-packages .venv
+fi
+STAMP=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$STAMP" ]; then
+    echo "setup: installing the package and its test dependencies"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    touch "$STAMP"
+fi
+if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+    echo "setup: installing Debian's chromium for the browser tests"
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
