@@ -1,0 +1,443 @@
+"""Tensors, operations and reductions of the tensor-expression (te) frontend.
+
+A :class:`Tensor` is either an input (:func:`placeholder`) or the result of a
+:func:`compute` stage.  Indexing a tensor, ``A[i, k]``, builds an ordinary
+:class:`engine.ir.BufferLoad` on the tensor's buffer, so the bodies of compute stages
+are plain IR expressions.  :func:`create_prim_func` (in :mod:`engine.te.create`)
+turns a set of tensors into a TensorIR :class:`~engine.ir.PrimFunc`.
+
+Reductions (``te.sum``, ``te.max``, ``te.min`` with ``axis=``) return a
+:class:`Reduce`, which is only allowed as the *whole* body of a compute stage — as in TVM.
+"""
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from engine.ir import expr as E
+from engine.ir.buffer import Buffer, Range
+from engine.ir.dtype import (DTypeError, check_dtype, element_of, is_bool, is_float, is_int,
+                              lanes_of)
+from engine.ir.functor import post_order_visit
+
+__all__ = ["TeError", "Tensor", "ReduceAxis", "Reduce", "PlaceholderOp", "ComputeOp",
+           "placeholder", "compute", "reduce_axis", "reduction", "identity_value"]
+
+
+class TeError(ValueError):
+    """A tensor expression that cannot be built (bad shape, misuse of a reduction, ...)."""
+
+
+# buffer -> tensor, so that the inputs of a compute stage can be found from its body
+_TENSOR_OF_BUFFER: "weakref.WeakKeyDictionary[Buffer, Tensor]" = weakref.WeakKeyDictionary()
+
+
+def _as_expr(v: Any, what: str = "value", dtype_hint: str | None = None) -> E.PrimExpr:
+    """Python number / Var / ReduceAxis / PrimExpr -> PrimExpr, with a clear error."""
+    if isinstance(v, ReduceAxis):
+        return v.var
+    if isinstance(v, Reduce):
+        raise TeError(
+            f"a reduction (te.{v.combiner}) cannot be used inside another expression "
+            f"(here as the {what}); make it the whole body of its own te.compute stage and "
+            "use that tensor instead")
+    if isinstance(v, Tensor):
+        raise TeError(f"tensor {v.name!r} must be indexed (e.g. {v.name}[i, j]) "
+                      f"before it can be used as the {what}")
+    if isinstance(v, np.generic):
+        v = v.item()
+    try:
+        return E.convert(v, dtype_hint)
+    except TypeError:
+        raise TeError(f"cannot use {v!r} ({type(v).__name__}) as the {what}; "
+                      "expected a number or a tensor expression") from None
+
+
+def _as_index(v: Any, tensor: str, dim: int) -> E.PrimExpr:
+    if isinstance(v, float) or (isinstance(v, np.floating)):
+        raise TeError(f"index {dim} of {tensor}[...] is the float {v!r}; indices must be integers")
+    e = _as_expr(v, f"index {dim} of {tensor}[...]")
+    if not is_int(e.dtype):
+        raise TeError(f"index {dim} of {tensor}[...] has dtype {e.dtype}; indices must be integers")
+    if lanes_of(e.dtype) != 1:
+        raise TeError(f"index {dim} of {tensor}[...] must be a scalar, got dtype {e.dtype}")
+    return e
+
+
+def _shape_tuple(shape: Any, what: str) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer, E.IntImm)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TeError(f"{what}: shape must be a tuple of positive integers, got {shape!r}")
+    out = []
+    for d, s in enumerate(shape):
+        if isinstance(s, E.IntImm):
+            s = s.value
+        if isinstance(s, np.integer):
+            s = int(s)
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TeError(f"{what}: dimension {d} of the shape is {s!r}; shapes must be "
+                          "positive integer constants")
+        if s <= 0:
+            raise TeError(f"{what}: dimension {d} of the shape is {s}; it must be at least 1")
+        out.append(s)
+    return tuple(out)
+
+
+def _check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise TeError(f"{what}: name must be a Python identifier such as 'A', got {name!r}")
+    return name
+
+
+class ReduceAxis:
+    """A reduction axis from :func:`reduce_axis` (TVM's ``IterVar`` of kind reduce).
+
+    Use it in index expressions (``A[i, k]``, ``k + 1``) and pass it to
+    ``te.sum(..., axis=k)``.  ``var`` is the underlying :class:`~engine.ir.Var`,
+    ``dom`` the :class:`~engine.ir.Range` it iterates over.
+    """
+
+    __slots__ = ("var", "dom", "__weakref__")
+
+    def __init__(self, var: E.Var, dom: Range):
+        self.var = var
+        self.dom = dom
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def dtype(self) -> str:
+        return self.var.dtype
+
+    def __repr__(self) -> str:
+        return (f"reduce_axis(({self.dom.min.value}, "
+                f"{self.dom.min.value + self.dom.extent.value}), name={self.name!r})")
+
+    # arithmetic delegates to the variable so that ``k + 1`` or ``i * 2 + k`` work
+    def __add__(self, o): return self.var + _unwrap(o)
+    def __radd__(self, o): return _unwrap(o) + self.var
+    def __sub__(self, o): return self.var - _unwrap(o)
+    def __rsub__(self, o): return _unwrap(o) - self.var
+    def __mul__(self, o): return self.var * _unwrap(o)
+    def __rmul__(self, o): return _unwrap(o) * self.var
+    def __floordiv__(self, o): return self.var // _unwrap(o)
+    def __rfloordiv__(self, o): return _unwrap(o) // self.var
+    def __mod__(self, o): return self.var % _unwrap(o)
+    def __rmod__(self, o): return _unwrap(o) % self.var
+    def __neg__(self): return -self.var
+    def __lt__(self, o): return self.var < _unwrap(o)
+    def __le__(self, o): return self.var <= _unwrap(o)
+    def __gt__(self, o): return self.var > _unwrap(o)
+    def __ge__(self, o): return self.var >= _unwrap(o)
+    __hash__ = object.__hash__
+
+
+def _unwrap(o: Any) -> Any:
+    return o.var if isinstance(o, ReduceAxis) else o
+
+
+def reduce_axis(dom: Any, name: str = "rv") -> ReduceAxis:
+    """A reduction axis over ``dom`` = ``(begin, end)`` (half-open) or an extent.
+
+    ``te.reduce_axis((0, 128), name="k")`` iterates ``k = 0, 1, ..., 127``.
+    """
+    _check_name(name, "te.reduce_axis")
+    if isinstance(dom, Range):
+        lo, ext = E.as_const_int(dom.min), E.as_const_int(dom.extent)
+    elif isinstance(dom, (tuple, list)) and len(dom) == 2:
+        lo, hi = (E.as_const_int(d) if isinstance(d, E.PrimExpr) else d for d in dom)
+        if isinstance(lo, np.integer):
+            lo = int(lo)
+        if isinstance(hi, np.integer):
+            hi = int(hi)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)):
+            raise TeError(f"te.reduce_axis({dom!r}): the bounds must be integer constants")
+        ext = hi - lo
+    elif isinstance(dom, (int, np.integer)) and not isinstance(dom, bool):
+        lo, ext = 0, int(dom)
+    else:
+        raise TeError(f"te.reduce_axis: dom must be (begin, end), e.g. (0, 128), got {dom!r}")
+    if lo is None or ext is None:
+        raise TeError(f"te.reduce_axis({dom!r}): the bounds must be integer constants")
+    if ext <= 0:
+        raise TeError(f"te.reduce_axis({dom!r}, name={name!r}) is empty; "
+                      "end must be greater than begin")
+    return ReduceAxis(E.Var(name, "int32"), Range(E.IntImm("int32", lo), E.IntImm("int32", ext)))
+
+
+# ---------------------------------------------------------------------------
+def identity_value(combiner: str, dtype: str) -> E.PrimExpr:
+    """The identity element of a reduction: 0 for sum, the lowest value of the dtype for
+    max and the highest for min (TVM's ``min_value``/``max_value``: finite for floats)."""
+    base = element_of(dtype)
+    if combiner == "sum":
+        return E.const(0, base) if not is_bool(base) else E.IntImm("bool", 0)
+    if is_float(base):
+        info = np.finfo(np.dtype(base))
+        value = float(info.min) if combiner == "max" else float(info.max)
+        return E.FloatImm(base, value)
+    if is_bool(base):
+        return E.IntImm("bool", 0 if combiner == "max" else 1)
+    info = np.iinfo(np.dtype(base))
+    return E.IntImm(base, int(info.min) if combiner == "max" else int(info.max))
+
+
+class Reduce:
+    """``te.sum(expr, axis=k)`` and friends: a commutative reduction of ``source`` over
+    ``axes``, starting from ``init`` (the combiner's identity when ``None``), counting only
+    iterations where ``condition`` holds (when given).  Only valid as a compute body."""
+
+    __slots__ = ("combiner", "source", "axes", "init", "condition")
+
+    def __init__(self, combiner: str, source: E.PrimExpr, axes: tuple, init, condition):
+        self.combiner = combiner
+        self.source = source
+        self.axes = axes
+        self.init = init
+        self.condition = condition
+
+    @property
+    def dtype(self) -> str:
+        return self.source.dtype
+
+    def __repr__(self) -> str:
+        return f"te.{self.combiner}({self.source!r}, axis={list(self.axes)!r})"
+
+    def _nested(self, *_a):
+        raise TeError(
+            f"a reduction (te.{self.combiner}) must be the whole body of a te.compute; "
+            "to combine it with other arithmetic, compute the reduction in its own stage "
+            "and use that tensor in the next stage")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _nested
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _nested
+    __mod__ = __rmod__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _nested
+
+    def __bool__(self):
+        self._nested()
+
+
+def reduction(combiner: str, source: Any, axis: Any, where: Any = None,
+              init: Any = None) -> Reduce:
+    """Build a :class:`Reduce` (shared by ``te.sum``, ``te.max``, ``te.min``)."""
+    src = _as_expr(source, f"argument of te.{combiner}")
+    if lanes_of(src.dtype) != 1:
+        raise TeError(f"te.{combiner}: the reduced value must be a scalar, got {src.dtype}")
+    if axis is None:
+        raise TeError(f"te.{combiner} needs axis=, e.g. te.{combiner}(A[i, k], axis=k) "
+                      "with k = te.reduce_axis((0, n), name='k')")
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    if not axes:
+        raise TeError(f"te.{combiner}: axis= must name at least one reduce axis")
+    for a in axes:
+        if not isinstance(a, ReduceAxis):
+            raise TeError(f"te.{combiner}: axis= must hold reduce axes made by "
+                          f"te.reduce_axis, got {a!r}")
+    if len({id(a) for a in axes}) != len(axes):
+        raise TeError(f"te.{combiner}: the same reduce axis is listed twice in axis=")
+    cond = None if where is None else _as_expr(where, f"where= of te.{combiner}")
+    ini = None if init is None else _as_expr(init, f"init= of te.{combiner}", src.dtype)
+    if ini is not None and ini.dtype != src.dtype:
+        ini = ini.astype(src.dtype)
+    return Reduce(combiner, src, axes, ini, cond)
+
+
+# ---------------------------------------------------------------------------
+class PlaceholderOp:
+    """The operation of an input tensor."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.inputs: tuple = ()
+
+    def __repr__(self) -> str:
+        return f"PlaceholderOp({self.name!r})"
+
+
+class ComputeOp:
+    """The operation of a compute stage: ``axis`` (one Var per output dimension, named
+    after fcompute's parameters), ``body`` (a PrimExpr or a :class:`Reduce`) and the
+    tensors it reads (``inputs``, in first-use order)."""
+
+    def __init__(self, name: str, axis: tuple, body, inputs: tuple, tag: str = "",
+                 attrs: dict | None = None):
+        self.name = name
+        self.axis = axis
+        self.body = body
+        self.inputs = inputs
+        self.tag = tag
+        self.attrs = dict(attrs or {})
+
+    @property
+    def reduce_axis(self) -> tuple:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+    def __repr__(self) -> str:
+        return f"ComputeOp({self.name!r})"
+
+
+class Tensor:
+    """A te tensor: ``shape`` (ints), ``dtype``, ``name`` and the producing ``op``.
+
+    ``A[i, j]`` (or ``A(i, j)``) reads an element and builds an IR expression.
+    """
+
+    __slots__ = ("op", "shape", "dtype", "name", "buffer", "__weakref__")
+
+    def __init__(self, op, shape: tuple, dtype: str, name: str):
+        self.op = op
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.buffer = Buffer(name, shape, dtype)
+        _TENSOR_OF_BUFFER[self.buffer] = self
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, indices: Any) -> E.BufferLoad:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != len(self.shape):
+            raise TeError(f"{self.name} has {len(self.shape)} dimension(s) (shape "
+                          f"{self.shape}) but was indexed with {len(indices)} index(es)")
+        idx = tuple(_as_index(v, self.name, d) for d, v in enumerate(indices))
+        return E.BufferLoad(self.buffer, idx)
+
+    def __call__(self, *indices: Any) -> E.BufferLoad:
+        return self[indices]
+
+    def __repr__(self) -> str:
+        return f"Tensor(name={self.name!r}, shape={self.shape}, dtype={self.dtype!r})"
+
+    def _no_arith(self, *_a):
+        raise TeError(f"te tensors are not arrays: write the element-wise computation "
+                      f"with te.compute, e.g. te.compute({self.shape}, lambda *i: "
+                      f"{self.name}[i] + ...)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _no_arith
+    __truediv__ = __rtruediv__ = __neg__ = _no_arith
+
+
+def tensor_of_buffer(buf: Buffer) -> "Tensor | None":
+    return _TENSOR_OF_BUFFER.get(buf)
+
+
+def placeholder(shape: Any, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor: ``A = te.placeholder((128, 128), "float32", name="A")``."""
+    _check_name(name, "te.placeholder")
+    shp = _shape_tuple(shape, f"te.placeholder(name={name!r})")
+    try:
+        check_dtype(dtype)
+    except DTypeError as exc:
+        raise TeError(f"te.placeholder(name={name!r}): {exc}") from None
+    if lanes_of(dtype) != 1 or dtype == "handle":
+        raise TeError(f"te.placeholder(name={name!r}): dtype must be a scalar type such as "
+                      f"'float32', got {dtype!r}")
+    return Tensor(PlaceholderOp(name), shp, dtype, name)
+
+
+def _param_names(fcompute: Callable, ndim: int, name: str) -> list[str]:
+    try:
+        sig = inspect.signature(fcompute)
+    except (TypeError, ValueError):
+        return [f"i{d}" for d in range(ndim)]
+    params = list(sig.parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return [f"i{d}" for d in range(ndim)]
+    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                   inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  and p.default is inspect.Parameter.empty]
+    if len(positional) != ndim:
+        raise TeError(f"te.compute(name={name!r}): the output has {ndim} dimension(s) but "
+                      f"fcompute takes {len(positional)} argument(s) "
+                      f"({', '.join(p.name for p in positional) or 'none'}); give it one "
+                      "argument per output dimension, e.g. lambda i, j: ...")
+    return [p.name for p in positional]
+
+
+def compute(shape: Any, fcompute: Callable, name: str = "compute", tag: str = "",
+            attrs: dict | None = None) -> Tensor:
+    """A new tensor whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    ``fcompute`` receives one :class:`~engine.ir.Var` per output dimension (named after its
+    own parameters) and returns an expression, or a reduction made by ``te.sum`` /
+    ``te.max`` / ``te.min``::
+
+        k = te.reduce_axis((0, 128), name="k")
+        Y = te.compute((128, 128), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="Y")
+    """
+    _check_name(name, "te.compute")
+    shp = _shape_tuple(shape, f"te.compute(name={name!r})")
+    if not callable(fcompute):
+        raise TeError(f"te.compute(name={name!r}): fcompute must be a function such as "
+                      f"lambda i, j: ..., got {fcompute!r}")
+    names = _param_names(fcompute, len(shp), name)
+    axis = tuple(E.Var(n, "int32") for n in names)
+    body = fcompute(*axis)
+    if isinstance(body, (list, tuple)):
+        raise TeError(f"te.compute(name={name!r}): fcompute returned {len(body)} values; "
+                      "only single-output compute stages are supported")
+    if not isinstance(body, Reduce):
+        body = _as_expr(body, f"result of te.compute(name={name!r})")
+        if lanes_of(body.dtype) != 1 or body.dtype == "handle":
+            raise TeError(f"te.compute(name={name!r}): the result must be a scalar number, "
+                          f"got dtype {body.dtype}")
+    inputs = _find_inputs(body)
+    _check_vars(body, axis, name)
+    op = ComputeOp(name, axis, body, inputs, tag, attrs)
+    return Tensor(op, shp, body.dtype, name)
+
+
+def _exprs_of(body) -> list:
+    if isinstance(body, Reduce):
+        out = [body.source]
+        if body.init is not None:
+            out.append(body.init)
+        if body.condition is not None:
+            out.append(body.condition)
+        return out
+    return [body]
+
+
+def _find_inputs(body) -> tuple:
+    seen: dict[int, Tensor] = {}
+
+    def fn(n):
+        if isinstance(n, E.BufferLoad):
+            t = _TENSOR_OF_BUFFER.get(n.buffer)
+            if t is None:
+                raise TeError(f"buffer {n.buffer.name!r} read in a te.compute is not a te "
+                              "tensor; read te.placeholder/te.compute tensors only")
+            seen.setdefault(id(t), t)
+
+    for e in _exprs_of(body):
+        post_order_visit(e, fn)
+    return tuple(seen.values())
+
+
+def _check_vars(body, axis: tuple, name: str) -> None:
+    allowed = {id(v) for v in axis}
+    red = body.axes if isinstance(body, Reduce) else ()
+    allowed_red = {id(a.var): a for a in red}
+    problems: list[str] = []
+
+    def fn(n):
+        if isinstance(n, E.Var) and id(n) not in allowed and id(n) not in allowed_red:
+            problems.append(n.name)
+
+    for e in _exprs_of(body):
+        post_order_visit(e, fn)
+    if problems:
+        v = problems[0]
+        raise TeError(
+            f"te.compute(name={name!r}) uses the variable {v!r}, which is neither one of its "
+            "own index arguments nor a reduce axis listed in axis= of its te.sum/max/min; "
+            "pass every reduce axis you index with to the reduction")
