@@ -1,0 +1,693 @@
+"""Isolated compile-and-measure workers: a bounded queue in front of a pool of processes.
+
+The web server never compiles or runs generated code itself.  It describes the work as a
+:class:`Job` and hands it to a :class:`MeasurePool`; a worker process (see
+:mod:`app.worker_main`) parses/replays, builds with the LLVM backend, checks against numpy,
+times, and answers with plain data (a :class:`JobResult`).  What can go wrong in a worker
+stays in the worker:
+
+* **time limit** per job (default 5 s, not counting the wait for a timing slot): on expiry the
+  worker is killed and replaced, and the result says
+  "this step took longer than 5 s — measurement skipped, the trace is kept";
+* **memory limit** per worker (``RLIMIT_AS``, default 2 GiB): an allocation over it fails
+  inside the worker, which reports "out-of-memory" and is replaced;
+* **crashes** (a segfault or abort in generated code): the pipe closes, the pool reports
+  "the compiled program crashed (signal SIGSEGV) — the step is kept but not measured" and
+  starts a fresh worker; the pool keeps serving;
+* **timing** is serialised per core: a worker asks the pool for a timing slot before running
+  ``time_evaluator`` and is pinned to that core while it holds it, so two users' timings never
+  share a core (compiles and correctness checks overlap freely); a program with parallel loops
+  takes every slot;
+* the **queue is bounded**: when it is full, :meth:`MeasurePool.submit` raises
+  :class:`QueueFull` ("the server is busy, N steps are waiting; try again in a moment");
+  a queued job's :meth:`Ticket.position` is what the page shows as "queued (position k)".
+
+Typical use from the web app::
+
+    pool = MeasurePool(PoolConfig.from_limits(limits))       # once, in create_app
+    ticket = pool.submit(Job.for_trace("mm_relu", {"n": 128}, trace_json,
+                                       actions=("compile", "check", "time", "source")))
+    ticket.position()        # 3 (queued), 0 (running), None (done)
+    result = ticket.result(timeout=30)    # JobResult(status="ok", data={"times": ..., ...})
+    pool.close()
+
+Workers start from a ``forkserver`` (or ``spawn``) context — never ``fork`` from the threaded
+server — and the forkserver preloads numpy, llvmlite and the engine once.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import itertools
+import logging
+import multiprocessing
+import os
+import secrets
+import signal
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Job", "JobResult", "Ticket", "MeasurePool", "PoolConfig", "QueueFull",
+           "PoolClosed", "TimingSlots", "STEP_ACTIONS"]
+
+#: The actions of a normal explorer step.
+STEP_ACTIONS = ("compile", "check", "time", "source")
+_ENGINE_ACTIONS = {"compile", "check", "time", "source", "cache"}
+
+
+class QueueFull(RuntimeError):
+    """The pool's queue is at its bound; ``str(e)`` is the sentence to show."""
+
+    def __init__(self, waiting: int):
+        super().__init__(f"the server is busy, {waiting} steps are waiting; "
+                         f"try again in a moment")
+        self.waiting = waiting
+
+
+class PoolClosed(RuntimeError):
+    """The pool is shutting down and accepts no more jobs."""
+
+    def __init__(self):
+        super().__init__("the server is shutting down; this step was not measured")
+
+
+# --------------------------------------------------------------------------- jobs and results
+@dataclass(frozen=True)
+class Job:
+    """One unit of work for a worker, made of plain data only.
+
+    The program is given by exactly one of: ``program`` (TVMScript text), ``trace`` (a trace
+    JSON document, replayed on ``workload``/``params``), ``token`` (a URL trace token), or a
+    bare ``workload`` (the preset program).  ``actions`` are run in order (see
+    :mod:`app.worker_main`).  ``time_limit_s`` overrides the pool's limit for this job.
+    """
+
+    actions: tuple[str, ...] = STEP_ACTIONS
+    program: str | None = None
+    workload: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    trace: Any = None
+    token: str | None = None
+    func_name: str | None = None
+    seed: int = 0
+    number: int = 3
+    repeat: int = 3
+    min_repeat_ms: float = 0.0
+    time_limit_s: float | None = None
+    debug_arg: Any = None
+    debug_cores: int | None = None
+
+    @classmethod
+    def for_trace(cls, workload: str, params: dict[str, Any], trace: Any,
+                  actions: Iterable[str] = STEP_ACTIONS, **kw: Any) -> "Job":
+        return cls(actions=tuple(actions), workload=workload, params=dict(params),
+                   trace=trace, **kw)
+
+    @classmethod
+    def for_program(cls, program: str, actions: Iterable[str] = ("compile", "source"),
+                    workload: str | None = None, params: dict[str, Any] | None = None,
+                    **kw: Any) -> "Job":
+        return cls(actions=tuple(actions), program=program, workload=workload,
+                   params=dict(params or {}), **kw)
+
+    @classmethod
+    def debug(cls, what: str, arg: Any = None, **kw: Any) -> "Job":
+        """A test job: ``what`` in segfault, abort, exit, sleep, spin, alloc, raise, echo, timed."""
+        return cls(actions=(f"debug:{what}",), debug_arg=arg, **kw)
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class JobResult:
+    """The outcome of a job, as plain data (JSON-able; stored by :mod:`app.store`).
+
+    ``status``: ``ok``, ``error`` (the program or trace was refused/failed — ``message`` is the
+    engine's sentence), ``timeout``, ``crashed``, ``out-of-memory``, ``cancelled`` or
+    ``shutdown``.  ``data`` holds what the actions produced before the end (even after a
+    crash: e.g. ``compile_s`` and ``correct`` survive a crash while timing):
+    ``compile_s``, ``correct``, ``check``, ``times`` ({mean, median, min, ...} in seconds),
+    ``gflops``, ``numpy_s``, ``numpy_gflops``, ``flops``, ``cores``, ``parallel``,
+    ``source`` ({"ll-opt": ..., "asm": ...}), ``cache``.
+    """
+
+    status: str
+    message: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    queued_s: float = 0.0
+    worker_pid: int | None = None
+    failed_action: str | None = None
+    detail: str | None = None      # traceback of an internal error (for the log, not the page)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """True when the result carries a runtime."""
+        return self.ok and "times" in self.data
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "JobResult":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+_ids = itertools.count(1)
+
+
+class Ticket:
+    """A submitted job: ask its queue position, wait for its result, or cancel it."""
+
+    def __init__(self, pool: "MeasurePool", job: Job):
+        self.id = secrets.token_urlsafe(12)
+        self.seq = next(_ids)
+        self.job = job
+        self.submitted = time.monotonic()
+        self.started: float | None = None
+        self._pool = pool
+        self._done = threading.Event()
+        self._result: JobResult | None = None
+        self._callbacks: list[Callable[[JobResult], None]] = []
+        self._lock = threading.Lock()
+
+    def position(self) -> int | None:
+        """1-based place in the queue while waiting, 0 while running, None when finished."""
+        if self._done.is_set():
+            return None
+        return self._pool._position(self)
+
+    @property
+    def state(self) -> str:
+        """``queued``, ``running`` or ``done``."""
+        pos = self.position()
+        return "done" if pos is None else ("running" if pos == 0 else "queued")
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None) -> JobResult:
+        """Wait for the result; raises :class:`TimeoutError` if it is not there in time."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"the step is still {self.state}")
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> bool:
+        """Withdraw a queued job (True), or False if it already started or finished."""
+        return self._pool._cancel(self)
+
+    def add_done_callback(self, fn: Callable[[JobResult], None]) -> None:
+        """Call ``fn(result)`` when the job ends (at once if it already has; in a pool thread)."""
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self._result)  # type: ignore[arg-type]
+
+    def _finish(self, result: JobResult) -> None:
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._result = result
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(result)
+            except Exception:  # noqa: BLE001
+                log.exception("a measurement callback failed")
+
+    def __repr__(self) -> str:
+        return f"<Ticket {self.seq} {self.state}>"
+
+
+# --------------------------------------------------------------------------- timing slots
+class TimingSlots:
+    """One slot per core; a timing holds one slot (or all, for parallel code), FIFO-fair."""
+
+    def __init__(self, cores: Iterable[int]):
+        self.cores = sorted(set(cores)) or [0]
+        self._free = list(self.cores)
+        self._cond = threading.Condition()
+        self._waiting: collections.deque = collections.deque()
+        self._closed = False
+
+    def acquire(self, n: int = 1, cancel: threading.Event | None = None) -> list[int] | None:
+        """Block until ``n`` slots are free and this request is first in line; None if closed."""
+        n = max(1, min(int(n), len(self.cores)))
+        me = object()
+        with self._cond:
+            self._waiting.append(me)
+            try:
+                while True:
+                    if self._closed or (cancel is not None and cancel.is_set()):
+                        return None
+                    if self._waiting[0] is me and len(self._free) >= n:
+                        got, self._free = self._free[:n], self._free[n:]
+                        return got
+                    self._cond.wait(0.5)
+            finally:
+                self._waiting.remove(me)
+                self._cond.notify_all()
+
+    def release(self, cores: list[int]) -> None:
+        with self._cond:
+            self._free.extend(c for c in cores if c not in self._free)
+            self._free.sort()
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def free(self) -> int:
+        with self._cond:
+            return len(self._free)
+
+
+def _default_cores() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+@dataclass
+class PoolConfig:
+    """Pool settings.  ``from_limits`` takes them from :class:`app.limits.Limits`."""
+
+    workers: int = 0                       # 0: one per core available to this process
+    queue_length: int = 32                 # jobs waiting (not counting running ones)
+    time_limit_s: float = 5.0
+    memory_bytes: int | None = 2 * 2**30   # RLIMIT_AS per worker; None: unlimited
+    timing_cores: list[int] | None = None  # None: every core available to this process
+    start_method: str = "forkserver"       # or "spawn" (never "fork": the server is threaded)
+    startup_timeout_s: float = 120.0
+    allow_debug: bool = False              # accept debug:* jobs (tests only)
+    source_max_chars: int = 400_000
+    keep_tickets: int = 2000               # finished tickets kept for look-up by id
+
+    @classmethod
+    def from_limits(cls, limits: Any, **kw: Any) -> "PoolConfig":
+        return cls(queue_length=limits.queue_length, time_limit_s=limits.step_time_limit_s,
+                   memory_bytes=limits.worker_memory_bytes, **kw)
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:g}"
+
+
+# --------------------------------------------------------------------------- the pool
+class _Worker:
+    """One worker process and the pool thread that drives it."""
+
+    def __init__(self, pool: "MeasurePool", index: int):
+        self.pool = pool
+        self.index = index
+        self.proc = None
+        self.conn = None
+        self.ready = False
+        self.pid: int | None = None
+        self.current: Ticket | None = None
+        self.restarts = 0
+        self.thread = threading.Thread(target=self._serve, name=f"measure-worker-{index}",
+                                       daemon=True)
+
+    # process management -------------------------------------------------------------
+    def start_process(self) -> None:
+        from . import worker_main
+        ctx = self.pool._ctx
+        parent, child = ctx.Pipe(duplex=True)
+        cfg = {"memory_bytes": self.pool.config.memory_bytes}
+        proc = ctx.Process(target=worker_main.worker_loop, args=(child, cfg),
+                           name=f"measure-worker-{self.index}", daemon=True)
+        proc.start()
+        child.close()
+        self.proc, self.conn, self.ready, self.pid = proc, parent, False, proc.pid
+
+    def wait_ready(self) -> bool:
+        deadline = time.monotonic() + self.pool.config.startup_timeout_s
+        while not self.ready:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.pool._closing.is_set():
+                return False
+            try:
+                if self.conn.poll(min(left, 0.5)):
+                    msg = self.conn.recv()
+                    if msg[0] == "ready":
+                        self.ready, self.pid = True, msg[1]
+            except (EOFError, OSError):
+                return False
+        return True
+
+    def kill(self) -> None:
+        proc, conn = self.proc, self.conn
+        self.proc = self.conn = None
+        self.ready = False
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+        if proc is not None:
+            with contextlib.suppress(Exception):
+                if proc.is_alive():
+                    proc.kill()
+                proc.join(5)
+            with contextlib.suppress(Exception):
+                proc.close()
+
+    def replace(self) -> None:
+        self.kill()
+        self.restarts += 1
+        self.pool._stats["replaced"] += 1
+        if not self.pool._closing.is_set():
+            self.start_process()
+
+    def stop(self, timeout: float) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.send(("stop",))
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.join(timeout)
+        self.kill()
+
+    # the serving loop -----------------------------------------------------------------
+    def _serve(self) -> None:
+        pool = self.pool
+        while True:
+            ticket = pool._next_job(self)
+            if ticket is None:
+                return
+            try:
+                result = self._run(ticket)
+            except Exception as e:  # noqa: BLE001 - the pool must keep serving
+                log.exception("measurement worker %s failed unexpectedly", self.index)
+                result = JobResult("error", f"the measurement worker failed ({e})")
+                with contextlib.suppress(Exception):
+                    self.replace()
+            result.queued_s = (ticket.started or time.monotonic()) - ticket.submitted
+            pool._job_done(self, ticket, result)
+
+    def _ensure_process(self) -> bool:
+        for attempt in range(3):
+            if self.proc is None or not self.proc.is_alive():
+                self.kill()
+                if self.pool._closing.is_set():
+                    return False
+                self.start_process()
+            if self.wait_ready():
+                return True
+            log.warning("measurement worker %s did not start (attempt %d)", self.index,
+                        attempt + 1)
+            self.kill()
+            time.sleep(0.2 * (attempt + 1))
+        return False
+
+    def _run(self, ticket: Ticket) -> JobResult:
+        pool = self.pool
+        job = ticket.job
+        if not self._ensure_process():
+            if pool._closing.is_set():
+                return JobResult("shutdown", str(PoolClosed()))
+            return JobResult("error", "no measurement worker could be started — "
+                                      "the step is kept but not measured")
+        limit = job.time_limit_s if job.time_limit_s is not None else pool.config.time_limit_s
+        wire = job.to_wire()
+        wire["source_max_chars"] = pool.config.source_max_chars
+        data: dict[str, Any] = {}
+        held: list[int] | None = None
+        remaining = float(limit)
+        t_start = time.monotonic()
+        busy = 0.0
+        pid = self.pid
+        try:
+            self.conn.send(("job", wire))
+            while True:
+                t0 = time.monotonic()
+                try:
+                    has = self.conn.poll(max(remaining, 0.0))
+                except (EOFError, OSError):
+                    has = True       # recv below reports the broken pipe
+                if not has:
+                    busy += time.monotonic() - t0
+                    self.replace()
+                    pool._stats["timeouts"] += 1
+                    return JobResult(
+                        "timeout",
+                        f"this step took longer than {_fmt_s(limit)} s — measurement "
+                        f"skipped, the trace is kept",
+                        data, busy, worker_pid=pid)
+                try:
+                    msg = self.conn.recv()
+                except (EOFError, OSError):
+                    return self._crashed(data, time.monotonic() - t_start, pid)
+                dt = time.monotonic() - t0
+                remaining -= dt
+                busy += dt
+                kind = msg[0]
+                if kind == "data":
+                    data.update(msg[1])
+                elif kind == "need_timing":
+                    held = pool._slots.acquire(msg[1], pool._closing)
+                    if held is None:
+                        self.replace()
+                        return JobResult("shutdown", str(PoolClosed()), data, busy,
+                                         worker_pid=pid)
+                    self.conn.send(("go", held))
+                elif kind == "timing_done":
+                    if held is not None:
+                        pool._slots.release(held)
+                        held = None
+                elif kind == "result":
+                    r = msg[1]
+                    if r.get("detail"):
+                        log.warning("measurement job failed in worker %s:\n%s", pid,
+                                    r["detail"])
+                    if r.get("retire"):
+                        self.replace()
+                    if r["status"] == "out-of-memory":
+                        pool._stats["oom"] += 1
+                    return JobResult(r["status"], r.get("message"), data, busy,
+                                     worker_pid=pid, failed_action=r.get("failed_action"),
+                                     detail=r.get("detail"))
+        finally:
+            if held is not None:
+                pool._slots.release(held)
+
+    def _crashed(self, data: dict[str, Any], elapsed: float, pid: int | None) -> JobResult:
+        proc = self.proc
+        code = None
+        if proc is not None:
+            with contextlib.suppress(Exception):
+                proc.join(5)
+                code = proc.exitcode
+        closing = self.pool._closing.is_set()
+        self.replace()
+        if closing:
+            return JobResult("shutdown", str(PoolClosed()), data, elapsed, worker_pid=pid)
+        self.pool._stats["crashes"] += 1
+        if code is not None and code < 0:
+            sig = _signal_name(-code)
+            if sig == "SIGKILL":
+                msg = ("the measurement worker was killed (SIGKILL, perhaps for using too much "
+                       "memory) — the step is kept but not measured")
+            else:
+                msg = f"the compiled program crashed (signal {sig}) — the step is kept but not measured"
+        else:
+            msg = (f"the measurement worker exited unexpectedly (exit code {code}) — "
+                   f"the step is kept but not measured")
+        return JobResult("crashed", msg, data, elapsed, worker_pid=pid)
+
+
+class MeasurePool:
+    """A fixed set of worker processes behind a bounded FIFO queue.
+
+    Thread-safe: call :meth:`submit` from any server thread.  Use as a context manager or
+    call :meth:`close` at shutdown.
+    """
+
+    def __init__(self, config: PoolConfig | None = None, **overrides: Any):
+        cfg = dataclasses.replace(config or PoolConfig(), **overrides)
+        if cfg.start_method == "fork":
+            raise ValueError("the measurement pool must not fork the threaded server; "
+                             "use start_method='forkserver' or 'spawn'")
+        self.config = cfg
+        method = cfg.start_method
+        if method not in multiprocessing.get_all_start_methods():
+            method = "spawn"
+        self._ctx = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self._ctx.set_forkserver_preload(["app.worker_main"])
+        cores = cfg.timing_cores or _default_cores()
+        self._slots = TimingSlots(cores)
+        nworkers = cfg.workers or len(_default_cores())
+        self._cond = threading.Condition()
+        self._pending: collections.deque[Ticket] = collections.deque()
+        self._running: set[Ticket] = set()
+        self._tickets: collections.OrderedDict[str, Ticket] = collections.OrderedDict()
+        self._closing = threading.Event()
+        self._stats = collections.Counter()
+        self._workers = [_Worker(self, i) for i in range(nworkers)]
+        for w in self._workers:
+            w.start_process()
+        for w in self._workers:
+            w.thread.start()
+        self._finalizer = weakref.finalize(self, MeasurePool._final_close, self._workers,
+                                           self._closing, self._slots)
+
+    # public API --------------------------------------------------------------------------
+    def submit(self, job: Job, on_done: Callable[[JobResult], None] | None = None) -> Ticket:
+        """Queue a job; raises :class:`QueueFull` or :class:`PoolClosed` instead of queuing."""
+        if not isinstance(job, Job):
+            raise TypeError("submit() takes an app.workers.Job")
+        bad = [a for a in job.actions
+               if a not in _ENGINE_ACTIONS and not (self.config.allow_debug
+                                                    and a.startswith("debug:"))]
+        if bad or not job.actions:
+            raise ValueError(f"unknown or disallowed action(s) {bad or '(none)'}; "
+                             f"known actions: {sorted(_ENGINE_ACTIONS)}")
+        ticket = Ticket(self, job)
+        if on_done is not None:
+            ticket.add_done_callback(on_done)
+        with self._cond:
+            if self._closing.is_set():
+                raise PoolClosed()
+            if len(self._pending) >= self.config.queue_length:
+                self._stats["refused"] += 1
+                raise QueueFull(len(self._pending))
+            self._pending.append(ticket)
+            self._remember(ticket)
+            self._stats["submitted"] += 1
+            self._cond.notify()
+        return ticket
+
+    def run(self, job: Job, timeout: float | None = None) -> JobResult:
+        """Submit and wait (for scripts and tests)."""
+        return self.submit(job).result(timeout)
+
+    def ticket(self, ticket_id: str) -> Ticket | None:
+        """A recent ticket by its id (for polling endpoints), or None."""
+        with self._cond:
+            return self._tickets.get(ticket_id)
+
+    def queue_length(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters (submitted, completed, crashes, timeouts, oom, replaced, refused, ...)."""
+        with self._cond:
+            s = dict(self._stats)
+            s.update(queued=len(self._pending), running=len(self._running),
+                     workers=len(self._workers),
+                     worker_pids=[w.pid for w in self._workers], free_timing_slots=self._slots.free)
+            return s
+
+    def worker_pids(self) -> list[int | None]:
+        return [w.pid for w in self._workers]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Refuse new jobs, cancel queued ones, let running ones finish (up to ``timeout``
+        seconds), then stop every worker.  Idempotent."""
+        with self._cond:
+            if self._closing.is_set() and not any(w.thread.is_alive() for w in self._workers):
+                return
+            self._closing.set()
+            pending = list(self._pending)
+            self._pending.clear()
+            self._cond.notify_all()
+        for t in pending:
+            t._finish(JobResult("shutdown", str(PoolClosed())))
+        deadline = time.monotonic() + timeout
+        for w in self._workers:
+            w.thread.join(max(0.0, deadline - time.monotonic()))
+        self._slots.close()
+        for w in self._workers:
+            if w.thread.is_alive():          # still running a job past the deadline
+                w.kill()
+                w.thread.join(5)
+            w.stop(max(0.5, deadline - time.monotonic()))
+        self._finalizer.detach()
+
+    def __enter__(self) -> "MeasurePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # internals ---------------------------------------------------------------------------
+    @staticmethod
+    def _final_close(workers, closing, slots) -> None:  # at interpreter exit / GC
+        closing.set()
+        slots.close()
+        for w in workers:
+            with contextlib.suppress(Exception):
+                w.kill()
+
+    def _remember(self, ticket: Ticket) -> None:
+        self._tickets[ticket.id] = ticket
+        while len(self._tickets) > self.config.keep_tickets + self.config.queue_length:
+            oldest_id, oldest = next(iter(self._tickets.items()))
+            if not oldest.done():
+                break
+            del self._tickets[oldest_id]
+
+    def _position(self, ticket: Ticket) -> int | None:
+        with self._cond:
+            if ticket in self._running:
+                return 0
+            for i, t in enumerate(self._pending):
+                if t is ticket:
+                    return i + 1
+        return None if ticket.done() else 0
+
+    def _cancel(self, ticket: Ticket) -> bool:
+        with self._cond:
+            try:
+                self._pending.remove(ticket)
+            except ValueError:
+                return False
+        ticket._finish(JobResult("cancelled", "this step was withdrawn before it was measured"))
+        return True
+
+    def _next_job(self, worker: _Worker) -> Ticket | None:
+        with self._cond:
+            while not self._pending:
+                if self._closing.is_set():
+                    return None
+                self._cond.wait(1.0)
+            ticket = self._pending.popleft()
+            ticket.started = time.monotonic()
+            self._running.add(ticket)
+            worker.current = ticket
+            return ticket
+
+    def _job_done(self, worker: _Worker, ticket: Ticket, result: JobResult) -> None:
+        with self._cond:
+            self._running.discard(ticket)
+            worker.current = None
+            self._stats["completed"] += 1
+            self._stats[f"status:{result.status}"] += 1
+        ticket._finish(result)
