@@ -1,0 +1,285 @@
+"""Command line: replay traces, list workloads, lessons and challenges.
+
+    python -m engine replay TRACE.json [--measure] [--export tvm|course|python|json OUT]
+    python -m engine workloads
+    python -m engine lessons [LESSON_ID]
+    python -m engine challenges
+    python -m engine check CHALLENGE_ID TRACE.json
+
+Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
+input such as an unreadable or invalid trace, 1 for a program that computes wrong
+results or a challenge that is not solved); never a Python traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+EXPORTS = ("tvm", "course", "python", "json")
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as ``error: <message>``, exit status ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m engine",
+        description="Schedule Explorer's engine from the command line: replay and measure "
+                    "schedule traces, export them as Python, list the preset workloads, "
+                    "lessons and challenges.",
+        epilog="Run 'python -m engine COMMAND --help' for the options of one command.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    r = sub.add_parser(
+        "replay", help="replay a trace step by step (and measure it)",
+        description="Replay a trace JSON file (as exported by the explorer) on its workload, "
+                    "one instruction at a time. Prints a table with, per step, the "
+                    "primitive, whether the compiled program matches numpy and (with "
+                    "--measure) its time and GFLOP/s. Exits with status 2 if the trace "
+                    "is invalid (naming the step that fails) and 1 if a step computes "
+                    "wrong results.",
+        epilog="example: python -m engine replay mm_relu.json --measure "
+               "--export tvm mm_relu_tvm.py")
+    r.add_argument("trace", metavar="TRACE.json",
+                   help="trace file ('-' reads standard input); our JSON document, or TVM's "
+                        "trace.as_json() list together with --workload")
+    r.add_argument("--measure", action="store_true",
+                   help="time every step (time_evaluator, minimum of the repeats)")
+    r.add_argument("--no-check", action="store_true",
+                   help="skip compiling and checking each step against numpy")
+    r.add_argument("--export", nargs=2, metavar=("FORMAT", "OUT"),
+                   help=f"also write the trace as FORMAT ({', '.join(EXPORTS)}) to the file "
+                        "OUT ('-' for standard output)")
+    r.add_argument("--workload", metavar="NAME",
+                   help="the workload, when the trace does not name one (TVM's own traces)")
+    r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a workload parameter, e.g. --param n=64 (repeatable)")
+    r.add_argument("--number", type=int, default=5,
+                   help="runs per timing repeat (default 5)")
+    r.add_argument("--repeat", type=int, default=3, help="timing repeats (default 3)")
+
+    sub.add_parser("workloads", help="list the preset workloads",
+                   description="List the preset workloads with their descriptions and "
+                               "default parameters.")
+
+    le = sub.add_parser("lessons", help="list the lessons, or show one",
+                        description="Without an id: list the guided lessons. With an id: "
+                                    "print that lesson's steps and the code of each.")
+    le.add_argument("lesson", nargs="?", help="a lesson id to show")
+
+    sub.add_parser("challenges", help="list the challenges",
+                   description="List the challenges (reach a loop nest / beat a time).")
+
+    c = sub.add_parser("check", help="check a trace against a challenge",
+                       description="Replay TRACE.json and judge it against a challenge. "
+                                   "Exits 0 when solved, 1 when not, 2 on invalid input.")
+    c.add_argument("challenge", help="challenge id (see 'python -m engine challenges')")
+    c.add_argument("trace", metavar="TRACE.json", help="the learner's trace file")
+    return p
+
+
+# ---------------------------------------------------------------------------
+def _read_trace_file(path: str) -> Any:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CLIError(f"no such trace file: {path}") from None
+    except IsADirectoryError:
+        raise CLIError(f"{path} is a directory, not a trace file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"cannot read {path}: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                       f"{exc.msg})") from None
+
+
+def _parse_params(items: Sequence[str]) -> dict:
+    out: dict = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"--param needs KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def fmt(row: list[str]) -> str:
+        cells = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
+        return "  ".join(cells).rstrip()
+
+    lines = [fmt(headers), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+def cmd_replay(args: argparse.Namespace, out) -> int:
+    from engine.lessons import runner  # noqa: PLC0415
+
+    doc = _read_trace_file(args.trace)
+    if args.number < 1 or args.repeat < 1:
+        raise CLIError("--number and --repeat must be at least 1")
+    overrides = _parse_params(args.param)
+    try:
+        trace = runner.load_trace(doc, workload=args.workload)
+        name, params = runner.trace_workload(trace, args.workload)
+    except runner.ReplayError as exc:
+        raise CLIError(f"invalid trace {args.trace}: {exc}") from None
+    params = {**params, **overrides}
+    if args.export:
+        fmt, dest = args.export
+        if fmt not in EXPORTS:
+            raise CLIError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORTS)}")
+
+    print(f"workload {name} " + " ".join(f"{k}={v}" for k, v in params.items()), file=out)
+    headers = ["step", "primitive", "correct"]
+    if args.measure:
+        headers += ["time (ms)", "GFLOP/s"]
+    rows: list[list[str]] = []
+    failed_check = []
+    flops = runner.flops(name, params) if args.measure else None
+    try:
+        for st in runner.replay_steps(trace, name, params):
+            row = [str(st.index), st.label]
+            if args.no_check:
+                row.append("-")
+            else:
+                chk = runner.check_module(st.mod, name, params)
+                row.append("yes" if chk.correct else "NO")
+                if not chk.correct:
+                    failed_check.append((st.index, st.label, chk.message))
+            if args.measure:
+                secs = runner.time_module(st.mod, name, params, number=args.number,
+                                          repeat=args.repeat)
+                row.append(f"{secs * 1e3:.3f}")
+                row.append(f"{flops / secs / 1e9:.2f}" if flops and secs > 0 else "-")
+            rows.append(row)
+    except runner.ReplayError as exc:
+        if rows:
+            print(_table(headers, rows, {0, 3, 4}), file=out)
+        raise CLIError(f"invalid trace {args.trace}: {exc}") from None
+    except runner.BuildFailure as exc:
+        if rows:
+            print(_table(headers, rows, {0, 3, 4}), file=out)
+        raise CLIError(str(exc), EXIT_FAIL) from None
+    print(_table(headers, rows, {0, 3, 4}), file=out)
+    if args.export:
+        fmt, dest = args.export
+        text = runner.export(trace, fmt)
+        if dest == "-":
+            out.write(text if text.endswith("\n") else text + "\n")
+        else:
+            try:
+                Path(dest).write_text(text if text.endswith("\n") else text + "\n",
+                                      encoding="utf-8")
+            except OSError as exc:
+                raise CLIError(f"cannot write {dest}: {exc.strerror}") from None
+            print(f"wrote {fmt} export to {dest}", file=out)
+    if failed_check:
+        idx, label, msg = failed_check[0]
+        raise CLIError(f"step {idx} ({label}) computes wrong results: {msg}", EXIT_FAIL)
+    return EXIT_OK
+
+
+def cmd_workloads(args: argparse.Namespace, out) -> int:
+    from engine.lessons import runner  # noqa: PLC0415
+    rows = []
+    for name in runner.workload_names():
+        desc, params = runner.workload_info(name)
+        rows.append([name, " ".join(f"{k}={v}" for k, v in params.items()), desc])
+    print(_table(["workload", "default params", "description"], rows, set()), file=out)
+    return EXIT_OK
+
+
+def cmd_lessons(args: argparse.Namespace, out) -> int:
+    from engine import lessons  # noqa: PLC0415
+    if args.lesson:
+        try:
+            les = lessons.get(args.lesson)
+        except lessons.LessonError as exc:
+            raise CLIError(str(exc)) from None
+        print(f"{les.title}  [{les.workload} "
+              + " ".join(f"{k}={v}" for k, v in les.params.items()) + "]", file=out)
+        if les.summary:
+            print(lessons.to_text(les.summary), file=out)
+        for st in les.steps:
+            print(f"\n{st.index}. {st.title}  (look at: {st.look_at})", file=out)
+            print("   " + lessons.to_text(st.text).replace("\n", "\n   "), file=out)
+            if st.code:
+                print(f"   >>> {st.code}", file=out)
+            if st.question:
+                print(f"   ? {st.question.text}", file=out)
+        return EXIT_OK
+    rows = [[les.id, str(len(les.steps)), les.workload, les.title]
+            for les in lessons.all_lessons()]
+    print(_table(["lesson", "steps", "workload", "title"], rows, {1}), file=out)
+    return EXIT_OK
+
+
+def cmd_challenges(args: argparse.Namespace, out) -> int:
+    from engine import challenges  # noqa: PLC0415
+    rows = [[c.id, c.kind, c.workload, c.title] for c in challenges.all_challenges()]
+    print(_table(["challenge", "kind", "workload", "title"], rows, set()), file=out)
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace, out) -> int:
+    from engine import challenges  # noqa: PLC0415
+    try:
+        ch = challenges.get(args.challenge)
+    except challenges.ChallengeError as exc:
+        raise CLIError(str(exc)) from None
+    doc = _read_trace_file(args.trace)
+    res = ch.check(doc)
+    print(("SOLVED " if res.ok else "NOT SOLVED ") + res.message, file=out)
+    if res.link:
+        print(f"link: {res.link}", file=out)
+    return EXIT_OK if res.ok else EXIT_FAIL
+
+
+COMMANDS = {"replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
+            "challenges": cmd_challenges, "check": cmd_check}
+
+
+def main(argv: Sequence[str] | None = None, out=None, err=None) -> int:
+    """Run the CLI; returns the exit status (``python -m engine`` exits with it)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed usage/help
+        return int(exc.code or 0)
+    try:
+        return COMMANDS[args.command](args, out)
+    except CLIError as exc:
+        out.flush()
+        print(f"error: {exc}", file=err)
+        return exc.code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=err)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

@@ -1,0 +1,483 @@
+"""Guided lessons: a workload, and ordered steps that each apply one schedule primitive.
+
+Lessons ship as one JSON file each in ``engine/lessons/data/`` (format documented in
+``engine/lessons/FORMAT.md``). Public API::
+
+    from engine import lessons
+    lessons.names()                     # ['01_tensorir_mm_relu', ...] in teaching order
+    les = lessons.get("01_tensorir_mm_relu")
+    les.title, les.steps[0].text        # narrative (markdown-light; see lessons.markup)
+    sch = les.schedule_at(2)            # a fresh Schedule with the first 2 steps applied
+    ok, msg = les.check_step(2, learner_schedule)   # did the learner do step 2 right?
+
+Steps are numbered from 0: step ``k`` turns ``schedule_at(k)`` into ``schedule_at(k + 1)``.
+A step without an action is narrative only (it leaves the program unchanged).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .actions import (PRIMITIVES, ActionError, action_python, apply_action, describe_action,
+                      validate_action)
+from .markup import to_html, to_text
+from .nest import first_difference, loop_nest, match_nest, nest_lines, nest_text
+
+__all__ = ["Lesson", "Step", "Question", "LessonError", "names", "get", "all_lessons", "load",
+           "parse_lesson", "DATA_DIR", "LOOK_AT", "PRIMITIVES", "ActionError", "apply_action",
+           "action_python", "describe_action", "validate_action", "to_html", "to_text",
+           "loop_nest", "nest_lines", "nest_text", "match_nest", "first_difference"]
+
+DATA_DIR = Path(__file__).with_name("data")
+FORMAT = "schedule-explorer/lesson"
+VERSION = 1
+#: panes a step can point the learner at
+LOOK_AT = ("program", "diagram", "runtime", "cache", "code", "trace", "diff")
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+class LessonError(ValueError):
+    """A lesson file is malformed, or a lesson step cannot be applied.
+
+    ``source`` is the file (or id), ``where`` the place inside it (e.g. ``steps[3].action``).
+    """
+
+    def __init__(self, message: str, source: str = "", where: str = "", step: int | None = None):
+        self.source, self.where, self.step = source, where, step
+        prefix = f"lesson {source}" if source else "lesson"
+        if where:
+            prefix += f", {where}"
+        super().__init__(f"{prefix}: {message}")
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question shown with a step; ``choices`` make it multiple choice."""
+
+    text: str
+    answer: str
+    choices: tuple[str, ...] = ()
+    explanation: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"text": self.text, "answer": self.answer}
+        if self.choices:
+            d["choices"] = list(self.choices)
+        if self.explanation:
+            d["explanation"] = self.explanation
+        return d
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: narrative, the action it applies (or None), where to look, a question."""
+
+    index: int
+    title: str
+    text: str
+    action: dict | None
+    look_at: str
+    question: Question | None = None
+    expect: tuple[str, ...] = ()      # loop-nest pattern the program matches after the step
+    note: str = ""                    # what to notice after applying (markdown-light)
+
+    @property
+    def code(self) -> str:
+        """The step as course-style Python (empty for narrative-only steps)."""
+        return action_python(self.action) if self.action else ""
+
+    @property
+    def label(self) -> str:
+        return describe_action(self.action) if self.action else "(read)"
+
+    def html(self) -> str:
+        return to_html(self.text)
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {"index": self.index, "title": self.title, "text": self.text,
+                             "html": self.html(), "action": self.action, "code": self.code,
+                             "look_at": self.look_at}
+        if self.question:
+            d["question"] = self.question.to_dict()
+        if self.expect:
+            d["expect"] = list(self.expect)
+        if self.note:
+            d["note"] = self.note
+            d["note_html"] = to_html(self.note)
+        return d
+
+
+def _params_key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+@dataclass
+class Lesson:
+    """A guided lesson (see the module docstring)."""
+
+    id: str
+    title: str
+    summary: str
+    workload: str
+    params: dict
+    steps: tuple[Step, ...]
+    test_params: dict = field(default_factory=dict)
+    func: str | None = None
+    order: int = 0
+    source: str = ""
+    _mods: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # -- building -------------------------------------------------------------------
+    def _params(self, params: dict | None) -> dict:
+        out = dict(self.params)
+        if params:
+            out.update(params)
+        return out
+
+    def initial_module(self, params: dict | None = None):
+        import engine  # noqa: PLC0415 - engine.workloads sits above the lesson data
+        return engine.workloads.get(self.workload, **self._params(params))
+
+    def new_schedule(self, params: dict | None = None):
+        """A Schedule of the lesson's workload before any step, recording a trace."""
+        import engine  # noqa: PLC0415
+        p = self._params(params)
+        mod = engine.workloads.get(self.workload, **p)
+        try:
+            return engine.Schedule(mod, workload=(self.workload, p))
+        except TypeError:  # a Schedule without workload tracking
+            return engine.Schedule(mod)
+
+    def _check_k(self, k: int, upto: int) -> None:
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= upto:
+            raise LessonError(f"step number must be between 0 and {upto}, got {k!r}",
+                              self.id)
+
+    def apply_step(self, sch: Any, k: int, env: dict | None = None) -> Any:
+        """Apply step ``k``'s action to ``sch`` ("apply for me"); returns the schedule."""
+        self._check_k(k, len(self.steps) - 1)
+        step = self.steps[k]
+        if step.action is None:
+            return sch
+        try:
+            apply_action(sch, step.action, env if env is not None else {})
+        except ActionError as exc:
+            raise LessonError(str(exc), self.id, f"step {k} ({step.title})", k) from exc
+        except Exception as exc:  # ScheduleError and friends: say which step broke
+            if type(exc).__name__ == "ScheduleError":
+                raise LessonError(f"the engine refused `{step.code}`: {exc}", self.id,
+                                  f"step {k} ({step.title})", k) from exc
+            raise
+        return sch
+
+    def schedule_at(self, k: int, params: dict | None = None):
+        """A fresh Schedule with steps ``0 .. k-1`` applied (``k = 0``: the original)."""
+        self._check_k(k, len(self.steps))
+        sch = self.new_schedule(params)
+        env: dict = {}
+        for i in range(k):
+            self.apply_step(sch, i, env)
+        return sch
+
+    def modules(self, params: dict | None = None) -> list:
+        """The program before step 0 and after every step (``len(steps) + 1`` IRModules)."""
+        key = _params_key(self._params(params))
+        mods = self._mods.get(key)
+        if mods is None:
+            sch = self.new_schedule(params)
+            env: dict = {}
+            mods = [sch.mod]
+            for i in range(len(self.steps)):
+                self.apply_step(sch, i, env)
+                mods.append(sch.mod)
+            self._mods[key] = mods
+        return list(mods)
+
+    def trace_at(self, k: int, params: dict | None = None):
+        """The engine Trace of the first ``k`` steps (for links and exports)."""
+        return self.schedule_at(k, params).trace
+
+    def func_name(self, mod: Any = None) -> str | None:
+        if self.func:
+            return self.func
+        if mod is not None:
+            names = mod.names()
+            return names[0] if len(names) == 1 else None
+        return None
+
+    # -- checking a learner ---------------------------------------------------------
+    def check_step(self, k: int, learner: Any, params: dict | None = None) -> tuple[bool, str]:
+        """Did the learner's own step ``k`` reach the lesson's program after step ``k``?
+
+        ``learner`` is the learner's Schedule (or its IRModule). The check is structural
+        equality of the whole module with ``schedule_at(k + 1)`` (loop variable names do
+        not matter; block and buffer names, extents, loop kinds and bodies do). When it
+        fails, the message says what differs and shows the expected call.
+        """
+        import engine  # noqa: PLC0415
+        self._check_k(k, len(self.steps) - 1)
+        step = self.steps[k]
+        mod = getattr(learner, "mod", learner)
+        if not hasattr(mod, "functions"):
+            raise LessonError("check_step needs the learner's Schedule or IRModule, got "
+                              f"{type(learner).__name__}", self.id)
+        if params is None:
+            params = _trace_params(learner, self.workload)
+        mods = self.modules(params)
+        before, after = mods[k], mods[k + 1]
+        if engine.structural_equal(mod, after):
+            msg = f"Correct: step {k} ({step.title}) done."
+            if step.note:
+                msg += " " + to_text(step.note)
+            return True, msg
+        hint = f" Try `{step.code}`." if step.code else ""
+        if engine.structural_equal(mod, before):
+            return False, f"The program has not changed yet.{hint}"
+        last = _last_primitive(learner)
+        if step.action and last and _norm(last) != _norm(step.action["primitive"]):
+            lead = (f"Your last step was {last}, but this step asks for "
+                    f"{step.action['primitive']}.")
+        else:
+            lead = "Not quite: your program differs from the lesson's after this step."
+        fname = self.func_name(after)
+        exp, got = nest_lines(after, fname), nest_lines(mod, fname)
+        diff = first_difference(exp, got)
+        if diff is None:
+            diff = ("the loops are the same, so the difference is inside the blocks "
+                    "(their bindings, buffers or annotations)")
+        elif mods[k] is not None and engine.structural_equal(mod, mods[0]) and k > 0:
+            diff += "; you may need to replay the earlier steps first"
+        return False, f"{lead} In the loop nest, {diff}.{hint}"
+
+    # -- serialisation ----------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"id": self.id, "title": self.title, "summary": self.summary,
+                "summary_html": to_html(self.summary), "workload": self.workload,
+                "params": dict(self.params), "steps": [s.to_dict() for s in self.steps]}
+
+    def python(self, upto: int | None = None, params: dict | None = None) -> str:
+        """The first ``upto`` steps (all by default) as runnable engine Python."""
+        n = len(self.steps) if upto is None else upto
+        return self.trace_at(n, params).as_python()
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+def _last_primitive(learner: Any) -> str | None:
+    trace = getattr(learner, "trace", None)
+    if trace is None:
+        return None
+    try:
+        insts = trace.as_json()["insts"]
+    except Exception:  # noqa: BLE001 - a trace we cannot read gives no hint
+        return None
+    for inst in reversed(insts):
+        kind = inst[0] if isinstance(inst, (list, tuple)) else None
+        if isinstance(kind, str) and _norm(kind) not in ("getblock", "getloops",
+                                                          "getchildblocks", "enterpostproc"):
+            return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+    return None
+
+
+def _trace_params(learner: Any, workload: str) -> dict | None:
+    trace = getattr(learner, "trace", None)
+    if trace is None:
+        return None
+    try:
+        wl = trace.as_json().get("workload") or {}
+    except Exception:  # noqa: BLE001
+        return None
+    if wl.get("name") == workload and isinstance(wl.get("params"), dict):
+        return dict(wl["params"])
+    return None
+
+
+# ---------------------------------------------------------------------------
+# loading and validation
+def _text(v: Any, where: str, source: str, required: bool = True) -> str:
+    if v is None and not required:
+        return ""
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return "\n".join(v)
+    if isinstance(v, str) and (v.strip() or not required):
+        return v
+    raise LessonError("must be text (a string, or a list of lines)"
+                      + ("" if v is not None else " and is missing"), source, where)
+
+
+def parse_lesson(data: Any, source: str = "<data>") -> Lesson:
+    """Validate a lesson document (already decoded from JSON) and build a :class:`Lesson`.
+
+    Every problem raises :class:`LessonError` naming the file and the place inside it.
+    """
+    if not isinstance(data, dict):
+        raise LessonError("the file must hold one JSON object", source)
+    if data.get("format", FORMAT) != FORMAT:
+        raise LessonError(f"\"format\" must be {FORMAT!r}, got {data.get('format')!r}", source)
+    version = data.get("version", VERSION)
+    if version != VERSION:
+        raise LessonError(f"unsupported lesson version {version!r}; this engine reads "
+                          f"version {VERSION}", source)
+    known = {"format", "version", "id", "title", "summary", "workload", "steps", "test_params",
+             "func", "order"}
+    for key in data:
+        if key not in known:
+            raise LessonError(f"unknown key {key!r} (allowed: {', '.join(sorted(known))})",
+                              source)
+    lid = data.get("id")
+    if not isinstance(lid, str) or not _ID_RE.match(lid):
+        raise LessonError("\"id\" must be lower-case letters, digits and underscores, "
+                          f"got {lid!r}", source)
+    title = _text(data.get("title"), "title", source)
+    summary = _text(data.get("summary"), "summary", source, required=False)
+    wl = data.get("workload")
+    if not (isinstance(wl, dict) and isinstance(wl.get("name"), str)):
+        raise LessonError('"workload" must be {"name": ..., "params": {...}}', source,
+                          "workload")
+    params = wl.get("params", {})
+    if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+        raise LessonError("\"params\" must be an object of parameter values", source,
+                          "workload.params")
+    extra = set(wl) - {"name", "params"}
+    if extra:
+        raise LessonError(f"unknown key(s) {sorted(extra)}", source, "workload")
+    _check_workload(wl["name"], params, source)
+    test_params = data.get("test_params", {})
+    if not isinstance(test_params, dict):
+        raise LessonError("\"test_params\" must be an object", source, "test_params")
+    func = data.get("func")
+    if func is not None and not isinstance(func, str):
+        raise LessonError("\"func\" must be a function name", source, "func")
+    order = data.get("order", 0)
+    if not isinstance(order, int) or isinstance(order, bool):
+        raise LessonError("\"order\" must be an integer", source, "order")
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise LessonError("\"steps\" must be a non-empty list", source, "steps")
+    steps = []
+    bound: set[str] = set()
+    for i, raw in enumerate(raw_steps):
+        steps.append(_parse_step(i, raw, source, bound))
+    if not any(s.action for s in steps):
+        raise LessonError("a lesson needs at least one step with an action", source, "steps")
+    return Lesson(id=lid, title=title, summary=summary, workload=wl["name"],
+                  params=dict(params), steps=tuple(steps), test_params=dict(test_params),
+                  func=func, order=order, source=source)
+
+
+def _check_workload(name: str, params: dict, source: str) -> None:
+    try:
+        import engine.workloads as wl  # noqa: PLC0415
+        known = list(wl.names())
+    except Exception:  # noqa: BLE001 - workloads not available: validate the rest only
+        return
+    if name not in known:
+        raise LessonError(f"unknown workload {name!r} (known: {', '.join(known)})", source,
+                          "workload.name")
+
+
+def _parse_step(i: int, raw: Any, source: str, bound: set[str]) -> Step:
+    where = f"steps[{i}]"
+    if not isinstance(raw, dict):
+        raise LessonError("each step must be an object", source, where)
+    known = {"title", "text", "action", "look_at", "question", "expect", "note"}
+    for key in raw:
+        if key not in known:
+            raise LessonError(f"unknown key {key!r} (allowed: {', '.join(sorted(known))})",
+                              source, where)
+    title = _text(raw.get("title"), f"{where}.title", source)
+    text = _text(raw.get("text"), f"{where}.text", source)
+    action = raw.get("action")
+    if action is not None:
+        try:
+            validate_action(action, f"{where}.action")
+        except ActionError as exc:
+            raise LessonError(str(exc), source) from None
+        bound.update(action.get("outputs") or [])
+    look_at = raw.get("look_at", "program")
+    if look_at not in LOOK_AT:
+        raise LessonError(f"\"look_at\" must be one of {', '.join(LOOK_AT)}, got {look_at!r}",
+                          source, f"{where}.look_at")
+    q = raw.get("question")
+    question = None
+    if q is not None:
+        if not isinstance(q, dict):
+            raise LessonError('"question" must be {"text": ..., "answer": ...}', source,
+                              f"{where}.question")
+        extra = set(q) - {"text", "answer", "choices", "explanation"}
+        if extra:
+            raise LessonError(f"unknown key(s) {sorted(extra)}", source, f"{where}.question")
+        qtext = _text(q.get("text"), f"{where}.question.text", source)
+        answer = q.get("answer")
+        if not isinstance(answer, str) or not answer.strip():
+            raise LessonError("a question needs an \"answer\" (text)", source,
+                              f"{where}.question.answer")
+        choices = q.get("choices", [])
+        if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+            raise LessonError("\"choices\" must be a list of strings", source,
+                              f"{where}.question.choices")
+        if choices and answer not in choices:
+            raise LessonError(f"the answer {answer!r} is not one of the choices", source,
+                              f"{where}.question")
+        question = Question(qtext, answer, tuple(choices),
+                            _text(q.get("explanation"), f"{where}.question.explanation",
+                                  source, required=False))
+    expect = raw.get("expect", [])
+    if isinstance(expect, str):
+        expect = expect.splitlines()
+    if not isinstance(expect, list) or not all(isinstance(x, str) for x in expect):
+        raise LessonError("\"expect\" must be a list of loop-nest pattern lines", source,
+                          f"{where}.expect")
+    note = _text(raw.get("note"), f"{where}.note", source, required=False)
+    return Step(i, title, text, action, look_at, question, tuple(expect), note)
+
+
+def load(path: str | Path) -> Lesson:
+    """Load and validate one lesson file (JSON)."""
+    p = Path(path)
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LessonError(f"cannot read the file ({exc.strerror})", str(p)) from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LessonError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                          p.name) from None
+    lesson = parse_lesson(data, p.name)
+    if lesson.id != p.stem:
+        raise LessonError(f"the id {lesson.id!r} must match the file name {p.stem!r}", p.name,
+                          "id")
+    return lesson
+
+
+_CACHE: dict[str, Lesson] = {}
+
+
+def all_lessons() -> list[Lesson]:
+    """Every shipped lesson, in teaching order."""
+    if not _CACHE:
+        found = [load(p) for p in sorted(DATA_DIR.glob("*.json"))]
+        for les in sorted(found, key=lambda x: (x.order, x.id)):
+            _CACHE[les.id] = les
+    return list(_CACHE.values())
+
+
+def names() -> list[str]:
+    """Ids of the shipped lessons, in teaching order."""
+    return [les.id for les in all_lessons()]
+
+
+def get(lesson_id: str) -> Lesson:
+    """The shipped lesson with this id (LessonError listing the ids if there is none)."""
+    all_lessons()
+    try:
+        return _CACHE[lesson_id]
+    except KeyError:
+        raise LessonError(f"no lesson named {lesson_id!r}; available: "
+                          f"{', '.join(_CACHE)}") from None

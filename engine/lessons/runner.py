@@ -1,0 +1,373 @@
+"""Replaying, checking and timing schedules for the CLI, lessons and challenges.
+
+One place that knows how to go from "something a learner hands us" (a Schedule, a Trace,
+a trace JSON document, or a link token) to a Schedule on the right workload, how to
+replay a trace one instruction at a time (so an illegal step can be named), and how to
+check a program against numpy and time it. Errors are :class:`ReplayError` (the input
+is invalid) or :class:`BuildFailure` (the engine could not compile/run a program), both
+with plain-language messages.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+__all__ = ["ReplayError", "BuildFailure", "ReplayStep", "Check", "new_schedule", "load_trace",
+           "trace_workload", "trace_doc", "schedule_of", "replay_steps", "check_module",
+           "time_module", "time_pair", "flops", "export", "workload_names", "workload_info",
+           "main_func"]
+
+
+class ReplayError(ValueError):
+    """A trace cannot be read or replayed (bad document, unknown primitive, illegal step)."""
+
+
+class BuildFailure(RuntimeError):
+    """The engine failed to compile or run a program that the schedule accepted."""
+
+
+@dataclass
+class ReplayStep:
+    """One row of a replay: instruction number (0 = the original program), label, module."""
+
+    index: int
+    kind: str
+    label: str
+    mod: Any
+
+
+@dataclass
+class Check:
+    correct: bool
+    message: str = ""
+    max_error: float = 0.0
+
+
+# ---------------------------------------------------------------------------
+def workload_names() -> list[str]:
+    import engine  # noqa: PLC0415
+    return list(engine.workloads.names())
+
+
+def _info(name: str) -> Any:
+    import engine  # noqa: PLC0415
+    return engine.workloads.info(name)
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def workload_info(name: str) -> tuple[str, dict]:
+    """(description, default params) of a preset workload."""
+    info = _info(name)
+    desc = _get(info, "description", "") or ""
+    params = _get(info, "params", None)
+    if params is None:
+        params = _get(info, "defaults", {}) or {}
+    desc = " ".join(str(desc).split())
+    return desc, dict(params)
+
+
+def _check_workload(name: str) -> None:
+    names = workload_names()
+    if name not in names:
+        raise ReplayError(f"unknown workload {name!r} (known: {', '.join(names)})")
+
+
+def new_schedule(workload: str, params: dict | None = None):
+    """A fresh Schedule of a preset workload, recording its trace."""
+    import engine  # noqa: PLC0415
+    _check_workload(workload)
+    params = dict(params or {})
+    try:
+        mod = engine.workloads.get(workload, **params)
+    except (TypeError, ValueError) as exc:
+        raise ReplayError(f"bad parameters for workload {workload}: {exc}") from None
+    return engine.Schedule(mod, workload=(workload, params))
+
+
+def main_func(mod: Any, workload: str | None = None) -> str:
+    """The function a workload runs (its only function, or the one named in its info)."""
+    names = mod.names()
+    if len(names) == 1:
+        return names[0]
+    if workload is not None:
+        try:
+            f = _get(_info(workload), "func", None) or _get(_info(workload), "entry", None)
+        except Exception:  # noqa: BLE001
+            f = None
+        if f in names:
+            return f
+        if workload in names:
+            return workload
+    return names[-1]
+
+
+# ---------------------------------------------------------------------------
+def _trace_cls():
+    import engine  # noqa: PLC0415
+    return engine.Trace
+
+
+def _is_trace(obj: Any) -> bool:
+    try:
+        return isinstance(obj, _trace_cls())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def load_trace(source: Any, workload: str | None = None):
+    """A Trace from a Trace, a JSON document (dict/list/str) or a link token."""
+    if _is_trace(source):
+        return source
+    T = _trace_cls()
+    doc = source
+    if isinstance(source, (bytes, bytearray)):
+        source = source.decode("utf-8", "replace")
+    if isinstance(source, str):
+        text = source.strip()
+        if text.startswith(("{", "[")):
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ReplayError(f"not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                                  f"{exc.msg})") from None
+        else:
+            try:
+                return T.decode(text)
+            except Exception as exc:  # noqa: BLE001 - token decoding problems
+                raise ReplayError(f"not a trace link token: {exc}") from None
+    if isinstance(doc, list):  # TVM's own trace.as_json(): needs a workload
+        if workload is None:
+            raise ReplayError("this is a bare instruction list (TVM's trace.as_json()); "
+                              "say which workload it applies to (--workload NAME)")
+    elif not isinstance(doc, dict):
+        raise ReplayError(f"a trace must be a JSON object, got {type(doc).__name__}")
+    try:
+        return _from_json(T, doc, workload)
+    except ReplayError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - TraceError and validation errors
+        raise ReplayError(_plain(exc)) from None
+
+
+def _from_json(T: Any, doc: Any, workload: str | None):
+    if isinstance(doc, list):
+        try:
+            return T.from_json(doc, workload=(workload, {}))
+        except TypeError:
+            return T.from_json({"format": "schedule-explorer/trace", "version": 1,
+                                "workload": {"name": workload, "params": {}}, "insts": doc})
+    return T.from_json(doc)
+
+
+def trace_doc(trace: Any) -> dict:
+    doc = trace.as_json()
+    if isinstance(doc, str):
+        doc = json.loads(doc)
+    return doc
+
+
+def trace_workload(trace: Any, override: str | None = None) -> tuple[str, dict]:
+    """(workload name, params) a trace was recorded on."""
+    doc = trace_doc(trace)
+    wl = doc.get("workload") or {}
+    name = override or wl.get("name")
+    if not name:
+        raise ReplayError("the trace does not say which workload it belongs to; "
+                          "pass --workload NAME")
+    _check_workload(name)
+    params = wl.get("params") or {}
+    if override and wl.get("name") not in (None, override):
+        params = {}
+    return name, dict(params)
+
+
+def _plain(exc: BaseException) -> str:
+    msg = str(exc).strip() or type(exc).__name__
+    return msg
+
+
+def _kind_label(inst: Any) -> tuple[str, str, bool]:
+    """(kind, label, mutates) of a trace instruction."""
+    kind = inst[0] if isinstance(inst, (list, tuple)) and inst else "?"
+    try:
+        from engine.schedule.registry import lookup_kind  # noqa: PLC0415
+        prim = lookup_kind(kind)
+    except Exception:  # noqa: BLE001
+        prim = None
+    if prim is not None:
+        method, mutates = prim.method, prim.mutates
+    else:
+        method = re.sub(r"(?<!^)(?=[A-Z])", "_", str(kind)).lower()
+        mutates = not method.startswith("get_")
+    return str(kind), method, mutates
+
+
+def replay_steps(trace: Any, workload: str | None = None, params: dict | None = None
+                 ) -> Iterator[ReplayStep]:
+    """Yield the original program, then the program after every mutating instruction.
+
+    Instruction numbers are 1-based positions in the trace (queries such as get_block
+    are applied but not yielded). An instruction that fails raises :class:`ReplayError`
+    naming its number and primitive.
+    """
+    name, wl_params = trace_workload(trace, workload)
+    if params is not None:
+        wl_params = {**wl_params, **params}
+    doc = trace_doc(trace)
+    insts = list(doc.get("insts") or [])
+    sch = new_schedule(name, wl_params)
+    yield ReplayStep(0, "", "(original)", sch.mod)
+    T = _trace_cls()
+    for n, inst in enumerate(insts, start=1):
+        kind, method, mutates = _kind_label(inst)
+        prefix = dict(doc, insts=insts[:n])
+        prefix["workload"] = {"name": name, "params": wl_params}
+        fresh = new_schedule(name, wl_params)
+        try:
+            T.from_json(prefix).apply_to_schedule(fresh)
+        except Exception as exc:  # noqa: BLE001 - ScheduleError / TraceError
+            raise ReplayError(f"step {n} ({method}) cannot be applied: {_plain(exc)}") from None
+        if mutates:
+            yield ReplayStep(n, kind, method, fresh.mod)
+
+
+def schedule_of(solution: Any, workload: str, params: dict | None = None):
+    """The learner's Schedule from a Schedule, Trace, trace document or link token.
+
+    A trace recorded on another workload is refused; its own params win unless
+    ``params`` is given.
+    """
+    if hasattr(solution, "mod") and hasattr(solution, "trace"):
+        try:
+            wl_name, _ = trace_workload(solution.trace)
+        except ReplayError:
+            wl_name = None
+        if wl_name not in (None, workload):
+            raise ReplayError(f"this schedule is of workload {wl_name!r}, not {workload!r}")
+        return solution
+    trace = load_trace(solution, workload=workload)
+    doc = trace_doc(trace)
+    wl = doc.get("workload") or {}
+    if wl.get("name") not in (None, workload):
+        raise ReplayError(f"this trace was recorded on workload {wl.get('name')!r}, "
+                          f"not {workload!r}")
+    p = dict(params) if params is not None else dict(wl.get("params") or {})
+    sch = new_schedule(workload, p)
+    try:
+        trace.apply_to_schedule(sch)
+    except Exception as exc:  # noqa: BLE001
+        raise ReplayError(_plain(exc)) from None
+    return sch
+
+
+# ---------------------------------------------------------------------------
+def _args(workload: str, params: dict):
+    import engine  # noqa: PLC0415
+    return engine.workloads.random_args(workload, **params)
+
+
+def _build(mod: Any):
+    import engine  # noqa: PLC0415
+    try:
+        return engine.build(mod, target="llvm")
+    except Exception as exc:  # noqa: BLE001 - BuildError and codegen failures
+        raise BuildFailure(f"the engine could not compile this program: {_plain(exc)}") from None
+
+
+def check_module(mod: Any, workload: str, params: dict, rtol: float = 1e-4,
+                 atol: float = 1e-4) -> Check:
+    """Compile ``mod``, run it on random inputs and compare with the numpy reference."""
+    import numpy as np  # noqa: PLC0415
+
+    import engine  # noqa: PLC0415
+    rt = _build(mod)
+    func = main_func(mod, workload)
+    args = _args(workload, params)
+    ref_args = [a.copy() for a in args]
+    engine.workloads.reference(workload, **params)(*ref_args)
+    try:
+        rt[func](*args)
+    except Exception as exc:  # noqa: BLE001
+        raise BuildFailure(f"running the compiled program failed: {_plain(exc)}") from None
+    worst = 0.0
+    for got, want in zip(args, ref_args):
+        if got.shape != want.shape:
+            return Check(False, "an output has the wrong shape")
+        if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+            err = float(np.max(np.abs(got.astype("float64") - want.astype("float64"))))
+            bad = int(np.sum(~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)))
+            return Check(False, f"{bad} of {got.size} output elements differ from numpy "
+                                f"(largest difference {err:.3g})", err)
+        if got.size and np.issubdtype(got.dtype, np.floating):
+            worst = max(worst, float(np.max(np.abs(got - want))))
+    return Check(True, "matches numpy", worst)
+
+
+def _seconds(res: Any) -> float:
+    for attr in ("min", "median", "mean"):
+        v = getattr(res, attr, None)
+        if isinstance(v, (int, float)):
+            return float(v)
+    if isinstance(res, dict):
+        for key in ("min", "median", "mean"):
+            if key in res:
+                return float(res[key])
+    return float(res)
+
+
+def time_module(mod: Any, workload: str, params: dict, number: int = 5, repeat: int = 3,
+                rt: Any = None) -> float:
+    """Best-of-``repeat`` seconds per run of the compiled program (``number`` runs each)."""
+    rt = rt or _build(mod)
+    func = main_func(mod, workload)
+    args = _args(workload, params)
+    try:
+        return _seconds(rt.time_evaluator(func, number=number, repeat=repeat)(*args))
+    except Exception as exc:  # noqa: BLE001
+        raise BuildFailure(f"timing the compiled program failed: {_plain(exc)}") from None
+
+
+def time_pair(mod_a: Any, mod_b: Any, workload: str, params: dict, number: int = 5,
+              repeat: int = 3) -> tuple[float, float]:
+    """Time two programs alternately in the same run; (seconds_a, seconds_b), best of each."""
+    rt_a, rt_b = _build(mod_a), _build(mod_b)
+    best_a = best_b = float("inf")
+    for _ in range(repeat):
+        best_a = min(best_a, time_module(mod_a, workload, params, number, 1, rt=rt_a))
+        best_b = min(best_b, time_module(mod_b, workload, params, number, 1, rt=rt_b))
+    return best_a, best_b
+
+
+def flops(workload: str, params: dict) -> float | None:
+    """Floating-point operations of one run, from the workload's info (None if unknown)."""
+    try:
+        info = _info(workload)
+    except Exception:  # noqa: BLE001
+        return None
+    f = _get(info, "flops", None)
+    if callable(f):
+        try:
+            f = f(**params)
+        except TypeError:
+            f = None
+    if isinstance(f, (int, float)) and f > 0:
+        return float(f)
+    return None
+
+
+def export(trace: Any, fmt: str) -> str:
+    """The trace as ``json`` (our document), ``python`` (engine), ``tvm`` or ``course``."""
+    if fmt == "json":
+        return json.dumps(trace_doc(trace), indent=1)
+    if fmt == "python":
+        return trace.as_python()
+    if fmt in ("tvm", "course"):
+        return trace.export(fmt)
+    raise ReplayError(f"unknown export format {fmt!r}; use json, python, tvm or course")
