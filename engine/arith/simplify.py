@@ -1,62 +1,486 @@
-"""Expression simplifier (baseline: constant folding and algebraic identities)."""
+"""Expression simplifier with a canonical affine form and range-aware div/mod folding.
+
+Integer expressions are brought to a *linear form* ``sum(coef * atom) + const`` where an
+atom is a variable or a non-linear sub-expression (``x // 4``, ``x * y``, ``T.min(..)``).
+Terms keep their first-appearance order, so a split binding prints as TVM prints it::
+
+    j_0 * 4 + j_1          # not 4*j_0 + j_1 or j_1 + j_0*4
+
+Division and modulo by a positive constant ``c`` split the linear form into a part
+divisible by ``c`` and a remainder ``R``; when the known loop ranges bound ``R`` to
+``[k*c, k*c + c - 1]`` the result folds: ``(x * 4 + y) // 4 -> x`` and
+``(x * 4 + y) % 4 -> y`` for ``0 <= y < 4``.
+
+Use :func:`simplify` (optionally with ``var_ranges={var: (min, max)}``, inclusive, or
+``{var: Range}``) or an :class:`Analyzer` that keeps the ranges.
+"""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from engine.ir import expr as E
+from engine.ir.buffer import Range
+from engine.ir.dtype import is_float, is_int
 from engine.ir.functor import Mutator
 
-
-def _ival(e: Any) -> int | None:
-    return e.value if isinstance(e, E.IntImm) else None
+Lin = tuple  # (dict[key, (atom, coef)], const)
 
 
-class _Simplifier(Mutator):
-    def _fold(self, n: E.BinaryOp) -> E.PrimExpr:
-        n = self.generic_visit(n)
-        a, b = n.a, n.b
-        ia, ib = _ival(a), _ival(b)
-        t = type(n)
-        if ia is not None and ib is not None and E.is_const_int(a) and a.dtype == b.dtype:
-            dt = a.dtype
-            if t is E.Add:
-                return E.IntImm(dt, ia + ib)
-            if t is E.Sub:
-                return E.IntImm(dt, ia - ib)
-            if t is E.Mul:
-                return E.IntImm(dt, ia * ib)
-            if t is E.FloorDiv and ib != 0:
-                return E.IntImm(dt, ia // ib)
-            if t is E.FloorMod and ib != 0:
-                return E.IntImm(dt, ia % ib)
-            if t is E.Min:
-                return E.IntImm(dt, min(ia, ib))
-            if t is E.Max:
-                return E.IntImm(dt, max(ia, ib))
+def _key(e: Any) -> Any:
+    """A hashable structural key of an expression (variables by identity)."""
+    if isinstance(e, E.Var):
+        return ("v", id(e))
+    if isinstance(e, E.IntImm):
+        return ("i", e.dtype, e.value)
+    if isinstance(e, E.FloatImm):
+        return ("f", e.dtype, e.value)
+    if isinstance(e, E.PrimExpr):
+        parts: list[Any] = [type(e).__name__]
+        for name, v in e.fields():
+            if isinstance(v, E.PrimExpr):
+                parts.append(_key(v))
+            elif isinstance(v, tuple):
+                parts.append(tuple(_key(x) if isinstance(x, E.PrimExpr) else x for x in v))
+            elif hasattr(v, "shape") and hasattr(v, "dtype"):  # a Buffer
+                parts.append(("buf", id(v)))
+            else:
+                parts.append(v)
+        return tuple(parts)
+    return ("o", id(e))
+
+
+def _scalar_int(e: E.PrimExpr) -> bool:
+    try:
+        dt = e.dtype
+    except Exception:  # noqa: BLE001
+        return False
+    return is_int(dt) and "x" not in dt
+
+
+def _norm_ranges(var_ranges: Mapping | None) -> dict:
+    out: dict = {}
+    for v, r in (var_ranges or {}).items():
+        if isinstance(r, Range):
+            lo, ext = E.as_const_int(r.min), E.as_const_int(r.extent)
+            if lo is None or ext is None:
+                continue
+            out[v] = (lo, lo + ext - 1)
+        else:
+            lo, hi = r
+            out[v] = (E.as_const_int(lo) if not isinstance(lo, int) else lo,
+                      E.as_const_int(hi) if not isinstance(hi, int) else hi)
+    return out
+
+
+class Analyzer:
+    """Simplifier and integer bound analysis under known variable ranges."""
+
+    def __init__(self, var_ranges: Mapping | None = None):
+        self.ranges: dict = _norm_ranges(var_ranges)
+
+    def bind(self, var: E.Var, lo: int, hi: int) -> None:
+        self.ranges[var] = (lo, hi)
+
+    # ----------------------------------------------------------- linear forms
+    def linear(self, e: E.PrimExpr) -> Lin:
+        """Linear form of an integer expression: ({key: (atom, coef)}, const)."""
+        if isinstance(e, E.IntImm):
+            return {}, e.value
+        if isinstance(e, E.Add):
+            return _lin_add(self.linear(e.a), self.linear(e.b), 1)
+        if isinstance(e, E.Sub):
+            return _lin_add(self.linear(e.a), self.linear(e.b), -1)
+        if isinstance(e, E.Mul):
+            la, lb = self.linear(e.a), self.linear(e.b)
+            if not la[0]:
+                return _lin_scale(lb, la[1])
+            if not lb[0]:
+                return _lin_scale(la, lb[1])
+            return self._atom(E.Mul(self.rebuild(la, e.dtype), self.rebuild(lb, e.dtype)))
+        if isinstance(e, E.FloorDiv):
+            return self._floordiv(e)
+        if isinstance(e, E.FloorMod):
+            return self._floormod(e)
+        if isinstance(e, (E.Min, E.Max)):
+            a, b = self.simplify(e.a), self.simplify(e.b)
+            ia, ib = E.as_const_int(a), E.as_const_int(b)
+            is_min = isinstance(e, E.Min)
+            if ia is not None and ib is not None:
+                return {}, (min(ia, ib) if is_min else max(ia, ib))
+            d = self.bound(self._sub(a, b))
+            if d is not None:
+                lo, hi = d
+                if hi is not None and hi <= 0:
+                    return self.linear(a if is_min else b)
+                if lo is not None and lo >= 0:
+                    return self.linear(b if is_min else a)
+            return self._atom(type(e)(a, b))
+        if isinstance(e, E.Var):
+            return {("v", id(e)): (e, 1)}, 0
+        return self._atom(self._simplify_other(e))
+
+    def _atom(self, e: E.PrimExpr) -> Lin:
+        if isinstance(e, E.IntImm):
+            return {}, e.value
+        return {_key(e): (e, 1)}, 0
+
+    def _sub(self, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
+        return self.rebuild(_lin_add(self.linear(a), self.linear(b), -1), a.dtype)
+
+    def _split(self, lin: Lin, c: int) -> tuple[Lin, Lin]:
+        """lin = c * X + R with X collecting the terms (and const part) divisible by c."""
+        terms, const = lin
+        xt, rt = {}, {}
+        for k, (atom, coef) in terms.items():
+            if coef % c == 0:
+                xt[k] = (atom, coef // c)
+            else:
+                rt[k] = (atom, coef)
+        return (xt, const // c), (rt, const % c)
+
+    def _floordiv(self, e: E.FloorDiv) -> Lin:
+        b = self.simplify(e.b)
+        c = E.as_const_int(b)
+        la = self.linear(e.a)
+        if c is None or c <= 0:
+            return self._atom(E.FloorDiv(self.rebuild(la, e.dtype), b))
+        if c == 1:
+            return la
+        if not la[0]:
+            return {}, la[1] // c
+        x, r = self._split(la, c)
+        if not r[0]:
+            return x  # r is a constant in [0, c)
+        rexpr = self.rebuild(r, e.dtype)
+        bd = self.bound(rexpr)
+        if bd is not None and bd[0] is not None and bd[1] is not None and \
+                bd[0] // c == bd[1] // c:
+            return _lin_add(x, ({}, bd[0] // c), 1)
+        # (y // a) // c  ->  y // (a * c)
+        if len(r[0]) == 1 and r[1] == 0:
+            (atom, coef), = r[0].values()
+            if coef == 1 and isinstance(atom, E.FloorDiv) and \
+                    (E.as_const_int(atom.b) or 0) > 0:
+                inner = E.FloorDiv(atom.a, E.const(E.as_const_int(atom.b) * c, e.dtype))
+                return _lin_add(x, self._atom(inner), 1)
+        return _lin_add(x, self._atom(E.FloorDiv(rexpr, E.const(c, e.dtype))), 1)
+
+    def _floormod(self, e: E.FloorMod) -> Lin:
+        b = self.simplify(e.b)
+        c = E.as_const_int(b)
+        la = self.linear(e.a)
+        if c is None or c <= 0:
+            return self._atom(E.FloorMod(self.rebuild(la, e.dtype), b))
+        if c == 1:
+            return {}, 0
+        if not la[0]:
+            return {}, la[1] % c
+        _, r = self._split(la, c)
+        if not r[0]:
+            return {}, r[1]
+        rexpr = self.rebuild(r, e.dtype)
+        bd = self.bound(rexpr)
+        if bd is not None and bd[0] is not None and bd[1] is not None and \
+                bd[0] // c == bd[1] // c:
+            return _lin_add(r, ({}, -(bd[0] // c) * c), 1)
+        # (y % m) % c -> y % c when c divides m
+        if len(r[0]) == 1 and r[1] == 0:
+            (atom, coef), = r[0].values()
+            m = E.as_const_int(atom.b) if isinstance(atom, E.FloorMod) else None
+            if coef == 1 and m is not None and m > 0 and m % c == 0:
+                return self._atom(E.FloorMod(atom.a, E.const(c, e.dtype)))
+        return self._atom(E.FloorMod(rexpr, E.const(c, e.dtype)))
+
+    def rebuild(self, lin: Lin, dtype: str = "int32") -> E.PrimExpr:
+        """Expression of a linear form, terms in first-appearance order, constant last."""
+        terms, const = lin
+        out: E.PrimExpr | None = None
+        for atom, coef in terms.values():
+            if coef == 0:
+                continue
+            if out is None:
+                out = atom if coef == 1 else E.Mul(atom, E.const(coef, dtype))
+                continue
+            mag = abs(coef)
+            t = atom if mag == 1 else E.Mul(atom, E.const(mag, dtype))
+            out = E.Add(out, t) if coef > 0 else E.Sub(out, t)
+        if out is None:
+            return E.const(const, dtype)
+        if const > 0:
+            out = E.Add(out, E.const(const, dtype))
+        elif const < 0:
+            out = E.Sub(out, E.const(-const, dtype))
+        return out
+
+    # ----------------------------------------------------------- bounds
+    def bound(self, e: E.PrimExpr) -> tuple | None:
+        """Inclusive integer bounds (lo, hi) of ``e`` (either may be None = unbounded)."""
+        if not _scalar_int(e):
+            return None
+        return self._bound_lin(self.linear(e))
+
+    def _bound_lin(self, lin: Lin) -> tuple:
+        terms, const = lin
+        lo: int | None = const
+        hi: int | None = const
+        for atom, coef in terms.values():
+            b = self._bound_atom(atom)
+            alo, ahi = b if b is not None else (None, None)
+            if coef < 0:
+                alo, ahi = ahi, alo
+            lo = None if lo is None or alo is None else lo + coef * alo
+            hi = None if hi is None or ahi is None else hi + coef * ahi
+        return lo, hi
+
+    def _bound_atom(self, a: E.PrimExpr) -> tuple | None:
+        if isinstance(a, E.Var):
+            return self.ranges.get(a)
+        if isinstance(a, E.IntImm):
+            return a.value, a.value
+        if isinstance(a, E.FloorDiv):
+            c = E.as_const_int(a.b)
+            if c is None or c <= 0:
+                return None
+            lo, hi = self._bound_lin(self.linear(a.a))
+            return (None if lo is None else lo // c, None if hi is None else hi // c)
+        if isinstance(a, E.FloorMod):
+            c = E.as_const_int(a.b)
+            if c is None or c <= 0:
+                return None
+            lo, hi = self._bound_lin(self.linear(a.a))
+            if lo is not None and hi is not None and lo // c == hi // c:
+                return lo % c, hi % c
+            return 0, c - 1
+        if isinstance(a, (E.Min, E.Max)):
+            ba, bb = self.bound(a.a), self.bound(a.b)
+            if ba is None or bb is None:
+                return None
+            f = min if isinstance(a, E.Min) else max
+            lo = None if ba[0] is None or bb[0] is None else f(ba[0], bb[0])
+            hi = None if ba[1] is None or bb[1] is None else f(ba[1], bb[1])
+            if isinstance(a, E.Min):
+                lo = None if ba[0] is None or bb[0] is None else min(ba[0], bb[0])
+                hi = ba[1] if bb[1] is None else (bb[1] if ba[1] is None else min(ba[1], bb[1]))
+            else:
+                hi = None if ba[1] is None or bb[1] is None else max(ba[1], bb[1])
+                lo = ba[0] if bb[0] is None else (bb[0] if ba[0] is None else max(ba[0], bb[0]))
+            return lo, hi
+        if isinstance(a, E.Mul):
+            ba, bb = self.bound(a.a), self.bound(a.b)
+            if ba is None or bb is None or None in ba or None in bb:
+                return None
+            prods = [x * y for x in ba for y in bb]
+            return min(prods), max(prods)
+        return None
+
+    def can_prove(self, cond: E.PrimExpr) -> bool:
+        """True when ``cond`` holds for every value in the known ranges."""
+        s = self.simplify(cond)
+        return isinstance(s, E.IntImm) and s.value == 1
+
+    # ----------------------------------------------------------- simplify
+    def simplify(self, e: Any) -> Any:
+        if isinstance(e, E.PrimExpr):
+            return self._simplify_expr(e)
+        return _StmtSimplifier(self).visit(e)
+
+    def _simplify_expr(self, e: E.PrimExpr) -> E.PrimExpr:
+        if isinstance(e, (E.IntImm, E.FloatImm, E.Var, E.StringImm)):
+            return e
+        if _scalar_int(e) and isinstance(e, (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod,
+                                             E.Min, E.Max)):
+            return self.rebuild(self.linear(e), e.dtype)
+        return self._simplify_other(e)
+
+    def _simplify_other(self, e: E.PrimExpr) -> E.PrimExpr:
+        if isinstance(e, E.CmpOp) and not isinstance(e, (E.And, E.Or)):
+            return self._cmp(e)
+        if isinstance(e, (E.And, E.Or)):
+            a, b = self.simplify(e.a), self.simplify(e.b)
+            ca, cb = _bool_const(a), _bool_const(b)
+            if isinstance(e, E.And):
+                if ca is False or cb is False:
+                    return E.IntImm("bool", 0)
+                if ca is True:
+                    return b
+                if cb is True:
+                    return a
+            else:
+                if ca is True or cb is True:
+                    return E.IntImm("bool", 1)
+                if ca is False:
+                    return b
+                if cb is False:
+                    return a
+            return e if a is e.a and b is e.b else type(e)(a, b)
+        if isinstance(e, E.Not):
+            a = self.simplify(e.a)
+            ca = _bool_const(a)
+            if ca is not None:
+                return E.IntImm("bool", int(not ca))
+            return e if a is e.a else E.Not(a)
+        if isinstance(e, E.BinaryOp):
+            a, b = self.simplify(e.a), self.simplify(e.b)
+            folded = _fold_float(type(e), a, b)
+            if folded is not None:
+                return folded
+            return e if a is e.a and b is e.b else type(e)(a, b)
+        if isinstance(e, E.Select):
+            c = self.simplify(e.condition)
+            cc = _bool_const(c)
+            t, f = self.simplify(e.true_value), self.simplify(e.false_value)
+            if cc is True:
+                return t
+            if cc is False:
+                return f
+            if c is e.condition and t is e.true_value and f is e.false_value:
+                return e
+            return E.Select(c, t, f)
+        return _ExprChildren(self).generic_visit(e)
+
+    def _cmp(self, e: E.CmpOp) -> E.PrimExpr:
+        a, b = self.simplify(e.a), self.simplify(e.b)
+        if _scalar_int(a) and _scalar_int(b):
+            d = self.bound(self._sub(a, b))  # bounds of a - b
+            if d is not None:
+                lo, hi = d
+                t = type(e)
+                verdict = None
+                if t is E.LT:
+                    verdict = True if hi is not None and hi < 0 else \
+                        (False if lo is not None and lo >= 0 else None)
+                elif t is E.LE:
+                    verdict = True if hi is not None and hi <= 0 else \
+                        (False if lo is not None and lo > 0 else None)
+                elif t is E.GT:
+                    verdict = True if lo is not None and lo > 0 else \
+                        (False if hi is not None and hi <= 0 else None)
+                elif t is E.GE:
+                    verdict = True if lo is not None and lo >= 0 else \
+                        (False if hi is not None and hi < 0 else None)
+                elif t is E.EQ:
+                    if lo is not None and lo == hi == 0:
+                        verdict = True
+                    elif (lo is not None and lo > 0) or (hi is not None and hi < 0):
+                        verdict = False
+                elif t is E.NE:
+                    if lo is not None and lo == hi == 0:
+                        verdict = False
+                    elif (lo is not None and lo > 0) or (hi is not None and hi < 0):
+                        verdict = True
+                if verdict is not None:
+                    return E.IntImm("bool", int(verdict))
+        fa, fb = _fconst(a), _fconst(b)
+        if fa is not None and fb is not None:
+            ops = {E.LT: fa < fb, E.LE: fa <= fb, E.GT: fa > fb, E.GE: fa >= fb,
+                   E.EQ: fa == fb, E.NE: fa != fb}
+            return E.IntImm("bool", int(ops[type(e)]))
+        return e if a is e.a and b is e.b else type(e)(a, b)
+
+
+def _fconst(e):
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return e.value
+    return None
+
+
+def _bool_const(e) -> bool | None:
+    if isinstance(e, E.IntImm) and e.dtype == "bool":
+        return bool(e.value)
+    return None
+
+
+def _fold_float(t, a, b):
+    if not (isinstance(a, E.FloatImm) and isinstance(b, E.FloatImm) and a.dtype == b.dtype):
+        if t in (E.Add,) and isinstance(b, E.FloatImm) and b.value == 0.0 and \
+                is_float(a.dtype) and "x" not in a.dtype:
+            return a
+        if t is E.Mul and isinstance(b, E.FloatImm) and b.value == 1.0:
+            return a
+        return None
+    x, y = a.value, b.value
+    try:
         if t is E.Add:
-            if ib == 0:
-                return a
-            if ia == 0:
-                return b
-        if t is E.Sub and ib == 0:
-            return a
-        if t is E.Mul:
-            if ib == 1:
-                return a
-            if ia == 1:
-                return b
-            if ia == 0 or ib == 0:
-                return E.IntImm(a.dtype, 0) if E.is_int(a.dtype) else n
-        if t is E.FloorDiv and ib == 1:
-            return a
-        if t is E.FloorMod and ib == 1:
-            return E.IntImm(a.dtype, 0)
-        return n
-
-    visit_Add = visit_Sub = visit_Mul = visit_FloorDiv = visit_FloorMod = _fold
-    visit_Min = visit_Max = _fold
+            v = x + y
+        elif t is E.Sub:
+            v = x - y
+        elif t is E.Mul:
+            v = x * y
+        elif t is E.Div:
+            v = x / y
+        elif t is E.Min:
+            v = min(x, y)
+        elif t is E.Max:
+            v = max(x, y)
+        else:
+            return None
+    except ZeroDivisionError:
+        return None
+    if a.dtype == "float32":
+        import numpy as np
+        v = float(np.float32(v))
+    return E.FloatImm(a.dtype, v)
 
 
-def simplify(e: Any) -> Any:
-    """Simplify an expression (or every expression inside a statement)."""
-    return _Simplifier().visit(e)
+def _lin_add(a: Lin, b: Lin, sign: int) -> Lin:
+    terms = dict(a[0])
+    for k, (atom, coef) in b[0].items():
+        if k in terms:
+            c = terms[k][1] + sign * coef
+            if c == 0:
+                del terms[k]
+            else:
+                terms[k] = (terms[k][0], c)
+        else:
+            terms[k] = (atom, sign * coef)
+    return terms, a[1] + sign * b[1]
+
+
+def _lin_scale(a: Lin, c: int) -> Lin:
+    if c == 0:
+        return {}, 0
+    return {k: (atom, coef * c) for k, (atom, coef) in a[0].items()}, a[1] * c
+
+
+class _ExprChildren(Mutator):
+    def __init__(self, an: Analyzer):
+        self.an = an
+
+    def visit(self, n):
+        if isinstance(n, E.PrimExpr):
+            return self.an.simplify(n)
+        return super().visit(n)
+
+
+class _StmtSimplifier(Mutator):
+    """Simplify every expression inside statements, learning loop ranges on the way."""
+
+    def __init__(self, an: Analyzer):
+        self.an = an
+
+    def visit(self, n):
+        if isinstance(n, E.PrimExpr):
+            return self.an.simplify(n)
+        return super().visit(n)
+
+    def visit_For(self, s):
+        lo, ext = E.as_const_int(s.min), E.as_const_int(s.extent)
+        saved = self.an.ranges.get(s.loop_var)
+        if lo is not None and ext is not None and ext > 0:
+            self.an.ranges[s.loop_var] = (lo, lo + ext - 1)
+        try:
+            return self.generic_visit(s)
+        finally:
+            if saved is None:
+                self.an.ranges.pop(s.loop_var, None)
+            else:
+                self.an.ranges[s.loop_var] = saved
+
+
+def simplify(e: Any, var_ranges: Mapping | None = None) -> Any:
+    """Simplify an expression (or every expression inside a statement).
+
+    ``var_ranges`` maps variables to inclusive ``(min, max)`` bounds or to Ranges; loop
+    variables of statements being simplified are learned automatically.
+    """
+    return Analyzer(var_ranges).simplify(e)

@@ -1,0 +1,22 @@
+"""Schedule primitives, one module per family. Importing this package registers them.
+
+* :mod:`.queries` — get_block, get_loops, get_child_blocks, get_producers, get_consumers
+* :mod:`.loops` — split, fuse, reorder
+* :mod:`.annotations` — parallel, vectorize, unroll, annotate, unannotate
+* :mod:`.compute_location` — compute_at, reverse_compute_at
+* :mod:`.inline` — compute_inline, reverse_compute_inline
+* :mod:`.decompose` — decompose_reduction
+* :mod:`.storage`, :mod:`.reduction`, :mod:`.layout` — cache_read/cache_write/set_scope/
+  storage_align, rfactor, transform_layout (added by their own modules when present)
+"""
+import importlib
+
+from . import queries, loops  # noqa: F401
+
+for _name in ("annotations", "compute_location", "inline", "decompose",
+              "storage", "reduction", "layout"):
+    try:
+        importlib.import_module(f"{__name__}.{_name}")
+    except ModuleNotFoundError as _e:  # a family not written yet
+        if _e.name != f"{__name__}.{_name}":
+            raise

@@ -1,0 +1,360 @@
+"""Loop transformations: split, fuse, reorder."""
+from __future__ import annotations
+
+import math
+
+from engine.arith import simplify
+from engine.ir import expr as E
+from engine.ir.functor import substitute, uses_var
+from engine.ir.stmt import BlockRealize, For, ForKind, IfThenElse
+
+from ..registry import Ctx, Primitive, Result, fmt, register
+from ..tree import replace_stmts
+from ._common import as_bool, conj, expect_loop, is_int, subject_of
+
+
+def _simplify_realizes(stmt, loop_vars):
+    """Simplify bindings/predicates of the block realizes directly under ``stmt``."""
+    from engine.ir.functor import Mutator
+
+    class M(Mutator):
+        def visit_BlockRealize(self, r: BlockRealize):
+            vals = tuple(simplify(v) for v in r.iter_values)
+            pred = simplify(r.predicate)
+            return r.replace(iter_values=vals, predicate=pred)
+
+        def visit_BufferStore(self, s):
+            return s
+
+    return M().visit(stmt)
+
+
+def _add_predicate(ctx: Ctx, loop_body, pred):
+    """Conjoin ``pred`` to the predicate of every block directly under ``loop_body``."""
+    blocks = ctx.index.child_blocks(loop_body) if not isinstance(loop_body, BlockRealize) \
+        else [loop_body.block]
+    if not blocks:
+        return IfThenElse(pred, loop_body)
+    from engine.ir.functor import Mutator
+
+    class M(Mutator):
+        def visit_BlockRealize(self, r: BlockRealize):
+            return r.replace(predicate=conj(r.predicate, pred))
+
+        def visit_BufferStore(self, s):
+            return s
+
+    return M().visit(loop_body)
+
+
+@register
+class Split(Primitive):
+    kind = "Split"
+    method = "split"
+    returns = "list"
+    death_verb = "split"
+
+    def call(self, sch, loop, factors, preserve_unit_iters: bool = True,
+             disable_predication: bool = False):
+        """Split a loop into a list of consecutive loops.
+
+        It requires: 1) ``loop`` is a valid loop handle starting anywhere, with a
+        constant extent; 2) ``factors`` has at least two entries, each a positive
+        integer or ``None``, and at most one ``None`` (it is inferred as
+        ``ceil(extent / product of the others)``); 3) the product of the factors is
+        at least the extent. When the factors do not divide the extent exactly, the
+        outer loop is rounded up and the blocks under it get a ``T.where`` predicate
+        guarding the tail, as in TVM.
+
+        Before::
+
+            for i, j, k in T.grid(128, 128, 128):
+                with T.block("Y"):
+                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                    ...
+
+        Call::
+
+            i, j, k = sch.get_loops(sch.get_block("Y"))
+            j0, j1 = sch.split(j, factors=[None, 4])
+
+        After::
+
+            for i, j_0, j_1, k in T.grid(128, 32, 4, 128):
+                with T.block("Y"):
+                    vi = T.axis.spatial(128, i)
+                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
+                    vk = T.axis.reduce(128, k)
+                    ...
+
+        Returns the new loops, outermost first.
+        """
+        from ..error import ScheduleError
+        if not isinstance(factors, (list, tuple)):
+            raise ScheduleError("split", sch._describe(loop) if loop in sch._symbols else "loop",
+                                f"factors must be a list such as [None, 4], got {factors!r}",
+                                "pass factors=[None, 4]")
+        return list(sch._run(self, [loop, *factors],
+                             [bool(preserve_unit_iters), bool(disable_predication)]))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loop = expect_loop(ctx, inputs[0])
+        factors = list(inputs[1:])
+        subj = subject_of(loop)
+        hl = [loop.loop_var.name]
+        _ = as_bool(ctx, attrs[0], "preserve_unit_iters") if attrs else True
+        disable_pred = as_bool(ctx, attrs[1], "disable_predication") if len(attrs) > 1 else False
+        extent = E.as_const_int(loop.extent)
+        if extent is None:
+            raise ctx.error(subj, "the loop's extent is not a constant", "", highlight=hl)
+        if len(factors) < 2:
+            raise ctx.error(subj, f"split needs at least two factors, got {len(factors)}",
+                            "try factors=[None, 4]", highlight=hl)
+        for f in factors:
+            if f is None:
+                continue
+            if isinstance(f, E.IntImm):
+                f = f.value
+            if not is_int(f):
+                raise ctx.error(subj, f"every factor must be a positive integer or None, got "
+                                f"{f!r}", "try factors=[None, 4]", highlight=hl)
+            if f <= 0:
+                raise ctx.error(subj, f"every factor must be a positive integer or None, got "
+                                f"{f}", "use None for the factor to infer, e.g. [None, 4]",
+                                highlight=hl)
+        factors = [f.value if isinstance(f, E.IntImm) else f for f in factors]
+        n_none = sum(f is None for f in factors)
+        if n_none > 1:
+            raise ctx.error(subj, "at most one factor may be None (the inferred one)",
+                            f"give all but one factor, e.g. [None, 4]", highlight=hl)
+        known = math.prod(f for f in factors if f is not None)
+        if n_none:
+            inferred = -(-extent // known)
+            factors = [inferred if f is None else f for f in factors]
+        total = math.prod(factors)
+        if total < extent:
+            raise ctx.error(subj, f"the factors multiply to {total}, less than the loop's "
+                            f"extent {extent}", "use None for one factor to infer it, "
+                            f"e.g. [None, {factors[-1]}]", highlight=hl)
+        if total != extent and disable_pred:
+            raise ctx.error(subj, f"the factors multiply to {total}, not {extent}, and "
+                            "disable_predication=True would run the tail out of bounds",
+                            "use factors that divide the extent", highlight=hl)
+        base = loop.loop_var.name
+        dtype = loop.loop_var.dtype
+        new_vars = [E.Var(f"{base}_{i}", dtype) for i in range(len(factors))]
+        fused: E.PrimExpr = new_vars[0]
+        for v, f in zip(new_vars[1:], factors[1:]):
+            fused = fused * E.const(f, dtype) + v
+        value = fused if E.is_const_int(loop.min, 0) else fused + loop.min
+        body = substitute(loop.body, {loop.loop_var: value})
+        body = _simplify_realizes(body, new_vars)
+        if total != extent:
+            body = _add_predicate(ctx, body, simplify(fused < E.const(extent, dtype)))
+        new_loops = []
+        for v, f in reversed(list(zip(new_vars, factors))):
+            body = For(v, E.const(0, dtype), E.const(f, dtype), ForKind.SERIAL, body)
+            new_loops.append(body)
+        new_loops.reverse()
+        func = replace_stmts(ctx.func, {loop: new_loops[0]})
+        return Result(func, new_loops)
+
+    def python_args(self, inputs, attrs, dialect):
+        loop, factors = inputs[0], list(inputs[1:])
+        if dialect == "engine":
+            return [fmt(loop), f"factors={fmt(factors)}"]
+        args = [f"loop={fmt(loop)}", f"factors={fmt(factors)}",
+                f"preserve_unit_iters={fmt(bool(attrs[0]) if attrs else True)}"]
+        if dialect == "tvm":
+            args.append(f"disable_predication={fmt(bool(attrs[1]) if len(attrs) > 1 else False)}")
+        return args
+
+
+@register
+class Fuse(Primitive):
+    kind = "Fuse"
+    method = "fuse"
+    returns = "one"
+    death_verb = "fused"
+
+    def call(self, sch, *loops, preserve_unit_iters: bool = True):
+        """Fuse a list of consecutive loops into one.
+
+        It requires: 1) at least two loops; 2) each loop is the only child of the one
+        before it (a perfect parent/child chain, outermost first); 3) every loop starts
+        at 0. The block bindings become ``fused // e`` and ``fused % e`` terms.
+
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+
+        Call::
+
+            i, j = sch.get_loops(sch.get_block("C"))
+            ij = sch.fuse(i, j)
+
+        After::
+
+            for i_j_fused in T.serial(16384):
+                with T.block("C"):
+                    vi = T.axis.spatial(128, i_j_fused // 128)
+                    vj = T.axis.spatial(128, i_j_fused % 128)
+        """
+        if len(loops) == 1 and isinstance(loops[0], (list, tuple)):
+            loops = tuple(loops[0])
+        return sch._run(self, list(loops), [bool(preserve_unit_iters)])[0]
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loops = [expect_loop(ctx, x) for x in inputs]
+        if len(loops) < 2:
+            subj = subject_of(loops[0]) if loops else "loops"
+            raise ctx.error(subj, "fuse needs at least two loops", "pass e.g. fuse(i, j)")
+        names = [lp.loop_var.name for lp in loops]
+        if len({id(lp) for lp in loops}) != len(loops):
+            raise ctx.error(f"loops {', '.join(names)}", "a loop is given twice", "",
+                            highlight=names)
+        for outer, inner in zip(loops, loops[1:]):
+            if outer.body is not inner:
+                if ctx.index.contains(inner, outer):
+                    hint = f"list the loops outermost first: fuse({', '.join(reversed(names))})"
+                    rule = (f"loop {inner.loop_var.name} is outside loop "
+                            f"{outer.loop_var.name}, so they are not in parent/child order")
+                elif ctx.index.contains(outer, inner):
+                    rule = (f"loop {inner.loop_var.name} is not the only statement directly "
+                            f"inside loop {outer.loop_var.name}")
+                    hint = "only adjacent loops with nothing else between them can be fused"
+                else:
+                    rule = (f"loops {outer.loop_var.name} and {inner.loop_var.name} are not "
+                            "nested in each other")
+                    hint = "fuse only adjacent parent/child loops"
+                raise ctx.error(f"loop {inner.loop_var.name}", rule, hint,
+                                highlight=[outer.loop_var.name, inner.loop_var.name])
+        for lp in loops:
+            if not E.is_const_int(lp.min, 0):
+                raise ctx.error(subject_of(lp), "the loop does not start at 0", "",
+                                highlight=[lp.loop_var.name])
+        for i, lp in enumerate(loops):
+            for inner in loops[i + 1:]:
+                if uses_var(inner.extent, lp.loop_var) or uses_var(inner.min, lp.loop_var):
+                    raise ctx.error(subject_of(inner), "its extent depends on an outer loop "
+                                    "being fused", "", highlight=[inner.loop_var.name])
+        dtype = loops[0].loop_var.dtype
+        fused = E.Var("_".join(names) + "_fused", dtype)
+        vmap = {}
+        stride: E.PrimExpr = E.const(1, dtype)
+        for idx in range(len(loops) - 1, -1, -1):
+            lp = loops[idx]
+            q = fused if E.is_const_int(stride, 1) else E.FloorDiv(fused, stride)
+            val = q if idx == 0 else E.FloorMod(q, lp.extent)
+            vmap[lp.loop_var] = val
+            stride = simplify(stride * lp.extent)
+        body = substitute(loops[-1].body, vmap)
+        body = _simplify_realizes(body, [fused])
+        new = For(fused, E.const(0, dtype), stride, ForKind.SERIAL, body)
+        func = replace_stmts(ctx.func, {loops[0]: new})
+        return Result(func, [new])
+
+    def python_args(self, inputs, attrs, dialect):
+        args = [fmt(x) for x in inputs]
+        if dialect != "engine":
+            args.append(f"preserve_unit_iters={fmt(bool(attrs[0]) if attrs else True)}")
+        return args
+
+
+@register
+class Reorder(Primitive):
+    kind = "Reorder"
+    method = "reorder"
+
+    def call(self, sch, *ordered_loops):
+        """Reorder a list of loops; loops not listed keep their places.
+
+        It requires: 1) the loops are in one chain: they can be ordered so that each is
+        an ancestor of the next, and every loop between the outermost and the innermost
+        has exactly one child (no block and no second statement in between); 2) no loop
+        is given twice; 3) after reordering, no loop's range depends on a loop that
+        moved inside it; 4) every block under them binds its axes with affine
+        expressions of the loops (spatial axes may be reordered freely, and reduction
+        axes are reordered as TVM does, relying on the reduction being associative).
+
+        Before::
+
+            for i, j_0, j_1, k in T.grid(128, 32, 4, 128):
+                with T.block("Y"): ...
+
+        Call::
+
+            sch.reorder(j0, k, j1)
+
+        After::
+
+            for i, j_0, k, j_1 in T.grid(128, 32, 128, 4):
+                with T.block("Y"): ...
+        """
+        if len(ordered_loops) == 1 and isinstance(ordered_loops[0], (list, tuple)):
+            ordered_loops = tuple(ordered_loops[0])
+        sch._run(self, list(ordered_loops), [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loops = [expect_loop(ctx, x) for x in inputs]
+        names = [lp.loop_var.name for lp in loops]
+        if not loops:
+            raise ctx.error("loops", "reorder needs at least one loop", "")
+        if len({id(lp) for lp in loops}) != len(loops):
+            raise ctx.error(f"loops {', '.join(names)}", "a loop is given twice",
+                            "list each loop once", highlight=names)
+        order = ctx.index.order
+        by_depth = sorted(loops, key=lambda lp: order[id(lp)])
+        top, bottom = by_depth[0], by_depth[-1]
+        # the chain from top down to bottom, every step a single-child loop
+        chain = [top]
+        cur = top
+        while cur is not bottom:
+            body = cur.body
+            if not isinstance(body, For):
+                others = [lp.loop_var.name for lp in by_depth if lp not in chain]
+                if not all(ctx.index.contains(top, lp) for lp in by_depth):
+                    rule = "the loops are not nested in one another (they are in different "\
+                           "loop nests)"
+                else:
+                    rule = (f"loop {cur.loop_var.name} has more than one statement or a block "
+                            f"directly inside it, so {', '.join(others)} cannot be moved "
+                            "across it")
+                raise ctx.error(f"loops {', '.join(names)}", rule,
+                                "reorder loops of one perfect nest (a single chain of loops)",
+                                highlight=names)
+            cur = body
+            chain.append(cur)
+        listed = {id(lp) for lp in loops}
+        positions = [i for i, lp in enumerate(chain) if id(lp) in listed]
+        new_chain = list(chain)
+        for pos, lp in zip(positions, loops):
+            new_chain[pos] = lp
+        # a loop's range must not depend on loops that end up inside it
+        for i, lp in enumerate(new_chain):
+            for inner in new_chain[i + 1:]:
+                if uses_var(lp.min, inner.loop_var) or uses_var(lp.extent, inner.loop_var):
+                    raise ctx.error(subject_of(lp), f"its range depends on loop "
+                                    f"{inner.loop_var.name}, which would be outside it", "",
+                                    highlight=[lp.loop_var.name, inner.loop_var.name])
+        _check_affine_blocks(ctx, bottom, [lp.loop_var for lp in chain], names)
+        body = bottom.body
+        for lp in reversed(new_chain):
+            body = lp.replace(body=body)
+        func = replace_stmts(ctx.func, {top: body})
+        return Result(func, [])
+
+
+def _check_affine_blocks(ctx: Ctx, bottom: For, loop_vars, names):
+    """Every block under the nest must bind its axes affinely (TVM's reorder rule 3)."""
+    from engine.arith import is_quasi_affine
+    for b in ctx.index.child_blocks(bottom):
+        r = ctx.index.realize[id(b)]
+        for iv, val in zip(b.iter_vars, r.iter_values):
+            if any(uses_var(val, v) for v in loop_vars) and not is_quasi_affine(val):
+                raise ctx.error(f"block {b.name_hint}", f"axis {iv.var.name} of block "
+                                f"{b.name_hint} is bound to a non-affine expression of the "
+                                "loops being reordered", "reorder before fusing these loops",
+                                highlight=names + [b.name_hint])

@@ -1,0 +1,169 @@
+"""Queries: get_block, get_loops, get_child_blocks, get_producers, get_consumers.
+
+They do not change the program but are recorded in the trace (as in TVM), because the
+handles they return are what later instructions refer to.
+"""
+from __future__ import annotations
+
+from engine.ir.stmt import Block, For
+
+from ..error import ScheduleError
+from ..registry import Ctx, Primitive, Result, quote, register
+from ._common import expect_block, subject_of
+
+
+@register
+class GetBlock(Primitive):
+    kind = "GetBlock"
+    aliases = ("GetSBlock",)
+    method = "get_block"
+    mutates = False
+    returns = "one"
+    func_name_attr = 1
+    dialect_method = {"tvm": "get_sblock"}
+
+    def call(self, sch, name: str, func_name: str | None = None):
+        """Retrieve a block in a specific function with its name.
+
+        It requires: 1) a block of that name exists in the function; 2) the name is
+        unique there. ``func_name`` may be omitted when the module has one function.
+
+        .. code-block:: python
+
+            sch = engine.Schedule(mm_relu)
+            block_Y = sch.get_block("Y", func_name="mm_relu")
+
+        Returns a BlockRV that stays valid across later primitives.
+        """
+        if not isinstance(name, str):
+            raise ScheduleError("get_block", repr(name), "the block name must be a string",
+                                'e.g. sch.get_block("Y")')
+        fn = sch._resolve_func_name(func_name, "get_block")
+        return sch._run(self, [], [name, fn])[0]
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        if len(attrs) < 1 or not isinstance(attrs[0], str):
+            raise ctx.error("", "GetBlock needs the block name as its first attribute", "")
+        name = attrs[0]
+        blocks = ctx.index.blocks.get(name, [])
+        blocks = [b for b in blocks if b is not ctx.index.root_block]
+        if not blocks:
+            names = [b.name_hint for b in ctx.index.all_blocks()]
+            raise ctx.error(f"block {name}", f"function {ctx.func_name} has no block named "
+                            f"{name!r}", f"its blocks are: {', '.join(names) or '(none)'}")
+        if len(blocks) > 1:
+            raise ctx.error(f"block {name}", f"function {ctx.func_name} has {len(blocks)} "
+                            f"blocks named {name!r}", "give the blocks unique names",
+                            highlight=[name])
+        return Result(None, [blocks[0]])
+
+    def python_args(self, inputs, attrs, dialect):
+        if dialect == "engine":
+            return [quote(attrs[0]), f"func_name={quote(attrs[1])}"]
+        return [f"name={quote(attrs[0])}", f"func_name={quote(attrs[1])}"]
+
+
+@register
+class GetLoops(Primitive):
+    kind = "GetLoops"
+    method = "get_loops"
+    mutates = False
+    returns = "list"
+
+    def call(self, sch, block):
+        """Get the loops above a block, outermost first (up to its enclosing block).
+
+        It requires: 1) ``block`` is a valid block handle.
+
+        .. code-block:: python
+
+            i, j, k = sch.get_loops(sch.get_block("Y"))
+        """
+        return list(sch._run(self, [block], []))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        block = expect_block(ctx, inputs[0])
+        return Result(None, ctx.index.loops_above(ctx.index.realize[id(block)]))
+
+
+@register
+class GetChildBlocks(Primitive):
+    kind = "GetChildBlocks"
+    method = "get_child_blocks"
+    mutates = False
+    returns = "list"
+
+    def call(self, sch, block_or_loop):
+        """Get the blocks directly under a block or a loop (not nested in another block).
+
+        It requires: 1) ``block_or_loop`` is a valid block or loop handle.
+        """
+        return list(sch._run(self, [block_or_loop], []))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        node = inputs[0]
+        if not isinstance(node, (Block, For)):
+            raise ctx.error(subject_of(node), "expected a block or loop handle", "")
+        return Result(None, ctx.index.child_blocks(node))
+
+
+def scope_siblings(ctx: Ctx, block: Block) -> list[Block]:
+    """Blocks in the same scope as ``block`` (children of its scope block), in order."""
+    scope = ctx.index.scope_block(ctx.index.realize[id(block)])
+    return ctx.index.child_blocks(scope)
+
+
+def producers_of(ctx: Ctx, block: Block) -> list[Block]:
+    reads = {id(r.buffer) for r in block.reads}
+    order = ctx.index.order
+    return [b for b in scope_siblings(ctx, block)
+            if b is not block and order[id(b)] < order[id(block)]
+            and any(id(w.buffer) in reads for w in b.writes)]
+
+
+def consumers_of(ctx: Ctx, block: Block) -> list[Block]:
+    writes = {id(w.buffer) for w in block.writes}
+    order = ctx.index.order
+    return [b for b in scope_siblings(ctx, block)
+            if b is not block and order[id(b)] > order[id(block)]
+            and any(id(r.buffer) in writes for r in b.reads)]
+
+
+@register
+class GetProducers(Primitive):
+    kind = "GetProducers"
+    method = "get_producers"
+    mutates = False
+    returns = "list"
+
+    def call(self, sch, block):
+        """Get the producers of a block: the blocks of the same scope, before it, that
+        write a buffer it reads.
+
+        It requires: 1) ``block`` is a valid block handle.
+        """
+        return list(sch._run(self, [block], []))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        return Result(None, producers_of(ctx, expect_block(ctx, inputs[0])))
+
+
+@register
+class GetConsumers(Primitive):
+    kind = "GetConsumers"
+    method = "get_consumers"
+    mutates = False
+    returns = "list"
+
+    def call(self, sch, block):
+        """Get the consumers of a block: the blocks of the same scope, after it, that
+        read a buffer it writes.
+
+        It requires: 1) ``block`` is a valid block handle.
+        """
+        return list(sch._run(self, [block], []))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        return Result(None, consumers_of(ctx, expect_block(ctx, inputs[0])))
+
+

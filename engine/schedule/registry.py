@@ -1,0 +1,161 @@
+"""The primitive registry: one :class:`Primitive` subclass per TVM instruction kind.
+
+A primitive bundles four things, so that the public method, trace replay and every
+export stay consistent:
+
+* ``kind`` — TVM's instruction kind name (``"Split"``); ``aliases`` lists other names
+  accepted when importing traces (TVM 0.27 calls GetBlock ``"GetSBlock"``).
+* ``call(sch, ...)`` — the public ``Schedule`` method (installed as ``Schedule.<method>``
+  with this docstring). It checks the Python-level arguments, turns them into the
+  trace form ``inputs`` (handles and literals) / ``attrs`` (plain values), and returns
+  ``sch._run(self, inputs, attrs)`` shaped as the user expects.
+* ``apply(ctx, inputs, attrs) -> Result`` — the pure transformation. ``inputs`` arrive
+  with every handle replaced by its current IR node (a ``For`` or a ``Block``); ``ctx``
+  gives the function and a :class:`~engine.schedule.tree.FuncIndex`. It returns the new
+  PrimFunc (or None for a query) and the output nodes; it raises ScheduleError to refuse.
+* ``python_args(inputs, attrs, dialect)`` — the argument list for exported Python.
+
+See ``engine/schedule/__init__.py`` for a worked example of adding a primitive.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+from .error import ScheduleError
+
+REGISTRY: dict[str, "Primitive"] = {}   # kind (and aliases) -> primitive
+BY_METHOD: dict[str, "Primitive"] = {}  # method name -> primitive
+_SCHEDULE_CLASS: list[type] = []
+
+
+@dataclasses.dataclass
+class Result:
+    """What a primitive's ``apply`` returns.
+
+    ``func``: the new PrimFunc (None or the same object when nothing changed);
+    ``outputs``: For/Block nodes of the new function, in order (they become new handles);
+    ``renames``: block renames ``{old_name: new_name}`` so existing handles follow them.
+    """
+
+    func: Any = None
+    outputs: list = dataclasses.field(default_factory=list)
+    renames: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Ctx:
+    """Context given to ``apply``: the module, the target function and its index."""
+
+    mod: Any
+    func_name: str
+    func: Any
+    index: Any  # FuncIndex
+    step: int   # 1-based number this instruction will have in the trace
+    method: str
+
+    def error(self, subject: str, rule: str, hint: str = "", highlight=(), nodes=()):
+        """Build a ScheduleError for this primitive (``raise ctx.error(...)``)."""
+        return ScheduleError(self.method, subject, rule, hint, highlight, nodes)
+
+
+class Primitive:
+    """Base class of schedule instructions (see module docstring)."""
+
+    kind: str = ""
+    method: str = ""
+    aliases: tuple = ()
+    mutates: bool = True            # False for queries (GetBlock, GetLoops, ...)
+    returns: str = "none"           # "none" | "one" | "list"
+    # Names used when a handle dies because of this primitive ("split", "fused").
+    death_verb: str = ""
+    # Method names in exported Python for other dialects, e.g. {"tvm": "get_sblock"}.
+    dialect_method: dict = {}
+    # Index in attrs holding the function name (GetBlock), else None.
+    func_name_attr: int | None = None
+
+    def call(self, sch, *args, **kwargs):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def apply(self, ctx: Ctx, inputs: list, attrs: list) -> Result:  # pragma: no cover
+        raise NotImplementedError
+
+    def python_args(self, inputs: list, attrs: list, dialect: str) -> list[str]:
+        """Default: inputs positionally (handle names / literals), attrs omitted."""
+        return [fmt(x) for x in inputs]
+
+    def method_name(self, dialect: str) -> str:
+        return self.dialect_method.get(dialect, self.method)
+
+
+def fmt(v: Any) -> str:
+    """Python source for a trace input/attr value (handle names are bare identifiers)."""
+    if v is None:
+        return "None"
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, str):
+        if v.startswith('"'):
+            return v  # already a quoted string literal
+        return v      # a handle name
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
+    return repr(v)
+
+
+def quote(s: str) -> str:
+    """Trace encoding of a string literal input (TVM's convention: quoted)."""
+    import json
+    return json.dumps(s)
+
+
+def unquote(s: str) -> str:
+    import json
+    return json.loads(s)
+
+
+def register(cls: type) -> type:
+    """Class decorator: register a Primitive subclass and install its Schedule method."""
+    prim = cls()
+    if not prim.kind or not prim.method:
+        raise TypeError(f"{cls.__name__} must define kind and method")
+    if prim.kind in REGISTRY and type(REGISTRY[prim.kind]) is not cls:
+        raise TypeError(f"instruction kind {prim.kind!r} is registered twice")
+    REGISTRY[prim.kind] = prim
+    for a in prim.aliases:
+        REGISTRY[a] = prim
+    BY_METHOD[prim.method] = prim
+    for sch_cls in _SCHEDULE_CLASS:
+        _install(sch_cls, prim)
+    return cls
+
+
+def _install(sch_cls: type, prim: Primitive) -> None:
+    call = prim.call
+
+    def method(self, *args, **kwargs):
+        return call(self, *args, **kwargs)
+
+    method.__name__ = prim.method
+    method.__qualname__ = f"{sch_cls.__name__}.{prim.method}"
+    method.__doc__ = call.__doc__
+    try:
+        sig = inspect.signature(call)
+        method.__signature__ = sig  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # pragma: no cover
+        pass
+    setattr(sch_cls, prim.method, method)
+
+
+def install_all(sch_cls: type) -> None:
+    if sch_cls not in _SCHEDULE_CLASS:
+        _SCHEDULE_CLASS.append(sch_cls)
+    for prim in BY_METHOD.values():
+        _install(sch_cls, prim)
+
+
+def lookup_kind(kind: str) -> Primitive | None:
+    return REGISTRY.get(kind)
+
+

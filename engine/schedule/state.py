@@ -1,0 +1,356 @@
+"""The :class:`Schedule`: an immutable IRModule replaced wholesale by each primitive,
+plus handles (``BlockRV``/``LoopRV``) that stay valid across later primitives.
+
+Handles and identity
+--------------------
+A handle is a small object; the schedule's *symbol table* maps it to a stable key:
+
+* a loop handle -> ``("loop", func_name, loop_var)`` — primitives keep a loop's ``Var``
+  when they move or rebuild it, so the handle follows the loop;
+* a block handle -> ``("block", func_name, block_name)`` — block names are unique in a
+  function; a primitive that renames a block reports it (``Result.renames``).
+
+After every primitive the table is checked against the new function: handles whose key
+disappeared are moved to a *dead* table with a plain explanation ("it was split by step
+3; use the new loops j_0, j_1"), which is what a later use of them raises.
+:meth:`Schedule.get` returns the handle's current ``For``/``Block`` node.
+
+A refused primitive raises :class:`ScheduleError` before anything is committed: the
+module (``sch.mod``, same object), the handles and the trace are all unchanged.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable
+
+from engine.ir import IRModule, PrimFunc
+from engine.ir.stmt import Block, For
+
+from . import registry
+from .error import ScheduleError
+from .registry import Ctx, Primitive
+from .tree import FuncIndex
+
+_uid = itertools.count()
+
+
+class _RV:
+    __slots__ = ("_uid", "_name")
+    kind = "?"
+
+    def __init__(self, name: str = ""):
+        self._uid = next(_uid)
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name})"
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class BlockRV(_RV):
+    """A handle to a block of a schedule (valid across later primitives)."""
+
+    __slots__ = ()
+    kind = "block"
+
+
+class LoopRV(_RV):
+    """A handle to a loop of a schedule (valid until the loop is split/fused away)."""
+
+    __slots__ = ()
+    kind = "loop"
+
+
+def _as_module(mod: Any) -> IRModule:
+    if isinstance(mod, IRModule):
+        return mod
+    if isinstance(mod, PrimFunc):
+        return IRModule.from_funcs(mod)
+    raise TypeError(f"Schedule needs an IRModule or a PrimFunc, got {type(mod).__name__}; "
+                    "build one with engine.workloads.get(...) or engine.parse(...)")
+
+
+def _norm_workload(workload: Any) -> tuple[str, dict] | None:
+    if workload is None:
+        return None
+    if isinstance(workload, dict):
+        name, params = workload.get("name"), workload.get("params", {})
+    elif isinstance(workload, (tuple, list)) and len(workload) == 2:
+        name, params = workload
+    elif isinstance(workload, str):
+        name, params = workload, {}
+    else:
+        raise TypeError("workload must be (name, params), {'name':..., 'params':...} or a name")
+    if not isinstance(name, str) or not isinstance(params, dict):
+        raise TypeError("workload must be (name: str, params: dict)")
+    return name, dict(params)
+
+
+class Schedule:
+    """A schedule over an IRModule, mirroring ``tvm.tir.Schedule``.
+
+    ``Schedule(mod, workload=("mm_relu", {"n": 128}))`` — ``workload`` is optional
+    metadata recorded in the trace (used when replaying a shared trace).
+    """
+
+    def __init__(self, mod: Any, workload: Any = None, *, func_name: str | None = None):
+        self._mod: IRModule = _as_module(mod)
+        self._orig_mod: IRModule = self._mod
+        self.workload = _norm_workload(workload)
+        self._default_func = func_name
+        if func_name is not None and func_name not in self._mod:
+            raise ScheduleError("Schedule", f"function {func_name}",
+                                "the module has no function of that name",
+                                f"use one of {', '.join(self._mod.names())}")
+        self._symbols: dict[_RV, tuple] = {}
+        self._names: dict[_RV, str] = {}
+        self._dead: dict[_RV, tuple[str, str, str]] = {}
+        self._insts: list = []
+        self._counter = 0
+        self._index_cache: dict[int, tuple[PrimFunc, FuncIndex]] = {}
+
+    # ------------------------------------------------------------------ state
+    @property
+    def mod(self) -> IRModule:
+        """The current IRModule (a new object after each successful primitive)."""
+        return self._mod
+
+    @property
+    def original_mod(self) -> IRModule:
+        return self._orig_mod
+
+    @property
+    def trace(self):
+        """The instructions applied so far, as a :class:`~engine.schedule.trace.Trace`."""
+        from .trace import Trace
+        return Trace(list(self._insts), workload=self.workload)
+
+    @property
+    def func_name(self) -> str:
+        """The function primitives act on by default (the only one, or the one given)."""
+        return self._resolve_func_name(None, "Schedule")
+
+    def _resolve_func_name(self, func_name: str | None, method: str) -> str:
+        if func_name is not None:
+            if not isinstance(func_name, str):
+                raise ScheduleError(method, f"function {func_name!r}",
+                                    "func_name must be a string", "")
+            if func_name not in self._mod:
+                raise ScheduleError(method, f"function {func_name}",
+                                    "the module has no function of that name",
+                                    f"use one of {', '.join(self._mod.names())}")
+            return func_name
+        if self._default_func is not None:
+            return self._default_func
+        names = self._mod.names()
+        if len(names) == 1:
+            return names[0]
+        raise ScheduleError(method, "the module",
+                            f"it has several functions ({', '.join(names)}), so the function "
+                            "must be named", "pass func_name=...")
+
+    def copy(self) -> "Schedule":
+        """An independent copy; handles of this schedule are valid in the copy too."""
+        new = Schedule.__new__(Schedule)
+        new._mod = self._mod
+        new._orig_mod = self._orig_mod
+        new.workload = self.workload
+        new._default_func = self._default_func
+        new._symbols = dict(self._symbols)
+        new._names = dict(self._names)
+        new._dead = dict(self._dead)
+        new._insts = list(self._insts)
+        new._counter = self._counter
+        new._index_cache = dict(self._index_cache)
+        return new
+
+    def _assign_from(self, other: "Schedule") -> None:
+        """Take over ``other``'s state (used to commit a replay done on a copy)."""
+        for k in ("_mod", "_orig_mod", "workload", "_default_func", "_symbols", "_names",
+                  "_dead", "_insts", "_counter", "_index_cache"):
+            setattr(self, k, getattr(other, k))
+
+    def index(self, func_name: str | None = None) -> FuncIndex:
+        """The (cached) :class:`FuncIndex` of a function of the current module."""
+        fn = self._resolve_func_name(func_name, "index")
+        return self._index_of(self._mod[fn])
+
+    def _index_of(self, func: PrimFunc) -> FuncIndex:
+        hit = self._index_cache.get(id(func))
+        if hit is not None and hit[0] is func:
+            return hit[1]
+        idx = FuncIndex(func)
+        if len(self._index_cache) > 8:
+            self._index_cache.clear()
+        self._index_cache[id(func)] = (func, idx)
+        return idx
+
+    # ------------------------------------------------------------------ handles
+    def rv_name(self, rv: _RV) -> str:
+        """The trace name (``b0``, ``l1``, ...) of a handle of this schedule."""
+        name = self._names.get(rv)
+        if name is None:
+            raise ScheduleError("rv_name", repr(rv), "this handle belongs to another schedule",
+                                "get it again from this schedule with get_block/get_loops")
+        return name
+
+    def _new_rv(self, cls: type, key: tuple) -> _RV:
+        prefix = "b" if cls is BlockRV else "l"
+        name = f"{prefix}{self._counter}"
+        self._counter += 1
+        rv = cls(name)
+        self._symbols[rv] = key
+        self._names[rv] = name
+        return rv
+
+    def _describe(self, rv: _RV) -> str:
+        key = self._symbols.get(rv)
+        if key is None:
+            dead = self._dead.get(rv)
+            return dead[2] if dead else f"{rv.kind} {rv!r}"
+        return f"{key[0]} {key[2] if key[0] == 'block' else key[2].name}"
+
+    def _lookup(self, rv: Any, method: str) -> tuple[str, Any]:
+        """(func_name, current node) of a handle; ScheduleError if stale or foreign."""
+        if not isinstance(rv, _RV):
+            raise ScheduleError(method, repr(rv), "expected a block or loop handle "
+                                f"(BlockRV/LoopRV), got {type(rv).__name__}",
+                                "get handles with sch.get_block(...) and sch.get_loops(...)")
+        key = self._symbols.get(rv)
+        if key is None:
+            dead = self._dead.get(rv)
+            if dead is not None:
+                rule, hint, subject = dead
+                raise ScheduleError(method, subject, rule, hint,
+                                    highlight=[subject.split(" ", 1)[-1]])
+            raise ScheduleError(method, f"{rv.kind} handle", "this handle belongs to another "
+                                "schedule", "get it again from this schedule with "
+                                "get_block/get_loops")
+        kind, fn, k = key
+        if fn not in self._mod:
+            raise ScheduleError(method, f"{kind} handle", f"its function {fn} no longer "
+                                "exists in the module", "")
+        idx = self._index_of(self._mod[fn])
+        if kind == "loop":
+            node = idx.loops.get(k)
+        else:
+            bs = idx.blocks.get(k)
+            node = bs[0] if bs else None
+        if node is None:  # defensive: deaths are recorded eagerly
+            raise ScheduleError(method, self._describe(rv), "this handle no longer exists",
+                                "get the blocks and loops again with get_block/get_loops")
+        return fn, node
+
+    def get(self, rv: Any) -> Any:
+        """The current IR node of a handle: a ``For`` for a LoopRV, a ``Block`` for a BlockRV."""
+        return self._lookup(rv, "get")[1]
+
+    def is_alive(self, rv: Any) -> bool:
+        return rv in self._symbols
+
+    def handles(self) -> dict:
+        """Live handles: {name: (kind, func_name, loop var name or block name)}."""
+        out = {}
+        for rv, (kind, fn, k) in self._symbols.items():
+            out[self._names[rv]] = (kind, fn, k if kind == "block" else k.name)
+        return out
+
+    # ------------------------------------------------------------------ core
+    def _run(self, prim: Primitive, inputs: list, attrs: list) -> list:
+        """Apply ``prim`` to trace-form inputs/attrs; commit and record on success."""
+        from .trace import Instruction
+        method = prim.method
+        step = len(self._insts) + 1
+        func_name = None
+        if prim.func_name_attr is not None and prim.func_name_attr < len(attrs):
+            func_name = self._resolve_func_name(attrs[prim.func_name_attr], method)
+        resolved = []
+        for x in inputs:
+            if isinstance(x, _RV):
+                fn, node = self._lookup(x, method)
+                if func_name is None:
+                    func_name = fn
+                elif fn != func_name:
+                    raise ScheduleError(method, self._describe(x), "all handles given to one "
+                                        f"primitive must be in the same function ({func_name})",
+                                        "")
+                resolved.append(node)
+            else:
+                resolved.append(x)
+        if func_name is None:
+            func_name = self._resolve_func_name(None, method)
+        func = self._mod[func_name]
+        ctx = Ctx(self._mod, func_name, func, self._index_of(func), step, method)
+        result = prim.apply(ctx, resolved, list(attrs))
+
+        # ---- commit (nothing above may have changed self)
+        new_func = result.func if result.func is not None else func
+        new_mod = self._mod
+        if new_func is not func:
+            new_mod = self._mod.with_function(func_name, new_func)
+        new_idx = self._index_of(new_func)
+        renames = dict(result.renames)
+        out_rvs: list[_RV] = []
+        pending: list[tuple[type, tuple]] = []
+        for node in result.outputs:
+            if isinstance(node, For):
+                if node.loop_var not in new_idx.loops:
+                    raise AssertionError(f"{prim.kind} returned a loop not in the new function")
+                pending.append((LoopRV, ("loop", func_name, node.loop_var)))
+            elif isinstance(node, Block):
+                if node.name_hint not in new_idx.blocks:
+                    raise AssertionError(f"{prim.kind} returned a block not in the new function")
+                pending.append((BlockRV, ("block", func_name, node.name_hint)))
+            else:
+                raise AssertionError(f"{prim.kind} returned a non-loop/block output {node!r}")
+        # renames and deaths of existing handles
+        symbols = dict(self._symbols)
+        dead = dict(self._dead)
+        if new_func is not func:
+            for rv, (kind, fn, k) in list(symbols.items()):
+                if fn != func_name:
+                    continue
+                if kind == "block" and k in renames:
+                    k = renames[k]
+                    symbols[rv] = (kind, fn, k)
+                alive = (k in new_idx.loops) if kind == "loop" else (k in new_idx.blocks)
+                if not alive:
+                    del symbols[rv]
+                    dead[rv] = self._death_note(prim, kind, k, step, result.outputs)
+        self._mod = new_mod
+        self._symbols = symbols
+        self._dead = dead
+        for cls, key in pending:
+            out_rvs.append(self._new_rv(cls, key))
+        enc_inputs = [self._names[x] if isinstance(x, _RV) else x for x in inputs]
+        self._insts.append(Instruction(prim.kind, tuple(enc_inputs), tuple(attrs),
+                                       tuple(self._names[r] for r in out_rvs)))
+        return out_rvs
+
+    @staticmethod
+    def _death_note(prim: Primitive, kind: str, key: Any, step: int, outputs: list):
+        if kind == "loop":
+            subject = f"loop {key.name}"
+            verb = prim.death_verb or f"removed by {prim.method} at"
+            rule = f"this loop handle no longer exists (it was {verb} by step {step})" \
+                if prim.death_verb else f"this loop handle no longer exists (it was {verb} " \
+                f"step {step})"
+            new_loops = [o.loop_var.name for o in outputs if isinstance(o, For)]
+            if new_loops:
+                word = "loop" if len(new_loops) == 1 else "loops"
+                hint = f"use the new {word} {', '.join(new_loops)}"
+            else:
+                hint = "get the current loops again with get_loops"
+            return rule, hint, subject
+        subject = f"block {key}"
+        rule = (f"this block handle no longer exists (it was removed by {prim.method} at "
+                f"step {step})")
+        return rule, "get the remaining blocks with get_block", subject
+
+
+registry.install_all(Schedule)
+from . import primitives  # noqa: E402,F401  (registers the primitives, installs methods)
