@@ -1,0 +1,967 @@
+"""LLVM IR generation with llvmlite's IRBuilder: one method per IR node kind.
+
+Input: lowered PrimFuncs (see :mod:`engine.lower`): loops, flat 1-D buffers, no blocks.
+Output: an ``llvmlite.ir.Module`` where each PrimFunc ``f`` becomes::
+
+    i32 @<symbol>(ptr noalias align <elem> %A, ptr noalias align <elem> %B, ...)
+
+returning 0 on success (-1: a heap allocation failed; other values: a task of a parallel
+loop failed). Choices worth knowing:
+
+* **Alignment of arguments.** Kernels are called zero-copy on numpy arrays, whose data is
+  only guaranteed to be aligned to the element size (numpy/glibc give 16 bytes, not 64).
+  Parameters therefore declare the element size as alignment (the runtime checks it and
+  refuses unaligned arrays with an ArgumentError). On x86-64 an unaligned vector load of
+  aligned data costs the same as an aligned one, so nothing is lost; buffers the kernel
+  allocates itself are 64-byte aligned and declared so.
+* **noalias.** Every buffer parameter is ``noalias`` (the runtime refuses overlapping
+  arrays), so LLVM vectorizes without run-time alias checks.
+* **Index arithmetic** is done in the index dtype with ``nsw`` (as TVM does) and sign
+  extended to i64 for ``getelementptr``.
+* **FloorDiv/FloorMod** use floor semantics for negative operands; by a positive power
+  of two they become an arithmetic shift / a mask (exact for every sign); by another
+  positive constant with a provably non-negative dividend they become ``sdiv``/``srem``.
+* **Vectors.** ``Ramp`` indices with stride 1 become one vector load/store of
+  ``lanes`` elements; other vector indices gather/scatter element by element.
+* **Allocate.** ``local`` buffers and ``global`` ones up to :data:`STACK_LIMIT` bytes are
+  ``alloca``'d (64-byte aligned) in the function's entry block — LLVM's SROA/mem2reg can
+  then keep small ones in registers; bigger ones use ``aligned_alloc``/``free``.
+* **Parallel loops** are outlined: the body becomes ``i32 body(i32 task, i32 ntasks, ptr env)``
+  (``env`` holds the captured buffers and variables) that computes its chunk of iterations
+  and calls an internal ``noalias`` worker function; the loop itself becomes a call of
+  ``engine_parallel_launch(body, env, 0)`` from the native runtime (engine/runtime/parallel.c).
+  Parallel loops nested inside a parallel loop run serially.
+* **Intrinsics** (:data:`engine.ir.expr.INTRINSICS`) map to LLVM intrinsics (``llvm.exp``,
+  ``llvm.sqrt``, ``llvm.fma``, ...), to libm (``tanh``, ``erf``) or to an expansion
+  (``sigmoid``, ``rsqrt``); ``if_then_else`` evaluates only the chosen branch.
+* **Hooks for instrumentation** (used by the cache simulator):
+  ``Call("int64", "address_of", (BufferLoad(buf, (index,)),))`` is the element's address as
+  i64; ``Call(dtype, "call_extern", (StringImm("symbol"), *args))`` calls
+  ``dtype symbol(args...)`` with arguments typed by their dtypes (a "handle" result is a
+  pointer; for a C ``void`` function declare "int32" and ignore the value). Symbols resolve
+  against the process (libc, libm, the parallel runtime) and the ``extra_modules`` given to
+  :func:`engine.build`.
+* ``fast_math=True`` puts the ``fast`` flag on floating-point instructions and calls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import llvmlite.ir as ir
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.buffer import Buffer
+from engine.ir.dtype import (bits_of, bytes_of, element_of, is_bool, is_float, is_int, is_uint,
+                             lanes_of, split_lanes)
+from engine.ir.function import PrimFunc
+from engine.ir.functor import collect, post_order_visit
+from engine.lower.errors import BuildError
+
+STACK_LIMIT = 64 * 1024          # global-scope buffers up to this size live on the stack
+LOCAL_STACK_LIMIT = 1024 * 1024  # local-scope buffers above this go to the heap
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+LAUNCH_SYMBOL = "engine_parallel_launch"
+
+
+def scalar_type(dtype: str) -> ir.Type:
+    base = element_of(dtype)
+    if base == "float32":
+        return ir.FloatType()
+    if base == "float64":
+        return ir.DoubleType()
+    if base == "float16":
+        return ir.HalfType()
+    if base == "bool":
+        return I1
+    if base == "handle":
+        return PTR
+    return ir.IntType(bits_of(base))
+
+
+def llvm_type(dtype: str) -> ir.Type:
+    """LLVM register type of an IR dtype (``float32x8`` -> ``<8 x float>``, bool -> i1)."""
+    base, lanes = split_lanes(dtype)
+    t = scalar_type(base)
+    return t if lanes == 1 else ir.VectorType(t, lanes)
+
+
+def mem_type(dtype: str) -> ir.Type:
+    """LLVM in-memory element type (bool is stored as a byte)."""
+    return I8 if is_bool(dtype) else scalar_type(dtype)
+
+
+def sanitize(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+@dataclass
+class FuncInfo:
+    """What the runtime needs to call a generated function."""
+
+    name: str
+    symbol: str
+    params: tuple            # flat buffers
+    orig_params: tuple       # the original (multi-dimensional) buffers
+    num_parallel: int = 0
+    num_vector_fallbacks: int = 0
+    notes: list = field(default_factory=list)
+
+
+class _Frame:
+    """Per-LLVM-function state (the kernel itself or an outlined parallel body)."""
+
+    def __init__(self, func: ir.Function, parallel_depth: int):
+        self.func = func
+        self.entry = func.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(self.entry)
+        self.body_block = func.append_basic_block("body")
+        self.alloca_builder.branch(self.body_block)
+        self.builder = ir.IRBuilder(self.body_block)
+        self.parallel_depth = parallel_depth
+        self.fail_block: ir.Block | None = None
+
+    def alloca(self, ty: ir.Type, name: str, align: int = 64):
+        b = self.alloca_builder
+        b.position_before(self.entry.terminator)
+        inst = b.alloca(ty, name=name)
+        inst.align = align
+        inst.type = PTR  # an opaque pointer like every other buffer pointer (prints the same)
+        return inst
+
+
+class CodeGen:
+    """Builds one llvmlite module from lowered PrimFuncs."""
+
+    def __init__(self, module_name: str = "engine", fast_math: bool = False):
+        self.module = ir.Module(name=module_name)
+        self.fast_math = fast_math
+        self.fflags = ("fast",) if fast_math else ()
+        self.vars: dict[int, Any] = {}
+        self.bufs: dict[int, Any] = {}
+        self.nonneg: set[int] = set()
+        self.frame: _Frame | None = None
+        self.func_name = ""
+        self.outline_count = 0
+        self.infos: dict[str, FuncInfo] = {}
+        self.info: FuncInfo | None = None
+
+    # ------------------------------------------------------------------ entry points
+    def add_function(self, func: PrimFunc, name: str | None = None) -> FuncInfo:
+        if not func.attr("lowered", False):
+            raise BuildError(f"function {func.name!r} is not lowered; call engine.lower.lower "
+                             "first (or use engine.build, which lowers for you)")
+        name = name or func.name
+        self.func_name = name
+        symbol = "engine_fn_" + sanitize(name)
+        params = func.params
+        orig = func.attr("lowered_params", params)
+        fnty = ir.FunctionType(I32, [PTR] * len(params))
+        fn = ir.Function(self.module, fnty, name=symbol)
+        info = FuncInfo(name, symbol, tuple(params), tuple(orig))
+        self.info = info
+        self.vars, self.bufs, self.nonneg = {}, {}, set()
+        for arg, buf in zip(fn.args, params):
+            arg.name = sanitize(buf.name)
+            arg.add_attribute("noalias")
+            arg.attributes.align = max(1, bytes_of(element_of(buf.dtype)))
+            self.bufs[id(buf)] = arg
+        self.frame = _Frame(fn, 0)
+        self.stmt(func.body)
+        self.builder.ret(ir.Constant(I32, 0))
+        self.infos[name] = info
+        return info
+
+    @property
+    def builder(self) -> ir.IRBuilder:
+        return self.frame.builder
+
+    # ------------------------------------------------------------------ helpers
+    def err(self, msg: str) -> BuildError:
+        return BuildError(f"{msg} (in function {self.func_name!r})")
+
+    def declare(self, name: str, ret: ir.Type, args: list, **attrs) -> ir.Function:
+        fn = self.module.globals.get(name)
+        fnty = ir.FunctionType(ret, args)
+        if fn is None:
+            fn = ir.Function(self.module, fnty, name=name)
+            return fn
+        if fn.function_type != fnty:
+            raise self.err(f"external function {name!r} is used with two different "
+                           f"signatures ({fn.function_type} and {fnty})")
+        return fn
+
+    def intrinsic(self, name: str, ty: ir.Type, nargs: int) -> ir.Function:
+        """Declare ``llvm.<name>.<type suffix>`` overloaded on ``ty``."""
+        if isinstance(ty, ir.VectorType):
+            suffix = f"v{ty.count}{_type_suffix(ty.element)}"
+        else:
+            suffix = _type_suffix(ty)
+        return self.declare(f"llvm.{name}.{suffix}", ty, [ty] * nargs)
+
+    def fail_with(self, code: ir.Value) -> None:
+        """Return ``code`` from the current LLVM function (the caller continues after)."""
+        b = self.builder
+        fail = self.frame.func.append_basic_block("fail")
+        cont = self.frame.func.append_basic_block("cont")
+        is_err = b.icmp_signed("!=", code, ir.Constant(I32, 0))
+        b.cbranch(is_err, fail, cont)
+        with b.goto_block(fail):
+            b.ret(code)
+        b.position_at_end(cont)
+
+    def splat(self, v: ir.Value, lanes: int) -> ir.Value:
+        if isinstance(v.type, ir.VectorType):
+            return v
+        vt = ir.VectorType(v.type, lanes)
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vt, [v.constant] * lanes) if v.constant is not None else \
+                self._splat_dyn(v, vt)
+        return self._splat_dyn(v, vt)
+
+    def _splat_dyn(self, v, vt):
+        b = self.builder
+        undef = ir.Constant(vt, ir.Undefined)
+        ins = b.insert_element(undef, v, ir.Constant(I32, 0))
+        mask = ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count)
+        return b.shuffle_vector(ins, undef, mask)
+
+    def match(self, a: ir.Value, b: ir.Value):
+        la = a.type.count if isinstance(a.type, ir.VectorType) else 1
+        lb = b.type.count if isinstance(b.type, ir.VectorType) else 1
+        if la == lb:
+            return a, b
+        if la == 1:
+            return self.splat(a, lb), b
+        if lb == 1:
+            return a, self.splat(b, la)
+        raise self.err(f"vector operands with different lanes ({la} and {lb})")
+
+    def const_like(self, dtype: str, value) -> ir.Value:
+        t = llvm_type(dtype)
+        st = scalar_type(dtype)
+        c = ir.Constant(st, value)
+        if isinstance(t, ir.VectorType):
+            return ir.Constant(t, [c.constant] * t.count)
+        return c
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, s: Any) -> None:
+        if s is None:
+            return
+        meth = getattr(self, "s_" + type(s).__name__, None)
+        if meth is None:
+            raise self.err(f"cannot generate code for statement {type(s).__name__}; "
+                           "was the function lowered?")
+        meth(s)
+
+    def s_SeqStmt(self, s: S.SeqStmt) -> None:
+        for x in s.seq:
+            self.stmt(x)
+
+    def s_Evaluate(self, s: S.Evaluate) -> None:
+        if isinstance(s.value, (E.IntImm, E.FloatImm)):
+            return
+        self.expr(s.value)
+
+    def s_LetStmt(self, s: S.LetStmt) -> None:
+        v = self.expr(s.value)
+        old = self.vars.get(id(s.var))
+        self.vars[id(s.var)] = v
+        self.stmt(s.body)
+        if old is None:
+            self.vars.pop(id(s.var), None)
+        else:
+            self.vars[id(s.var)] = old
+
+    def s_IfThenElse(self, s: S.IfThenElse) -> None:
+        cond = self.as_i1(self.expr(s.condition), s.condition.dtype)
+        b = self.builder
+        if s.else_case is None:
+            with b.if_then(cond):
+                self.stmt(s.then_case)
+        else:
+            with b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmt(s.then_case)
+                with otherwise:
+                    self.stmt(s.else_case)
+
+    def s_BufferStore(self, s: S.BufferStore) -> None:
+        buf = s.buffer
+        if len(s.indices) != 1:
+            raise self.err(f"store to buffer {buf.name!r} is not flattened")
+        val = self.expr(s.value)
+        idx_e = s.indices[0]
+        lanes = lanes_of(idx_e.dtype)
+        if lanes > 1 and not isinstance(val.type, ir.VectorType):
+            val = self.splat(val, lanes)
+        if is_bool(buf.dtype):
+            val = self.builder.zext(val, ir.VectorType(I8, lanes) if lanes > 1 else I8)
+        elif lanes == 1 and isinstance(val.type, ir.VectorType):
+            raise self.err(f"vector value stored at a scalar index of buffer {buf.name!r}")
+        self._access(buf, idx_e, val)
+
+    def s_Allocate(self, s: S.Allocate) -> None:
+        buf = s.buffer
+        n = 1
+        for d in buf.const_shape():
+            n *= d
+        nbytes = max(1, n * bytes_of(buf.dtype))
+        ety = mem_type(buf.dtype)
+        heap = (buf.scope != "local" and nbytes > STACK_LIMIT) or nbytes > LOCAL_STACK_LIMIT
+        b = self.builder
+        if not heap:
+            ptr = self.frame.alloca(ir.ArrayType(ety, max(n, 1)), sanitize(buf.name),
+                                    align=max(64, buf.align))
+        else:
+            size = (nbytes + 63) // 64 * 64
+            alloc = self.declare("aligned_alloc", PTR, [I64, I64])
+            ptr = b.call(alloc, [ir.Constant(I64, 64), ir.Constant(I64, size)],
+                         name=sanitize(buf.name))
+            null = b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+            code = b.select(null, ir.Constant(I32, -1), ir.Constant(I32, 0))
+            self.fail_with(code)
+        old = self.bufs.get(id(buf))
+        self.bufs[id(buf)] = ptr
+        self.stmt(s.body)
+        if heap:
+            self.builder.call(self.declare("free", ir.VoidType(), [PTR]), [ptr])
+        if old is None:
+            self.bufs.pop(id(buf), None)
+        else:
+            self.bufs[id(buf)] = old
+
+    def s_For(self, s: S.For) -> None:
+        if s.kind is S.ForKind.PARALLEL and self.frame.parallel_depth == 0:
+            self.parallel_for(s)
+            return
+        for k, v in s.annotations:
+            if k == "vectorize_fallback":
+                self.builder.comment(f"vectorize fallback for loop {s.loop_var.name}: {v}")
+                if self.info is not None:
+                    self.info.num_vector_fallbacks += 1
+            elif k == "unroll_skipped":
+                self.builder.comment(f"loop {s.loop_var.name} not unrolled: {v}")
+        if s.kind is S.ForKind.PARALLEL:
+            self.builder.comment(f"nested parallel loop {s.loop_var.name} runs serially")
+        lo = self.expr(s.min)
+        ext = self.expr(s.extent)
+        self.serial_loop(s.loop_var, lo, ext, s.body, nonneg=self._nonneg_expr(s.min))
+
+    def serial_loop(self, var: E.Var, lo: ir.Value, ext: ir.Value, body: S.Stmt,
+                    nonneg: bool = False, hi: ir.Value | None = None) -> None:
+        b = self.builder
+        ty = llvm_type(var.dtype)
+        lo = self.cast_int(lo, ty)
+        if hi is None:
+            hi = b.add(lo, self.cast_int(ext, ty), flags=["nsw"])
+        else:
+            hi = self.cast_int(hi, ty)
+        pre = b.block
+        head = self.frame.func.append_basic_block(f"for_{sanitize(var.name)}")
+        loop_body = self.frame.func.append_basic_block(f"for_{sanitize(var.name)}_body")
+        done = self.frame.func.append_basic_block(f"for_{sanitize(var.name)}_end")
+        b.branch(head)
+        b.position_at_end(head)
+        phi = b.phi(ty, name=sanitize(var.name))
+        phi.add_incoming(lo, pre)
+        cond = b.icmp_signed("<", phi, hi)
+        b.cbranch(cond, loop_body, done)
+        b.position_at_end(loop_body)
+        old = self.vars.get(id(var))
+        self.vars[id(var)] = phi
+        if nonneg:
+            self.nonneg.add(id(var))
+        self.stmt(body)
+        nxt = self.builder.add(phi, ir.Constant(ty, 1), flags=["nsw"])
+        phi.add_incoming(nxt, self.builder.block)
+        self.builder.branch(head)
+        self.builder.position_at_end(done)
+        self.nonneg.discard(id(var))
+        if old is None:
+            self.vars.pop(id(var), None)
+        else:
+            self.vars[id(var)] = old
+
+    # ------------------------------------------------------------------ parallel outlining
+    def parallel_for(self, s: S.For) -> None:
+        body = s.body
+        defined: set[int] = {id(s.loop_var)}
+
+        def note_def(n):
+            if isinstance(n, S.For):
+                defined.add(id(n.loop_var))
+            elif isinstance(n, (S.LetStmt, E.Let)):
+                defined.add(id(n.var))
+        post_order_visit(body, note_def)
+        free_vars: list[E.Var] = []
+        seen: set[int] = set()
+
+        def note_use(n):
+            if isinstance(n, E.Var) and id(n) not in defined and id(n) not in seen:
+                seen.add(id(n))
+                free_vars.append(n)
+        post_order_visit(body, note_use)
+        bufs: list[Buffer] = []
+        seen_b: set[int] = set()
+        allocated = {id(a.buffer) for a in collect(body, S.Allocate)}
+        for n in collect(body, (E.BufferLoad, S.BufferStore)):
+            bb = n.buffer
+            if id(bb) not in seen_b and id(bb) not in allocated:
+                seen_b.add(id(bb))
+                bufs.append(bb)
+        for v in free_vars:
+            if id(v) not in self.vars:
+                raise self.err(f"variable {v.name!r} is used in parallel loop "
+                               f"{s.loop_var.name!r} but never defined")
+        for bb in bufs:
+            if id(bb) not in self.bufs:
+                raise self.err(f"buffer {bb.name!r} is used but never allocated")
+        b = self.builder
+        lo = self.cast_int(self.expr(s.min), I64)
+        ext = self.cast_int(self.expr(s.extent), I64)
+        # env = {lo, ext, buffers..., vars...}
+        captured_types = [I64, I64] + [PTR] * len(bufs) + [self.vars[id(v)].type for v in free_vars]
+        env_ty = ir.LiteralStructType(captured_types)
+        env = self.frame.alloca(env_ty, "par_env", align=16)
+        values = [lo, ext] + [self.bufs[id(bb)] for bb in bufs] + [self.vars[id(v)] for v in free_vars]
+        for i, v in enumerate(values):
+            b.store(v, b.gep(env, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
+                             source_etype=env_ty))
+        self.outline_count += 1
+        base = f"{self.info.symbol}_par{self.outline_count}"
+        # worker: i32 worker(ptr noalias bufs..., vars..., i64 begin, i64 end)
+        wty = ir.FunctionType(I32, [PTR] * len(bufs) + [self.vars[id(v)].type for v in free_vars]
+                              + [I64, I64])
+        worker = ir.Function(self.module, wty, name=base + "_work")
+        worker.linkage = "internal"
+        # task: i32 task(i32 task_id, i32 num_tasks, ptr env)
+        task = ir.Function(self.module, ir.FunctionType(I32, [I32, I32, PTR]), name=base + "_task")
+        task.linkage = "internal"
+        if self.info is not None:
+            self.info.num_parallel += 1
+
+        # --- launch from the current function
+        launch = self.declare(LAUNCH_SYMBOL, I32, [PTR, PTR, I32])
+        rc = b.call(launch, [task, env, ir.Constant(I32, 0)])
+        self.fail_with(rc)
+
+        # --- task function: load env, compute the chunk, call the worker
+        saved = (self.frame, self.vars, self.bufs, self.nonneg)
+        self.frame = _Frame(task, saved[0].parallel_depth + 1)
+        tb = self.builder
+        tid, ntasks, penv = task.args
+        loaded = []
+        for i, t in enumerate(captured_types):
+            p = tb.gep(penv, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
+                       source_etype=env_ty)
+            loaded.append(tb.load(p, typ=t))
+        t_lo, t_ext = loaded[0], loaded[1]
+        nt = tb.sext(ntasks, I64)
+        per = tb.sdiv(tb.add(t_ext, tb.sub(nt, ir.Constant(I64, 1))), nt)
+        begin = tb.mul(tb.sext(tid, I64), per)
+        end = tb.add(begin, per)
+        end = tb.select(tb.icmp_signed("<", end, t_ext), end, t_ext)
+        begin = tb.select(tb.icmp_signed("<", begin, t_ext), begin, t_ext)
+        rc2 = tb.call(worker, loaded[2:] + [tb.add(t_lo, begin), tb.add(t_lo, end)])
+        tb.ret(rc2)
+
+        # --- worker function: the loop over [begin, end)
+        self.frame = _Frame(worker, saved[0].parallel_depth + 1)
+        self.vars, self.bufs = {}, {}
+        self.nonneg = set(saved[3])
+        args = list(worker.args)
+        for bb, a in zip(bufs, args[:len(bufs)]):
+            a.name = sanitize(bb.name)
+            a.add_attribute("noalias")
+            self.bufs[id(bb)] = a
+        for v, a in zip(free_vars, args[len(bufs):len(bufs) + len(free_vars)]):
+            a.name = sanitize(v.name)
+            self.vars[id(v)] = a
+        wbegin, wend = args[-2], args[-1]
+        self.serial_loop(s.loop_var, wbegin, None, body,
+                         nonneg=self._nonneg_expr(s.min), hi=wend)
+        self.builder.ret(ir.Constant(I32, 0))
+        self.frame, self.vars, self.bufs, self.nonneg = saved
+
+    # ------------------------------------------------------------------ memory access
+    def _ptr(self, buf: Buffer) -> ir.Value:
+        p = self.bufs.get(id(buf))
+        if p is None:
+            raise self.err(f"buffer {buf.name!r} is used outside of its allocation "
+                           "(not a parameter and not allocated by an enclosing block)")
+        return p
+
+    def _elem_ptr(self, buf: Buffer, idx: ir.Value) -> ir.Value:
+        ety = mem_type(buf.dtype)
+        return self.builder.gep(self._ptr(buf), [self.cast_int(idx, I64)], inbounds=True,
+                                source_etype=ety)
+
+    def _access(self, buf: Buffer, idx_e: E.PrimExpr, store_val: ir.Value | None):
+        """Load (store_val None) or store at a flat index, scalar or vector."""
+        b = self.builder
+        ety = mem_type(buf.dtype)
+        esize = max(1, bytes_of(element_of(buf.dtype)))
+        lanes = lanes_of(idx_e.dtype)
+        if lanes == 1:
+            p = self._elem_ptr(buf, self.expr(idx_e))
+            if store_val is None:
+                return b.load(p, typ=ety, align=esize)
+            b.store(store_val, p, align=esize)
+            return None
+        vty = ir.VectorType(ety, lanes)
+        if isinstance(idx_e, E.Ramp) and E.as_const_int(idx_e.stride) == 1:
+            p = self._elem_ptr(buf, self.expr(idx_e.base))
+            if store_val is None:
+                return b.load(p, typ=vty, align=esize)
+            b.store(store_val, p, align=esize)
+            return None
+        # gather / scatter lane by lane
+        idx = self.expr(idx_e)
+        out = ir.Constant(vty, ir.Undefined) if store_val is None else None
+        for lane in range(lanes):
+            li = b.extract_element(idx, ir.Constant(I32, lane))
+            p = self._elem_ptr(buf, li)
+            if store_val is None:
+                out = b.insert_element(out, b.load(p, typ=ety, align=esize),
+                                       ir.Constant(I32, lane))
+            else:
+                b.store(b.extract_element(store_val, ir.Constant(I32, lane)), p, align=esize)
+        return out
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e: Any) -> ir.Value:
+        meth = getattr(self, "e_" + type(e).__name__, None)
+        if meth is None:
+            raise self.err(f"cannot generate code for expression {type(e).__name__}")
+        return meth(e)
+
+    def e_Var(self, e: E.Var):
+        v = self.vars.get(id(e))
+        if v is None:
+            raise self.err(f"variable {e.name!r} is used but never defined "
+                           "(a block axis outside its block, or a free variable)")
+        return v
+
+    def e_IntImm(self, e: E.IntImm):
+        return ir.Constant(llvm_type(e.dtype), int(e.value) & ((1 << bits_of(e.dtype)) - 1)
+                           if is_uint(e.dtype) else int(e.value))
+
+    def e_FloatImm(self, e: E.FloatImm):
+        return ir.Constant(llvm_type(e.dtype), float(e.value))
+
+    def e_StringImm(self, e: E.StringImm):
+        raise self.err(f"a string constant {e.value!r} can only be the symbol of call_extern")
+
+    def e_BufferLoad(self, e: E.BufferLoad):
+        if len(e.indices) != 1:
+            raise self.err(f"load from buffer {e.buffer.name!r} is not flattened")
+        v = self._access(e.buffer, e.indices[0], None)
+        if is_bool(e.buffer.dtype):
+            zero = ir.Constant(v.type, None) if isinstance(v.type, ir.VectorType) else ir.Constant(I8, 0)
+            v = self.builder.icmp_unsigned("!=", v, zero)
+        return v
+
+    def e_Ramp(self, e: E.Ramp):
+        base = self.expr(e.base)
+        stride = self.expr(e.stride)
+        b = self.builder
+        lanes = e.lanes
+        vb = self.splat(base, lanes)
+        vs = self.splat(stride, lanes)
+        st = base.type
+        iota = ir.Constant(ir.VectorType(st, lanes), list(range(lanes)))
+        return b.add(vb, b.mul(vs, iota))
+
+    def e_Broadcast(self, e: E.Broadcast):
+        return self.splat(self.expr(e.value), e.lanes)
+
+    def e_Let(self, e: E.Let):
+        v = self.expr(e.value)
+        old = self.vars.get(id(e.var))
+        self.vars[id(e.var)] = v
+        out = self.expr(e.body)
+        if old is None:
+            self.vars.pop(id(e.var), None)
+        else:
+            self.vars[id(e.var)] = old
+        return out
+
+    def e_Cast(self, e: E.Cast):
+        v = self.expr(e.value)
+        return self.convert(v, e.value.dtype, e.dtype)
+
+    def convert(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        b = self.builder
+        lanes = lanes_of(dst)
+        if lanes > 1 and not isinstance(v.type, ir.VectorType):
+            v = self.splat(v, lanes)
+        dt = llvm_type(dst) if lanes > 1 or not isinstance(v.type, ir.VectorType) else \
+            ir.VectorType(scalar_type(dst), v.type.count)
+        if v.type == dt and element_of(src) == element_of(dst):
+            return v
+        if is_bool(dst):
+            if is_float(src):
+                return b.fcmp_unordered("!=", v, ir.Constant(v.type, None))
+            if v.type == dt:
+                return v
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+        if is_float(dst):
+            if is_float(src):
+                sb, db = bits_of(src), bits_of(dst)
+                if sb == db:
+                    return v
+                return b.fpext(v, dt) if db > sb else b.fptrunc(v, dt)
+            if is_uint(src) or is_bool(src):
+                return b.uitofp(v, dt)
+            return b.sitofp(v, dt)
+        if element_of(dst) == "handle":
+            return b.inttoptr(v, dt) if not isinstance(v.type, ir.PointerType) else v
+        # integer destination
+        if is_float(src):
+            return b.fptoui(v, dt) if is_uint(dst) else b.fptosi(v, dt)
+        if element_of(src) == "handle":
+            return b.ptrtoint(v, dt)
+        sb = 1 if is_bool(src) else bits_of(src)
+        db = bits_of(dst)
+        if sb == db:
+            return v
+        if db < sb:
+            return b.trunc(v, dt)
+        if is_uint(src) or is_bool(src):
+            return b.zext(v, dt)
+        return b.sext(v, dt)
+
+    def cast_int(self, v: ir.Value, ty: ir.IntType) -> ir.Value:
+        if v.type == ty:
+            return v
+        if v.type.width < ty.width:
+            return self.builder.sext(v, ty)
+        return self.builder.trunc(v, ty)
+
+    def as_i1(self, v: ir.Value, dtype: str) -> ir.Value:
+        if v.type == I1:
+            return v
+        return self.convert(v, dtype, "bool")
+
+    # arithmetic ---------------------------------------------------------------
+    def _operands(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        return self.match(a, b)
+
+    def e_Add(self, e):
+        a, b = self._operands(e)
+        if is_float(e.a.dtype):
+            return self.builder.fadd(a, b, flags=self.fflags)
+        return self.builder.add(a, b, flags=self._iflags(e.a.dtype))
+
+    def e_Sub(self, e):
+        a, b = self._operands(e)
+        if is_float(e.a.dtype):
+            return self.builder.fsub(a, b, flags=self.fflags)
+        return self.builder.sub(a, b, flags=self._iflags(e.a.dtype))
+
+    def e_Mul(self, e):
+        a, b = self._operands(e)
+        if is_float(e.a.dtype):
+            return self.builder.fmul(a, b, flags=self.fflags)
+        return self.builder.mul(a, b, flags=self._iflags(e.a.dtype))
+
+    def _iflags(self, dtype: str):
+        return ["nsw"] if is_int(dtype) and not is_uint(dtype) and not is_bool(dtype) else []
+
+    def e_Div(self, e):
+        a, b = self._operands(e)
+        if is_float(e.a.dtype):
+            return self.builder.fdiv(a, b, flags=self.fflags)
+        if is_uint(e.a.dtype) or is_bool(e.a.dtype):
+            return self.builder.udiv(a, b)
+        return self.builder.sdiv(a, b)
+
+    def e_Mod(self, e):
+        a, b = self._operands(e)
+        if is_float(e.a.dtype):
+            return self.builder.frem(a, b, flags=self.fflags)
+        if is_uint(e.a.dtype) or is_bool(e.a.dtype):
+            return self.builder.urem(a, b)
+        return self.builder.srem(a, b)
+
+    def _nonneg_expr(self, e: E.PrimExpr) -> bool:
+        """Conservatively: is ``e`` >= 0 for all values of the variables in scope?"""
+        if isinstance(e, E.IntImm):
+            return e.value >= 0
+        if isinstance(e, E.Var):
+            return id(e) in self.nonneg
+        if isinstance(e, (E.Add, E.Mul, E.FloorDiv, E.Div, E.Min)):
+            return self._nonneg_expr(e.a) and self._nonneg_expr(e.b)
+        if isinstance(e, (E.FloorMod, E.Mod)):
+            return self._nonneg_expr(e.b) if isinstance(e, E.FloorMod) else \
+                self._nonneg_expr(e.a) and self._nonneg_expr(e.b)
+        if isinstance(e, E.Max):
+            return self._nonneg_expr(e.a) or self._nonneg_expr(e.b)
+        if isinstance(e, E.Cast) and is_int(e.dtype) and is_int(e.value.dtype):
+            return bits_of(e.dtype) >= bits_of(e.value.dtype) and self._nonneg_expr(e.value)
+        if isinstance(e, E.Ramp):
+            return self._nonneg_expr(e.base) and self._nonneg_expr(e.stride)
+        if isinstance(e, E.Broadcast):
+            return self._nonneg_expr(e.value)
+        return False
+
+    def _floor(self, e, want_div: bool):
+        b = self.builder
+        dt = e.a.dtype
+        if is_float(dt):
+            a, d = self._operands(e)
+            q = b.fdiv(a, d, flags=self.fflags)
+            fl = b.call(self.intrinsic("floor", q.type, 1), [q])
+            if want_div:
+                return fl
+            return b.fsub(a, b.fmul(fl, d, flags=self.fflags), flags=self.fflags)
+        if is_uint(dt) or is_bool(dt):
+            a, d = self._operands(e)
+            return b.udiv(a, d) if want_div else b.urem(a, d)
+        c = E.as_const_int(e.b) if not isinstance(e.b, E.Broadcast) else E.as_const_int(e.b.value)
+        a, d = self._operands(e)
+        if c is not None and c > 0 and (c & (c - 1)) == 0:
+            k = c.bit_length() - 1
+            if want_div:
+                return b.ashr(a, self.const_like(dt, k)) if k else a
+            return b.and_(a, self.const_like(dt, c - 1))
+        if c is not None and c > 0 and self._nonneg_expr(e.a):
+            return b.sdiv(a, d) if want_div else b.srem(a, d)
+        # general floor semantics
+        zero = self.const_like(dt, 0)
+        q = b.sdiv(a, d)
+        r = b.srem(a, d)
+        r_nz = b.icmp_signed("!=", r, zero)
+        sign_diff = b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", d, zero))
+        adjust = b.and_(r_nz, sign_diff)
+        if want_div:
+            return b.sub(q, b.zext(adjust, q.type))
+        return b.select(adjust, b.add(r, d), r)
+
+    def e_FloorDiv(self, e):
+        return self._floor(e, True)
+
+    def e_FloorMod(self, e):
+        return self._floor(e, False)
+
+    def _minmax(self, e, is_min: bool):
+        a, b_ = self._operands(e)
+        b = self.builder
+        dt = e.a.dtype
+        if is_float(dt):
+            c = b.fcmp_ordered("<" if is_min else ">", a, b_, flags=self.fflags)
+        elif is_uint(dt) or is_bool(dt):
+            c = b.icmp_unsigned("<" if is_min else ">", a, b_)
+        else:
+            c = b.icmp_signed("<" if is_min else ">", a, b_)
+        return b.select(c, a, b_)
+
+    def e_Min(self, e):
+        return self._minmax(e, True)
+
+    def e_Max(self, e):
+        return self._minmax(e, False)
+
+    def _cmp(self, e, op: str):
+        a, b_ = self._operands(e)
+        b = self.builder
+        dt = e.a.dtype
+        if is_float(dt):
+            if op == "!=":
+                return b.fcmp_unordered(op, a, b_, flags=self.fflags)
+            return b.fcmp_ordered(op, a, b_, flags=self.fflags)
+        if is_uint(dt) or is_bool(dt):
+            return b.icmp_unsigned(op, a, b_)
+        if element_of(dt) == "handle":
+            return b.icmp_unsigned(op, a, b_)
+        return b.icmp_signed(op, a, b_)
+
+    def e_EQ(self, e): return self._cmp(e, "==")
+    def e_NE(self, e): return self._cmp(e, "!=")
+    def e_LT(self, e): return self._cmp(e, "<")
+    def e_LE(self, e): return self._cmp(e, "<=")
+    def e_GT(self, e): return self._cmp(e, ">")
+    def e_GE(self, e): return self._cmp(e, ">=")
+
+    def e_And(self, e):
+        a, b_ = self.match(self.as_i1v(e.a), self.as_i1v(e.b))
+        return self.builder.and_(a, b_)
+
+    def e_Or(self, e):
+        a, b_ = self.match(self.as_i1v(e.a), self.as_i1v(e.b))
+        return self.builder.or_(a, b_)
+
+    def as_i1v(self, x: E.PrimExpr) -> ir.Value:
+        v = self.expr(x)
+        if is_bool(x.dtype):
+            return v
+        return self.convert(v, x.dtype, "bool" if lanes_of(x.dtype) == 1
+                            else f"boolx{lanes_of(x.dtype)}")
+
+    def e_Not(self, e):
+        v = self.as_i1v(e.a)
+        return self.builder.not_(v)
+
+    def e_Select(self, e):
+        c = self.as_i1v(e.condition)
+        t, f = self.match(self.expr(e.true_value), self.expr(e.false_value))
+        if isinstance(t.type, ir.VectorType) and not isinstance(c.type, ir.VectorType):
+            pass  # scalar condition selects whole vectors
+        elif isinstance(c.type, ir.VectorType) and not isinstance(t.type, ir.VectorType):
+            t, f = self.splat(t, c.type.count), self.splat(f, c.type.count)
+        return self.builder.select(c, t, f)
+
+    # calls ----------------------------------------------------------------------
+    def e_Call(self, e: E.Call):
+        op = e.op
+        if op == "address_of":
+            return self._address_of(e)
+        if op == "call_extern":
+            return self._call_extern(e)
+        if op not in E.INTRINSICS:
+            raise self.err(f"unsupported intrinsic {op!r}")
+        if len(e.args) != E.INTRINSICS[op]:
+            raise self.err(f"intrinsic {op!r} takes {E.INTRINSICS[op]} arguments, "
+                           f"got {len(e.args)}")
+        b = self.builder
+        if op == "likely":
+            return self.expr(e.args[0])
+        if op == "if_then_else":
+            return self._if_then_else(e)
+        args = [self.expr(a) for a in e.args]
+        lanes = max([a.type.count if isinstance(a.type, ir.VectorType) else 1 for a in args])
+        if lanes > 1:
+            args = [self.splat(a, lanes) for a in args]
+        dt = e.args[0].dtype
+        if op in ("abs", "fabs") and not is_float(dt):
+            x = args[0]
+            if is_uint(dt) or is_bool(dt):
+                return x
+            neg = b.sub(self.const_like(dt, 0) if lanes == 1 else ir.Constant(x.type, None), x)
+            return b.select(b.icmp_signed("<", x, ir.Constant(x.type, None)), neg, x)
+        if not is_float(dt):
+            # integer argument to a float function: compute in float64 then cast back
+            ft = "float64" if lanes == 1 else f"float64x{lanes}"
+            args = [self.convert(a, x.dtype, ft) for a, x in zip(args, e.args)]
+            val = self._float_call(op, args, ft)
+            return self.convert(val, ft, e.dtype)
+        val = self._float_call(op, args, dt if lanes == 1 else f"{element_of(dt)}x{lanes}")
+        if element_of(e.dtype) != element_of(dt):
+            val = self.convert(val, dt, e.dtype)
+        return val
+
+    _LLVM_UNARY = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2",
+                   "sqrt": "sqrt", "fabs": "fabs", "abs": "fabs", "floor": "floor",
+                   "ceil": "ceil", "round": "roundeven", "trunc": "trunc",
+                   "sin": "sin", "cos": "cos"}
+    _LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
+
+    def _float_call(self, op: str, args: list, dtype: str) -> ir.Value:
+        b = self.builder
+        ty = args[0].type
+        fm = self.fflags
+        if op in self._LLVM_UNARY:
+            return b.call(self.intrinsic(self._LLVM_UNARY[op], ty, 1), args, fastmath=fm)
+        if op == "pow":
+            return b.call(self.intrinsic("pow", ty, 2), args, fastmath=fm)
+        if op == "fma":
+            return b.call(self.intrinsic("fma", ty, 3), args, fastmath=fm)
+        if op == "rsqrt":
+            s = b.call(self.intrinsic("sqrt", ty, 1), args, fastmath=fm)
+            return b.fdiv(self.const_like(dtype, 1.0), s, flags=fm)
+        if op == "sigmoid":
+            x = args[0]
+            neg = b.fneg(x, flags=fm)
+            ex = b.call(self.intrinsic("exp", ty, 1), [neg], fastmath=fm)
+            one = self.const_like(dtype, 1.0)
+            return b.fdiv(one, b.fadd(one, ex, flags=fm), flags=fm)
+        if op in self._LIBM:
+            base = element_of(dtype)
+            if base == "float16":
+                wide = "float32" if lanes_of(dtype) == 1 else f"float32x{lanes_of(dtype)}"
+                r = self._float_call(op, [self.convert(a, dtype, wide) for a in args], wide)
+                return self.convert(r, wide, dtype)
+            sym = self._LIBM[op][0 if base == "float32" else 1]
+            st = scalar_type(base)
+            fn = self.declare(sym, st, [st])
+            if isinstance(ty, ir.VectorType):
+                out = ir.Constant(ty, ir.Undefined)
+                for lane in range(ty.count):
+                    x = b.extract_element(args[0], ir.Constant(I32, lane))
+                    out = b.insert_element(out, b.call(fn, [x]), ir.Constant(I32, lane))
+                return out
+            return b.call(fn, args)
+        raise self.err(f"unsupported intrinsic {op!r}")
+
+    def _if_then_else(self, e: E.Call) -> ir.Value:
+        cond_e, t_e, f_e = e.args
+        if lanes_of(cond_e.dtype) > 1:
+            c = self.as_i1v(cond_e)
+            t, f = self.match(self.expr(t_e), self.expr(f_e))
+            return self.builder.select(c, t, f)
+        c = self.as_i1(self.expr(cond_e), cond_e.dtype)
+        b = self.builder
+        with b.if_else(c) as (then, otherwise):
+            with then:
+                tv = self.expr(t_e)
+                tb = b.block
+            with otherwise:
+                fv = self.expr(f_e)
+                fb = b.block
+        tv, fv = self.match(tv, fv)
+        phi = b.phi(tv.type)
+        phi.add_incoming(tv, tb)
+        phi.add_incoming(fv, fb)
+        return phi
+
+    def _address_of(self, e: E.Call) -> ir.Value:
+        if len(e.args) != 1 or not isinstance(e.args[0], E.BufferLoad):
+            raise self.err("address_of takes one argument, a BufferLoad such as A[i]")
+        ld = e.args[0]
+        if len(ld.indices) != 1 or lanes_of(ld.indices[0].dtype) != 1:
+            raise self.err("address_of needs a flattened scalar BufferLoad (lower first)")
+        p = self._elem_ptr(ld.buffer, self.expr(ld.indices[0]))
+        v = self.builder.ptrtoint(p, I64)
+        return self.convert(v, "int64", e.dtype) if e.dtype != "int64" else v
+
+    def _call_extern(self, e: E.Call) -> ir.Value:
+        if not e.args or not isinstance(e.args[0], E.StringImm):
+            raise self.err("call_extern needs the symbol name as its first argument "
+                           "(a StringImm)")
+        sym = e.args[0].value
+        args = [self.expr(a) for a in e.args[1:]]
+        for a, x in zip(args, e.args[1:]):
+            if isinstance(a.type, ir.VectorType):
+                raise self.err(f"call_extern {sym!r} got a vector argument")
+        ret = llvm_type(e.dtype)
+        fn = self.declare(sym, ret, [a.type for a in args])
+        return self.builder.call(fn, args)
+
+
+def _type_suffix(t: ir.Type) -> str:
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    raise BuildError(f"no LLVM intrinsic suffix for type {t}")
+
+
+def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False):
+    """Generate one llvmlite module for lowered PrimFuncs ``[(name, func), ...]``.
+
+    Returns ``(llvmlite.ir.Module, {name: FuncInfo})``.
+    """
+    cg = CodeGen(module_name, fast_math=fast_math)
+    for name, f in funcs:
+        cg.add_function(f, name)
+    return cg.module, cg.infos

@@ -1,0 +1,74 @@
+"""Host target machine, the O3 pipeline of llvmlite's new pass manager, assembly text.
+
+* :func:`host_target_machine` — a TargetMachine for the host CPU (``llvm.get_host_cpu_name()``)
+  with all its features (``llvm.get_host_cpu_features()``: AVX2, FMA, AVX-512, ...).
+* :func:`optimize` — runs LLVM's ``default<O{n}>`` module pipeline through
+  ``PassBuilder`` / ``PipelineTuningOptions`` (loop vectorizer, SLP vectorizer, unrolling).
+* :func:`emit_assembly` — x86 assembly of a module, for the explorer's code pane.
+"""
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+_initialized = False
+
+
+def init_llvm() -> None:
+    """Initialise LLVM's native target and assembly printer (once per process)."""
+    global _initialized
+    with _lock:
+        if _initialized:
+            return
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+        _initialized = True
+
+
+@lru_cache(maxsize=None)
+def host_cpu() -> tuple[str, str]:
+    """(cpu name, feature string) of the machine we run on."""
+    init_llvm()
+    name = llvm.get_host_cpu_name()
+    try:
+        feats = llvm.get_host_cpu_features().flatten()
+    except Exception:  # noqa: BLE001 - some hosts cannot report features
+        feats = ""
+    return name, feats
+
+
+@lru_cache(maxsize=8)
+def host_target_machine(opt_level: int = 3):
+    """The TargetMachine for the host CPU (cached per optimisation level)."""
+    init_llvm()
+    cpu, feats = host_cpu()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=cpu, features=feats, opt=min(max(opt_level, 0), 3),
+                                        reloc="default", codemodel="jitdefault")
+
+
+def optimize(mod, tm, opt_level: int = 3) -> None:
+    """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place."""
+    if opt_level <= 0:
+        return
+    pto = llvm.PipelineTuningOptions(speed_level=min(opt_level, 3))
+    pto.loop_vectorization = opt_level >= 2
+    pto.slp_vectorization = opt_level >= 2
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    try:
+        mpm = pb.getModulePassManager()
+        mpm.run(mod, pb)
+    finally:
+        pb.close()
+
+
+def emit_assembly(ll_text: str, opt_level: int = 3) -> str:
+    """x86 assembly (AT&T syntax) of an LLVM IR module given as text."""
+    tm = host_target_machine(opt_level)
+    mod = llvm.parse_assembly(ll_text)
+    return tm.emit_assembly(mod)

@@ -1,0 +1,265 @@
+"""Loop legalisation: unrolled and vectorized loops (runs on flattened IR).
+
+* ``unroll`` loops with a constant extent are expanded in place (one copy of the body per
+  iteration with the loop variable replaced by a constant) when the expansion stays below
+  :data:`UNROLL_LIMIT` IR nodes; bigger ones stay loops (LLVM's O3 may still unroll them)
+  and are annotated ``("unroll_skipped", reason)``.
+* ``vectorized`` loops with a constant extent are turned into vector code: the loop variable
+  becomes ``Ramp(min, 1, lanes)``, affine indices with stride 1 stay ``Ramp`` (contiguous
+  vector loads/stores), loop-invariant values become ``Broadcast``. Extents above
+  :data:`MAX_LANES` are processed in chunks of :data:`CHUNK_LANES` lanes (+ a scalar tail).
+  When the body is not vectorizable — a store to a loop-invariant location (a reduction
+  over the vectorized loop), a condition that depends on the loop variable, an allocation
+  or a side-effecting call inside, loop bounds depending on the variable, or a read of a
+  buffer that is written at a different index in the same body — the loop stays a serial
+  loop annotated ``("vectorize_fallback", reason)`` and the code generator leaves a comment
+  in the LLVM IR. The result is always correct.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.dtype import lanes_of, with_lanes
+from engine.ir.functor import Mutator, collect, post_order_visit, substitute, uses_var
+from engine.arith.lower_simplify import lower_simplify
+
+UNROLL_LIMIT = 20000
+MAX_LANES = 64
+CHUNK_LANES = 16
+
+
+class _NotVectorizable(Exception):
+    pass
+
+
+def _size(n: Any) -> int:
+    count = 0
+
+    def fn(_):
+        nonlocal count
+        count += 1
+    post_order_visit(n, fn)
+    return count
+
+
+def _bcast(e: E.PrimExpr, lanes: int) -> E.PrimExpr:
+    return e if lanes_of(e.dtype) == lanes else E.Broadcast(e, lanes)
+
+
+class _Vectorizer:
+    """Rewrites a loop body for ``var = Ramp(min, 1, lanes)``."""
+
+    def __init__(self, var: E.Var, base: E.PrimExpr, lanes: int):
+        self.var, self.base, self.lanes = var, base, lanes
+        self.vmap: dict[int, E.PrimExpr] = {}
+
+    # expressions -----------------------------------------------------------
+    def expr(self, e: E.PrimExpr) -> E.PrimExpr:
+        meth = getattr(self, "e_" + type(e).__name__, None)
+        if meth is not None:
+            return meth(e)
+        if isinstance(e, E.BinaryOp):
+            return self.binop(e)
+        raise _NotVectorizable(f"expression {type(e).__name__} cannot be vectorized")
+
+    def e_Var(self, e):
+        if e is self.var:
+            return E.Ramp(self.base, E.IntImm(e.dtype, 1), self.lanes)
+        return self.vmap.get(id(e), e)
+
+    def e_IntImm(self, e):
+        return e
+
+    e_FloatImm = e_StringImm = e_IntImm
+
+    def binop(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        la, lb = lanes_of(a.dtype), lanes_of(b.dtype)
+        if la == 1 and lb == 1:
+            return e if (a is e.a and b is e.b) else type(e)(a, b)
+        t = type(e)
+        if t in (E.Add, E.Sub):
+            if isinstance(a, E.Ramp) and lb == 1:
+                return E.Ramp(t(a.base, b), a.stride, self.lanes)
+            if isinstance(b, E.Ramp) and la == 1 and t is E.Add:
+                return E.Ramp(E.Add(a, b.base), b.stride, self.lanes)
+            if isinstance(a, E.Ramp) and isinstance(b, E.Ramp):
+                return E.Ramp(t(a.base, b.base), t(a.stride, b.stride), self.lanes)
+        if t is E.Mul:
+            if isinstance(a, E.Ramp) and lb == 1:
+                return E.Ramp(E.Mul(a.base, b), E.Mul(a.stride, b), self.lanes)
+            if isinstance(b, E.Ramp) and la == 1:
+                return E.Ramp(E.Mul(b.base, a), E.Mul(b.stride, a), self.lanes)
+        return t(_bcast(a, self.lanes), _bcast(b, self.lanes))
+
+    def e_Not(self, e):
+        return E.Not(self.expr(e.a))
+
+    def e_Select(self, e):
+        c, a, b = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+        if all(lanes_of(x.dtype) == 1 for x in (c, a, b)):
+            return E.Select(c, a, b)
+        return E.Select(_bcast(c, self.lanes), _bcast(a, self.lanes), _bcast(b, self.lanes))
+
+    def e_Cast(self, e):
+        v = self.expr(e.value)
+        return E.Cast(with_lanes(e.dtype, lanes_of(v.dtype)), v)
+
+    def e_Call(self, e):
+        if e.op in ("address_of", "call_extern"):
+            if any(uses_var(a, self.var) for a in e.args):
+                raise _NotVectorizable(f"call to {e.op} depends on the vectorized loop variable")
+            raise _NotVectorizable(f"call to {e.op} inside a vectorized loop")
+        args = [self.expr(a) for a in e.args]
+        if all(lanes_of(a.dtype) == 1 for a in args):
+            return E.Call(e.dtype, e.op, tuple(args))
+        if e.op == "if_then_else":
+            raise _NotVectorizable("if_then_else with a condition on the vectorized variable")
+        return E.Call(with_lanes(e.dtype, self.lanes), e.op,
+                      tuple(_bcast(a, self.lanes) for a in args))
+
+    def e_BufferLoad(self, e):
+        idx = tuple(self.expr(i) for i in e.indices)
+        return E.BufferLoad(e.buffer, idx)
+
+    def e_Let(self, e):
+        v = self.expr(e.value)
+        if lanes_of(v.dtype) == 1:
+            return E.Let(e.var, v, self.expr(e.body))
+        nv = E.Var(e.var.name, v.dtype)
+        self.vmap[id(e.var)] = nv
+        return E.Let(nv, v, self.expr(e.body))
+
+    def e_Ramp(self, e):
+        raise _NotVectorizable("the body already contains vector expressions")
+
+    e_Broadcast = e_Ramp
+
+    # statements -------------------------------------------------------------
+    def stmt(self, s: S.Stmt) -> S.Stmt:
+        meth = getattr(self, "s_" + type(s).__name__, None)
+        if meth is None:
+            raise _NotVectorizable(f"statement {type(s).__name__} cannot be vectorized")
+        return meth(s)
+
+    def s_SeqStmt(self, s):
+        return S.SeqStmt(tuple(self.stmt(x) for x in s.seq))
+
+    def s_BufferStore(self, s):
+        idx = tuple(self.expr(i) for i in s.indices)
+        val = self.expr(s.value)
+        if all(lanes_of(i.dtype) == 1 for i in idx):
+            raise _NotVectorizable(
+                f"store to {s.buffer.name} at an index that does not depend on the loop "
+                "variable (a reduction over the vectorized loop)")
+        return S.BufferStore(s.buffer, _bcast(val, self.lanes), idx)
+
+    def s_IfThenElse(self, s):
+        c = self.expr(s.condition)
+        if lanes_of(c.dtype) != 1:
+            raise _NotVectorizable("an if-condition depends on the vectorized loop variable")
+        return S.IfThenElse(c, self.stmt(s.then_case),
+                            self.stmt(s.else_case) if s.else_case is not None else None)
+
+    def s_LetStmt(self, s):
+        v = self.expr(s.value)
+        if lanes_of(v.dtype) == 1:
+            return S.LetStmt(s.var, v, self.stmt(s.body))
+        nv = E.Var(s.var.name, v.dtype)
+        self.vmap[id(s.var)] = nv
+        return S.LetStmt(nv, v, self.stmt(s.body))
+
+    def s_For(self, s):
+        if uses_var(s.min, self.var) or uses_var(s.extent, self.var):
+            raise _NotVectorizable("an inner loop's bounds depend on the vectorized variable")
+        if s.kind is S.ForKind.PARALLEL:
+            raise _NotVectorizable("a parallel loop inside a vectorized loop")
+        return S.For(s.loop_var, s.min, s.extent, S.ForKind.SERIAL, self.stmt(s.body),
+                     s.annotations)
+
+    def s_Evaluate(self, s):
+        if isinstance(s.value, E.IntImm):
+            return s
+        raise _NotVectorizable("an Evaluate statement (side effect) inside a vectorized loop")
+
+    def s_Allocate(self, s):
+        raise _NotVectorizable(f"buffer {s.buffer.name} is allocated inside the vectorized loop")
+
+
+def _check_dependences(body: S.Stmt) -> None:
+    """Reads of a buffer written in the body must use exactly the written index."""
+    from engine.ir.structural import structural_equal
+    writes: dict[int, list] = {}
+    for st in collect(body, S.BufferStore):
+        writes.setdefault(id(st.buffer), []).append(st.indices)
+    for ld in collect(body, E.BufferLoad):
+        ws = writes.get(id(ld.buffer))
+        if ws is None:
+            continue
+        for w in ws:
+            if not structural_equal(w, ld.indices):
+                raise _NotVectorizable(
+                    f"buffer {ld.buffer.name} is read at a different index than it is written "
+                    "(possible dependence between iterations)")
+
+
+def vectorize_loop(loop: S.For) -> S.Stmt:
+    """Vector code for ``loop`` (see the module docstring) or an annotated serial loop."""
+    ext = E.as_const_int(loop.extent)
+    if ext is None:
+        return _fallback(loop, "the extent is not a constant")
+    try:
+        if ext <= MAX_LANES:
+            out = _Vectorizer(loop.loop_var, loop.min, ext).stmt(loop.body)
+            _check_dependences(out)
+            return lower_simplify(out)
+        lanes = CHUNK_LANES
+        n_chunks, tail = divmod(ext, lanes)
+        vo = E.Var(loop.loop_var.name + "_vo", loop.loop_var.dtype)
+        base = lower_simplify(loop.min + vo * lanes)
+        vec = _Vectorizer(loop.loop_var, base, lanes).stmt(loop.body)
+        _check_dependences(vec)
+        parts = [S.For(vo, E.IntImm(vo.dtype, 0), E.IntImm(vo.dtype, n_chunks),
+                       S.ForKind.SERIAL, lower_simplify(vec))]
+        if tail:
+            parts.append(S.For(loop.loop_var, lower_simplify(loop.min + n_chunks * lanes),
+                               E.IntImm(loop.extent.dtype, tail), S.ForKind.SERIAL, loop.body,
+                               (("vectorize_tail", tail),)))
+        return S.seq(*parts)
+    except _NotVectorizable as exc:
+        return _fallback(loop, str(exc))
+
+
+def _fallback(loop: S.For, reason: str) -> S.For:
+    return S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, loop.body,
+                 loop.annotations + (("vectorize_fallback", reason),))
+
+
+def unroll_loop(loop: S.For) -> S.Stmt:
+    ext = E.as_const_int(loop.extent)
+    if ext is None:
+        return S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, loop.body,
+                     loop.annotations + (("unroll_skipped", "the extent is not a constant"),))
+    if ext * _size(loop.body) > UNROLL_LIMIT:
+        return S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, loop.body,
+                     loop.annotations + (("unroll_skipped", "the unrolled body would be too big"),))
+    copies = [substitute(loop.body, {loop.loop_var: lower_simplify(loop.min + i)})
+              for i in range(ext)]
+    return lower_simplify(S.seq(*copies)) if copies else S.Evaluate(E.IntImm("int32", 0))
+
+
+class _Legalizer(Mutator):
+    def visit_For(self, s: S.For):
+        s = self.generic_visit(s)  # inner loops first
+        if s.kind is S.ForKind.UNROLLED:
+            return unroll_loop(s)
+        if s.kind is S.ForKind.VECTORIZED:
+            return vectorize_loop(s)
+        return s
+
+
+def legalize_loops(body: S.Stmt, func_name: str = "") -> S.Stmt:
+    """Expand unrolled loops and vectorize vectorized loops (see the module docstring)."""
+    return _Legalizer().visit(body)

@@ -1,0 +1,364 @@
+"""Lowering: TensorIR blocks -> plain loops over flat (1-D) buffers.
+
+``lower(func)`` takes a scheduled :class:`~engine.ir.PrimFunc` (or an IRModule, lowered
+function by function) and returns a *lowered* PrimFunc that the LLVM code generator
+(:mod:`engine.codegen`) consumes directly. The passes, in order:
+
+1. **Blocks -> loops** (:class:`_BlockLowerer`). Every ``BlockRealize`` disappears: its
+   block axes are replaced by the bound values (``vi -> i``, ``vj -> j0 * 4 + j1``), its
+   predicate (``T.where``) becomes an ``IfThenElse``, its ``alloc_buffers`` become
+   ``Allocate`` statements around the block body, and its ``init`` statement runs when
+   every reduce-axis binding equals its domain minimum. When the block sits at the bottom
+   of a perfect loop nest whose innermost loops drive exactly the reduce axes, the init
+   is *hoisted* in front of those loops instead of being guarded by an ``if`` (the usual
+   ``Y[i, j] = 0; for k: Y[i, j] += ...`` shape), which is what a C programmer writes.
+2. **Flattening** (:class:`_Flattener`). Each buffer becomes a 1-D buffer of the same
+   name, dtype, scope and alignment; ``A[i, j]`` becomes ``A[i * stride0 + j]`` (explicit
+   ``strides``/``elem_offset`` are honoured). The lowered function's parameters are the
+   flat buffers; the original parameters are kept in the attribute ``"lowered_params"``
+   (the runtime checks numpy arrays against their shapes).
+3. **Simplification** of every index/condition (:func:`engine.arith.simplify` plus the
+   lowering-specific folds of :mod:`engine.arith.lower_simplify`).
+4. **Loop legalisation** (:mod:`.legalize`): ``unroll`` loops with a constant extent are
+   expanded; ``vectorized`` loops become straight-line vector code (``Ramp`` /
+   ``Broadcast`` / vector loads and stores) when the body is vectorizable, otherwise a
+   serial loop annotated with ``("vectorize_fallback", reason)`` (always correct).
+   ``parallel`` loops stay as ``For(kind=PARALLEL)``; the code generator outlines them.
+
+The lowered function carries the attribute ``("lowered", True)``. Instrumentation passes
+(e.g. the cache simulator) may rewrite a lowered function — it is ordinary IR — and pass
+it to ``engine.build(func, lowered=True)``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.buffer import Buffer
+from engine.ir.dtype import lanes_of
+from engine.ir.function import IRModule, PrimFunc
+from engine.ir.functor import Mutator, collect_vars, substitute
+
+from .errors import BuildError
+from engine.arith.lower_simplify import lower_simplify
+
+
+# ---------------------------------------------------------------------------
+# 1. blocks -> loops
+# ---------------------------------------------------------------------------
+def _and_all(conds: list) -> E.PrimExpr | None:
+    out = None
+    for c in conds:
+        out = c if out is None else E.And(out, c)
+    return out
+
+
+def _is_true(e: Any) -> bool:
+    return isinstance(e, E.IntImm) and e.value != 0
+
+
+def _is_false(e: Any) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
+
+
+def _guard(cond: E.PrimExpr, body: S.Stmt | None) -> S.Stmt | None:
+    if body is None:
+        return None
+    cond = lower_simplify(cond)
+    if _is_true(cond):
+        return body
+    if _is_false(cond):
+        return None
+    return S.IfThenElse(cond, body, None)
+
+
+class _BlockLowerer:
+    """Removes Block/BlockRealize (see the module docstring, step 1)."""
+
+    def __init__(self, func_name: str):
+        self.func_name = func_name
+
+    def sub(self, e: Any, vmap: dict) -> Any:
+        return substitute(e, vmap) if vmap else e
+
+    # statements --------------------------------------------------------
+    def stmt(self, s: Any, vmap: dict) -> S.Stmt | None:
+        if s is None:
+            return None
+        meth = getattr(self, "s_" + type(s).__name__, None)
+        if meth is None:
+            raise BuildError(f"cannot lower statement of kind {type(s).__name__} "
+                             f"in function {self.func_name!r}")
+        return meth(s, vmap)
+
+    def s_SeqStmt(self, s: S.SeqStmt, vmap: dict):
+        return S.seq(*[self.stmt(x, vmap) for x in s.seq])
+
+    def s_BufferStore(self, s: S.BufferStore, vmap: dict):
+        return S.BufferStore(s.buffer, self.sub(s.value, vmap),
+                             tuple(self.sub(i, vmap) for i in s.indices))
+
+    def s_Evaluate(self, s: S.Evaluate, vmap: dict):
+        return S.Evaluate(self.sub(s.value, vmap))
+
+    def s_IfThenElse(self, s: S.IfThenElse, vmap: dict):
+        then = self.stmt(s.then_case, vmap)
+        els = self.stmt(s.else_case, vmap)
+        cond = self.sub(s.condition, vmap)
+        if then is None and els is None:
+            return None
+        if then is None:
+            return S.IfThenElse(E.Not(cond), els, None)
+        return S.IfThenElse(cond, then, els)
+
+    def s_LetStmt(self, s: S.LetStmt, vmap: dict):
+        body = self.stmt(s.body, vmap)
+        if body is None:
+            return None
+        return S.LetStmt(s.var, self.sub(s.value, vmap), body)
+
+    def s_Allocate(self, s: S.Allocate, vmap: dict):
+        body = self.stmt(s.body, vmap)
+        return None if body is None else S.Allocate(s.buffer, body)
+
+    def s_For(self, s: S.For, vmap: dict):
+        # collect the perfect nest s -> ... -> innermost For
+        chain = [s]
+        while isinstance(chain[-1].body, S.For):
+            chain.append(chain[-1].body)
+        leaf = chain[-1].body
+        if isinstance(leaf, S.BlockRealize) and leaf.block.init is not None:
+            hoisted = self._try_hoist(chain, leaf, vmap)
+            if hoisted is not None:
+                return hoisted
+        body = self.stmt(s.body, vmap)
+        if body is None:
+            return None
+        return S.For(s.loop_var, self.sub(s.min, vmap), self.sub(s.extent, vmap), s.kind,
+                     body, s.annotations)
+
+    def _try_hoist(self, chain: list, br: S.BlockRealize, vmap: dict):
+        """Hoist the init of ``br`` above its innermost reduction loops, if provably equal."""
+        block = br.block
+        if block.alloc_buffers:
+            return None
+        values = [self.sub(v, vmap) for v in br.iter_values]
+        if len(values) != len(block.iter_vars):
+            raise BuildError(f"block {block.name_hint!r} binds {len(values)} values to "
+                             f"{len(block.iter_vars)} axes")
+        red_vars: set[int] = set()
+        spatial_vars: set[int] = set()
+        for iv, v in zip(block.iter_vars, values):
+            ids = {id(x) for x in collect_vars(v)}
+            (red_vars if iv.iter_type is S.IterType.REDUCE else spatial_vars).update(ids)
+        loop_ids = [id(f.loop_var) for f in chain]
+        if red_vars - set(loop_ids):
+            return None  # a reduce binding uses a loop outside this nest: keep the if-form
+        red_loop = red_vars & set(loop_ids)
+        if not red_loop:
+            return None
+        k = len(chain) - min(loop_ids.index(x) for x in red_loop)
+        suffix_loops = chain[len(chain) - k:]
+        suffix_ids = {id(f.loop_var) for f in suffix_loops}
+        if spatial_vars & suffix_ids:
+            return None
+        pred = self.sub(br.predicate, vmap)
+        if {id(x) for x in collect_vars(pred)} & suffix_ids:
+            return None
+        # the first iteration of the suffix loops must hit every reduce axis' minimum
+        first = {}
+        for f in suffix_loops:
+            mn, ext = lower_simplify(self.sub(f.min, vmap)), lower_simplify(self.sub(f.extent, vmap))
+            if not (isinstance(ext, E.IntImm) and ext.value > 0):
+                return None
+            if any(id(x) in suffix_ids for x in collect_vars(mn)):
+                return None
+            first[f.loop_var] = mn
+        for iv, v in zip(block.iter_vars, values):
+            if iv.iter_type is not S.IterType.REDUCE:
+                continue
+            at_first = lower_simplify(E.binary(E.Sub, substitute(v, first), self.sub(iv.dom.min, vmap)))
+            if not (isinstance(at_first, E.IntImm) and at_first.value == 0):
+                return None
+        bvmap = dict(vmap)
+        for iv, v in zip(block.iter_vars, values):
+            bvmap[iv.var] = v
+        init = self.stmt(block.init, bvmap)
+        body = self.stmt(block.body, bvmap)
+        inner = body
+        for f in reversed(suffix_loops):
+            if inner is None:
+                break
+            inner = S.For(f.loop_var, self.sub(f.min, vmap), self.sub(f.extent, vmap), f.kind,
+                          inner, f.annotations)
+        inner = _guard(pred, S.seq(init, inner))
+        for f in reversed(chain[:len(chain) - k]):
+            if inner is None:
+                return S.Evaluate(E.IntImm("int32", 0))
+            inner = S.For(f.loop_var, self.sub(f.min, vmap), self.sub(f.extent, vmap), f.kind,
+                          inner, f.annotations)
+        return inner if inner is not None else S.Evaluate(E.IntImm("int32", 0))
+
+    def s_BlockRealize(self, br: S.BlockRealize, vmap: dict):
+        block = br.block
+        if len(br.iter_values) != len(block.iter_vars):
+            raise BuildError(f"block {block.name_hint!r} binds {len(br.iter_values)} values "
+                             f"to {len(block.iter_vars)} axes")
+        bvmap = dict(vmap)
+        values = [self.sub(v, vmap) for v in br.iter_values]
+        for iv, v in zip(block.iter_vars, values):
+            bvmap[iv.var] = v
+        body = self.stmt(block.body, bvmap)
+        if block.init is not None:
+            conds = []
+            for iv, v in zip(block.iter_vars, values):
+                if iv.iter_type is S.IterType.REDUCE:
+                    conds.append(E.binary(E.EQ, v, self.sub(iv.dom.min, vmap)))
+            init = self.stmt(block.init, bvmap)
+            cond = _and_all(conds)
+            if cond is not None:
+                init = _guard(cond, init)
+            body = S.seq(init, body)
+        for buf in reversed(block.alloc_buffers):
+            if body is not None:
+                body = S.Allocate(buf, body)
+        return _guard(self.sub(br.predicate, vmap), body)
+
+    def s_Block(self, b: S.Block, vmap: dict):
+        return self.s_BlockRealize(S.BlockRealize((), E.IntImm("bool", 1), b), vmap)
+
+
+# ---------------------------------------------------------------------------
+# 2. flattening
+# ---------------------------------------------------------------------------
+def flat_buffer(buf: Buffer) -> Buffer:
+    """The 1-D buffer with the storage of ``buf`` (same name, dtype, scope, alignment)."""
+    try:
+        shape = buf.const_shape()
+    except ValueError:
+        raise BuildError(f"buffer {buf.name!r} has a symbolic shape; the LLVM backend needs "
+                         "constant shapes (bind the sizes when creating the workload)") from None
+    if buf.strides:
+        strides = []
+        for s in buf.strides:
+            v = E.as_const_int(s)
+            if v is None:
+                raise BuildError(f"buffer {buf.name!r} has symbolic strides; use constant strides")
+            strides.append(v)
+        size = 1 + sum((n - 1) * st for n, st in zip(shape, strides)) if all(shape) else 0
+    else:
+        size = 1
+        for n in shape:
+            size *= n
+    size += buf.elem_offset
+    return Buffer(buf.name, (max(size, 0),), buf.dtype, buf.scope, (), 0, buf.align)
+
+
+def row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return list(reversed(strides))
+
+
+class _Flattener(Mutator):
+    def __init__(self) -> None:
+        self.map: dict[int, Buffer] = {}
+        self.info: dict[int, tuple] = {}
+
+    def flat(self, buf: Buffer) -> Buffer:
+        fb = self.map.get(id(buf))
+        if fb is None:
+            fb = flat_buffer(buf)
+            self.map[id(buf)] = fb
+            shape = buf.const_shape()
+            strides = ([E.as_const_int(s) for s in buf.strides] if buf.strides
+                       else row_major_strides(shape))
+            big = fb.shape[0].value >= 2**31
+            self.info[id(buf)] = (strides, buf.elem_offset, "int64" if big else "int32", shape)
+        return fb
+
+    def visit_buffer(self, buf: Buffer) -> Buffer:
+        return self.flat(buf)
+
+    def linear(self, buf: Buffer, indices: tuple) -> E.PrimExpr:
+        self.flat(buf)
+        strides, offset, idt, shape = self.info[id(buf)]
+        if len(indices) != len(shape):
+            raise BuildError(f"buffer {buf.name!r} has {len(shape)} dimensions but is indexed "
+                             f"with {len(indices)} indices")
+        lanes = max([lanes_of(i.dtype) for i in indices] + [1])
+        terms = []
+        for idx, st in zip(indices, strides):
+            idx = self.visit(idx)
+            terms.append((idx, st))
+        if lanes == 1:
+            out: E.PrimExpr = E.IntImm(idt, offset)
+            for idx, st in terms:
+                idx = idx if idx.dtype == idt else E.Cast(idt, idx)
+                out = E.Add(out, E.Mul(idx, E.IntImm(idt, st)) if st != 1 else idx)
+            return lower_simplify(out)
+        # vector index: keep a single Ramp in Ramp form, everything else broadcast
+        base: E.PrimExpr = E.IntImm(idt, offset)
+        vec_terms = []
+        for idx, st in terms:
+            if lanes_of(idx.dtype) == 1:
+                idx = idx if idx.dtype == idt else E.Cast(idt, idx)
+                base = E.Add(base, E.Mul(idx, E.IntImm(idt, st)))
+            elif isinstance(idx, E.Ramp) and not vec_terms:
+                b = idx.base if idx.base.dtype == idt else E.Cast(idt, idx.base)
+                s_ = idx.stride if idx.stride.dtype == idt else E.Cast(idt, idx.stride)
+                vec_terms.append(("ramp", b, s_, st))
+            else:
+                vec_terms.append(("vec", idx, None, st))
+        if len(vec_terms) == 1 and vec_terms[0][0] == "ramp":
+            _, b, s_, st = vec_terms[0]
+            base = E.Add(base, E.Mul(b, E.IntImm(idt, st)))
+            return lower_simplify(E.Ramp(lower_simplify(base), lower_simplify(
+                E.Mul(s_, E.IntImm(idt, st))), lanes))
+        vt = f"{idt}x{lanes}"
+        out = E.Broadcast(lower_simplify(base), lanes)
+        for kind, a, s_, st in vec_terms:
+            if kind == "ramp":
+                a = E.Ramp(a, s_, lanes)
+            elif a.dtype != vt:
+                a = E.Cast(vt, a)
+            out = E.Add(out, E.Mul(a, E.Broadcast(E.IntImm(idt, st), lanes)))
+        return out
+
+    def visit_BufferLoad(self, n: E.BufferLoad):
+        return E.BufferLoad(self.flat(n.buffer), (self.linear(n.buffer, n.indices),))
+
+    def visit_BufferStore(self, s: S.BufferStore):
+        return S.BufferStore(self.flat(s.buffer), self.visit(s.value),
+                             (self.linear(s.buffer, s.indices),))
+
+
+# ---------------------------------------------------------------------------
+def lower(func: Any, *, legalize: bool = True) -> Any:
+    """Lower a PrimFunc (or every function of an IRModule); see the module docstring.
+
+    Raises :class:`BuildError` (naming the block/buffer/node) for programs that cannot
+    be lowered. Lowering an already lowered function returns it unchanged.
+    """
+    if isinstance(func, IRModule):
+        return IRModule(tuple((name, lower(f, legalize=legalize)) for name, f in func.functions))
+    if not isinstance(func, PrimFunc):
+        raise BuildError(f"lower() expects a PrimFunc or IRModule, got {type(func).__name__}")
+    if func.attr("lowered", False):
+        return func
+    from .legalize import legalize_loops
+    body = _BlockLowerer(func.name).stmt(func.body, {})
+    if body is None:
+        body = S.Evaluate(E.IntImm("int32", 0))
+    fl = _Flattener()
+    params = tuple(fl.flat(p) for p in func.params)
+    body = fl.visit(body)
+    body = lower_simplify(body)
+    if legalize:
+        body = legalize_loops(body, func.name)
+    out = PrimFunc(func.name, params, body, func.attrs)
+    out = out.with_attr("lowered_params", tuple(func.params)).with_attr("lowered", True)
+    return out

@@ -1,0 +1,167 @@
+"""``engine.build``: lower -> codegen -> O3 -> JIT, with a compile cache.
+
+::
+
+    rt = engine.build(mod, target="llvm", fast_math=False, opt_level=3)
+    rt["mm_relu"](a, b, c)
+
+Options:
+
+* ``fast_math`` (False) — allow LLVM to reassociate floating-point arithmetic;
+* ``opt_level`` (3) — 0..3, the new pass manager's ``default<O{n}>`` pipeline;
+* ``lowered`` (False) — the input is already lowered (``engine.lower.lower(func)``,
+  possibly rewritten by an instrumentation pass); it is compiled as is;
+* ``extra_modules`` (None) — ``llvmlite.ir.Module`` objects (or LLVM IR text) added to the
+  same JIT, so symbols they define resolve for ``call_extern``;
+* ``cache`` (True) — reuse a previous build of a structurally equal module with the same
+  options (a bounded LRU of :data:`CACHE_SIZE` entries keyed by
+  ``engine.structural_hash`` + options).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from engine.ir.function import IRModule, PrimFunc
+from engine.ir.structural import structural_hash
+from engine.lower.errors import BuildError
+
+from .module import Function, Module, make_specs
+
+CACHE_SIZE = 64
+_cache: "OrderedDict[tuple, Module]" = OrderedDict()
+_cache_lock = threading.Lock()
+_compile_lock = threading.RLock()
+_stats = {"hits": 0, "misses": 0}
+
+_OPTIONS = {"fast_math": False, "opt_level": 3, "lowered": False, "extra_modules": None,
+            "cache": True}
+
+
+def cache_info() -> dict:
+    """Compile-cache counters: hits, misses, current size, capacity."""
+    with _cache_lock:
+        return {"hits": _stats["hits"], "misses": _stats["misses"], "size": len(_cache),
+                "capacity": CACHE_SIZE}
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+        _stats["hits"] = _stats["misses"] = 0
+
+
+def _functions_of(mod: Any) -> list[tuple[str, PrimFunc]]:
+    if isinstance(mod, PrimFunc):
+        return [(mod.name, mod)]
+    if isinstance(mod, IRModule):
+        if len(mod) == 0:
+            raise BuildError("the IRModule has no functions to build")
+        return list(mod.functions)
+    raise BuildError(f"engine.build expects an IRModule or a PrimFunc, got {type(mod).__name__}")
+
+
+def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
+    """Compile ``mod`` (IRModule or PrimFunc) for the host CPU; see the module docstring."""
+    if not isinstance(target, str) or not target.split()[0:1] == ["llvm"]:
+        raise BuildError(f"unsupported target {target!r}; this engine compiles for 'llvm' "
+                         "(the host CPU) only")
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise BuildError(f"unknown build option(s) {sorted(unknown)}; "
+                         f"known options: {sorted(_OPTIONS)}")
+    opts = dict(_OPTIONS)
+    opts.update(options)
+    opt_level = opts["opt_level"]
+    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    funcs = _functions_of(mod)
+    extra = opts["extra_modules"] or []
+    if not isinstance(extra, (list, tuple)):
+        extra = [extra]
+    extra_texts = [str(m) for m in extra]
+    key = None
+    if opts["cache"]:
+        h = structural_hash(tuple(funcs))
+        ex = hashlib.sha256("\0".join(extra_texts).encode()).hexdigest() if extra_texts else ""
+        key = (h, bool(opts["fast_math"]), opt_level, bool(opts["lowered"]), ex)
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+                _stats["hits"] += 1
+                return hit
+            _stats["misses"] += 1
+    out = _compile(funcs, opts, extra_texts)
+    if key is not None:
+        with _cache_lock:
+            _cache[key] = out
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return out
+
+
+def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
+    from engine.codegen import codegen, host_target_machine, optimize
+    from engine.lower import lower
+    from . import native
+
+    native.load()  # the parallel runtime's symbols must exist before JIT linking
+    t0 = time.perf_counter()
+    lowered = []
+    for name, f in funcs:
+        if opts["lowered"]:
+            if not f.attr("lowered", False):
+                raise BuildError(f"function {name!r} was passed with lowered=True but is not "
+                                 "lowered; call engine.lower.lower(func) first or drop "
+                                 "lowered=True")
+            lowered.append((name, f))
+        else:
+            lowered.append((name, lower(f)))
+    t1 = time.perf_counter()
+    ir_mod, infos = codegen(lowered, fast_math=bool(opts["fast_math"]))
+    ll_text = str(ir_mod)
+    t2 = time.perf_counter()
+    with _compile_lock:
+        tm = host_target_machine(opts["opt_level"])
+        try:
+            llmod = llvm.parse_assembly(ll_text)
+            llmod.verify()
+        except RuntimeError as exc:  # a codegen bug: say so clearly
+            raise BuildError(f"internal error: generated LLVM IR is invalid: {exc}") from exc
+        llmod.triple = tm.triple
+        llmod.data_layout = str(tm.target_data)
+        optimize(llmod, tm, opts["opt_level"])
+        t3 = time.perf_counter()
+        ee = llvm.create_mcjit_compiler(llmod, tm)
+        for text in extra_texts:
+            try:
+                em = llvm.parse_assembly(text)
+                em.verify()
+            except RuntimeError as exc:
+                raise BuildError(f"an extra module is not valid LLVM IR: {exc}") from exc
+            ee.add_module(em)
+        ee.finalize_object()
+        functions = {}
+        lowered_map = dict(lowered)
+        module = Module(ee, llmod, ll_text, functions, {}, lowered_map,
+                        {"fast_math": bool(opts["fast_math"]), "opt_level": opts["opt_level"]},
+                        keepalive=(tm,))
+        for name, info in infos.items():
+            addr = ee.get_function_address(info.symbol)
+            if not addr:
+                raise BuildError(f"internal error: function {name!r} was not compiled")
+            specs = make_specs(info.params, info.orig_params, lowered_map[name].body)
+            functions[name] = Function(module, name, addr, specs)
+        t4 = time.perf_counter()
+    module.compile_stats = {"lower": t1 - t0, "codegen": t2 - t1, "llvm_opt": t3 - t2,
+                            "llvm_jit": t4 - t3, "total": t4 - t0,
+                            "parallel_loops": sum(i.num_parallel for i in infos.values()),
+                            "vectorize_fallbacks": sum(i.num_vector_fallbacks
+                                                       for i in infos.values())}
+    return module

@@ -1,0 +1,287 @@
+"""Compiled modules: calling kernels on numpy arrays, timing them, showing their code.
+
+A :class:`Module` is what :func:`engine.build` returns. ``mod["mm_relu"](a, b, c)`` runs
+the kernel in place on numpy arrays without copying them. Before every call the arguments
+are checked — count, type (numpy.ndarray), dtype, shape, memory layout (C-contiguous, or
+exactly the buffer's declared strides), element alignment, writeability of the buffers the
+kernel writes, and that no two arrays overlap (the kernel is compiled with ``noalias``
+parameters) — and a wrong one raises :class:`ArgumentError` naming the buffer. A kernel is
+therefore never given memory it could run past.
+
+The GIL is released while a kernel runs (ctypes), so kernels can be called from several
+Python threads at once.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.functor import collect
+
+NUMPY_DTYPES = {
+    "float32": np.float32, "float64": np.float64, "float16": np.float16,
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "bool": np.bool_,
+}
+
+
+class ArgumentError(TypeError):
+    """An array passed to a compiled kernel does not match the buffer it is bound to."""
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Seconds per call, like TVM's ``BenchmarkResult``: ``results`` holds one mean per repeat."""
+
+    mean: float
+    median: float
+    min: float
+    max: float
+    std: float
+    results: tuple
+
+    def __str__(self) -> str:
+        return (f"mean {self.mean * 1e3:.4f} ms, median {self.median * 1e3:.4f} ms, "
+                f"min {self.min * 1e3:.4f} ms, max {self.max * 1e3:.4f} ms, "
+                f"std {self.std * 1e3:.4f} ms ({len(self.results)} repeats)")
+
+
+@dataclass
+class ParamSpec:
+    name: str
+    dtype: Any
+    shape: tuple
+    strides: tuple | None      # byte strides required (None: C-contiguous)
+    written: bool
+
+
+class Function:
+    """A callable compiled kernel: ``f(*arrays)``; see the module docstring for checks."""
+
+    def __init__(self, module: "Module", name: str, address: int, specs: list[ParamSpec]):
+        self.module = module
+        self.name = name
+        self.address = address
+        self.specs = specs
+        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(specs))(address)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{s.name}: {np.dtype(s.dtype).name}{list(s.shape)}" for s in self.specs)
+        return f"<compiled function {self.name}({sig})>"
+
+    def pointers(self, arrays: tuple) -> list[int]:
+        """Check ``arrays`` against the parameters; return their data pointers."""
+        specs = self.specs
+        if len(arrays) != len(specs):
+            names = ", ".join(s.name for s in specs)
+            raise ArgumentError(f"{self.name} takes {len(specs)} arrays ({names}), "
+                                f"got {len(arrays)}")
+        ptrs = []
+        for i, (a, s) in enumerate(zip(arrays, specs)):
+            where = f"argument {i} (buffer {s.name!r}) of {self.name}"
+            if not isinstance(a, np.ndarray):
+                raise ArgumentError(f"{where} must be a numpy.ndarray, got {type(a).__name__}")
+            if a.dtype != s.dtype:
+                raise ArgumentError(f"{where} must have dtype {np.dtype(s.dtype).name}, "
+                                    f"got {a.dtype.name} (convert with .astype)")
+            if a.shape != s.shape:
+                raise ArgumentError(f"{where} must have shape {s.shape}, got {a.shape}")
+            if s.strides is None:
+                if not a.flags.c_contiguous:
+                    raise ArgumentError(f"{where} must be C-contiguous "
+                                        "(pass numpy.ascontiguousarray(x))")
+            elif a.size > 0 and tuple(st for st, n in zip(a.strides, a.shape) if n > 1) != \
+                    tuple(st for st, n in zip(s.strides, s.shape) if n > 1):
+                raise ArgumentError(f"{where} must have byte strides {s.strides}, got {a.strides}")
+            if not a.flags.aligned:
+                raise ArgumentError(f"{where} is not aligned to its element size")
+            if s.written and not a.flags.writeable:
+                raise ArgumentError(f"{where} is written by the kernel but the array is "
+                                    "read-only (pass a writeable copy)")
+            ptrs.append(a.ctypes.data if a.size > 0 else 0)
+        for i in range(len(arrays)):
+            for j in range(i + 1, len(arrays)):
+                if (specs[i].written or specs[j].written) and arrays[i].size and arrays[j].size \
+                        and np.may_share_memory(arrays[i], arrays[j]):
+                    raise ArgumentError(
+                        f"arguments {i} ({specs[i].name!r}) and {j} ({specs[j].name!r}) of "
+                        f"{self.name} overlap in memory; the kernel assumes distinct buffers "
+                        "(pass a copy)")
+        return ptrs
+
+    def call_pointers(self, ptrs: list[int]) -> None:
+        rc = self._cfunc(*ptrs)
+        if rc != 0:
+            if rc == -1:
+                raise MemoryError(f"{self.name}: the kernel could not allocate an "
+                                  "intermediate buffer")
+            raise RuntimeError(f"{self.name}: the kernel failed with code {rc}")
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self.call_pointers(self.pointers(arrays))
+
+
+class Module:
+    """The result of :func:`engine.build`: compiled kernels plus their code and stats.
+
+    * ``mod[name]`` / ``mod.get_function(name)`` — a callable :class:`Function`;
+    * ``mod.time_evaluator(name, number=10, repeat=3, min_repeat_ms=0)(*arrays)`` —
+      a :class:`TimingResult` in seconds (like TVM);
+    * ``mod.get_source(fmt)`` — ``"ll"`` (LLVM IR as generated), ``"ll-opt"`` (after the
+      O3 pipeline), ``"asm"`` (x86 assembly of the optimised module);
+    * ``mod.compile_stats`` — seconds spent in ``lower``, ``codegen`` (ours) and
+      ``llvm_opt``, ``llvm_jit`` (llvmlite), plus ``total``;
+    * ``mod.lowered`` — the lowered PrimFuncs by name (what codegen compiled).
+    """
+
+    def __init__(self, engine: Any, llvm_module: Any, ll_text: str, functions: dict,
+                 compile_stats: dict, lowered: dict, options: dict, keepalive: tuple = ()):
+        self._engine = engine
+        self._llvm_module = llvm_module
+        self._ll_text = ll_text
+        self._ll_opt: str | None = None
+        self._asm: str | None = None
+        self._functions = functions
+        self.compile_stats = compile_stats
+        self.lowered = lowered
+        self.options = options
+        self._keepalive = keepalive
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> Function:
+        f = self._functions.get(name)
+        if f is None:
+            raise KeyError(f"no compiled function named {name!r} "
+                           f"(this module has: {', '.join(self._functions)})")
+        return f
+
+    def get_function(self, name: str) -> Function:
+        return self[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def names(self) -> list[str]:
+        return list(self._functions)
+
+    def entry_name(self) -> str:
+        return next(iter(self._functions))
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """The module's code as text: "ll", "ll-opt" or "asm" (see the class docstring)."""
+        if fmt in ("ll", "llvm"):
+            return self._ll_text
+        if fmt in ("ll-opt", "llvm-opt", "opt"):
+            with self._lock:
+                if self._ll_opt is None:
+                    self._ll_opt = str(self._llvm_module)
+            return self._ll_opt
+        if fmt in ("asm", "s"):
+            text = self.get_source("ll-opt")
+            with self._lock:
+                if self._asm is None:
+                    from engine.codegen.target import emit_assembly
+                    self._asm = emit_assembly(text, self.options.get("opt_level", 3))
+            return self._asm
+        raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
+
+    def time_evaluator(self, func_name: str, number: int = 10, repeat: int = 3,
+                       min_repeat_ms: float = 0) -> Callable[..., TimingResult]:
+        """A timer for ``func_name``, like TVM's ``Module.time_evaluator``.
+
+        The returned callable checks its arrays once, runs the kernel once to warm up, then
+        ``repeat`` times runs it ``number`` times back to back (``number`` grows until one
+        repeat lasts at least ``min_repeat_ms``) and returns a :class:`TimingResult`
+        whose ``results`` are the mean seconds per call of each repeat.
+        """
+        f = self[func_name]
+        if not isinstance(number, int) or number < 1:
+            raise ValueError(f"number must be a positive integer, got {number!r}")
+        if not isinstance(repeat, int) or repeat < 1:
+            raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+
+        def evaluator(*arrays: np.ndarray) -> TimingResult:
+            ptrs = f.pointers(arrays)
+            call = f.call_pointers
+            call(ptrs)  # warm-up
+            n = number
+            results = []
+            perf = time.perf_counter
+            for _ in range(repeat):
+                while True:
+                    t0 = perf()
+                    for _ in range(n):
+                        call(ptrs)
+                    elapsed = perf() - t0
+                    if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms:
+                        break
+                    grow = (min_repeat_ms / 1e3) / max(elapsed, 1e-9)
+                    n = max(n + 1, int(math.ceil(n * min(grow * 1.1, 100.0))))
+                results.append(elapsed / n)
+            mean = statistics.fmean(results)
+            return TimingResult(mean=mean, median=statistics.median(results),
+                                min=min(results), max=max(results),
+                                std=statistics.pstdev(results) if len(results) > 1 else 0.0,
+                                results=tuple(results))
+        return evaluator
+
+    def __repr__(self) -> str:
+        return f"<engine.runtime.Module {', '.join(self._functions)}>"
+
+
+def make_specs(flat_params: tuple, orig_params: tuple, body: Any) -> list[ParamSpec]:
+    """Parameter specs of a lowered function (shapes from the original buffers)."""
+    written = {id(s.buffer) for s in collect(body, S.BufferStore)}
+    specs = []
+    for fp, op in zip(flat_params, orig_params):
+        if op.dtype not in NUMPY_DTYPES:
+            from engine.lower.errors import BuildError
+            raise BuildError(f"buffer {op.name!r} has dtype {op.dtype}, which cannot be passed "
+                             "as a numpy array")
+        dt = np.dtype(NUMPY_DTYPES[op.dtype])
+        strides = None
+        if op.strides:
+            strides = tuple(E.as_const_int(s) * dt.itemsize for s in op.strides)
+        try:
+            shape = op.const_shape()
+        except ValueError:
+            shape = fp.const_shape()
+        specs.append(ParamSpec(op.name, dt, tuple(shape), strides, id(fp) in written))
+    return specs
+
+
+def random_arrays(specs: list[ParamSpec], seed: int = 0) -> list[np.ndarray]:
+    """Random arrays matching the parameters (floats in [-1, 1), small ints, random bools)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        if s.dtype.kind == "f":
+            a = rng.uniform(-1, 1, size=s.shape).astype(s.dtype)
+        elif s.dtype.kind == "b":
+            a = rng.integers(0, 2, size=s.shape).astype(bool)
+        elif s.dtype.kind == "u":
+            a = rng.integers(0, 8, size=s.shape).astype(s.dtype)
+        else:
+            a = rng.integers(-8, 8, size=s.shape).astype(s.dtype)
+        if s.strides is not None:  # lay the values out with the declared strides
+            span = sum((n - 1) * st for n, st in zip(s.shape, s.strides)) if a.size else 0
+            backing = np.zeros(span // s.dtype.itemsize + 1, s.dtype)
+            view = np.lib.stride_tricks.as_strided(backing, shape=s.shape, strides=s.strides)
+            view[...] = a
+            a = view
+        out.append(a)
+    return out
+
+
+__all__ = ["ArgumentError", "Function", "Module", "TimingResult", "ParamSpec", "make_specs",
+           "random_arrays", "NUMPY_DTYPES", "field"]
