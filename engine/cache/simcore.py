@@ -1,0 +1,327 @@
+"""The compiled cache simulator: LLVM IR (built with llvmlite's IRBuilder) for the lookup.
+
+:func:`build_sim_module` emits an ``llvmlite.ir.Module`` defining
+
+``i32 __cachesim_access(i64 address, i64 nbytes, i32 buffer_id, i32 slot)``
+    one access (load or store — the model does not distinguish them) of ``nbytes`` bytes;
+    every cache line it touches is looked up in L1, then on a miss in L2, ... and installed
+    as most-recently-used in every level where it missed (write-allocate, true LRU,
+    cachegrind's rules; see :mod:`engine.cache.reference` for the same rules in Python).
+    Counters are kept per ``(buffer_id, slot)``; a slot is a block of the program (the
+    instrumentation also uses one spare slot for warm-up accesses that are simulated but
+    not counted). The common case — the line is the most recently used one of its L1 set —
+    is a few instructions and is marked ``alwaysinline`` so it is inlined into the
+    instrumented kernel; the rest is a call to ``__cachesim_line``.
+
+``i32 __cachesim_base(i32 buffer_id, i64 address)``
+    records the first address seen for a buffer (reported so that other tools, e.g. the
+    cachegrind comparison, can lay data out identically).
+
+``void __cachesim_stream(i64* addresses, i64* nbytes, i32* buffer_ids, i64 n)``
+    runs a whole recorded access stream (used by tests and the speed benchmark).
+
+All simulator state lives in numpy arrays owned by a :class:`SimState`; their addresses are
+baked into the generated code as constants, so the state must outlive every function
+compiled against it (``SimState`` objects are kept alive by whoever holds the compiled code).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+from typing import Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from .geometry import CacheLevel, Geometry, resolve
+
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I64P = I64.as_pointer()
+I32P = I32.as_pointer()
+
+ACCESS_SYMBOL = "__cachesim_access"
+BASE_SYMBOL = "__cachesim_base"
+LINE_SYMBOL = "__cachesim_line"
+STREAM_SYMBOL = "__cachesim_stream"
+
+_uid = itertools.count()
+
+
+class SimState:
+    """Numpy-backed state of one simulated hierarchy.
+
+    * ``tags[k]``: ``sets * ways`` line numbers of level ``k``, each set ordered most
+      recently used first; ``-1`` marks an empty way.
+    * ``counters[0, b, s]``: lines accessed in L1 by buffer ``b`` from slot ``s``;
+      ``counters[1 + k, b, s]``: misses in level ``k``. Accesses of level ``k+1`` are the
+      misses of level ``k``.
+    * ``bases[b]``: first address recorded for buffer ``b`` (``-1`` if none).
+    """
+
+    def __init__(self, levels: Sequence[CacheLevel], nbuf: int, nslot: int):
+        self.levels = tuple(levels)
+        self.nbuf = max(1, int(nbuf))
+        self.nslot = max(1, int(nslot))
+        self.tags = [np.full(lv.sets * lv.ways, -1, dtype=np.int64) for lv in self.levels]
+        self.counters = np.zeros((1 + len(self.levels), self.nbuf, self.nslot), dtype=np.int64)
+        self.bases = np.full(self.nbuf, -1, dtype=np.int64)
+
+    def reset(self) -> None:
+        for t in self.tags:
+            t.fill(-1)
+        self.counters.fill(0)
+        self.bases.fill(-1)
+
+    def accesses(self, level: int) -> np.ndarray:
+        """``(nbuf, nslot)`` accesses of level ``level`` (0 = L1)."""
+        return self.counters[level]
+
+    def misses(self, level: int) -> np.ndarray:
+        return self.counters[level + 1]
+
+
+def _ptr(arr: np.ndarray, ty=I64P):
+    return ir.Constant(I64, arr.ctypes.data).inttoptr(ty)
+
+
+def _counter_ptr(b: ir.IRBuilder, state: SimState, row: int, idx):
+    base = _ptr(state.counters)
+    off = b.add(ir.Constant(I64, row * state.nbuf * state.nslot), idx)
+    return b.gep(base, [off], inbounds=True)
+
+
+def _incr(b: ir.IRBuilder, ptr) -> None:
+    b.store(b.add(b.load(ptr), ir.Constant(I64, 1)), ptr)
+
+
+def _emit_line_fn(module: ir.Module, state: SimState, name: str) -> ir.Function:
+    """``void line(i64 line_no, i64 idx)``: full lookup of one line through all levels."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    line_no, idx = fn.args
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    _incr(b, _counter_ptr(b, state, 0, idx))
+    level_blocks = [fn.append_basic_block(f"L{k}") for k in range(len(state.levels))]
+    done = fn.append_basic_block("done")
+    b.branch(level_blocks[0])
+    for k, lv in enumerate(state.levels):
+        b = ir.IRBuilder(level_blocks[k])
+        ways = lv.ways
+        set_idx = b.and_(line_no, ir.Constant(I64, lv.sets - 1))
+        base = b.gep(_ptr(state.tags[k]), [b.mul(set_idx, ir.Constant(I64, ways))], inbounds=True)
+        search = fn.append_basic_block(f"L{k}.search")
+        nxt = fn.append_basic_block(f"L{k}.next")
+        found = fn.append_basic_block(f"L{k}.found")
+        shift = fn.append_basic_block(f"L{k}.shift")
+        shift_body = fn.append_basic_block(f"L{k}.shift_body")
+        install = fn.append_basic_block(f"L{k}.install")
+        b.branch(search)
+        # search: i = 0 .. ways-1
+        bs = ir.IRBuilder(search)
+        i = bs.phi(I64, "i")
+        i.add_incoming(ir.Constant(I64, 0), level_blocks[k])
+        t = bs.load(bs.gep(base, [i], inbounds=True))
+        bs.cbranch(bs.icmp_signed("==", t, line_no), found, nxt)
+        bn = ir.IRBuilder(nxt)
+        i1 = bn.add(i, ir.Constant(I64, 1))
+        i.add_incoming(i1, nxt)
+        bn.cbranch(bn.icmp_signed("<", i1, ir.Constant(I64, ways)), search, shift)
+        # found at i -> shift 0..i-1 up by one; miss -> shift 0..ways-2 up by one
+        bf = ir.IRBuilder(found)
+        bf.branch(shift)
+        bsh = ir.IRBuilder(shift)
+        top = bsh.phi(I64, "top")
+        top.add_incoming(i, found)
+        top.add_incoming(ir.Constant(I64, ways - 1), nxt)
+        hit = bsh.phi(I1, "hit")
+        hit.add_incoming(ir.Constant(I1, 1), found)
+        hit.add_incoming(ir.Constant(I1, 0), nxt)
+        bsh.cbranch(bsh.icmp_signed(">", top, ir.Constant(I64, 0)), shift_body, install)
+        bb = ir.IRBuilder(shift_body)
+        j = bb.phi(I64, "j")
+        j.add_incoming(top, shift)
+        jm1 = bb.sub(j, ir.Constant(I64, 1))
+        bb.store(bb.load(bb.gep(base, [jm1], inbounds=True)), bb.gep(base, [j], inbounds=True))
+        j.add_incoming(jm1, shift_body)
+        bb.cbranch(bb.icmp_signed(">", jm1, ir.Constant(I64, 0)), shift_body, install)
+        bi = ir.IRBuilder(install)
+        bi.store(line_no, base)
+        miss_blk = fn.append_basic_block(f"L{k}.miss")
+        bi.cbranch(hit, done, miss_blk)
+        bm = ir.IRBuilder(miss_blk)
+        _incr(bm, _counter_ptr(bm, state, k + 1, idx))
+        bm.branch(level_blocks[k + 1] if k + 1 < len(state.levels) else done)
+    ir.IRBuilder(done).ret_void()
+    return fn
+
+
+def _emit_access_fn(module: ir.Module, state: SimState, line_fn: ir.Function,
+                    name: str) -> ir.Function:
+    fn = ir.Function(module, ir.FunctionType(I32, [I64, I64, I32, I32]), name)
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    addr, nbytes, buf, slot = fn.args
+    l1 = state.levels[0]
+    lb = ir.Constant(I64, l1.line_bits)
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    idx = b.add(b.mul(b.zext(buf, I64), ir.Constant(I64, state.nslot)), b.zext(slot, I64))
+    first = b.lshr(addr, lb)
+    last = b.lshr(b.sub(b.add(addr, nbytes), ir.Constant(I64, 1)), lb)
+    one_line = fn.append_basic_block("one_line")
+    mru_hit = fn.append_basic_block("mru_hit")
+    slow = fn.append_basic_block("slow")
+    multi = fn.append_basic_block("multi")
+    ret = fn.append_basic_block("ret")
+    b.cbranch(b.icmp_unsigned("==", first, last), one_line, multi)
+    b = ir.IRBuilder(one_line)
+    set_idx = b.and_(first, ir.Constant(I64, l1.sets - 1))
+    slot0 = b.gep(_ptr(state.tags[0]), [b.mul(set_idx, ir.Constant(I64, l1.ways))], inbounds=True)
+    b.cbranch(b.icmp_signed("==", b.load(slot0), first), mru_hit, slow)
+    b = ir.IRBuilder(mru_hit)
+    _incr(b, _counter_ptr(b, state, 0, idx))
+    b.branch(ret)
+    b = ir.IRBuilder(slow)
+    b.call(line_fn, [first, idx])
+    b.branch(ret)
+    # an access spanning several lines: one full lookup per line
+    b = ir.IRBuilder(multi)
+    cur = b.phi(I64, "cur")
+    cur.add_incoming(first, entry)
+    b.call(line_fn, [cur, idx])
+    nxt = b.add(cur, ir.Constant(I64, 1))
+    cur.add_incoming(nxt, multi)
+    b.cbranch(b.icmp_unsigned("<=", nxt, last), multi, ret)
+    ir.IRBuilder(ret).ret(ir.Constant(I32, 0))
+    return fn
+
+
+def _emit_base_fn(module: ir.Module, state: SimState, name: str) -> ir.Function:
+    fn = ir.Function(module, ir.FunctionType(I32, [I32, I64]), name)
+    fn.attributes.add("nounwind")
+    buf, addr = fn.args
+    entry = fn.append_basic_block("entry")
+    setb = fn.append_basic_block("set")
+    ret = fn.append_basic_block("ret")
+    b = ir.IRBuilder(entry)
+    p = b.gep(_ptr(state.bases), [b.zext(buf, I64)], inbounds=True)
+    b.cbranch(b.icmp_signed("==", b.load(p), ir.Constant(I64, -1)), setb, ret)
+    b = ir.IRBuilder(setb)
+    b.store(addr, p)
+    b.branch(ret)
+    ir.IRBuilder(ret).ret(ir.Constant(I32, 0))
+    return fn
+
+
+def _emit_stream_fn(module: ir.Module, access: ir.Function, name: str) -> ir.Function:
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64P, I64P, I32P, I64]), name)
+    addrs, sizes, bufs, n = fn.args
+    entry = fn.append_basic_block("entry")
+    loop = fn.append_basic_block("loop")
+    done = fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    b.cbranch(b.icmp_signed(">", n, ir.Constant(I64, 0)), loop, done)
+    b = ir.IRBuilder(loop)
+    i = b.phi(I64, "i")
+    i.add_incoming(ir.Constant(I64, 0), entry)
+    a = b.load(b.gep(addrs, [i], inbounds=True))
+    s = b.load(b.gep(sizes, [i], inbounds=True))
+    k = b.load(b.gep(bufs, [i], inbounds=True))
+    b.call(access, [a, s, k, ir.Constant(I32, 0)])
+    i1 = b.add(i, ir.Constant(I64, 1))
+    i.add_incoming(i1, loop)
+    b.cbranch(b.icmp_signed("<", i1, n), loop, done)
+    ir.IRBuilder(done).ret_void()
+    return fn
+
+
+def build_sim_module(state: SimState, *, access_symbol: str = ACCESS_SYMBOL,
+                     base_symbol: str = BASE_SYMBOL, stream_symbol: str | None = None,
+                     ) -> ir.Module:
+    """An llvmlite module implementing the simulator over ``state`` (see module docstring)."""
+    module = ir.Module(name=f"cachesim{next(_uid)}")
+    line_fn = _emit_line_fn(module, state, f"{LINE_SYMBOL}{next(_uid)}")
+    access = _emit_access_fn(module, state, line_fn, access_symbol)
+    _emit_base_fn(module, state, base_symbol)
+    if stream_symbol:
+        _emit_stream_fn(module, access, stream_symbol)
+    return module
+
+
+# --------------------------------------------------------------------------------------
+# Standalone JIT for access streams (tests, speed benchmark). Kernels go through engine.build.
+_JIT = None
+
+
+def _jit():
+    global _JIT
+    if _JIT is None:
+        import llvmlite.binding as llvm
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple()
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                          features=llvm.get_host_cpu_features().flatten(),
+                                          opt=3, codemodel="jitdefault")
+        _JIT = (llvm, tm)
+    return _JIT
+
+
+def compile_module(module: ir.Module):
+    """Optimise (O3) and JIT-compile a standalone llvmlite module; returns the engine."""
+    llvm, tm = _jit()
+    mod = llvm.parse_assembly(str(module))
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    ee = llvm.create_mcjit_compiler(mod, tm)
+    ee.finalize_object()
+    return ee
+
+
+class StreamSimulator:
+    """Simulate recorded access streams with the compiled simulator.
+
+    ``StreamSimulator(levels, nbuf=4)`` then ``run(addresses, nbytes, buffer_ids)``
+    (numpy arrays; ``nbytes``/``buffer_ids`` may be scalars). State persists across calls
+    until :meth:`reset`. ``accesses(k)`` / ``misses(k)`` give per-buffer totals of level ``k``.
+    """
+
+    def __init__(self, levels=None, nbuf: int = 1):
+        self.geometry: Geometry = resolve(levels)
+        self.state = SimState(self.geometry.levels, nbuf, 1)
+        sym = f"__cachesim_stream_{next(_uid)}"
+        self.module = build_sim_module(self.state, access_symbol=f"{ACCESS_SYMBOL}_{next(_uid)}",
+                                       base_symbol=f"{BASE_SYMBOL}_{next(_uid)}",
+                                       stream_symbol=sym)
+        self._ee = compile_module(self.module)
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_int64)(self._ee.get_function_address(sym))
+
+    def reset(self) -> None:
+        self.state.reset()
+
+    def run(self, addresses, nbytes=4, buffer_ids=0) -> None:
+        a = np.ascontiguousarray(addresses, dtype=np.int64)
+        n = a.shape[0]
+        s = np.ascontiguousarray(np.broadcast_to(np.asarray(nbytes, dtype=np.int64), (n,)))
+        k = np.ascontiguousarray(np.broadcast_to(np.asarray(buffer_ids, dtype=np.int32), (n,)))
+        if n and (k.min() < 0 or k.max() >= self.state.nbuf):
+            raise ValueError(f"buffer ids must be in 0..{self.state.nbuf - 1}")
+        if n and s.min() < 1:
+            raise ValueError("every access must be at least one byte")
+        self._fn(a.ctypes.data, s.ctypes.data, k.ctypes.data, n)
+
+    def accesses(self, level: int) -> np.ndarray:
+        return self.state.counters[level, :, 0].copy()
+
+    def misses(self, level: int) -> np.ndarray:
+        return self.state.counters[level + 1, :, 0].copy()

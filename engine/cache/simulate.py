@@ -1,0 +1,219 @@
+"""``engine.cache.simulate``: cache behaviour of a program, by running an instrumented build.
+
+Pipeline: mark blocks -> ``engine.lower.lower`` -> plan sampling -> instrument (one
+simulator call per access) -> ``engine.build(..., lowered=True, extra_modules=[simulator])``
+-> run on the arguments -> read the simulator's counters -> :class:`CacheReport`.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.ir.function import IRModule, PrimFunc
+
+from . import hwcounters
+from .footprint import loop_footprints
+from .geometry import CacheConfigError, Geometry, resolve
+from .instrument import SamplePlan, instrument, mark_blocks, plan_sampling
+from .report import CacheReport, LevelStats
+from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module
+
+#: Above this many (estimated) accesses, outer-loop iterations are sampled.
+DEFAULT_MAX_ACCESSES = 64_000_000
+
+_uid = itertools.count()
+
+
+class CacheSimError(ValueError):
+    """Bad arguments to :func:`simulate` (the message says what to pass instead)."""
+
+
+def _pick_func(mod: Any, func_name: str | None) -> PrimFunc:
+    if isinstance(mod, PrimFunc):
+        if func_name is not None and func_name != mod.name:
+            raise CacheSimError(f"the PrimFunc is named {mod.name!r}, not {func_name!r}")
+        return mod
+    if not isinstance(mod, IRModule):
+        raise CacheSimError(f"simulate() expects an IRModule or PrimFunc, got {type(mod).__name__}")
+    if func_name is None:
+        if len(mod) != 1:
+            raise CacheSimError(f"the module has {len(mod)} functions ({', '.join(mod.names())});"
+                                " pass func_name=")
+        return mod.functions[0][1]
+    try:
+        return mod[func_name]
+    except KeyError as exc:
+        raise CacheSimError(str(exc.args[0])) from None
+
+
+def aligned_empty(shape: tuple, dtype: Any, align: int = 64, offset: int = 0) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts ``offset`` bytes past an
+    ``align``-byte boundary."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape)) * dt.itemsize
+    raw = np.empty(n + align + offset, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align + offset
+    return raw[start:start + n].view(dt).reshape(shape)
+
+
+def default_args(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
+    """Random 64-byte-aligned arrays for the parameters of ``func``."""
+    from engine.runtime.module import NUMPY_DTYPES
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in func.params:
+        dt = np.dtype(NUMPY_DTYPES[p.dtype])
+        a = aligned_empty(p.const_shape(), dt)
+        if dt.kind == "f":
+            a[...] = rng.uniform(-1, 1, size=a.shape)
+        elif dt.kind == "b":
+            a[...] = rng.integers(0, 2, size=a.shape).astype(bool)
+        else:
+            a[...] = rng.integers(0, 8, size=a.shape)
+        out.append(a)
+    return out
+
+
+def _build(func: PrimFunc, extra) -> Any:
+    import engine
+    return engine.build(IRModule.from_funcs(func), target="llvm", lowered=True,
+                        extra_modules=[extra], cache=False)
+
+
+def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = None,
+             args: Sequence[np.ndarray] | None = None,
+             max_accesses: int = DEFAULT_MAX_ACCESSES, hardware: bool = True,
+             seed: int = 0) -> CacheReport:
+    """Simulate the cache behaviour of ``mod[func_name]``.
+
+    * ``levels``: ``None`` for the host's caches (from ``/sys``, sanity-checked) or a list of
+      dicts ``{"name": "L1", "size": 49152, "ways": 12, "line": 64}`` (1 to 4 levels, L1
+      first); bad geometry raises :class:`CacheConfigError`.
+    * ``args``: the numpy arrays to run on (default: random 64-byte-aligned arrays). Their
+      addresses are the ones simulated.
+    * ``max_accesses``: programs estimated above this many accesses are simulated on a
+      sample of outer-loop iterations; the report then says "estimated from k of n
+      iterations of loop ...".
+    * ``hardware``: also run the normal (uninstrumented) build once between
+      ``perf_event_open`` counters, when the machine has them.
+
+    Returns a :class:`CacheReport` (``summary()`` for text, ``to_dict()`` for plots).
+    """
+    func = _pick_func(mod, func_name)
+    geometry: Geometry = resolve(levels)
+    if not isinstance(max_accesses, int) or isinstance(max_accesses, bool) or max_accesses < 1:
+        raise CacheSimError(f"max_accesses must be a positive integer, got {max_accesses!r}")
+    line = geometry.line
+    from engine.lower import lower
+    if func.attr("lowered", False):
+        marked, block_names = func, []
+    else:
+        marked, block_names = mark_blocks(func)
+    lowered = lower(marked)
+    plan: SamplePlan = plan_sampling(lowered, max_accesses, line)
+    uid = next(_uid)
+    access_sym, base_sym = f"{ACCESS_SYMBOL}_{uid}", f"{BASE_SYMBOL}_{uid}"
+    ins = instrument(lowered, len(block_names), plan, line, access_sym, base_sym)
+    state = SimState(geometry.levels, len(ins.buffers), ins.nslots)
+    simmod = build_sim_module(state, access_symbol=access_sym, base_symbol=base_sym)
+    notes: list[str] = []
+    if any(f.kind.value == "parallel" for f in _loops(func)):
+        notes.append("parallel loops were simulated serially on one core's hierarchy")
+    t0 = time.perf_counter()
+    rt = _build(ins.func, simmod)
+    compile_s = time.perf_counter() - t0
+    kernel = rt[func.name]
+    if args is None:
+        args = default_args(func, seed)
+    ptrs = kernel.pointers(tuple(args))
+    state.reset()
+    t0 = time.perf_counter()
+    kernel.call_pointers(ptrs)
+    sim_s = time.perf_counter() - t0
+    counters = state.counters.copy()
+    simulated = int(counters[0].sum())
+
+    # -- aggregate: scale sampled regions, drop warm-up ------------------------------------
+    nb = len(block_names)
+    stride = nb + 1
+    scale = np.zeros(ins.nslots)
+    for r in range(ins.nregions):
+        s = 1.0
+        if r > 0:
+            sl = plan.loops[r - 1]
+            s = sl.n / sl.k
+        scale[r * stride:(r + 1) * stride] = s
+    scaled = counters * scale[None, None, :]  # (1+L, nbuf, nslot)
+    names = [lv.name for lv in geometry.levels]
+    nl = len(names)
+
+    def stats(arr) -> list:
+        return [LevelStats(names[k], int(round(arr[k])), int(round(arr[k + 1])))
+                for k in range(nl)]
+
+    levels_out = stats(scaled.sum(axis=(1, 2)))
+    per_buffer: dict = {}
+    for b, buf in enumerate(ins.buffers):
+        tot = scaled[:, b, :].sum(axis=1)
+        if tot[0] == 0 and buf.name in per_buffer:
+            continue
+        prev = per_buffer.get(buf.name)
+        if prev is not None:
+            tot = tot + np.array([prev[0].accesses] + [p.misses for p in prev])
+        per_buffer[buf.name] = stats(tot)
+    block_label = list(block_names) + ["(outside blocks)"]
+    per_block: dict = {}
+    block_tot: dict = {}
+    for r in range(ins.nregions):
+        for bi in range(stride):
+            tot = scaled[:, :, r * stride + bi].sum(axis=1)
+            if tot[0] == 0:
+                continue
+            name = block_label[bi]
+            block_tot[name] = block_tot.get(name, 0) + tot
+    for name, tot in block_tot.items():
+        per_block[name] = stats(tot)
+    buffers = {}
+    for b, buf in enumerate(ins.buffers):
+        try:
+            nbytes = buf.nbytes()
+        except ValueError:
+            nbytes = None
+        buffers[buf.name] = {"bytes": nbytes, "scope": buf.scope,
+                             "address": int(state.bases[b]) if state.bases[b] != -1 else None,
+                             "param": any(buf is p for p in lowered.params)}
+    sampling = []
+    for sl in plan.loops:
+        blocks = sorted({block_label[b] for b in sl.blocks})
+        sampling.append({"loop": sl.name, "k": sl.k, "n": sl.n, "blocks": blocks,
+                         "windows": [list(w) for w in sl.windows], "text": sl.describe()})
+    hw = None
+    if hardware:
+        hw = _hardware(func, args)
+    return CacheReport(func.name, geometry, levels_out, per_buffer, per_block, buffers,
+                       loop_footprints(func, geometry.levels), sampling, hw, simulated, sim_s,
+                       compile_s, notes)
+
+
+def _loops(func: PrimFunc) -> list:
+    from engine.ir.functor import collect
+    from engine.ir.stmt import For
+    return collect(func.body, For)
+
+
+def _hardware(func: PrimFunc, args) -> Any:
+    pr = hwcounters.probe()
+    if not pr.available:
+        return pr
+    import engine
+    try:
+        rt = engine.build(IRModule.from_funcs(func), target="llvm")
+        kernel = rt[func.name]
+        ptrs = kernel.pointers(tuple(args))
+    except Exception as exc:  # noqa: BLE001 - counters are optional; say why they are missing
+        return hwcounters.CounterResult(False, f"could not build the uninstrumented kernel: {exc}")
+    kernel.call_pointers(ptrs)  # warm the code, page in the arrays
+    return hwcounters.measure(lambda: kernel.call_pointers(ptrs))
