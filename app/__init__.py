@@ -1,0 +1,47 @@
+"""Schedule Explorer's web app (Flask + htmx).
+
+``create_app(config)`` builds the application; ``python -m app`` serves it with waitress on
+127.0.0.1:5000. Routes live in :mod:`app.routes` (thin), pane view-models in :mod:`app.views`,
+URL state in :mod:`app.session`, the SVG loop diagram in :mod:`app.diagram`, the step diff in
+:mod:`app.diffview`, plotly figures in :mod:`app.plots` and measurements in
+:mod:`app.measure` (the seam a worker pool will replace).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from flask import Flask
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build the Flask app. ``config`` entries override the defaults (e.g. ``TESTING``)."""
+    from htmx_flask import Htmx
+
+    app = Flask(
+        __name__,
+        template_folder=os.path.join(ROOT, "templates"),
+        static_folder=os.path.join(ROOT, "static"),
+        static_url_path="/static",
+    )
+    app.config.update(
+        MAX_CONTENT_LENGTH=2 * 1024 * 1024,   # uploads: traces and programs are small
+        SEND_FILE_MAX_AGE_DEFAULT=3600,
+        JSON_SORT_KEYS=False,
+    )
+    if config:
+        app.config.update(config)
+    # Autoescape every template, whatever its extension (program text is user-controlled).
+    app.jinja_env.autoescape = True
+    app.jinja_env.trim_blocks = True
+    app.jinja_env.lstrip_blocks = True
+    Htmx(app)
+
+    from . import routes
+    app.register_blueprint(routes.bp)
+    routes.register_error_handlers(app)
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    return app

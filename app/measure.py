@@ -1,0 +1,282 @@
+"""Measurements of one program state: compile, check against numpy, time.
+
+:func:`measure_step` is the single seam between the web app and measurement: today it runs in
+the server process and caches results in memory keyed by the program's structural hash;
+a later issue moves it into worker processes with a SQLite store without changing callers.
+
+The result is a plain dict (JSON-friendly)::
+
+    {"hash": str, "ok": bool, "stage": "compile"|"check"|"time"|"done", "error": str|None,
+     "compile_ms": float, "time_ms": float, "gflops": float|None, "numpy_ms": float|None,
+     "correct": True|False|None, "max_abs_err": float|None, "detail": str}
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from . import bridge
+
+_CACHE: "OrderedDict[tuple, dict]" = OrderedDict()
+_BUILDS: "OrderedDict[str, Any]" = OrderedDict()
+_NUMPY: dict[tuple, float] = {}
+_LOCK = threading.Lock()
+_KEY_LOCKS: dict[tuple, threading.Lock] = {}
+MAX_ENTRIES = 512
+MAX_BUILDS = 16
+# Timing budget: enough repeats for a stable median without blocking a click for long.
+TARGET_SECONDS = 0.25
+
+
+def _key_lock(key: tuple) -> threading.Lock:
+    with _LOCK:
+        lk = _KEY_LOCKS.get(key)
+        if lk is None:
+            lk = _KEY_LOCKS[key] = threading.Lock()
+        return lk
+
+
+def program_hash(mod) -> str:
+    from engine.ir import structural_hash
+    return structural_hash(mod)
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()
+        _BUILDS.clear()
+        _NUMPY.clear()
+
+
+def build(mod, h: str | None = None):
+    """``engine.build(mod)`` with a small in-memory cache (shared with the code pane)."""
+    h = h or program_hash(mod)
+    with _LOCK:
+        if h in _BUILDS:
+            _BUILDS.move_to_end(h)
+            return _BUILDS[h], 0.0
+    build_fn = bridge.attr("runtime", "build")
+    t0 = time.perf_counter()
+    rt = build_fn(mod, target="llvm")
+    dt = time.perf_counter() - t0
+    with _LOCK:
+        _BUILDS[h] = rt
+        while len(_BUILDS) > MAX_BUILDS:
+            _BUILDS.popitem(last=False)
+    return rt, dt
+
+
+def cached(mod, workload: str | None, params: dict) -> dict | None:
+    key = (program_hash(mod), workload, tuple(sorted(params.items())))
+    with _LOCK:
+        return _CACHE.get(key)
+
+
+def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
+                 baseline=None) -> dict:
+    """Compile ``mod``, check its result, time it. Never raises for a bad program: failures
+    are reported in the dict (``ok`` False, ``stage`` where it failed, ``error`` sentence).
+
+    ``workload`` names a preset (its numpy reference and random inputs are used); for a
+    custom program pass ``None`` and ``baseline`` (the unscheduled module): its output on the
+    same random inputs is the expected result.
+    """
+    h = program_hash(mod)
+    key = (h, workload, tuple(sorted(params.items())))
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    with _key_lock(key):
+        with _LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
+        res = _measure(mod, h, workload, params, func_name, baseline)
+        if res.get("stage") != "unavailable":
+            with _LOCK:
+                _CACHE[key] = res
+                while len(_CACHE) > MAX_ENTRIES:
+                    _CACHE.popitem(last=False)
+        return res
+
+
+def _result(h: str, **kw) -> dict:
+    base = {"hash": h, "ok": False, "stage": "compile", "error": None, "compile_ms": None,
+            "time_ms": None, "gflops": None, "numpy_ms": None, "correct": None,
+            "max_abs_err": None, "detail": ""}
+    base.update(kw)
+    return base
+
+
+def _measure(mod, h, workload, params, func_name, baseline) -> dict:
+    import numpy as np
+    fname = func_name or mod.names()[0]
+    try:
+        rt, compile_s = build(mod, h)
+    except bridge.NotAvailable as e:
+        return _result(h, stage="unavailable", error=str(e))
+    except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
+        return _result(h, stage="compile", error=f"compile failed: {e}")
+    out = _result(h, stage="check", compile_ms=compile_s * 1e3)
+    try:
+        args, expected, ref_fn, ref_args = _inputs_and_expected(mod, workload, params, fname, baseline)
+    except bridge.NotAvailable as e:
+        out.update(error=str(e), stage="unavailable")
+        return out
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"could not prepare inputs: {e}")
+        return out
+    try:
+        run_args = [a.copy() for a in args]
+        rt[fname](*run_args)
+        got = _outputs(mod[fname], run_args)
+        if expected is not None:
+            ok, err = _compare(got, expected)
+            out["correct"] = ok
+            out["max_abs_err"] = err
+            if not ok:
+                out["detail"] = f"result differs from the reference (max |error| {err:.3g})"
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"running the compiled code failed: {e}")
+        return out
+    out["stage"] = "time"
+    try:
+        sec = _time(rt, fname, run_args)
+        out["time_ms"] = sec * 1e3
+        flops = _flops(workload, params)
+        if flops:
+            out["gflops"] = flops / sec / 1e9
+        if ref_fn is not None:
+            nkey = (workload, tuple(sorted(params.items())))
+            with _LOCK:
+                np_s = _NUMPY.get(nkey)
+            if np_s is None:
+                np_s = _time_python(lambda: ref_fn(*ref_args))
+                with _LOCK:
+                    _NUMPY[nkey] = np_s
+            out["numpy_ms"] = np_s * 1e3
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"timing failed: {e}")
+        return out
+    out["stage"] = "done"
+    out["ok"] = out["correct"] is not False
+    del np
+    return out
+
+
+def _outputs(func, arrays):
+    """The arrays of ``func``'s parameters it writes (by buffer identity of the writes)."""
+    from engine.ir import Block, collect
+    written = set()
+    for blk in collect(func.body, Block):
+        for r in blk.writes:
+            written.add(id(r.buffer))
+    outs = [a for p, a in zip(func.params, arrays) if id(p) in written]
+    return outs or [arrays[-1]]
+
+
+def _compare(got, expected):
+    import numpy as np
+    if not isinstance(expected, (list, tuple)):
+        expected = [expected]
+    worst = 0.0
+    ok = len(got) >= len(expected)
+    for g, e in zip(got[-len(expected):], expected):
+        e = np.asarray(e)
+        if g.shape != e.shape:
+            return False, float("inf")
+        if g.size:
+            diff = np.abs(g.astype(np.float64) - e.astype(np.float64))
+            worst = max(worst, float(np.nanmax(diff)))
+        if not np.allclose(g, e, rtol=1e-3, atol=1e-3, equal_nan=True):
+            ok = False
+    return ok, worst
+
+
+def _inputs_and_expected(mod, workload, params, fname, baseline):
+    """Random arguments (all parameters, outputs included) and the expected outputs."""
+    import numpy as np
+    if workload is not None:
+        wl = bridge.part("workloads")
+        args = [np.asarray(a) for a in wl.random_args(workload, 0, **params)]
+        ref = wl.reference(workload, **params)
+        func = mod[fname]
+        n_out = len(_outputs(func, args))
+        inputs = args[: len(args) - n_out] if n_out < len(args) else args
+        if callable(ref):
+            expected = ref(*inputs)
+            return args, expected, ref, inputs
+        return args, ref, None, None
+    # custom: run the baseline on the same inputs
+    func = baseline[fname] if baseline is not None else mod[fname]
+    rng = np.random.default_rng(0)
+    args = []
+    for p in func.params:
+        shape = p.const_shape()
+        if p.dtype.startswith("float"):
+            args.append(rng.standard_normal(shape).astype(p.dtype))
+        else:
+            args.append(rng.integers(-8, 8, size=shape).astype(p.dtype))
+    if baseline is None:
+        return args, None, None, None
+    brt, _ = build(baseline)
+    base_args = [a.copy() for a in args]
+    brt[fname](*base_args)
+    return args, _outputs(func, base_args), None, None
+
+
+def _time(rt, fname, args) -> float:
+    """Median seconds per call (the engine's time evaluator when present)."""
+    te = getattr(rt, "time_evaluator", None)
+    if te is not None:
+        t0 = time.perf_counter()
+        rt[fname](*args)
+        one = max(time.perf_counter() - t0, 1e-7)
+        number = max(1, min(1000, int(0.02 / one)))
+        repeat = max(3, min(7, int(TARGET_SECONDS / (one * number)) or 3))
+        res = te(fname, number=number, repeat=repeat)(*args)
+        for attr in ("median", "mean"):
+            v = getattr(res, attr, None)
+            if v is not None:
+                return float(v)
+        if isinstance(res, dict):
+            return float(res.get("median", res.get("mean")))
+        return float(res)
+    return _time_python(lambda: rt[fname](*args))
+
+
+def _time_python(fn) -> float:
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, min(1000, int(0.02 / one)))
+    samples = []
+    for _ in range(max(3, min(7, int(TARGET_SECONDS / (one * number)) or 3))):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def _flops(workload, params) -> float | None:
+    if workload is None:
+        return None
+    try:
+        wl = bridge.part("workloads")
+        info = wl.info(workload)
+    except Exception:  # noqa: BLE001
+        return None
+    f = bridge.field(info, "flops")
+    try:
+        if callable(f):
+            return float(f(**params))
+        if f is not None:
+            return float(f)
+    except Exception:  # noqa: BLE001
+        return None
+    return None

@@ -1,0 +1,79 @@
+"""Plotly figures (as JSON strings) for the measurement pane.
+
+The runtime figure has one point per trace step: runtime in ms (left axis, log scale when
+the spread is large), GFLOP/s (right axis), numpy's time for the same computation as a dashed
+reference line, and each point's marker tells correctness (filled circle = matches numpy,
+red cross = wrong result, hollow = not checked). The figure JSON is rendered into a
+``data-plotly`` attribute and drawn by static/explorer.js with the locally served plotly.js.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+
+def _layout(title: str, **extra) -> dict:
+    layout = {
+        "title": {"text": title, "font": {"size": 16}, "x": 0.01, "xanchor": "left"},
+        "margin": {"l": 56, "r": 56, "t": 36, "b": 40},
+        "height": 260,
+        "font": {"size": 13, "family": "DejaVu Sans, Verdana, sans-serif"},
+        "legend": {"orientation": "h", "y": -0.22, "x": 0},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#fbfcfd",
+    }
+    layout.update(extra)
+    return layout
+
+
+def runtime_figure(rows: list[dict], current: int | None = None) -> str:
+    """``rows``: one dict per step with ``step``, ``time_ms``, ``gflops``, ``numpy_ms``,
+    ``correct`` (True/False/None). Returns the figure as a JSON string."""
+    xs = [r["step"] for r in rows if r.get("time_ms") is not None]
+    ms = [r["time_ms"] for r in rows if r.get("time_ms") is not None]
+    gf = [r.get("gflops") for r in rows if r.get("time_ms") is not None]
+    corr = [r.get("correct") for r in rows if r.get("time_ms") is not None]
+    symbols = ["circle" if c is True else "x" if c is False else "circle-open" for c in corr]
+    colors = ["#1f6feb" if c is not False else "#d1242f" for c in corr]
+    sizes = [14 if (current is not None and x == current) else 9 for x in xs]
+    text = [("correct" if c is True else "WRONG result" if c is False else "not checked")
+            for c in corr]
+    data = [{
+        "type": "scatter", "mode": "lines+markers", "name": "runtime (ms)", "x": xs, "y": ms,
+        "marker": {"symbol": symbols, "color": colors, "size": sizes},
+        "line": {"color": "#1f6feb"}, "text": text,
+        "hovertemplate": "step %{x}: %{y:.3f} ms (%{text})<extra></extra>",
+    }]
+    if any(g is not None for g in gf):
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": "GFLOP/s", "x": xs, "y": gf,
+            "yaxis": "y2", "marker": {"size": 7, "color": "#2da44e"},
+            "line": {"color": "#2da44e", "dash": "dot"},
+            "hovertemplate": "step %{x}: %{y:.2f} GFLOP/s<extra></extra>",
+        })
+    numpy_ms = next((r.get("numpy_ms") for r in rows if r.get("numpy_ms")), None)
+    if numpy_ms and xs:
+        data.append({
+            "type": "scatter", "mode": "lines", "name": f"numpy ({numpy_ms:.3f} ms)",
+            "x": [min(xs) - 0.3, max(xs) + 0.3], "y": [numpy_ms, numpy_ms],
+            "line": {"color": "#8250df", "dash": "dash"}, "hoverinfo": "skip",
+        })
+    spread = (max(ms) / max(min(ms), 1e-9)) if ms else 1
+    layout = _layout(
+        "runtime per step",
+        xaxis={"title": {"text": "step"}, "dtick": 1, "zeroline": False},
+        yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
+               "rangemode": "tozero"},
+        yaxis2={"title": {"text": "GFLOP/s"}, "overlaying": "y", "side": "right",
+                "rangemode": "tozero", "showgrid": False},
+    )
+    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+
+
+def _jsonable(v):
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    try:
+        return float(v)
+    except Exception:  # noqa: BLE001
+        return str(v)

@@ -1,0 +1,239 @@
+"""The toolbar's primitives: which ones a selection offers, their inputs, and how a form
+becomes schedule calls.
+
+A form always carries the subject's selection id (``sel``, see :mod:`app.nodes`) and the
+primitive name; :func:`apply` resolves the subject the way course code does
+(``sch.get_block(name)``, ``sch.get_loops(block)[k]``) so the recorded trace reads like the
+course's Python. Malformed inputs raise :class:`InputError` (a refusal with a sentence, the
+trace unchanged); the engine's own refusals are ``engine.ScheduleError``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .nodes import FuncTree, LoopNode, loops_of_block, parse_sel, walk_tree
+
+
+class InputError(ValueError):
+    """A toolbar input the app cannot turn into a primitive call."""
+
+    def __init__(self, message: str, highlight: list[str] | None = None):
+        super().__init__(message)
+        self.highlight = highlight or []
+
+
+@dataclass
+class Arg:
+    name: str
+    label: str
+    kind: str                       # "text" | "select" | "number"
+    default: str = ""
+    choices: list = field(default_factory=list)    # (value, label)
+    help: str = ""
+
+
+@dataclass
+class Prim:
+    name: str
+    label: str
+    doc: str
+    args: list = field(default_factory=list)
+    disabled: str = ""              # reason it cannot be offered (shown as tooltip)
+
+
+SCOPES = [("global", "global"), ("local", "local"), ("shared", "shared")]
+
+
+def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
+    chain = loops_of_block(tree, loop.block) if loop.block else []
+    order_default = ", ".join(l.name for l in chain)
+    inner = [c for c in loop.children]
+    fuse_reason = ""
+    if not (len(inner) == 1 and isinstance(inner[0], LoopNode)):
+        fuse_reason = "fuse needs a loop whose body is exactly one loop"
+    prims = [
+        Prim("split", "split", "Split the loop into nested loops of the given extents "
+             "(one factor may be None: inferred).",
+             [Arg("factors", "factors", "text", "None, 4",
+                  help="comma-separated extents, outer first; one may be None")]),
+        Prim("reorder", "reorder", "Reorder the loops above this block into the given order.",
+             [Arg("order", "new order", "text", order_default,
+                  help="loop names, outermost first")]),
+        Prim("fuse", "fuse with inner", "Fuse this loop with the loop directly inside it.",
+             disabled=fuse_reason),
+        Prim("parallel", "parallel", "Run the iterations of this loop on several threads."),
+        Prim("vectorize", "vectorize", "Turn this loop into SIMD vector instructions."),
+        Prim("unroll", "unroll", "Unroll this loop completely."),
+        Prim("rfactor", "rfactor", "Factor a reduction over this loop into a new block.",
+             [Arg("factor_axis", "factor axis", "number", "0")]),
+    ]
+    return prims
+
+
+def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
+    node = tree.by_sel.get(f"B/{tree.func_name}/{block_name}")
+    own = loops_of_block(tree, block_name)
+    own_ids = {id(l) for l in own}
+    others = [n for n in walk_tree(tree.roots) if n.is_loop and n.sel and id(n) not in own_ids]
+    target_choices = [(n.sel, f"{n.name} (above {n.block})") for n in others]
+    own_choices = [(l.sel or "", l.name) for l in own if l.sel]
+    reads = [(str(i), b) for i, b in enumerate(node.reads)] if node else []
+    writes = [(str(i), b) for i, b in enumerate(node.writes)] if node else []
+    no_target = "" if target_choices else "no loop of another block to move under"
+    return [
+        Prim("compute_at", "compute_at", "Move this (producer) block under a loop of its consumer.",
+             [Arg("loop", "under loop", "select", choices=target_choices)], disabled=no_target),
+        Prim("reverse_compute_at", "reverse_compute_at",
+             "Move this (consumer) block under a loop of its producer.",
+             [Arg("loop", "under loop", "select", choices=target_choices)], disabled=no_target),
+        Prim("compute_inline", "compute_inline", "Inline this block into its consumers."),
+        Prim("reverse_compute_inline", "reverse_compute_inline",
+             "Inline this block into its producer."),
+        Prim("decompose_reduction", "decompose_reduction",
+             "Separate the reduction's initialisation into its own block, above the given loop.",
+             [Arg("loop", "init above loop", "select", choices=own_choices)],
+             disabled="" if own_choices else "this block has no loops"),
+        Prim("cache_read", "cache_read", "Copy a buffer this block reads into a new buffer first.",
+             [Arg("buffer", "read buffer", "select", choices=reads),
+              Arg("scope", "scope", "select", "local", choices=SCOPES)],
+             disabled="" if reads else "this block reads no buffer"),
+        Prim("cache_write", "cache_write", "Write the result into a new buffer, copied out after.",
+             [Arg("buffer", "write buffer", "select", choices=writes),
+              Arg("scope", "scope", "select", "local", choices=SCOPES)],
+             disabled="" if writes else "this block writes no buffer"),
+    ]
+
+
+ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
+             "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
+             "decompose_reduction", "cache_read", "cache_write"}
+LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor"}
+
+
+# ---------------------------------------------------------------------------- parsing inputs
+def parse_factors(text: str) -> list:
+    if not text or not text.strip():
+        raise InputError("split needs factors, e.g. “None, 4”.")
+    out: list = []
+    for tok in text.replace("[", "").replace("]", "").split(","):
+        tok = tok.strip()
+        if tok.lower() in ("none", "_", "?", ""):
+            out.append(None)
+            continue
+        try:
+            v = int(tok)
+        except ValueError:
+            raise InputError(f"split factor “{tok[:20]}” is not a whole number or None; "
+                             "write factors like “None, 4”.") from None
+        out.append(v)
+    if len(out) < 2:
+        raise InputError("split needs at least two factors (outer and inner), e.g. “None, 4”.")
+    if len(out) > 8:
+        raise InputError("split takes at most 8 factors.")
+    return out
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise InputError(f"{what} must be a whole number, got “{str(text)[:20]}”.") from None
+
+
+# ---------------------------------------------------------------------------- applying
+def _block(sch, parsed: dict):
+    return sch.get_block(parsed["block"], func_name=parsed["func"])
+
+
+def _loop(sch, parsed: dict, sel: str):
+    loops = sch.get_loops(_block(sch, parsed))
+    if parsed["index"] >= len(loops):
+        raise InputError("The selected loop no longer exists; select it again.", [sel])
+    return loops[parsed["index"]]
+
+
+def _sel(form, key: str, kind: str) -> dict:
+    raw = form.get(key, "")
+    parsed = parse_sel(raw)
+    if parsed is None or parsed["kind"] != kind:
+        what = "a loop" if kind == "loop" else "a block"
+        raise InputError(f"Select {what} first (click it in the program or the diagram).")
+    return parsed
+
+
+def apply(sch, tree: FuncTree, form) -> str:
+    """Apply the primitive described by ``form`` to ``sch``; returns a one-line summary."""
+    prim = form.get("primitive", "")
+    if prim not in ALL_PRIMS:
+        raise InputError(f"Unknown primitive “{prim[:40]}”.")
+    sel = form.get("sel", "")
+    kind = "loop" if prim in LOOP_PRIMS else "block"
+    subj = _sel(form, "sel", kind)
+    if subj["func"] != tree.func_name:
+        raise InputError(f"The selection belongs to function {subj['func']}, not {tree.func_name}.")
+    node = tree.by_sel.get(sel)
+    if node is None:
+        raise InputError("The selected loop or block is not in the current program; select again.")
+    name = node.name
+
+    if prim == "split":
+        factors = parse_factors(form.get("factors", ""))
+        sch.split(_loop(sch, subj, sel), factors=factors)
+        return f"split {name} by {factors}"
+    if prim == "reorder":
+        chain = loops_of_block(tree, subj["block"])
+        names = [t.strip() for t in form.get("order", "").split(",") if t.strip()]
+        if len(names) < 2:
+            raise InputError("reorder needs at least two loop names, e.g. “j_0, k, j_1”.")
+        by_name: dict[str, list[int]] = {}
+        for i, l in enumerate(chain):
+            by_name.setdefault(l.name, []).append(i)
+        idxs = []
+        for n in names:
+            if n not in by_name:
+                have = ", ".join(l.name for l in chain)
+                raise InputError(f"There is no loop “{n[:30]}” above block {subj['block']} "
+                                 f"(its loops are: {have}).", [sel])
+            if len(by_name[n]) > 1:
+                raise InputError(f"Two loops above block {subj['block']} are called “{n}”; "
+                                 "rename is not possible here, so reorder cannot tell them apart.")
+            idxs.append(by_name[n][0])
+        loops = sch.get_loops(_block(sch, subj))
+        sch.reorder(*[loops[i] for i in idxs])
+        return f"reorder {', '.join(names)}"
+    if prim == "fuse":
+        inner = node.children[0] if len(node.children) == 1 and node.children[0].is_loop else None
+        if inner is None:
+            raise InputError(f"fuse: loop {name} has no single inner loop to fuse with.", [sel])
+        loops = sch.get_loops(_block(sch, subj))
+        sch.fuse(loops[subj["index"]], loops[subj["index"] + 1])
+        return f"fuse {name} with {inner.name}"
+    if prim in ("parallel", "vectorize", "unroll"):
+        getattr(sch, prim)(_loop(sch, subj, sel))
+        return f"{prim} {name}"
+    if prim == "rfactor":
+        axis = _int(form.get("factor_axis", "0"), "factor axis")
+        sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
+        return f"rfactor {name}"
+    block = _block(sch, subj)
+    if prim in ("compute_at", "reverse_compute_at"):
+        target = _sel(form, "loop", "loop")
+        tnode = tree.by_sel.get(form.get("loop", ""))
+        getattr(sch, prim)(block, _loop(sch, target, form.get("loop", "")))
+        return f"{prim} {name} under {tnode.name if tnode else 'loop'}"
+    if prim in ("compute_inline", "reverse_compute_inline"):
+        getattr(sch, prim)(block)
+        return f"{prim} {name}"
+    if prim == "decompose_reduction":
+        target = _sel(form, "loop", "loop")
+        tnode = tree.by_sel.get(form.get("loop", ""))
+        sch.decompose_reduction(block, _loop(sch, target, form.get("loop", "")))
+        return f"decompose_reduction {name} above {tnode.name if tnode else 'loop'}"
+    if prim in ("cache_read", "cache_write"):
+        idx = _int(form.get("buffer", "0"), "buffer index")
+        scope = form.get("scope", "local")
+        if scope not in dict(SCOPES):
+            raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
+        getattr(sch, prim)(block, idx, scope)
+        return f"{prim} {name} buffer #{idx} ({scope})"
+    raise InputError(f"Unknown primitive “{prim}”.")  # pragma: no cover - ALL_PRIMS guards

@@ -1,0 +1,280 @@
+"""HTTP routes (thin): decode the request, call a view, render a template.
+
+=====================================  =====================================================
+``GET  /``                             gallery of workloads (+ paste a program, import a trace)
+``GET  /explore/<w>?<params>&t=&at=``  the explorer; with ``HX-Request`` only the panes (OOB)
+``GET  /explore/<w>/toolbar?sel=``     the primitive toolbar for a selection
+``POST /explore/<w>/apply``            apply one primitive; panes as OOB swaps + HX-Push-Url
+``GET  /explore/<w>/measure``          the measurement pane (loaded lazily by htmx)
+``GET  /explore/<w>/code?kind=``       LLVM IR (``ll-opt``) or assembly (``asm``)
+``GET  /explore/<w>/export/<fmt>``     download: json | python | tvm | course
+``POST /import``                       a trace (ours or TVM's as_json) -> redirect to explorer
+``POST /explore/custom``               pasted TVMScript -> redirect to ``/explore/custom?src=``
+=====================================  =====================================================
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from flask import Blueprint, Flask, Response, redirect, render_template, request
+from htmx_flask import make_response
+from werkzeug.exceptions import HTTPException
+
+from . import bridge, primitives, views
+from .errors import AppError
+from .nodes import module_trees
+from .session import CUSTOM, Session, encode_src, parse_program, trace_json, workload_info
+from .session import load_workload, parse_params, workload_names
+
+bp = Blueprint("explorer", __name__)
+log = logging.getLogger("app")
+
+EXPORTS = {
+    "json": ("application/json", "json", "trace JSON"),
+    "python": ("text/x-python", "py", "engine Python"),
+    "tvm": ("text/x-python", "py", "TVM 0.27 Python"),
+    "course": ("text/x-python", "py", "course-2022 Python"),
+}
+
+
+def _state_args():
+    return request.form if request.method == "POST" else request.args
+
+
+@bp.get("/")
+def index():
+    return render_template("gallery.html", **views.gallery())
+
+
+@bp.get("/explore/<workload>")
+def explore(workload: str):
+    s = Session.from_request(workload, request.args)
+    sel = request.args.get("sel") or None
+    ctx = views.explorer(s, sel)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render_template("panes/all_oob.html", **ctx, message=None)
+    return render_template("explore.html", **ctx, message=None)
+
+
+@bp.get("/explore/<workload>/toolbar")
+def toolbar(workload: str):
+    s = Session.from_request(workload, request.args)
+    mod = s.mod_at(s.at)
+    trees = module_trees(mod)
+    tb = views.toolbar(s, trees, request.args.get("sel"))
+    return render_template("panes/toolbar.html", s=s, toolbar=tb)
+
+
+@bp.post("/explore/<workload>/apply")
+def apply(workload: str):
+    s = Session.from_request(workload, request.form)
+    if not bridge.has("schedule", "Schedule"):
+        return _refusal("Schedule primitives are not available yet in this build.", [], 503)
+    sch = s.schedule_at(s.at)
+    trees = module_trees(sch.mod)
+    tree = trees[0]
+    sel = request.form.get("sel", "")
+    from .nodes import parse_sel
+    parsed = parse_sel(sel)
+    if parsed is not None:
+        tree = next((t for t in trees if t.func_name == parsed["func"]), tree)
+    try:
+        summary = primitives.apply(sch, tree, request.form)
+    except primitives.InputError as e:
+        return _refusal(str(e), e.highlight, 422)
+    except bridge.schedule_error_class() as e:
+        return _refusal(str(e), views.refusal_highlight(e, trees), 422,
+                        rule=getattr(e, "rule", None), hint=getattr(e, "hint", None),
+                        primitive=getattr(e, "primitive", None))
+    token = sch.trace.encode()
+    s.set_trace(sch.trace, token)
+    s._mods[s.at] = sch.mod
+    ctx = views.explorer(s, None)
+    html = render_template("panes/all_oob.html", **ctx,
+                           message={"kind": "ok", "text": f"applied: {summary}"})
+    return make_response(html, push_url=s.url())
+
+
+def _refusal(text: str, highlight: list[str], status: int, **extra):
+    msg = {"kind": "refused", "text": text, "highlight": highlight}
+    msg.update({k: v for k, v in extra.items() if v})
+    return make_response(render_template("panes/message.html", message=msg), status)
+
+
+@bp.get("/explore/<workload>/measure")
+def measure(workload: str):
+    s = Session.from_request(workload, request.args)
+    ctx = views.measurements(s)
+    return render_template("panes/measure.html", s=s, **ctx)
+
+
+@bp.get("/explore/<workload>/code")
+def code(workload: str):
+    s = Session.from_request(workload, request.args)
+    kind = request.args.get("kind", "ll-opt")
+    if kind not in ("ll-opt", "asm", "ll"):
+        raise AppError(400, "Unknown code view",
+                       f"kind= must be ll-opt or asm, got “{kind[:20]}”.", back=s.url())
+    return render_template("panes/code.html", s=s, **views.code(s, kind))
+
+
+@bp.get("/explore/<workload>/export/<fmt>")
+def export(workload: str, fmt: str):
+    s = Session.from_request(workload, request.args)
+    if fmt not in EXPORTS:
+        raise AppError(404, "Unknown export format",
+                       f"Exports are: {', '.join(EXPORTS)}; “{fmt[:20]}” is not one of them.",
+                       back=s.url())
+    trace = s.prefix_trace(s.at)
+    if fmt == "json":
+        body = json.dumps(trace_json(trace), indent=2)
+    else:
+        body = _export_text(trace, fmt)
+    mime, ext, _ = EXPORTS[fmt]
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", s.func_name if workload == CUSTOM else workload)
+    suffix = {"json": "trace", "python": "engine", "tvm": "tvm", "course": "course"}[fmt]
+    resp = Response(body, mimetype=mime)
+    resp.headers["Content-Disposition"] = f'attachment; filename="{name}-{suffix}.{ext}"'
+    return resp
+
+
+def _export_text(trace, fmt: str) -> str:
+    if fmt == "python":
+        try:
+            text = trace.export("python")
+        except Exception:  # noqa: BLE001 - fall back to the bare lines
+            py = trace.as_python()
+            text = "\n".join(py) if isinstance(py, (list, tuple)) else str(py)
+        return text if text.endswith("\n") else text + "\n"
+    text = trace.export(fmt)
+    return text if text.endswith("\n") else text + "\n"
+
+
+@bp.post("/import")
+def import_trace():
+    Trace = bridge.attr("schedule", "Trace")
+    text = request.form.get("text", "") or ""
+    up = request.files.get("file")
+    if up is not None and up.filename:
+        raw = up.read(2 * 1024 * 1024 + 1)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AppError(400, "Import failed", "The uploaded file is not UTF-8 text.",
+                           back="/", back_label="the gallery") from None
+    if not text.strip():
+        raise AppError(400, "Import failed", "Paste a trace or choose a file to import.",
+                       back="/", back_label="the gallery")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise AppError(400, "Import failed",
+                       f"This is not JSON (line {e.lineno}, column {e.colno}: {e.msg}).",
+                       back="/", back_label="the gallery") from None
+    try:
+        trace = Trace.from_json(doc)
+    except Exception as e:  # noqa: BLE001 - the document is the user's
+        raise AppError(400, "Import failed", f"This JSON is not a schedule trace: {e}",
+                       back="/", back_label="the gallery") from None
+    wl = trace_json(trace).get("workload") or {}
+    name = (wl.get("name") if isinstance(wl, dict) else None) or request.form.get("workload", "")
+    if not name:
+        raise AppError(400, "Import failed",
+                       "This trace does not say which workload it was recorded on; choose one "
+                       "in the import form.", back="/", back_label="the gallery")
+    if name not in workload_names():
+        raise AppError(400, "Import failed",
+                       f"This trace is for workload “{name}”, which this explorer does not have.",
+                       back="/", back_label="the gallery")
+    info = workload_info(name)
+    params = dict(wl.get("params") or {}) if isinstance(wl, dict) else {}
+    if not params and request.form.get("params"):
+        params = _parse_param_text(request.form["params"])
+    params = parse_params(info, {k: str(v) for k, v in params.items()})
+    load_workload(name, params)
+    s = Session(name, params, info, load_workload(name, params))
+    # re-encode with the workload attached, then check it replays
+    sch = s.new_schedule()
+    try:
+        trace.apply_to_schedule(sch)
+    except Exception as e:  # noqa: BLE001
+        raise AppError(400, "Import failed",
+                       f"The trace does not replay on {name} {params}: {e}",
+                       back="/", back_label="the gallery") from None
+    s.set_trace(sch.trace, sch.trace.encode())
+    return redirect(s.url(), code=303)
+
+
+def _parse_param_text(text: str) -> dict:
+    out = {}
+    for part in re.split(r"[,\s&]+", text.strip()):
+        if not part:
+            continue
+        if "=" not in part:
+            raise AppError(400, "Import failed", f"Write parameters as name=value, got “{part[:30]}”.",
+                           back="/", back_label="the gallery")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@bp.post("/explore/custom")
+def custom():
+    text = request.form.get("program", "")
+    up = request.files.get("file")
+    if up is not None and up.filename:
+        try:
+            text = up.read(200_001).decode("utf-8")
+        except UnicodeDecodeError:
+            raise AppError(400, "The program does not parse", "The file is not UTF-8 text.",
+                           back="/", back_label="the gallery") from None
+    if not text.strip():
+        raise AppError(400, "No program", "Paste a TVMScript program (a @T.prim_func) first.",
+                       back="/", back_label="the gallery")
+    if len(text) > 100_000:
+        raise AppError(413, "Program too long", "Programs are limited to 100 000 characters.",
+                       back="/", back_label="the gallery")
+    parse_program(text)  # refuse now, with the parser's line/column, rather than on the next page
+    return redirect(f"/explore/{CUSTOM}?src={encode_src(text)}", code=303)
+
+
+# ---------------------------------------------------------------------------- errors
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(AppError)
+    def app_error(e: AppError):
+        return _error_response(e.status, e.title, e.message, e.back, e.back_label)
+
+    @app.errorhandler(bridge.NotAvailable)
+    def not_available(e: bridge.NotAvailable):
+        return _error_response(503, "Not available yet",
+                               f"{e}. This part of the explorer is still being built.", "/",
+                               "the gallery")
+
+    @app.errorhandler(HTTPException)
+    def http_error(e: HTTPException):
+        titles = {404: "Page not found", 405: "Not allowed here", 413: "Upload too large"}
+        text = {404: "There is no page at this address.",
+                405: "This address does not accept that kind of request.",
+                413: "The upload is larger than the 2 MB limit."}.get(e.code or 0, e.description)
+        return _error_response(e.code or 500, titles.get(e.code or 0, e.name), text, "/",
+                               "the gallery")
+
+    @app.errorhandler(Exception)
+    def unexpected(e: Exception):
+        log.exception("unexpected error on %s", request.path)
+        return _error_response(500, "Something went wrong",
+                               "The explorer hit an internal error while answering. Your work is "
+                               "in the link: go back and try again, or start from the gallery. "
+                               f"(Details for the maintainers: {type(e).__name__}.)", "/",
+                               "the gallery")
+
+
+def _error_response(status: int, title: str, message: str, back: str | None, back_label):
+    if request.headers.get("HX-Request") == "true" and not request.headers.get(
+            "HX-History-Restore-Request"):
+        msg = {"kind": "error", "text": f"{title}: {message}", "highlight": []}
+        return render_template("panes/message.html", message=msg), status
+    return render_template("error.html", status=status, title=title, message=message,
+                           back=back, back_label=back_label), status

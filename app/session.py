@@ -1,0 +1,410 @@
+"""Explorer state from a URL: workload + parameters + trace token + cursor -> programs.
+
+The URL is the whole session (``/explore/mm_relu?n=128&t=<token>&at=<k>``):
+
+* ``t`` — the trace token (``engine.Trace.encode()``); it may hold more steps than are
+  applied when the learner has undone some (so *redo* works from the link alone);
+* ``at`` — how many steps are applied (absent = all);
+* the other query parameters are the workload's parameters (``n=128``);
+* for a pasted program (``/explore/custom``), ``src`` carries the program text compressed.
+
+A *step* is one state-changing schedule instruction; the look-ups recorded before it
+(``GetBlock``, ``GetLoops``, ...) belong to it. Every bad part of a URL raises
+:class:`~app.errors.AppError` (4xx) with a sentence saying what was wrong.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from . import bridge
+from .errors import AppError
+
+RESERVED = {"t", "at", "sel", "src"}
+MAX_TOKEN = 16000
+MAX_SRC = 24000
+CUSTOM = "custom"
+LOOKUP_PREFIXES = ("Get", "Sample", "EnterPostproc")
+
+
+# ---------------------------------------------------------------------------- workloads
+def workload_names() -> list[str]:
+    return list(bridge.attr("workloads", "names")())
+
+
+def workload_info(name: str) -> dict:
+    """``engine.workloads.info(name)`` as a plain dict with the fields the app uses."""
+    if name not in workload_names():
+        raise AppError(404, "Unknown workload",
+                       f"There is no workload called “{name}”. Pick one from the gallery.",
+                       back="/", back_label="the gallery")
+    info = bridge.attr("workloads", "info")(name)
+    f = bridge.field
+    defaults = dict(f(info, "defaults", {}) or {})
+    return {
+        "name": name,
+        "title": f(info, "title", name) or name,
+        "description": f(info, "description", "") or "",
+        "defaults": defaults,
+        "limits": dict(f(info, "limits", {}) or {}),
+        "func_name": f(info, "func_name", None),
+        "flops": f(info, "flops", None),
+        "raw": info,
+    }
+
+
+def parse_params(info: dict, args) -> dict:
+    """Query arguments -> the workload's full parameter dict.
+
+    Values are typed like the defaults; the engine then fills defaults, applies
+    "follows" rules (matmul's m and k follow n) and checks the limits
+    (``engine.workloads.resolve_params``); every refusal is a 400 naming the parameter.
+    """
+    defaults = info["defaults"]
+    given: dict[str, Any] = {}
+    back = "/"
+    for key in args.keys():
+        if key in RESERVED:
+            continue
+        if key not in defaults:
+            takes = ", ".join(defaults) or "no parameters"
+            raise AppError(400, "Unknown parameter",
+                           f"{info['name']} has no parameter “{key[:40]}” (it takes: {takes}).",
+                           back=back, back_label="the gallery")
+        raw = str(args.get(key, ""))
+        want = defaults[key]
+        try:
+            if isinstance(want, bool):
+                if raw.lower() not in ("0", "1", "true", "false"):
+                    raise ValueError
+                val: Any = raw.lower() in ("1", "true")
+            elif isinstance(want, int):
+                val = int(raw.strip())
+            elif isinstance(want, float):
+                val = float(raw.strip())
+            else:
+                val = raw
+        except ValueError:
+            kind = {"int": "a whole number", "float": "a number",
+                    "bool": "true or false"}.get(type(want).__name__, type(want).__name__)
+            raise AppError(400, "Bad parameter",
+                           f"Parameter “{key}” must be {kind}, got “{raw[:40]}”.",
+                           back=back, back_label="the gallery") from None
+        lim = info["limits"].get(key)
+        if lim is not None and isinstance(val, (int, float)) and not isinstance(val, bool):
+            lo, hi = _limits(lim)
+            if (lo is not None and val < lo) or (hi is not None and val > hi):
+                raise AppError(400, "Parameter out of range",
+                               f"Parameter “{key}” of {info['name']} must be from {lo} to {hi}, "
+                               f"got {val}.", back=back, back_label="the gallery")
+        given[key] = val
+    try:
+        resolve = bridge.attr("workloads", "resolve_params")
+    except bridge.NotAvailable:
+        return {**defaults, **given}
+    try:
+        return dict(resolve(info["name"], **given))
+    except bridge.workload_error_class() as e:
+        raise AppError(400, "Bad parameters", str(e), back=back, back_label="the gallery") from None
+
+
+def _limits(lim) -> tuple[Any, Any]:
+    if isinstance(lim, dict):
+        return lim.get("min"), lim.get("max")
+    if isinstance(lim, (list, tuple)) and len(lim) == 2:
+        return lim[0], lim[1]
+    return None, None
+
+
+_MOD_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
+_MOD_LOCK = threading.Lock()
+_STATE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()   # replayed programs by trace prefix
+
+
+def load_workload(name: str, params: dict):
+    """``engine.workloads.get(name, **params)``; a refusal becomes a 400 page."""
+    key = (name, tuple(sorted(params.items())))
+    with _MOD_LOCK:
+        if key in _MOD_CACHE:
+            _MOD_CACHE.move_to_end(key)
+            return _MOD_CACHE[key]
+    get = bridge.attr("workloads", "get")
+    try:
+        mod = get(name, **params)
+    except bridge.workload_error_class() as e:
+        raise AppError(400, "Bad parameters", str(e), back="/", back_label="the gallery") from None
+    except (TypeError, ValueError) as e:
+        raise AppError(400, "Bad parameters", f"{name} refused these parameters: {e}",
+                       back="/", back_label="the gallery") from None
+    with _MOD_LOCK:
+        _MOD_CACHE[key] = mod
+        while len(_MOD_CACHE) > 64:
+            _MOD_CACHE.popitem(last=False)
+    return mod
+
+
+# ---------------------------------------------------------------------------- custom programs
+def encode_src(text: str) -> str:
+    return base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode().rstrip("=")
+
+
+def decode_src(token: str) -> str:
+    if len(token) > MAX_SRC:
+        raise AppError(400, "Program too long",
+                       f"The program in this link is longer than {MAX_SRC} characters.",
+                       back="/", back_label="the gallery")
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        return zlib.decompress(raw, bufsize=1 << 16).decode()
+    except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError):
+        raise AppError(400, "Corrupt link",
+                       "The program in this link (the src= part) is damaged; it may have been "
+                       "cut when copied. Paste the program again from the gallery.",
+                       back="/", back_label="the gallery") from None
+
+
+def parse_program(text: str):
+    """TVMScript text -> IRModule; a ScriptError becomes a 400 with line and column."""
+    parse = bridge.attr("script", "parse")
+    try:
+        mod = parse(text)
+    except bridge.script_error_class() as e:
+        raise AppError(400, "The program does not parse", str(e), back="/",
+                       back_label="the gallery") from None
+    except (SyntaxError, ValueError, TypeError, KeyError) as e:
+        raise AppError(400, "The program does not parse", f"{type(e).__name__}: {e}", back="/",
+                       back_label="the gallery") from None
+    from engine.ir import IRModule, PrimFunc
+    if isinstance(mod, PrimFunc):
+        mod = IRModule.from_funcs(mod)
+    if not isinstance(mod, IRModule) or len(mod) == 0:
+        raise AppError(400, "The program does not parse",
+                       "The text holds no prim_func to explore.", back="/", back_label="the gallery")
+    return mod
+
+
+# ---------------------------------------------------------------------------- traces
+def is_lookup(kind: str) -> bool:
+    """True for instructions that only look things up (GetBlock, GetLoops, ...)."""
+    try:
+        reg = bridge.attr("schedule.registry", "REGISTRY")
+        prim = reg.get(kind)
+        if prim is not None:
+            return not getattr(prim, "mutates", True)
+    except bridge.NotAvailable:
+        pass
+    return kind.startswith(LOOKUP_PREFIXES)
+
+
+def trace_json(trace) -> dict:
+    j = trace.as_json()
+    if isinstance(j, str):
+        j = json.loads(j)
+    if isinstance(j, list):  # TVM-style bare list
+        j = {"insts": j}
+    return j
+
+
+def decode_token(token: str):
+    """Trace token -> engine Trace (400 when it is corrupt)."""
+    Trace = bridge.attr("schedule", "Trace")
+    if len(token) > MAX_TOKEN:
+        raise AppError(400, "Trace too long",
+                       f"The trace in this link is longer than {MAX_TOKEN} characters.",
+                       back="/", back_label="the gallery")
+    try:
+        return Trace.decode(token)
+    except Exception as e:  # noqa: BLE001 - any decoding failure is the link's fault
+        raise AppError(400, "Corrupt trace in the link",
+                       f"The trace (the t= part of the link) cannot be read: {e}. It may have been "
+                       "cut when copied; ask for the link again or start from the initial program.",
+                       back=None) from None
+
+
+@dataclass
+class Session:
+    """One explorer state, decoded from a URL."""
+
+    workload: str
+    params: dict
+    info: dict
+    mod0: Any
+    src: str | None = None               # custom program text
+    token: str = ""
+    trace: Any = None                    # engine Trace (full, including undone steps)
+    insts: list = field(default_factory=list)
+    step_ends: list = field(default_factory=list)   # inst count after each step
+    at: int = 0
+    _mods: dict = field(default_factory=dict)
+
+    # -- construction
+    @classmethod
+    def from_request(cls, workload: str, args) -> "Session":
+        if workload == CUSTOM:
+            src_tok = args.get("src", "")
+            if not src_tok:
+                raise AppError(400, "No program",
+                               "This custom-program link carries no program (src= is missing).",
+                               back="/", back_label="the gallery")
+            src = decode_src(src_tok)
+            mod0 = parse_program(src)
+            func_name = mod0.names()[0]
+            info = {"name": CUSTOM, "title": f"custom program ({func_name})",
+                    "description": "A program pasted as TVMScript.", "defaults": {}, "limits": {},
+                    "func_name": func_name, "flops": None, "raw": None}
+            params: dict = {}
+        else:
+            info = workload_info(workload)
+            params = parse_params(info, args)
+            mod0 = load_workload(workload, params)
+            src = None
+        s = cls(workload, params, info, mod0, src=src)
+        token = args.get("t", "") or ""
+        if token:
+            s.set_trace(decode_token(token), token)
+        at_raw = args.get("at")
+        if at_raw is None or at_raw == "":
+            s.at = s.nsteps
+        else:
+            try:
+                at = int(at_raw)
+            except ValueError:
+                raise AppError(400, "Bad step number",
+                               f"at= must be a step number between 0 and {s.nsteps}, got “{at_raw[:20]}”.",
+                               back=s.url(at=None)) from None
+            if not 0 <= at <= s.nsteps:
+                raise AppError(400, "Bad step number",
+                               f"This trace has {s.nsteps} steps; at={at} is outside 0..{s.nsteps}.",
+                               back=s.url(at=None))
+            s.at = at
+        return s
+
+    def set_trace(self, trace, token: str | None = None) -> None:
+        self.trace = trace
+        j = trace_json(trace)
+        wl = j.get("workload") or {}
+        name = wl.get("name") if isinstance(wl, dict) else None
+        if name and self.workload != CUSTOM and name != self.workload:
+            raise AppError(400, "Trace of another workload",
+                           f"This trace was recorded on “{name}”, not on “{self.workload}”.",
+                           back=f"/explore/{name}", back_label=f"open it on {name}")
+        self.insts = list(j.get("insts", []))
+        self.step_ends = [i + 1 for i, inst in enumerate(self.insts)
+                          if not is_lookup(str(inst[0]) if inst else "")]
+        self.token = token if token is not None else encode_trace(trace)
+        self.at = self.nsteps
+
+    # -- facts
+    @property
+    def nsteps(self) -> int:
+        return len(self.step_ends)
+
+    @property
+    def func_name(self) -> str:
+        fn = self.info.get("func_name")
+        if fn and fn in self.mod0:
+            return fn
+        return self.mod0.names()[0]
+
+    def workload_arg(self):
+        return (self.workload, dict(self.params)) if self.workload != CUSTOM else None
+
+    # -- URLs
+    def query(self, token: str | None = None, at: int | None | str = "keep", **extra) -> dict:
+        q: dict[str, Any] = {}
+        if self.workload == CUSTOM and self.src is not None:
+            q["src"] = encode_src(self.src)
+        for k, v in self.params.items():
+            if k in self.info["defaults"] and self.info["defaults"][k] == v:
+                continue
+            q[k] = v
+        tok = self.token if token is None else token
+        if tok:
+            q["t"] = tok
+        if at == "keep":
+            at = self.at if self.at != self.nsteps else None
+        if at is not None and tok:
+            q["at"] = at
+        q.update({k: v for k, v in extra.items() if v is not None})
+        return q
+
+    def url(self, token: str | None = None, at: int | None | str = "keep", path: str = "") -> str:
+        base = f"/explore/{self.workload}{path}"
+        q = self.query(token, at)
+        return base + ("?" + urlencode(q) if q else "")
+
+    def with_(self, token: str, at: int | None = None) -> str:
+        return self.url(token=token, at=at)
+
+    # -- programs
+    def prefix_trace(self, k: int):
+        """An engine Trace of the first ``k`` steps."""
+        n = self.step_ends[k - 1] if k > 0 else 0
+        if self.trace is None:
+            Trace = bridge.attr("schedule", "Trace")
+            wl = self.workload_arg()
+            try:
+                return Trace((), workload=wl)
+            except TypeError:
+                return Trace.from_json({"insts": []})
+        return self.trace.truncate(n)
+
+    def prefix_token(self, k: int) -> str:
+        """The token of a trace holding only the first ``k`` steps ('' for none)."""
+        if k <= 0 or self.trace is None:
+            return ""
+        return encode_trace(self.prefix_trace(k))
+
+    def new_schedule(self):
+        Schedule = bridge.attr("schedule", "Schedule")
+        wl = self.workload_arg()
+        try:
+            return Schedule(self.mod0, workload=wl) if wl is not None else Schedule(self.mod0)
+        except TypeError:
+            return Schedule(self.mod0)
+
+    def schedule_at(self, k: int):
+        """A Schedule with the first ``k`` steps applied (400 when replay fails)."""
+        sch = self.new_schedule()
+        if k == 0 or self.trace is None:
+            return sch
+        tr = self.prefix_trace(k)
+        try:
+            tr.apply_to_schedule(sch)
+        except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
+            raise AppError(400, "The trace does not replay",
+                           f"Step {k} of this trace cannot be applied to {self.workload}: {e}",
+                           back=self.url(token="", at=None), back_label="the initial program") from None
+        return sch
+
+    def mod_at(self, k: int):
+        """The program after ``k`` steps (replayed once per state, then cached in memory)."""
+        if k == 0:
+            return self.mod0
+        if k not in self._mods:
+            n = self.step_ends[k - 1]
+            key = (self.workload, tuple(sorted(self.params.items())), self.src,
+                   json.dumps(self.insts[:n], sort_keys=True, default=str))
+            with _MOD_LOCK:
+                hit = _STATE_CACHE.get(key)
+                if hit is not None:
+                    _STATE_CACHE.move_to_end(key)
+            if hit is None:
+                hit = self.schedule_at(k).mod
+                with _MOD_LOCK:
+                    _STATE_CACHE[key] = hit
+                    while len(_STATE_CACHE) > 256:
+                        _STATE_CACHE.popitem(last=False)
+            self._mods[k] = hit
+        return self._mods[k]
+
+
+def encode_trace(trace) -> str:
+    return trace.encode()

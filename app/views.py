@@ -1,0 +1,262 @@
+"""View models: everything a template needs for one pane, computed from a :class:`Session`.
+
+Routes stay thin: they decode the request into a Session, call one of these functions and
+render a template. Each pane degrades to "not available yet" when the engine part it needs
+has not landed (see :mod:`app.bridge`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup
+
+from . import bridge, diagram, diffview, measure, plots
+from .nodes import FuncTree, module_trees, names_to_sels, parse_sel
+from .primitives import block_prims, loop_prims
+from .session import Session, is_lookup
+
+
+# ---------------------------------------------------------------------------- gallery
+def gallery() -> dict:
+    from .session import workload_info, workload_names
+    try:
+        names = workload_names()
+    except bridge.NotAvailable as e:
+        return {"workloads": [], "unavailable": str(e)}
+    cards = []
+    for n in names:
+        try:
+            info = workload_info(n)
+        except Exception as e:  # noqa: BLE001 - one broken workload must not hide the rest
+            cards.append({"name": n, "title": n, "description": f"(cannot describe: {e})",
+                          "params": {}, "limits": {}})
+            continue
+        cards.append({"name": n, "title": info["title"], "description": info["description"],
+                      "params": info["defaults"], "limits": info["limits"]})
+    return {"workloads": cards, "unavailable": None}
+
+
+# ---------------------------------------------------------------------------- program pane
+@dataclass
+class Line:
+    no: int
+    text: str
+    sel: str | None = None          # selection id when a loop/block starts on this line
+    end: int | None = None          # last line of that loop/block
+    kind: str = ""
+    changed: bool = False
+
+
+def script_of(mod) -> str:
+    try:
+        return mod.script()
+    except ImportError as e:
+        raise bridge.NotAvailable("the program printer (engine.script)", str(e)) from None
+
+
+def program_lines(mod, trees: list[FuncTree], changed: set[int] | None = None) -> list[Line]:
+    changed = changed or set()
+    spans = []
+    try:
+        swp = bridge.attr("script", "script_with_spans")
+        text, spans = swp(mod)
+    except bridge.NotAvailable:
+        text = script_of(mod)
+    lines = [Line(i + 1, t, changed=(i + 1) in changed) for i, t in enumerate(text.splitlines())]
+    by_node: dict[int, Any] = {}
+    for t in trees:
+        by_node.update(t.by_node)
+    for sp in spans or []:
+        node = bridge.field(sp, "node")
+        start = bridge.field(sp, "start_line")
+        end = bridge.field(sp, "end_line")
+        entry = by_node.get(id(node))
+        if entry is None or not entry.sel or start is None:
+            continue
+        if 1 <= start <= len(lines) and lines[start - 1].sel is None:
+            ln = lines[start - 1]
+            ln.sel, ln.end, ln.kind = entry.sel, end or start, bridge.field(sp, "kind", "")
+    return lines
+
+
+# ---------------------------------------------------------------------------- steps
+def _fmt_value(v) -> str:
+    if v is None:
+        return "None"
+    if isinstance(v, str):
+        return v if v.replace("_", "").isalnum() else json.dumps(v)
+    return json.dumps(v)
+
+
+def inst_python(inst) -> str:
+    """A readable one-line form of ``[kind, inputs, attrs, outputs]`` (fallback label)."""
+    try:
+        kind, inputs, attrs, outputs = (list(inst) + [[], [], []])[:4]
+    except Exception:  # noqa: BLE001
+        return str(inst)
+    name = "".join("_" + c.lower() if c.isupper() else c for c in str(kind)).lstrip("_")
+    args = ", ".join(_fmt_value(x) for x in (inputs or []))
+    if attrs:
+        args += (", " if args else "") + ", ".join(_fmt_value(x) for x in attrs)
+    lhs = ", ".join(str(o) for o in (outputs or []))
+    return (f"{lhs} = " if lhs else "") + f"sch.{name}({args})"
+
+
+def python_lines(session: Session) -> list[str] | None:
+    """The engine's per-instruction Python, when it gives one line per instruction."""
+    if session.trace is None:
+        return None
+    try:
+        py = session.trace.steps()
+    except Exception:  # noqa: BLE001 - fall back to our own rendering of the instructions
+        return None
+    if isinstance(py, (list, tuple)) and len(py) == len(session.insts):
+        return [str(x) for x in py]
+    return None
+
+
+@dataclass
+class Step:
+    k: int
+    label: str
+    lookups: list = field(default_factory=list)
+    current: bool = False
+    future: bool = False
+
+
+def steps(session: Session) -> list[Step]:
+    py = python_lines(session)
+    out = [Step(0, "initial program", current=session.at == 0)]
+    start = 0
+    for k, end in enumerate(session.step_ends, start=1):
+        lines = [(py[i] if py else inst_python(session.insts[i])) for i in range(start, end)]
+        out.append(Step(k, lines[-1], lookups=lines[:-1], current=session.at == k,
+                        future=k > session.at))
+        start = end
+    return out
+
+
+# ---------------------------------------------------------------------------- explorer page
+def explorer(session: Session, sel: str | None = None) -> dict:
+    """Context for the whole explorer (all panes)."""
+    ctx: dict[str, Any] = {"s": session, "sel": sel}
+    mod = None
+    try:
+        mod = session.mod_at(session.at)
+    except bridge.NotAvailable as e:
+        ctx["schedule_unavailable"] = str(e)
+        mod = session.mod0
+        session.at = 0
+    ctx["mod"] = mod
+    trees = module_trees(mod)
+    ctx["trees"] = trees
+    # program + diff
+    ctx["program_error"] = None
+    changed: set[int] = set()
+    ctx["diff_rows"] = None
+    try:
+        after = script_of(mod)
+        if session.at > 0:
+            before = script_of(session.mod_at(session.at - 1))
+            rows = diffview.diff_rows(before, after)
+            ctx["diff_rows"] = rows
+            ctx["diff_summary"] = diffview.summary(rows)
+            changed = {r.new for r in rows if r.kind == "add"}
+        ctx["lines"] = program_lines(mod, trees, changed)
+    except bridge.NotAvailable as e:
+        ctx["lines"] = None
+        ctx["program_error"] = str(e)
+    ctx["svgs"] = [diagram.render_svg(t, title=t.func_name) for t in trees]
+    ctx["legend"] = diagram.KIND_STYLE
+    try:
+        ctx["steps"] = steps(session)
+    except Exception as e:  # noqa: BLE001
+        ctx["steps"] = [Step(0, "initial program", current=True)]
+        ctx["steps_error"] = str(e)
+    ctx["toolbar"] = toolbar(session, trees, sel)
+    ctx["schedule_available"] = bridge.has("schedule", "Schedule")
+    ctx["runtime_available"] = bridge.has("runtime", "build")
+    return ctx
+
+
+def toolbar(session: Session, trees: list[FuncTree], sel: str | None) -> dict:
+    parsed = parse_sel(sel) if sel else None
+    tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), None)
+    node = tree.by_sel.get(sel) if tree is not None else None
+    if node is None:
+        return {"sel": None, "node": None, "prims": [], "kind": None,
+                "stale": bool(sel)}
+    if node.is_loop:
+        prims = loop_prims(tree, node)
+        desc = f"loop {node.name} (extent {node.extent_text}, {node.kind})"
+    else:
+        prims = block_prims(tree, node.name)
+        desc = f"block {node.name}"
+    return {"sel": sel, "node": node, "prims": prims, "kind": "loop" if node.is_loop else "block",
+            "desc": desc, "stale": False}
+
+
+def refusal_highlight(exc, trees: list[FuncTree]) -> list[str]:
+    sels: list[str] = []
+    for node in getattr(exc, "nodes", None) or []:
+        for t in trees:
+            e = t.by_node.get(id(node))
+            if e is not None and e.sel and e.sel not in sels:
+                sels.append(e.sel)
+    for s in names_to_sels(trees, getattr(exc, "highlight", None) or []):
+        if s not in sels:
+            sels.append(s)
+    for s in getattr(exc, "sels", None) or []:
+        if s not in sels:
+            sels.append(s)
+    return sels
+
+
+# ---------------------------------------------------------------------------- measurements
+def measurements(session: Session) -> dict:
+    rows = []
+    unavailable = None
+    baseline = session.mod0 if session.workload_arg() is None else None
+    wl = session.workload_arg()
+    for k in range(0, session.nsteps + 1):
+        try:
+            mod = session.mod_at(k)
+        except bridge.NotAvailable as e:
+            unavailable = str(e)
+            break
+        res = measure.measure_step(mod, wl[0] if wl else None, wl[1] if wl else {},
+                                   func_name=session.func_name, baseline=baseline)
+        if res.get("stage") == "unavailable":
+            unavailable = res.get("error")
+            break
+        r = dict(res)
+        r["step"] = k
+        rows.append(r)
+    fig = plots.runtime_figure(rows, current=session.at) if rows else None
+    cur = next((r for r in rows if r["step"] == session.at), None)
+    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur}
+
+
+def code(session: Session, kind: str) -> dict:
+    mod = session.mod_at(session.at)
+    try:
+        rt, _ = measure.build(mod)
+    except bridge.NotAvailable as e:
+        return {"unavailable": str(e), "text": None, "kind": kind}
+    except Exception as e:  # noqa: BLE001
+        return {"unavailable": None, "error": f"compile failed: {e}", "text": None, "kind": kind}
+    try:
+        text = rt.get_source(kind)
+    except Exception as e:  # noqa: BLE001
+        return {"unavailable": None, "error": f"no {kind} text: {e}", "text": None, "kind": kind}
+    lines = text.splitlines()
+    limit = 3000
+    truncated = len(lines) > limit
+    return {"unavailable": None, "error": None, "kind": kind,
+            "text": "\n".join(lines[:limit]), "truncated": truncated, "nlines": len(lines)}
+
+
+def tojson_attr(v) -> Markup:
+    return Markup(json.dumps(v))

@@ -1,0 +1,146 @@
+/* Schedule Explorer page behaviour: selection, highlights, tabs, plots, copy link.
+ * Everything that changes program state goes through htmx requests to the server;
+ * this file only handles what is purely visual. No user text is ever inserted as HTML. */
+(function () {
+  "use strict";
+
+  function $(sel, root) { return (root || document).querySelector(sel); }
+  function $all(sel, root) { return Array.prototype.slice.call((root || document).querySelectorAll(sel)); }
+  function cssq(v) { return window.CSS && CSS.escape ? CSS.escape(v) : v.replace(/["\\]/g, "\\$&"); }
+
+  // ------------------------------------------------------------------ highlights
+  function markNodes(sels, cls, lineCls) {
+    $all("." + cls).forEach(function (e) { e.classList.remove(cls); });
+    $all(".line." + lineCls).forEach(function (e) { e.classList.remove(lineCls); });
+    sels.forEach(function (sel) {
+      if (!sel) return;
+      $all('[data-sel="' + cssq(sel) + '"]').forEach(function (e) {
+        e.classList.add(cls);
+        var start = parseInt(e.getAttribute("data-start") || "0", 10);
+        var end = parseInt(e.getAttribute("data-end") || "0", 10);
+        if (start && end) {
+          for (var i = start; i <= end; i++) {
+            var line = $('#program-pane .line[data-line="' + i + '"]');
+            if (line) line.classList.add(lineCls);
+          }
+        }
+      });
+    });
+  }
+
+  function refreshHighlights() {
+    var tb = $("#toolbar");
+    var sel = tb ? tb.getAttribute("data-selected") : "";
+    markNodes(sel ? [sel] : [], "selected", "in-sel");
+    var msg = $("#message");
+    var bad = msg && msg.getAttribute("data-highlight");
+    markNodes(bad ? bad.split(" ") : [], "offending", "in-bad");
+  }
+
+  function select(sel) {
+    var tb = $("#toolbar");
+    if (!tb) return;
+    tb.setAttribute("data-selected", sel || "");
+    refreshHighlights();
+    var url = tb.getAttribute("data-toolbar-url");
+    if (!url) return;
+    if (sel) url += (url.indexOf("?") >= 0 ? "&" : "?") + "sel=" + encodeURIComponent(sel);
+    htmx.ajax("GET", url, { target: "#toolbar", swap: "outerHTML" });
+  }
+
+  document.addEventListener("click", function (ev) {
+    var t = ev.target;
+    if (!(t instanceof Element)) return;
+    var node = t.closest("[data-sel]");
+    if (node && !t.closest("form")) { ev.preventDefault(); select(node.getAttribute("data-sel")); return; }
+    if (t.closest("[data-deselect]")) { select(""); return; }
+    var tab = t.closest(".tab[data-tab]");
+    if (tab) { showTab(tab.getAttribute("data-tab")); return; }
+    if (t.closest("#copy-link")) { copyLink(); return; }
+  });
+
+  document.addEventListener("keydown", function (ev) {
+    var t = ev.target;
+    if (t instanceof Element && t.matches("[data-sel]") && (ev.key === "Enter" || ev.key === " ")) {
+      ev.preventDefault();
+      select(t.getAttribute("data-sel"));
+      return;
+    }
+    if (t instanceof Element && t.closest("input, textarea, select")) return;
+    if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+    if (ev.key === "[") clickKey("undo");
+    else if (ev.key === "]") clickKey("redo");
+    else if (ev.key === "Escape") select("");
+  });
+
+  function clickKey(key) {
+    var a = $('[data-key="' + key + '"]');
+    if (a) a.click();
+  }
+
+  // ------------------------------------------------------------------ tabs
+  function showTab(id) {
+    $all(".tab[data-tab]").forEach(function (b) {
+      var on = b.getAttribute("data-tab") === id;
+      b.setAttribute("aria-selected", on ? "true" : "false");
+      var panel = document.getElementById(b.getAttribute("data-tab"));
+      if (panel) panel.hidden = !on;
+    });
+  }
+
+  // ------------------------------------------------------------------ copy link
+  function copyLink() {
+    var input = $("#share-url");
+    var btn = $("#copy-link");
+    if (!input) return;
+    var done = function () { if (btn) { btn.textContent = "Copied"; setTimeout(function () { btn.textContent = "Copy link"; }, 1500); } };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(input.value).then(done, function () { input.select(); });
+    } else {
+      input.select();
+      try { document.execCommand("copy"); done(); } catch (e) { /* selected for manual copy */ }
+    }
+  }
+
+  // ------------------------------------------------------------------ plots
+  function drawPlots(root) {
+    if (!window.Plotly) return;
+    var els = $all("[data-plotly]", root);
+    if (root.matches && root.matches("[data-plotly]")) els.push(root);
+    els.forEach(function (el) {
+      try {
+        var fig = JSON.parse(el.getAttribute("data-plotly"));
+        Plotly.newPlot(el, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+        el.setAttribute("data-drawn", "1");
+      } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
+    });
+  }
+
+  // ------------------------------------------------------------------ htmx hooks
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var st = ev.detail.xhr.status;
+    // refusals (422) and bad requests come back as a message box: show it
+    if (st >= 400 && st < 600) {
+      var tgt = ev.detail.target;
+      if (tgt && (tgt.id === "message" || tgt.id === "toolbar" || tgt.closest("#measure-pane") || tgt.closest(".codeview"))) {
+        ev.detail.shouldSwap = true;
+        ev.detail.isError = false;
+        if (tgt.id !== "message") {
+          ev.detail.target = $("#message");
+        }
+      }
+    }
+  });
+  document.addEventListener("htmx:responseError", function () {
+    var msg = $("#message");
+    if (msg) { msg.className = "message msg-error"; msg.textContent = "The server could not answer this request. Try again."; }
+  });
+  document.addEventListener("htmx:sendError", function () {
+    var msg = $("#message");
+    if (msg) { msg.className = "message msg-error"; msg.textContent = "The server cannot be reached. Is it still running?"; }
+  });
+  document.addEventListener("htmx:afterSettle", refreshHighlights);
+
+  htmx.onLoad(function (root) { drawPlots(root); });
+  document.addEventListener("DOMContentLoaded", refreshHighlights);
+})();
