@@ -264,6 +264,14 @@ class Lesson:
         return self.trace_at(n, params).as_python()
 
 
+def _loop_refs(a: dict) -> list:
+    refs = []
+    if "loop" in a:
+        refs.append(a["loop"])
+    refs.extend(a.get("loops") or [])
+    return refs
+
+
 def _norm(name: str) -> str:
     return name.replace("_", "").lower()
 
@@ -398,6 +406,13 @@ def _parse_step(i: int, raw: Any, source: str, bound: set[str]) -> Step:
             validate_action(action, f"{where}.action")
         except ActionError as exc:
             raise LessonError(str(exc), source) from None
+        if not (action.get("block") or action.get("loop_block")):
+            for ref in _loop_refs(action):
+                if isinstance(ref, str) and ref not in bound:
+                    raise LessonError(
+                        f"loop {ref!r} is not bound by an earlier step's \"outputs\"; add "
+                        "\"block\" (or \"loop_block\") naming the block it belongs to",
+                        source, f"{where}.action")
         bound.update(action.get("outputs") or [])
     look_at = raw.get("look_at", "program")
     if look_at not in LOOK_AT:

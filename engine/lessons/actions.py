@@ -172,18 +172,40 @@ def _block_names(sch: Any, func_name: str | None) -> list[str]:
     return [b.name_hint for b in collect(func.body, Block) if b.name_hint != "root"]
 
 
+def _node_name(sch: Any, rv: Any) -> str | None:
+    """The current name of a handle's block/loop, or None if the handle is dead."""
+    try:
+        if hasattr(sch, "is_alive") and not sch.is_alive(rv):
+            return None
+        node = sch.get(rv)
+    except Exception:  # noqa: BLE001
+        return None
+    if hasattr(node, "loop_var"):
+        return node.loop_var.name
+    return getattr(node, "name_hint", None)
+
+
 def _get_block(sch: Any, name: str, env: dict, action: dict):
     if name in env:
         return env[name]
+    # handles found earlier are reused while they still name the same block, so a lesson's
+    # trace reads like the course's code (one get_block per block, not one per step)
+    cache = env.setdefault(("blocks",), {})
+    rv = cache.get(name)
+    if rv is not None and _node_name(sch, rv) == name:
+        return rv
     func_name = _func_name(sch, action)
     try:
         if func_name is None:
-            return sch.get_block(name)
-        return sch.get_block(name, func_name=func_name)
+            rv = sch.get_block(name)
+        else:
+            rv = sch.get_block(name, func_name=func_name)
     except Exception as exc:  # noqa: BLE001 - re-raised with what exists
         have = ", ".join(_block_names(sch, func_name)) or "none"
         raise ActionError(f"there is no block named {name!r} at this point "
                           f"(blocks now: {have})") from exc
+    cache[name] = rv
+    return rv
 
 
 def _loop_name(sch: Any, loop_rv: Any) -> str | None:
@@ -203,7 +225,13 @@ def _get_loop(sch: Any, ref: Any, env: dict, action: dict):
         raise ActionError(f"loop {ref!r} is not a name bound by an earlier step; say which "
                           "block it belongs to with \"block\" or \"loop_block\"")
     block = _get_block(sch, owner, env, action)
+    cache = env.setdefault(("loops", owner), [])
+    if isinstance(ref, str):
+        for rv in cache:
+            if _node_name(sch, rv) == ref:
+                return rv
     loops = list(sch.get_loops(block))
+    env[("loops", owner)] = loops
     if _is_int(ref):
         if not -len(loops) <= ref < len(loops):
             raise ActionError(f"block {owner!r} has {len(loops)} loops; position {ref} "

@@ -66,9 +66,9 @@ def workload_info(name: str) -> tuple[str, dict]:
     """(description, default params) of a preset workload."""
     info = _info(name)
     desc = _get(info, "description", "") or ""
-    params = _get(info, "params", None)
+    params = _get(info, "defaults", None)
     if params is None:
-        params = _get(info, "defaults", {}) or {}
+        params = _get(info, "params", {}) or {}
     desc = " ".join(str(desc).split())
     return desc, dict(params)
 
@@ -98,7 +98,7 @@ def main_func(mod: Any, workload: str | None = None) -> str:
         return names[0]
     if workload is not None:
         try:
-            f = _get(_info(workload), "func", None) or _get(_info(workload), "entry", None)
+            f = _get(_info(workload), "func_name", None)
         except Exception:  # noqa: BLE001
             f = None
         if f in names:
@@ -157,13 +157,10 @@ def load_trace(source: Any, workload: str | None = None):
 
 
 def _from_json(T: Any, doc: Any, workload: str | None):
-    if isinstance(doc, list):
-        try:
-            return T.from_json(doc, workload=(workload, {}))
-        except TypeError:
-            return T.from_json({"format": "schedule-explorer/trace", "version": 1,
-                                "workload": {"name": workload, "params": {}}, "insts": doc})
-    return T.from_json(doc)
+    trace = T.from_json(doc)
+    if getattr(trace, "workload", None) is None and workload is not None:
+        trace = T(trace.insts, (workload, {}))
+    return trace
 
 
 def trace_doc(trace: Any) -> dict:
@@ -195,7 +192,9 @@ def _plain(exc: BaseException) -> str:
 
 def _kind_label(inst: Any) -> tuple[str, str, bool]:
     """(kind, label, mutates) of a trace instruction."""
-    kind = inst[0] if isinstance(inst, (list, tuple)) and inst else "?"
+    kind = getattr(inst, "kind", None)
+    if kind is None:
+        kind = inst[0] if isinstance(inst, (list, tuple)) and inst else "?"
     try:
         from engine.schedule.registry import lookup_kind  # noqa: PLC0415
         prim = lookup_kind(kind)
@@ -220,22 +219,33 @@ def replay_steps(trace: Any, workload: str | None = None, params: dict | None = 
     name, wl_params = trace_workload(trace, workload)
     if params is not None:
         wl_params = {**wl_params, **params}
-    doc = trace_doc(trace)
-    insts = list(doc.get("insts") or [])
+    insts = list(trace.insts)
+    try:
+        lines = list(trace.steps())
+    except Exception:  # noqa: BLE001 - labels are cosmetic
+        lines = []
     sch = new_schedule(name, wl_params)
     yield ReplayStep(0, "", "(original)", sch.mod)
-    T = _trace_cls()
     for n, inst in enumerate(insts, start=1):
         kind, method, mutates = _kind_label(inst)
-        prefix = dict(doc, insts=insts[:n])
-        prefix["workload"] = {"name": name, "params": wl_params}
         fresh = new_schedule(name, wl_params)
         try:
-            T.from_json(prefix).apply_to_schedule(fresh)
+            trace.truncate(n).apply_to_schedule(fresh)
         except Exception as exc:  # noqa: BLE001 - ScheduleError / TraceError
-            raise ReplayError(f"step {n} ({method}) cannot be applied: {_plain(exc)}") from None
+            msg = _plain(exc)
+            if not msg.startswith("step "):
+                msg = f"step {n} ({method}) cannot be applied: {msg}"
+            raise ReplayError(msg) from None
         if mutates:
-            yield ReplayStep(n, kind, method, fresh.mod)
+            yield ReplayStep(n, kind, _label(lines[n - 1] if n <= len(lines) else None, method),
+                             fresh.mod)
+
+
+def _label(line: str | None, method: str) -> str:
+    """``j0, j1 = sch.split(j, factors=[None, 4])`` -> ``split(j, factors=[None, 4])``."""
+    if not line or "sch." not in line:
+        return method
+    return line.split("sch.", 1)[1]
 
 
 def schedule_of(solution: Any, workload: str, params: dict | None = None):
@@ -290,23 +300,27 @@ def check_module(mod: Any, workload: str, params: dict, rtol: float = 1e-4,
     rt = _build(mod)
     func = main_func(mod, workload)
     args = _args(workload, params)
-    ref_args = [a.copy() for a in args]
-    engine.workloads.reference(workload, **params)(*ref_args)
+    n_in = int(_get(_info(workload), "num_inputs", len(args) - 1))
+    want = engine.workloads.reference(workload, **params)(*[a.copy() for a in args[:n_in]])
+    wants = list(want) if isinstance(want, (tuple, list)) else [want]
     try:
         rt[func](*args)
     except Exception as exc:  # noqa: BLE001
         raise BuildFailure(f"running the compiled program failed: {_plain(exc)}") from None
     worst = 0.0
-    for got, want in zip(args, ref_args):
-        if got.shape != want.shape:
-            return Check(False, "an output has the wrong shape")
-        if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
-            err = float(np.max(np.abs(got.astype("float64") - want.astype("float64"))))
-            bad = int(np.sum(~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)))
+    for got, exp in zip(args[n_in:], wants):
+        exp = np.asarray(exp)
+        if got.shape != exp.shape:
+            return Check(False, f"an output has shape {got.shape}, numpy's has {exp.shape}")
+        close = np.isclose(got, exp, rtol=rtol, atol=atol, equal_nan=True)
+        diff = np.abs(got.astype("float64") - exp.astype("float64"))
+        if not close.all():
+            bad = int(close.size - np.count_nonzero(close))
             return Check(False, f"{bad} of {got.size} output elements differ from numpy "
-                                f"(largest difference {err:.3g})", err)
-        if got.size and np.issubdtype(got.dtype, np.floating):
-            worst = max(worst, float(np.max(np.abs(got - want))))
+                                f"(largest difference {float(np.nanmax(diff)):.3g})",
+                         float(np.nanmax(diff)))
+        if diff.size:
+            worst = max(worst, float(np.nanmax(diff)))
     return Check(True, "matches numpy", worst)
 
 
