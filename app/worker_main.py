@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import inspect
 import os
+import pickle
 import resource
 import signal
 import sys
@@ -144,7 +146,8 @@ def _debug(kind: str) -> Callable[[JobContext], None]:
                 t0 = time.monotonic()
                 time.sleep(float(arg or 0))
                 t1 = time.monotonic()
-            ctx.emit(timing_window=[t0, t1], cores=cores, pid=os.getpid())
+                affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+            ctx.emit(timing_window=[t0, t1], cores=cores, pid=os.getpid(), affinity=affinity)
         else:
             raise ValueError(f"unknown debug action {kind!r}")
     return run
@@ -159,7 +162,10 @@ def _load(ctx: JobContext):
     job = ctx.job
     params = dict(job.get("params") or {})
     workload = job.get("workload")
-    if job.get("program"):
+    if job.get("module") is not None:
+        # Pickled by the server itself from its own IRModule (never user bytes).
+        mod = pickle.loads(job["module"])
+    elif job.get("program"):
         mod = engine.parse(job["program"])
     elif job.get("trace") is not None or job.get("token"):
         trace = (engine.Trace.decode(job["token"]) if job.get("token")
@@ -332,7 +338,28 @@ def act_cache(ctx: JobContext) -> None:
     ctx.emit(cache=_plain(res))
 
 
+def act_step(ctx: JobContext) -> None:
+    """One explorer step exactly as the web app measures it (``app.measure.measure_step``),
+    run here instead of in the server; its timing runs inside a timing slot."""
+    from app import measure
+    mod, func_name = _load(ctx)
+    job = ctx.job
+    baseline = pickle.loads(job["baseline"]) if job.get("baseline") is not None else None
+    kwargs: dict[str, Any] = {"func_name": func_name, "baseline": baseline}
+    ncores = (os.cpu_count() or 1) if _is_parallel(mod) else 1
+    params = dict(job.get("params") or {})
+    accepts_slot = "timing_slot" in inspect.signature(measure.measure_step).parameters
+    if accepts_slot:
+        res = measure.measure_step(mod, job.get("workload"), params,
+                                   timing_slot=lambda: ctx.timing_slot(ncores), **kwargs)
+    else:   # older measure_step: hold the slot for the whole step (correct, less overlap)
+        with ctx.timing_slot(ncores):
+            res = measure.measure_step(mod, job.get("workload"), params, **kwargs)
+    ctx.emit(step=_plain(res))
+
+
 ACTIONS: dict[str, Callable[[JobContext], None]] = {
+    "step": act_step,
     "compile": act_compile, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache,
 }

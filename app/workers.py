@@ -43,6 +43,7 @@ import itertools
 import logging
 import multiprocessing
 import os
+import pickle
 import secrets
 import signal
 import threading
@@ -58,7 +59,7 @@ __all__ = ["Job", "JobResult", "Ticket", "MeasurePool", "PoolConfig", "QueueFull
 
 #: The actions of a normal explorer step.
 STEP_ACTIONS = ("compile", "check", "time", "source")
-_ENGINE_ACTIONS = {"compile", "check", "time", "source", "cache"}
+_ENGINE_ACTIONS = {"step", "compile", "check", "time", "source", "cache"}
 
 
 class QueueFull(RuntimeError):
@@ -82,7 +83,9 @@ class PoolClosed(RuntimeError):
 class Job:
     """One unit of work for a worker, made of plain data only.
 
-    The program is given by exactly one of: ``program`` (TVMScript text), ``trace`` (a trace
+    The program is given by exactly one of: ``module`` (an IRModule pickled by the server
+    itself — see :func:`step_job`; never bytes from a user), ``program`` (TVMScript text),
+    ``trace`` (a trace
     JSON document, replayed on ``workload``/``params``), ``token`` (a URL trace token), or a
     bare ``workload`` (the preset program).  ``actions`` are run in order (see
     :mod:`app.worker_main`).  ``time_limit_s`` overrides the pool's limit for this job.
@@ -90,6 +93,8 @@ class Job:
 
     actions: tuple[str, ...] = STEP_ACTIONS
     program: str | None = None
+    module: bytes | None = None
+    baseline: bytes | None = None
     workload: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     trace: Any = None
@@ -115,6 +120,12 @@ class Job:
                     **kw: Any) -> "Job":
         return cls(actions=tuple(actions), program=program, workload=workload,
                    params=dict(params or {}), **kw)
+
+    @classmethod
+    def for_module(cls, mod: Any, actions: Iterable[str] = STEP_ACTIONS, **kw: Any) -> "Job":
+        """A job on an IRModule the server holds (pickled; identity of vars is preserved)."""
+        return cls(actions=tuple(actions), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+                   **kw)
 
     @classmethod
     def debug(cls, what: str, arg: Any = None, **kw: Any) -> "Job":
@@ -441,13 +452,22 @@ class _Worker:
         remaining = float(limit)
         t_start = time.monotonic()
         busy = 0.0
-        pid = self.pid
+        for attempt in range(2):
+            conn, proc, pid = self.conn, self.proc, self.pid   # close() may kill from elsewhere
+            try:
+                conn.send(("job", wire))
+                break
+            except (OSError, ValueError, AttributeError):
+                # The worker died while idle (killed from outside?): start another, retry once.
+                self.replace()
+                if attempt == 1 or not self._ensure_process():
+                    return JobResult("error", "no measurement worker could be started — "
+                                              "the step is kept but not measured")
         try:
-            self.conn.send(("job", wire))
             while True:
                 t0 = time.monotonic()
                 try:
-                    has = self.conn.poll(max(remaining, 0.0))
+                    has = conn.poll(max(remaining, 0.0))
                 except (EOFError, OSError):
                     has = True       # recv below reports the broken pipe
                 if not has:
@@ -460,9 +480,9 @@ class _Worker:
                         f"skipped, the trace is kept",
                         data, busy, worker_pid=pid)
                 try:
-                    msg = self.conn.recv()
-                except (EOFError, OSError):
-                    return self._crashed(data, time.monotonic() - t_start, pid)
+                    msg = conn.recv()
+                except (EOFError, OSError, TypeError):
+                    return self._crashed(proc, data, time.monotonic() - t_start, pid)
                 dt = time.monotonic() - t0
                 remaining -= dt
                 busy += dt
@@ -475,7 +495,10 @@ class _Worker:
                         self.replace()
                         return JobResult("shutdown", str(PoolClosed()), data, busy,
                                          worker_pid=pid)
-                    self.conn.send(("go", held))
+                    try:
+                        conn.send(("go", held))
+                    except (OSError, ValueError):
+                        return self._crashed(proc, data, time.monotonic() - t_start, pid)
                 elif kind == "timing_done":
                     if held is not None:
                         pool._slots.release(held)
@@ -496,8 +519,8 @@ class _Worker:
             if held is not None:
                 pool._slots.release(held)
 
-    def _crashed(self, data: dict[str, Any], elapsed: float, pid: int | None) -> JobResult:
-        proc = self.proc
+    def _crashed(self, proc: Any, data: dict[str, Any], elapsed: float,
+                 pid: int | None) -> JobResult:
         code = None
         if proc is not None:
             with contextlib.suppress(Exception):
@@ -691,3 +714,43 @@ class MeasurePool:
             self._stats["completed"] += 1
             self._stats[f"status:{result.status}"] += 1
         ticket._finish(result)
+
+
+# --------------------------------------------------------------------------- the web app's seam
+def step_job(mod: Any, workload: str | None, params: dict[str, Any], *,
+             func_name: str | None = None, baseline: Any = None,
+             time_limit_s: float | None = None) -> Job:
+    """The job for one explorer step: ``app.measure.measure_step`` run in a worker."""
+    return Job(actions=("step",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+               baseline=(pickle.dumps(baseline, pickle.HIGHEST_PROTOCOL)
+                         if baseline is not None else None),
+               workload=workload, params=dict(params), func_name=func_name,
+               time_limit_s=time_limit_s)
+
+
+_STAGE_OF_ACTION = {"compile": "compile", "check": "check", "time": "time", "step": "time"}
+
+
+def step_dict(result: JobResult, program_hash: str) -> dict[str, Any]:
+    """A :class:`JobResult` of :func:`step_job` as ``measure_step``'s dict.
+
+    A successful job returns the worker's dict as is; a timeout, crash or out-of-memory
+    becomes ``{"ok": False, "stage": ..., "error": <the pool's sentence>, ...}`` keeping
+    whatever the worker reported before it stopped, plus ``"status"`` (the pool's status)
+    so the page can tell "timed out" from "wrong result".
+    """
+    step = result.data.get("step")
+    if result.ok and isinstance(step, dict):
+        out = dict(step)
+        out.setdefault("status", "ok")
+        return out
+    out = {"hash": program_hash, "ok": False, "stage": "compile", "error": None,
+           "compile_ms": None, "time_ms": None, "gflops": None, "numpy_ms": None,
+           "correct": None, "max_abs_err": None, "detail": ""}
+    if isinstance(step, dict):
+        out.update(step)
+    out.update(ok=False, error=result.message or f"the step failed ({result.status})",
+               status=result.status,
+               stage=_STAGE_OF_ACTION.get(result.failed_action or "", out.get("stage") or "time")
+               if result.status == "error" else "measure")
+    return out
