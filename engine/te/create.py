@@ -45,6 +45,8 @@ class _Rewriter(Mutator):
     def visit_Var(self, v: E.Var) -> E.PrimExpr:
         return self.vmap.get(v, v)
 
+    visit_ReduceAxis = visit_Var
+
 
 def _topo_order(outputs: Sequence[Tensor]) -> list[Tensor]:
     order: list[Tensor] = []
@@ -94,7 +96,7 @@ def _stage(t: Tensor, buffers: dict) -> Any:
         kind = IterType.SPATIAL if d < len(t.shape) else IterType.REDUCE
         iter_vars.append(IterVar(E.Var("v" + lv.name, "int32"),
                                  Range(E.IntImm("int32", lo), E.IntImm("int32", ext)), kind))
-    vmap = {v: iv.var for v, iv in zip(list(op.axis) + [a.var for a in red], iter_vars)}
+    vmap = {v: iv.var for v, iv in zip(list(op.axis) + list(red), iter_vars)}
     rw = _Rewriter(buffers, vmap)
     out_buf = buffers[t.buffer]
     out_idx = tuple(iv.var for iv in iter_vars[:len(t.shape)])

@@ -22,6 +22,7 @@ from engine.ir.buffer import Buffer, Range
 from engine.ir.dtype import (DTypeError, check_dtype, element_of, is_bool, is_float, is_int,
                               lanes_of)
 from engine.ir.functor import post_order_visit
+from engine.ir.node import node
 
 __all__ = ["TeError", "Tensor", "ReduceAxis", "Reduce", "PlaceholderOp", "ComputeOp",
            "placeholder", "compute", "reduce_axis", "reduction", "identity_value"]
@@ -37,8 +38,6 @@ _TENSOR_OF_BUFFER: "weakref.WeakKeyDictionary[Buffer, Tensor]" = weakref.WeakKey
 
 def _as_expr(v: Any, what: str = "value", dtype_hint: str | None = None) -> E.PrimExpr:
     """Python number / Var / ReduceAxis / PrimExpr -> PrimExpr, with a clear error."""
-    if isinstance(v, ReduceAxis):
-        return v.var
     if isinstance(v, Reduce):
         raise TeError(
             f"a reduction (te.{v.combiner}) cannot be used inside another expression "
@@ -93,53 +92,25 @@ def _check_name(name: Any, what: str) -> str:
     return name
 
 
-class ReduceAxis:
+@node
+class ReduceAxis(E.Var):
     """A reduction axis from :func:`reduce_axis` (TVM's ``IterVar`` of kind reduce).
 
-    Use it in index expressions (``A[i, k]``, ``k + 1``) and pass it to
-    ``te.sum(..., axis=k)``.  ``var`` is the underlying :class:`~engine.ir.Var`,
-    ``dom`` the :class:`~engine.ir.Range` it iterates over.
+    It *is* a variable, so it can be used in any index expression (``A[i, k]``,
+    ``i * 2 + k``); ``dom`` is the :class:`~engine.ir.Range` it iterates over and
+    ``var`` returns the axis itself (TVM's ``IterVar.var``).  Reduce axes never appear in
+    a created PrimFunc: :func:`create_prim_func` replaces them by block iter vars.
     """
 
-    __slots__ = ("var", "dom", "__weakref__")
-
-    def __init__(self, var: E.Var, dom: Range):
-        self.var = var
-        self.dom = dom
+    dom: Any = None
 
     @property
-    def name(self) -> str:
-        return self.var.name
-
-    @property
-    def dtype(self) -> str:
-        return self.var.dtype
+    def var(self) -> "ReduceAxis":
+        return self
 
     def __repr__(self) -> str:
-        return (f"reduce_axis(({self.dom.min.value}, "
-                f"{self.dom.min.value + self.dom.extent.value}), name={self.name!r})")
-
-    # arithmetic delegates to the variable so that ``k + 1`` or ``i * 2 + k`` work
-    def __add__(self, o): return self.var + _unwrap(o)
-    def __radd__(self, o): return _unwrap(o) + self.var
-    def __sub__(self, o): return self.var - _unwrap(o)
-    def __rsub__(self, o): return _unwrap(o) - self.var
-    def __mul__(self, o): return self.var * _unwrap(o)
-    def __rmul__(self, o): return _unwrap(o) * self.var
-    def __floordiv__(self, o): return self.var // _unwrap(o)
-    def __rfloordiv__(self, o): return _unwrap(o) // self.var
-    def __mod__(self, o): return self.var % _unwrap(o)
-    def __rmod__(self, o): return _unwrap(o) % self.var
-    def __neg__(self): return -self.var
-    def __lt__(self, o): return self.var < _unwrap(o)
-    def __le__(self, o): return self.var <= _unwrap(o)
-    def __gt__(self, o): return self.var > _unwrap(o)
-    def __ge__(self, o): return self.var >= _unwrap(o)
-    __hash__ = object.__hash__
-
-
-def _unwrap(o: Any) -> Any:
-    return o.var if isinstance(o, ReduceAxis) else o
+        lo, ext = self.dom.min.value, self.dom.extent.value
+        return f"reduce_axis(({lo}, {lo + ext}), name={self.name!r})"
 
 
 def reduce_axis(dom: Any, name: str = "rv") -> ReduceAxis:
@@ -168,7 +139,7 @@ def reduce_axis(dom: Any, name: str = "rv") -> ReduceAxis:
     if ext <= 0:
         raise TeError(f"te.reduce_axis({dom!r}, name={name!r}) is empty; "
                       "end must be greater than begin")
-    return ReduceAxis(E.Var(name, "int32"), Range(E.IntImm("int32", lo), E.IntImm("int32", ext)))
+    return ReduceAxis(name, "int32", Range(E.IntImm("int32", lo), E.IntImm("int32", ext)))
 
 
 # ---------------------------------------------------------------------------
@@ -426,7 +397,7 @@ def _find_inputs(body) -> tuple:
 def _check_vars(body, axis: tuple, name: str) -> None:
     allowed = {id(v) for v in axis}
     red = body.axes if isinstance(body, Reduce) else ()
-    allowed_red = {id(a.var): a for a in red}
+    allowed_red = {id(a): a for a in red}
     problems: list[str] = []
 
     def fn(n):
