@@ -1,0 +1,235 @@
+"""Read/write region inference for a block whose script omits ``T.reads``/``T.writes``.
+
+TVM completes such blocks from their bodies; this module does the same, simply:
+
+* every ``BufferLoad`` is a read and every ``BufferStore`` a write (nested blocks contribute
+  their own declared regions, with their axes replaced by their bindings);
+* regions stay in terms of the block's own axes (``A[vi, vk]``); variables of loops *inside*
+  the block are relaxed over their ranges: per dimension, an affine index
+  ``c0 + sum(c * v)`` gets ``[min, max]`` from the signs of its coefficients;
+* several accesses to one buffer are merged per dimension when they differ only by
+  constants (``vi`` and ``vi + 1`` give ``vi:vi + 2``); otherwise, or for a non-affine
+  index that involves a relaxed loop variable, the whole dimension is used;
+* buffers appear in order of first access, and (as TVM does) when the block has an
+  ``init`` statement, the written buffers are not listed as reads.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.buffer import Buffer, BufferRegion, Range
+from engine.ir.dtype import is_int
+from engine.ir.functor import pre_order_visit, substitute
+from engine.ir.structural import structural_equal
+
+__all__ = ["infer_block_regions", "linear_form"]
+
+
+def linear_form(e: Any) -> tuple[dict, int] | None:
+    """``e`` as ``({id(var): [var, coeff]}, const)`` when it is affine in its variables."""
+    t = type(e)
+    if t is E.IntImm:
+        return {}, e.value
+    if t is E.Var:
+        return {id(e): [e, 1]}, 0
+    if t is E.Add or t is E.Sub:
+        la, lb = linear_form(e.a), linear_form(e.b)
+        if la is None or lb is None:
+            return None
+        sign = 1 if t is E.Add else -1
+        terms = {k: [v, c] for k, (v, c) in la[0].items()}
+        for k, (v, c) in lb[0].items():
+            if k in terms:
+                terms[k][1] += sign * c
+            else:
+                terms[k] = [v, sign * c]
+        return {k: vc for k, vc in terms.items() if vc[1] != 0}, la[1] + sign * lb[1]
+    if t is E.Mul:
+        la, lb = linear_form(e.a), linear_form(e.b)
+        if la is None or lb is None:
+            return None
+        if not la[0]:
+            la, lb = lb, la
+        if lb[0]:
+            return None  # product of two variables
+        k = lb[1]
+        return {key: [v, c * k] for key, (v, c) in la[0].items() if c * k != 0}, la[1] * k
+    return None
+
+
+class _Access:
+    __slots__ = ("buffer", "dims")
+
+    def __init__(self, buffer: Buffer):
+        self.buffer = buffer
+        self.dims: list[list] = [[] for _ in buffer.shape]  # per dim: [(expr, extent), ...]
+
+
+class _Collector:
+    def __init__(self):
+        self.reads: dict[int, _Access] = {}
+        self.writes: dict[int, _Access] = {}
+        self.relax: dict[int, tuple[int, int] | None] = {}  # loop var id -> (lo, hi) or None
+
+    def add(self, table: dict, buffer: Buffer, per_dim: list) -> None:
+        acc = table.get(id(buffer))
+        if acc is None:
+            acc = table[id(buffer)] = _Access(buffer)
+        if len(per_dim) != len(acc.dims):  # malformed access: treat as whole buffer
+            acc.dims = [[(None, None)] for _ in acc.dims]
+            return
+        for slot, item in zip(acc.dims, per_dim):
+            slot.append(item)
+
+    def expr(self, e: Any) -> None:
+        if e is None or not isinstance(e, E.PrimExpr):
+            return
+
+        def fn(x: Any) -> None:
+            if type(x) is E.BufferLoad:
+                self.add(self.reads, x.buffer, [(i, 1) for i in x.indices])
+
+        pre_order_visit(e, fn)
+
+    def stmt(self, s: Any) -> None:
+        t = type(s)
+        if s is None:
+            return
+        if t is S.SeqStmt:
+            for x in s.seq:
+                self.stmt(x)
+        elif t is S.BufferStore:
+            self.add(self.writes, s.buffer, [(i, 1) for i in s.indices])
+            for i in s.indices:
+                self.expr(i)
+            self.expr(s.value)
+        elif t is S.For:
+            self.expr(s.min)
+            self.expr(s.extent)
+            if type(s.min) is E.IntImm and type(s.extent) is E.IntImm and s.extent.value > 0:
+                self.relax[id(s.loop_var)] = (s.min.value, s.min.value + s.extent.value - 1)
+            else:
+                self.relax[id(s.loop_var)] = None
+            self.stmt(s.body)
+        elif t is S.IfThenElse:
+            self.expr(s.condition)
+            self.stmt(s.then_case)
+            self.stmt(s.else_case)
+        elif t is S.Evaluate:
+            self.expr(s.value)
+        elif t is S.LetStmt:
+            self.expr(s.value)
+            self.stmt(s.body)
+        elif t is S.Allocate:
+            self.stmt(s.body)
+        elif t is S.BlockRealize:
+            blk = s.block
+            for v in s.iter_values:
+                self.expr(v)
+            self.expr(s.predicate)
+            vmap = {iv.var: val for iv, val in zip(blk.iter_vars, s.iter_values)}
+            local = {id(b) for b in blk.alloc_buffers}
+            for table, regions in ((self.reads, blk.reads), (self.writes, blk.writes)):
+                for r in regions:
+                    if id(r.buffer) in local:
+                        continue
+                    per_dim = []
+                    for rg in r.region:
+                        mn = substitute(rg.min, vmap) if vmap else rg.min
+                        ext = rg.extent.value if type(rg.extent) is E.IntImm else None
+                        per_dim.append((mn, ext))
+                    self.add(table, r.buffer, per_dim)
+
+    # ------------------------------------------------------------------
+    def _dim_region(self, buffer: Buffer, d: int, items: list) -> Range:
+        full = Range(E.IntImm(buffer.shape[d].dtype, 0), buffer.shape[d])
+        first_expr, first_ext = items[0]
+        if first_expr is None or first_ext is None:
+            return full
+        if all(x is first_expr or (ext == first_ext and x is not None
+                                   and structural_equal(x, first_expr))
+               for x, ext in items[1:]) and not self._mentions_relaxed(first_expr):
+            return Range(first_expr, E.IntImm(first_expr.dtype, first_ext))
+        base_terms = None
+        lo = hi = None
+        for x, ext in items:
+            if x is None or ext is None or not is_int(x.dtype):
+                return full
+            lin = linear_form(x)
+            if lin is None:
+                return full
+            terms, const = lin
+            kept = {}
+            mn = mx = const
+            for key, (v, c) in terms.items():
+                if key in self.relax:
+                    dom = self.relax[key]
+                    if dom is None:
+                        return full
+                    a, b = c * dom[0], c * dom[1]
+                    mn += min(a, b)
+                    mx += max(a, b)
+                else:
+                    kept[key] = (v, c)
+            mx += ext - 1
+            if base_terms is None:
+                base_terms = kept
+            elif base_terms != kept:
+                return full
+            lo = mn if lo is None else min(lo, mn)
+            hi = mx if hi is None else max(hi, mx)
+        dtype = first_expr.dtype
+        out: Any = None
+        for v, c in base_terms.values():
+            term = v if c == 1 else E.Mul(v, E.IntImm(v.dtype, c))
+            out = term if out is None else E.Add(out, term)
+        if out is None:
+            out = E.IntImm(dtype, lo)
+        elif lo > 0:
+            out = E.Add(out, E.IntImm(dtype, lo))
+        elif lo < 0:
+            out = E.Sub(out, E.IntImm(dtype, -lo))
+        return Range(out, E.IntImm(dtype, hi - lo + 1))
+
+    def _mentions_relaxed(self, e: Any) -> bool:
+        if not self.relax:
+            return False
+        found = False
+
+        def fn(x: Any):
+            nonlocal found
+            if found:
+                return False
+            if type(x) is E.Var and id(x) in self.relax:
+                found = True
+                return False
+            return None
+
+        pre_order_visit(e, fn)
+        return found
+
+    def regions(self, table: dict) -> tuple:
+        out = []
+        for acc in table.values():
+            out.append(BufferRegion(acc.buffer, tuple(
+                self._dim_region(acc.buffer, d, items) for d, items in enumerate(acc.dims))))
+        return tuple(out)
+
+
+def infer_block_regions(body: Any, init: Any = None,
+                        alloc_buffers: tuple = ()) -> tuple[tuple, tuple]:
+    """``(reads, writes)`` BufferRegion tuples for a block with this body/init."""
+    c = _Collector()
+    c.stmt(body)
+    c.stmt(init)
+    local = {id(b) for b in alloc_buffers}
+    for table in (c.reads, c.writes):
+        for key in list(table):
+            if key in local:
+                del table[key]
+    if init is not None:
+        for key in c.writes:
+            c.reads.pop(key, None)
+    return c.regions(c.reads), c.regions(c.writes)

@@ -1,0 +1,101 @@
+"""The ``T`` namespace for Python code written like the course::
+
+    from engine.script import tir as T
+
+    @T.prim_func
+    def add_one(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        for i in T.grid(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = A[vi] + T.float32(1)
+
+``@T.prim_func`` reads the function's source with :func:`inspect.getsource` and hands it to
+the script parser; the body is never executed.  Every other name (``T.Buffer``, ``T.grid``,
+``T.float32``, ...) is a harmless placeholder here: the real meaning comes from the parser.
+They exist so that the decorated code imports cleanly (parameter annotations such as
+``T.Buffer((8,), "float32")`` are evaluated by Python when the ``def`` runs).
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+import textwrap
+from typing import Any
+
+from .errors import ScriptError
+
+__all__ = ["prim_func", "Buffer", "handle"]
+
+
+class _Placeholder:
+    """Stands for a TVMScript name in imported code: callable, indexable, has attributes."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_Placeholder":
+        return _Placeholder(f"{self._name}(...)")
+
+    def __getitem__(self, item: Any) -> "_Placeholder":
+        return _Placeholder(f"{self._name}[...]")
+
+    def __getattr__(self, name: str) -> "_Placeholder":
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Placeholder(f"{self._name}.{name}")
+
+    def __repr__(self) -> str:
+        return f"T.{self._name}"
+
+
+Buffer = _Placeholder("Buffer")
+handle = _Placeholder("handle")
+
+
+def _source_of(obj: Any) -> tuple[str, int, int, str | None]:
+    """Dedented source, its first line number - 1, the removed indent, the file name."""
+    try:
+        lines, start = inspect.getsourcelines(obj)
+    except (OSError, TypeError) as e:
+        name = getattr(obj, "__qualname__", repr(obj))
+        raise ScriptError(f"cannot read the source of {name} ({e}); define it in a .py file, "
+                          "or pass the script text to engine.parse") from None
+    text = "".join(lines)
+    dedented = textwrap.dedent(text)
+    indent = 0
+    for a, b in zip(text.splitlines(), dedented.splitlines()):
+        if b.strip():
+            indent = len(a) - len(b)
+            break
+    try:
+        filename = inspect.getsourcefile(obj)
+    except TypeError:
+        filename = None
+    return dedented, max(start - 1, 0), indent, filename
+
+
+def _namespaces(func: Any) -> set[str]:
+    g = getattr(func, "__globals__", {}) or {}
+    me = sys.modules[__name__]
+    return {k for k, v in g.items() if v is me}
+
+
+def prim_func(func: Any = None, **options: Any) -> Any:
+    """Decorator: the decorated Python function's TVMScript body as a ``PrimFunc``.
+
+    Also usable as ``@T.prim_func(private=True)`` (options are accepted and ignored).
+    Errors are :class:`ScriptError` with the line/column in the original file.
+    """
+    if func is None:
+        return lambda f: prim_func(f, **options)
+    from .parser import parse_function_source
+    text, line_offset, indent, filename = _source_of(func)
+    return parse_function_source(text, _namespaces(func), line_offset, indent, filename)
+
+
+def __getattr__(name: str) -> Any:  # T.grid, T.float32, T.axis, ... in imported code
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Placeholder(name)
