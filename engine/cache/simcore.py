@@ -255,26 +255,21 @@ def build_sim_module(state: SimState, *, access_symbol: str = ACCESS_SYMBOL,
 
 # --------------------------------------------------------------------------------------
 # Standalone JIT for access streams (tests, speed benchmark). Kernels go through engine.build.
-_JIT = None
-
-
-def _jit():
-    global _JIT
-    if _JIT is None:
-        import llvmlite.binding as llvm
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
-        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                          features=llvm.get_host_cpu_features().flatten(),
-                                          opt=3, codemodel="jitdefault")
-        _JIT = (llvm, tm)
-    return _JIT
+def _target_machine():
+    """A fresh host TargetMachine. MCJIT takes ownership of the TargetMachine it is given
+    (and frees it with the engine), so every engine needs its own."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    return llvm, target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                              features=llvm.get_host_cpu_features().flatten(),
+                                              opt=3, codemodel="jitdefault")
 
 
 def compile_module(module: ir.Module):
     """Optimise (O3) and JIT-compile a standalone llvmlite module; returns the engine."""
-    llvm, tm = _jit()
+    llvm, tm = _target_machine()
     mod = llvm.parse_assembly(str(module))
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)

@@ -77,10 +77,18 @@ def default_args(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+# Workaround: engine.build hands one cached TargetMachine to every MCJIT engine, and MCJIT
+# frees its TargetMachine with the engine, so letting a built module die crashes the next
+# build. Until that is fixed in engine.runtime, compiled simulator modules are kept alive.
+_KEEPALIVE: list = []
+
+
 def _build(func: PrimFunc, extra) -> Any:
     import engine
-    return engine.build(IRModule.from_funcs(func), target="llvm", lowered=True,
-                        extra_modules=[extra], cache=False)
+    rt = engine.build(IRModule.from_funcs(func), target="llvm", lowered=True,
+                      extra_modules=[extra])
+    _KEEPALIVE.append(rt)
+    return rt
 
 
 def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = None,
@@ -211,6 +219,7 @@ def _hardware(func: PrimFunc, args) -> Any:
     import engine
     try:
         rt = engine.build(IRModule.from_funcs(func), target="llvm")
+        _KEEPALIVE.append(rt)
         kernel = rt[func.name]
         ptrs = kernel.pointers(tuple(args))
     except Exception as exc:  # noqa: BLE001 - counters are optional; say why they are missing
