@@ -8,6 +8,7 @@ This module runs *inside* the worker processes started by :class:`app.workers.Me
                      ("go", [cores])          the timing slot asked for is granted
                      ("stop",)                exit cleanly
     worker -> pool   ("ready", pid)           after start-up (limits applied)
+                     ("action", name)         an action starts (so a crash can be placed)
                      ("data", {...})          partial results, as soon as each action ends
                      ("need_timing", ncores)  ask for a timing slot (waits for "go")
                      ("timing_done",)         the slot is free again
@@ -228,6 +229,8 @@ def _plain(x: Any) -> Any:
         return _plain(x.item())
     if np is not None and isinstance(x, np.ndarray):
         return _plain(x.tolist()) if x.size <= 64 else f"<array {x.shape} {x.dtype}>"
+    if callable(getattr(x, "to_dict", None)) and not isinstance(x, type):
+        return _plain(x.to_dict())
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
     if isinstance(x, dict):
@@ -263,11 +266,15 @@ def act_compile(ctx: JobContext) -> None:
 def act_check(ctx: JobContext) -> None:
     import engine
     from engine import runtime
-    rt = _built(ctx)  # noqa: F841 - built (and compile time reported) before checking
+    rt = _built(ctx)
     mod, func_name = _load(ctx)
     args = _args(ctx)
+    info = engine.workloads.info(ctx.state["workload"])
     ref = engine.workloads.reference(ctx.state["workload"], **ctx.state["params"])
-    res = runtime.check_correctness(mod, func_name, ref, args)
+    n_in = getattr(info, "num_inputs", None) or max(1, len(args) - 1)
+    # The kernel gets every array; the workload's reference takes its inputs only and
+    # returns the expected output(s).
+    res = runtime.check_correctness(rt, func_name, lambda *a: ref(*a[:n_in]), args)
     plain = _plain(res)
     if isinstance(res, bool):
         correct = res
@@ -291,14 +298,16 @@ def act_time(ctx: JobContext) -> None:
     flops = None
     with contextlib.suppress(Exception):
         flops = float(engine.workloads.info(ctx.state["workload"]).flops(**ctx.state["params"]))
+    info = engine.workloads.info(ctx.state["workload"])
     ref = engine.workloads.reference(ctx.state["workload"], **ctx.state["params"])
+    n_in = getattr(info, "num_inputs", None) or max(1, len(args) - 1)
     with ctx.timing_slot(ncores) as cores:
         timer = rt.time_evaluator(func_name, number=number, repeat=repeat,
                                   min_repeat_ms=min_repeat_ms)
         res = timer(*args)
         # numpy's time for the same computation, measured in the same slot.
         np_times = []
-        inputs = args
+        inputs = [a.copy() for a in args[:n_in]]
         for _ in range(max(1, repeat)):
             t0 = time.perf_counter()
             for _ in range(max(1, number)):
@@ -314,6 +323,21 @@ def act_time(ctx: JobContext) -> None:
              numpy_s=np_median,
              numpy_gflops=(flops / np_median / 1e9) if flops and np_median else None,
              flops=flops)
+
+
+def act_run(ctx: JobContext) -> None:
+    """Call the compiled function once on random arrays (any program, named workload or not).
+
+    Used to try a custom program's kernel (and by tests: a kernel that reads far out of
+    bounds must crash this worker, not the server)."""
+    from engine import runtime
+    rt = _built(ctx)
+    _, func_name = _load(ctx)
+    fn = rt.get_function(func_name) if hasattr(rt, "get_function") else rt[func_name]
+    arrays = runtime.random_arrays(fn.specs, int(ctx.job.get("seed", 0)))
+    t0 = time.perf_counter()
+    fn(*arrays)
+    ctx.emit(ran_s=time.perf_counter() - t0)
 
 
 def act_source(ctx: JobContext) -> None:
@@ -360,7 +384,7 @@ def act_step(ctx: JobContext) -> None:
 
 ACTIONS: dict[str, Callable[[JobContext], None]] = {
     "step": act_step,
-    "compile": act_compile, "check": act_check, "time": act_time,
+    "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache,
 }
 DEBUG_ACTIONS = ("segfault", "abort", "exit", "sleep", "spin", "alloc", "raise", "echo", "timed")
@@ -379,6 +403,7 @@ def _run_job(conn, job: dict[str, Any], config: dict[str, Any]) -> None:
     try:
         for action in job.get("actions") or ():
             ctx.state["action"] = action
+            conn.send(("action", action))
             fn = ACTIONS.get(action)
             if fn is None:
                 raise ValueError(f"unknown action {action!r}")

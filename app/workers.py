@@ -59,7 +59,7 @@ __all__ = ["Job", "JobResult", "Ticket", "MeasurePool", "PoolConfig", "QueueFull
 
 #: The actions of a normal explorer step.
 STEP_ACTIONS = ("compile", "check", "time", "source")
-_ENGINE_ACTIONS = {"step", "compile", "check", "time", "source", "cache"}
+_ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache"}
 
 
 class QueueFull(RuntimeError):
@@ -452,6 +452,7 @@ class _Worker:
         remaining = float(limit)
         t_start = time.monotonic()
         busy = 0.0
+        action: str | None = None
         for attempt in range(2):
             conn, proc, pid = self.conn, self.proc, self.pid   # close() may kill from elsewhere
             try:
@@ -478,17 +479,21 @@ class _Worker:
                         "timeout",
                         f"this step took longer than {_fmt_s(limit)} s — measurement "
                         f"skipped, the trace is kept",
-                        data, busy, worker_pid=pid)
+                        data, busy, worker_pid=pid, failed_action=action)
                 try:
                     msg = conn.recv()
                 except (EOFError, OSError, TypeError):
-                    return self._crashed(proc, data, time.monotonic() - t_start, pid)
+                    res = self._crashed(proc, data, time.monotonic() - t_start, pid)
+                    res.failed_action = action
+                    return res
                 dt = time.monotonic() - t0
                 remaining -= dt
                 busy += dt
                 kind = msg[0]
                 if kind == "data":
                     data.update(msg[1])
+                elif kind == "action":
+                    action = msg[1]
                 elif kind == "need_timing":
                     held = pool._slots.acquire(msg[1], pool._closing)
                     if held is None:
