@@ -326,7 +326,8 @@ class Schedule:
         self._dead = dead
         for cls, key in pending:
             out_rvs.append(self._new_rv(cls, key))
-        enc_inputs = [self._names[x] if isinstance(x, _RV) else x for x in inputs]
+        enc_inputs = [self._names[x] if isinstance(x, _RV)
+                      else (registry.quote(x) if isinstance(x, str) else x) for x in inputs]
         self._insts.append(Instruction(prim.kind, tuple(enc_inputs), tuple(attrs),
                                        tuple(self._names[r] for r in out_rvs)))
         return out_rvs

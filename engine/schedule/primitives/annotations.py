@@ -1,0 +1,234 @@
+"""Loop kinds and annotations: parallel, vectorize, unroll, annotate, unannotate."""
+from __future__ import annotations
+
+from engine.ir import expr as E
+from engine.ir.functor import uses_var
+from engine.ir.stmt import Block, For, ForKind, IterType
+
+from ..registry import Ctx, Primitive, Result, fmt, quote, register
+from ..tree import replace_stmts
+from ._common import expect_loop, is_reduction_block, name_of, subject_of
+
+
+def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
+    """TVM's rule for parallel/vectorize: every block under the loop binds the loop only
+    to data-parallel (spatial) axes; and a reduction block under it must have the loop
+    in a spatial binding (else iterations would update the same element at once)."""
+    lv = loop.loop_var
+    name = lv.name
+    for b in ctx.index.blocks_under(loop):
+        r = ctx.index.realize.get(id(b))
+        if r is None:
+            continue
+        uses_spatial = False
+        for iv, val in zip(b.iter_vars, r.iter_values):
+            if not uses_var(val, lv):
+                continue
+            if iv.iter_type is IterType.REDUCE:
+                raise ctx.error(f"loop {name}", f"loop {name} is bound to the reduction axis "
+                                f"{iv.var.name} of block {b.name_hint}, so its iterations "
+                                f"update the same element and cannot run {what}",
+                                "only loops over data-parallel (spatial) axes can be "
+                                f"{what}; reorder or decompose the reduction first",
+                                highlight=[name, b.name_hint])
+            uses_spatial = True
+        if not uses_spatial and is_reduction_block(b) and \
+                ctx.index.scope_block(r) is ctx.index.scope_block(loop):
+            raise ctx.error(f"loop {name}", f"block {b.name_hint} accumulates the same "
+                            f"elements in every iteration of loop {name}, so the "
+                            f"iterations cannot run {what}", "choose a loop that indexes "
+                            "the output of the block", highlight=[name, b.name_hint])
+
+
+def _set_kind(ctx: Ctx, loop: For, kind: ForKind) -> Result:
+    new = loop.replace(kind=kind)
+    return Result(replace_stmts(ctx.func, {loop: new}), [])
+
+
+@register
+class Parallel(Primitive):
+    kind = "Parallel"
+    method = "parallel"
+
+    def call(self, sch, loop):
+        """Run the iterations of a loop in parallel threads.
+
+        It requires: 1) every block under the loop binds the loop only to data-parallel
+        (spatial) axes — a loop bound to a reduction axis cannot be parallel; 2) no
+        reduction block under it repeats the same elements in every iteration; 3) no
+        loop enclosing it or inside it is already parallel.
+
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("C"): ...
+
+        Call::
+
+            i, j = sch.get_loops(sch.get_block("C"))
+            sch.parallel(i)
+
+        After::
+
+            for i in T.parallel(128):
+                for j in range(128):
+                    with T.block("C"): ...
+        """
+        sch._run(self, [loop], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loop = expect_loop(ctx, inputs[0])
+        name = loop.loop_var.name
+        _check_data_parallel(ctx, loop, "in parallel")
+        for a in ctx.index.ancestors(loop):
+            if isinstance(a, For) and a.kind is ForKind.PARALLEL:
+                raise ctx.error(f"loop {name}", f"it is inside loop {a.loop_var.name}, which "
+                                "is already parallel (nested parallel loops are not "
+                                "supported)", "parallelize only the outer loop",
+                                highlight=[name, a.loop_var.name])
+        from ..tree import iter_stmts
+        for s in iter_stmts(loop.body):
+            if isinstance(s, For) and s.kind is ForKind.PARALLEL:
+                raise ctx.error(f"loop {name}", f"loop {s.loop_var.name} inside it is "
+                                "already parallel (nested parallel loops are not supported)",
+                                "parallelize only one loop of a nest",
+                                highlight=[name, s.loop_var.name])
+        return _set_kind(ctx, loop, ForKind.PARALLEL)
+
+
+@register
+class Vectorize(Primitive):
+    kind = "Vectorize"
+    method = "vectorize"
+
+    def call(self, sch, loop):
+        """Vectorize a loop (its iterations become the lanes of SIMD instructions).
+
+        It requires: 1) every block under the loop binds the loop only to data-parallel
+        (spatial) axes; 2) no reduction block under it repeats the same elements in
+        every iteration; 3) the loop has a constant extent. The backend legalises
+        what it cannot vectorize (it falls back to a scalar loop, never wrong code).
+
+        Before::
+
+            for i, j_0, j_1 in T.grid(128, 32, 4):
+                with T.block("C"): ...
+
+        Call::
+
+            sch.vectorize(j1)
+
+        After::
+
+            for i, j_0 in T.grid(128, 32):
+                for j_1 in T.vectorized(4):
+                    with T.block("C"): ...
+        """
+        sch._run(self, [loop], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loop = expect_loop(ctx, inputs[0])
+        if E.as_const_int(loop.extent) is None:
+            raise ctx.error(subject_of(loop), "a vectorized loop needs a constant extent",
+                            "split it with a constant inner factor and vectorize that",
+                            highlight=[loop.loop_var.name])
+        _check_data_parallel(ctx, loop, "as vector lanes")
+        return _set_kind(ctx, loop, ForKind.VECTORIZED)
+
+
+@register
+class Unroll(Primitive):
+    kind = "Unroll"
+    method = "unroll"
+
+    def call(self, sch, loop):
+        """Unroll a loop (always legal: the iterations keep their order).
+
+        It requires: 1) ``loop`` is a valid loop handle.
+
+        Before::  ``for k in range(4): ...``   Call:: ``sch.unroll(k)``
+        After::   ``for k in T.unroll(4): ...``
+        """
+        sch._run(self, [loop], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loop = expect_loop(ctx, inputs[0])
+        return _set_kind(ctx, loop, ForKind.UNROLLED)
+
+
+def _check_ann_value(ctx: Ctx, v):
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    raise ctx.error("", f"annotation values must be str, int, float or bool, got {v!r}", "")
+
+
+def _target(ctx: Ctx, node):
+    if not isinstance(node, (For, Block)):
+        raise ctx.error(subject_of(node), "expected a block or loop handle", "")
+    if isinstance(node, Block) and node is ctx.index.root_block:
+        raise ctx.error("block root", "the root block cannot be annotated", "")
+    return node
+
+
+@register
+class Annotate(Primitive):
+    kind = "Annotate"
+    method = "annotate"
+
+    def call(self, sch, block_or_loop, ann_key: str, ann_val):
+        """Annotate a block or a loop with a key/value pair (shown in the script).
+
+        It requires: 1) ``ann_key`` is a non-empty string; 2) ``ann_val`` is a str,
+        int, float or bool. An existing value for the key is replaced.
+
+        Call::  ``sch.annotate(i, "pragma_auto_unroll_max_step", 16)``
+        After:: ``for i in T.serial(128, annotations={"pragma_auto_unroll_max_step": 16})``
+        """
+        sch._run(self, [block_or_loop, ann_val], [ann_key])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        node = _target(ctx, inputs[0])
+        if len(inputs) != 2 or len(attrs) != 1:
+            raise ctx.error(subject_of(node), "annotate needs a key and a value", "")
+        key = attrs[0]
+        if not isinstance(key, str) or not key:
+            raise ctx.error(subject_of(node), f"the annotation key must be a non-empty string, "
+                            f"got {key!r}", 'e.g. "pragma_unroll_explicit"',
+                            highlight=[name_of(node)])
+        val = _check_ann_value(ctx, inputs[1])
+        anns = tuple((k, v) for k, v in node.annotations if k != key) + ((key, val),)
+        return Result(replace_stmts(ctx.func, {node: node.replace(annotations=anns)}), [])
+
+    def python_args(self, inputs, attrs, dialect):
+        if dialect == "engine":
+            return [fmt(inputs[0]), quote(attrs[0]), fmt(inputs[1])]
+        return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={quote(attrs[0])}",
+                f"ann_val={fmt(inputs[1])}"]
+
+
+@register
+class Unannotate(Primitive):
+    kind = "Unannotate"
+    method = "unannotate"
+
+    def call(self, sch, block_or_loop, ann_key: str):
+        """Remove an annotation from a block or a loop.
+
+        It requires: 1) the block or loop has an annotation with key ``ann_key``.
+        """
+        sch._run(self, [block_or_loop], [ann_key])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        node = _target(ctx, inputs[0])
+        key = attrs[0] if attrs else None
+        if not any(k == key for k, _ in node.annotations):
+            have = ", ".join(k for k, _ in node.annotations) or "none"
+            raise ctx.error(subject_of(node), f"it has no annotation {key!r} (it has: {have})",
+                            "", highlight=[name_of(node)])
+        anns = tuple((k, v) for k, v in node.annotations if k != key)
+        return Result(replace_stmts(ctx.func, {node: node.replace(annotations=anns)}), [])
+
+    def python_args(self, inputs, attrs, dialect):
+        if dialect == "engine":
+            return [fmt(inputs[0]), quote(attrs[0])]
+        return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={quote(attrs[0])}"]

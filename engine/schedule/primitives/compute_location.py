@@ -1,0 +1,560 @@
+"""compute_at and reverse_compute_at, with region inference.
+
+Region inference: for ``compute_at(P, L)`` the moved block must compute, in one
+iteration of ``L``, every element its consumers under ``L`` read in that iteration: their
+read regions are relaxed over the loops between ``L`` and them (:func:`engine.arith.relax`),
+giving a symbolic interval per buffer dimension in the variables of ``L`` and the loops
+above it. Each spatial axis of ``P`` that writes one dimension directly gets a new loop
+``axN`` over that interval; reduction axes get their full domain. For
+``reverse_compute_at(C, L)`` the interval comes from what the producers under ``L`` write
+in one iteration, and we check that everything ``C`` then reads is inside it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.arith import Analyzer, relax
+from engine.ir import expr as E
+from engine.ir.functor import substitute, uses_var
+from engine.ir.stmt import Block, BlockRealize, For, ForKind, IterType, seq
+
+from ..registry import Ctx, Primitive, Result, fmt, register
+from ..tree import flatten_seq, replace_stmts
+from ._common import as_bool, conj, expect_block, expect_loop
+
+
+def _bufs(regions) -> set:
+    return {id(r.buffer) for r in regions}
+
+
+def _buf_names(ctx_bufs: set, regions) -> list[str]:
+    return sorted({r.buffer.name for r in regions if id(r.buffer) in ctx_bufs})
+
+
+def _loop_ranges(loops) -> dict:
+    out = {}
+    for lp in loops:
+        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+        if lo is not None and ext is not None and ext > 0:
+            out[lp.loop_var] = (lo, lo + ext - 1)
+    return out
+
+
+def _inner_loops(ctx: Ctx, loop: For, realize: BlockRealize) -> list[For]:
+    return [lp for lp in ctx.index.loops_above(realize)
+            if lp is not loop and ctx.index.contains(loop, lp)]
+
+
+def _access_bounds(ctx: Ctx, loop: For, blk: Block, region, relax_loops: list[For]):
+    """Symbolic [lo, hi] per dimension of one access region of ``blk`` for one iteration
+    of ``loop`` (inner loops relaxed). None for a dimension that cannot be bounded."""
+    r = ctx.index.realize[id(blk)]
+    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)}
+    rr = {}
+    for lp in relax_loops:
+        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+        if lo is None or ext is None:
+            return None
+        rr[lp.loop_var] = (lo, lo + ext - 1)
+    out = []
+    for rg in region.region:
+        lo_e = substitute(rg.min, vmap)
+        hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
+        a, b = relax(lo_e, rr), relax(hi_e, rr)
+        if a is None or b is None:
+            out.append(None)
+        else:
+            out.append((a[0], b[1]))
+    return out
+
+
+def _union(an: Analyzer, bounds: list):
+    """Union of per-dimension intervals (None if not comparable)."""
+    if not bounds:
+        return None
+    ndim = len(bounds[0])
+    out = []
+    for d in range(ndim):
+        items = [b[d] for b in bounds]
+        if any(x is None for x in items):
+            out.append(None)
+            continue
+        lo, hi = items[0]
+        ok = True
+        for (l2, h2) in items[1:]:
+            dl = E.as_const_int(an.simplify(l2 - lo))
+            dh = E.as_const_int(an.simplify(h2 - hi))
+            if dl is None or dh is None:
+                ok = False
+                break
+            if dl < 0:
+                lo = l2
+            if dh > 0:
+                hi = h2
+        out.append((lo, hi) if ok else None)
+    return out
+
+
+def _new_nest(ctx: Ctx, blk: Block, var_ranges: dict, outer_an: Analyzer,
+              preserve_unit_loops: bool):
+    """Loops ``axN`` and a BlockRealize for ``blk`` over the given per-axis ranges.
+
+    ``var_ranges`` maps block iter var -> (lo_expr, hi_expr) or None (full domain).
+    """
+    bindings, loops, preds = [], [], []
+    n = 0
+    for iv in blk.iter_vars:
+        dom_lo = iv.dom.min
+        dom_ext = iv.dom.extent
+        rng = var_ranges.get(iv.var)
+        dt = iv.var.dtype
+        full = True
+        if rng is not None:
+            lo, hi = rng
+            ext = E.as_const_int(outer_an.simplify(hi - lo + 1))
+            de = E.as_const_int(dom_ext)
+            if ext is not None and ext > 0 and (de is None or ext < de):
+                full = False
+        if full:
+            lo = dom_lo
+            ext_e = dom_ext
+        else:
+            ext_e = E.const(ext, dt)
+        if E.is_const_int(ext_e, 1) and not preserve_unit_loops:
+            val = outer_an.simplify(lo)
+        else:
+            var = E.Var(f"ax{n}", dt)
+            n += 1
+            loops.append((var, ext_e))
+            val = outer_an.simplify(lo + var) if not E.is_const_int(lo, 0) else var
+        bindings.append(val)
+        if not full:
+            # keep the axis inside its domain (the interval may stick out at the edges)
+            lo_b = outer_an.bound(lo)
+            hi_b = outer_an.bound(lo + (ext - 1))
+            dlo = E.as_const_int(dom_lo)
+            dhi = None if dlo is None or E.as_const_int(dom_ext) is None \
+                else dlo + E.as_const_int(dom_ext) - 1
+            if not (lo_b and lo_b[0] is not None and dlo is not None and lo_b[0] >= dlo):
+                preds.append(E.binary(E.LE, dom_lo, val))
+            if not (hi_b and hi_b[1] is not None and dhi is not None and hi_b[1] <= dhi):
+                preds.append(E.binary(E.LT, val, E.binary(E.Add, dom_lo, dom_ext)))
+    pred: E.PrimExpr = E.IntImm("bool", 1)
+    for p in preds:
+        pred = conj(pred, p)
+    body: Any = BlockRealize(tuple(bindings), pred, blk)
+    for var, ext_e in reversed(loops):
+        body = For(var, E.const(0, var.dtype), ext_e, ForKind.SERIAL, body)
+    return body
+
+
+def _write_dims(blk: Block) -> dict:
+    """Block iter var -> (buffer id, dim) where some write region is exactly that var."""
+    out = {}
+    for w in blk.writes:
+        for d, rg in enumerate(w.region):
+            if isinstance(rg.min, E.Var) and E.is_const_int(rg.extent, 1) and rg.min not in out:
+                out[rg.min] = (id(w.buffer), d)
+    return out
+
+
+def _read_dims(blk: Block, bufs: set) -> dict:
+    out = {}
+    for r in blk.reads:
+        if id(r.buffer) not in bufs:
+            continue
+        for d, rg in enumerate(r.region):
+            if isinstance(rg.min, E.Var) and E.is_const_int(rg.extent, 1) and rg.min not in out:
+                out[rg.min] = (id(r.buffer), d)
+    return out
+
+
+def _common_checks(ctx: Ctx, blk: Block, loop: For, name: str):
+    idx = ctx.index
+    realize = idx.realize[id(blk)]
+    bname, lname = blk.name_hint, loop.loop_var.name
+    hl = [bname, lname]
+    if idx.contains(loop, realize):
+        raise ctx.error(f"block {bname}", f"block {bname} is already inside loop {lname}",
+                        f"choose a loop of another loop nest (e.g. one of its "
+                        f"{'consumer' if name == 'compute_at' else 'producer'}'s loops)",
+                        highlight=hl)
+    if idx.scope_block(realize) is not idx.scope_block(loop):
+        raise ctx.error(f"block {bname}", f"block {bname} and loop {lname} are in different "
+                        "block scopes", "choose a loop in the same scope", highlight=hl)
+    for a in idx.ancestors(loop):
+        if isinstance(a, For) and a.kind is ForKind.VECTORIZED:
+            raise ctx.error(f"block {bname}", f"loop {lname} is inside the vectorized loop "
+                            f"{a.loop_var.name}", "move blocks before vectorizing",
+                            highlight=hl + [a.loop_var.name])
+    return realize, hl
+
+
+def _position(ctx: Ctx, loop: For, reverse: bool, blk: Block, partners: list[Block]):
+    """Insertion index in loop's body: before the first consumer child (compute_at) /
+    after the last producer child (reverse_compute_at)."""
+    children = flatten_seq(loop.body)
+    hits = [i for i, c in enumerate(children)
+            if any(ctx.index.contains(c, ctx.index.realize[id(p)]) for p in partners)]
+    if reverse:
+        return children, hits[-1] + 1
+    return children, hits[0]
+
+
+def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
+    """Classify the other blocks of the scope and refuse moves that break a dependence.
+
+    Returns the partner blocks under ``loop`` (consumers for compute_at, producers for
+    reverse_compute_at)."""
+    idx = ctx.index
+    realize = idx.realize[id(blk)]
+    bname, lname = blk.name_hint, loop.loop_var.name
+    scope = idx.scope_block(realize)
+    r_b, w_b = _bufs(blk.reads), _bufs(blk.writes)
+    old = idx.order[id(realize)]
+    lo_pos, hi_pos = idx.order[id(loop)], idx.end[id(loop)]
+    partners = []
+    for x in idx.child_blocks(scope):
+        if x is blk:
+            continue
+        xr = idx.realize[id(x)]
+        r_x, w_x = _bufs(x.reads), _bufs(x.writes)
+        under = idx.contains(loop, xr)
+        pos = idx.order[id(xr)]
+        target = hi_pos if reverse else lo_pos
+        crossed = not under and (min(old, target) < pos < max(old, target))
+        raw = w_b & r_x      # x reads what blk writes
+        war = w_x & r_b      # x writes what blk reads
+        waw = w_x & w_b
+        def names(ids):
+            return ", ".join(sorted({r.buffer.name for r in (*x.reads, *x.writes,
+                                                             *blk.reads, *blk.writes)
+                                     if id(r.buffer) in ids}))
+        if under:
+            if not reverse:
+                if war:
+                    raise ctx.error(f"block {bname}", f"block {x.name_hint} under loop {lname} "
+                                    f"writes {names(war)}, which block {bname} reads",
+                                    "compute the block at a loop that does not also run its "
+                                    "producers", highlight=hl + [x.name_hint])
+                if raw:
+                    partners.append(x)
+            else:
+                if raw:
+                    raise ctx.error(f"block {bname}", f"block {x.name_hint} under loop {lname} "
+                                    f"reads {names(raw)}, which block {bname} writes",
+                                    "choose a loop that contains only its producers",
+                                    highlight=hl + [x.name_hint])
+                if war:
+                    partners.append(x)
+            if waw:
+                raise ctx.error(f"block {bname}", f"block {x.name_hint} under loop {lname} "
+                                f"also writes {names(waw)}", "", highlight=hl + [x.name_hint])
+        elif crossed and (raw or war or waw):
+            rel = "reads" if raw else "writes"
+            raise ctx.error(f"block {bname}", f"block {x.name_hint}, between block {bname} and "
+                            f"loop {lname}, {rel} {names(raw or war or waw)}, so moving "
+                            f"{bname} past it would change the result",
+                            "move the blocks in between first", highlight=hl + [x.name_hint])
+        elif not reverse and raw and not under:
+            raise ctx.error(f"block {bname}", f"block {x.name_hint} also reads "
+                            f"{names(raw)} but is not under loop {lname}, so it would "
+                            f"read elements block {bname} no longer computes",
+                            f"compute {bname} at a loop that contains all its consumers",
+                            highlight=hl + [x.name_hint])
+    if not partners:
+        what = "reads what it writes" if not reverse else "writes what it reads"
+        raise ctx.error(f"block {bname}", f"no block under loop {lname} {what}",
+                        f"choose a loop of a {'consumer' if not reverse else 'producer'} "
+                        f"of {bname}", highlight=hl)
+    return partners
+
+
+def _outer_analyzer(ctx: Ctx, loop: For) -> Analyzer:
+    outer = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)] + [loop]
+    return Analyzer(_loop_ranges(outer))
+
+
+def _insert(ctx: Ctx, blk: Block, loop: For, nest, pos: int, children: list) -> Any:
+    realize = ctx.index.realize[id(blk)]
+    new_children = children[:pos] + [nest] + children[pos:]
+    new_loop = loop.replace(body=seq(*new_children))
+    root = ctx.index.removal_root(realize)
+    return replace_stmts(ctx.func, {root: None, loop: new_loop})
+
+
+def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
+    name = "reverse_compute_at" if reverse else "compute_at"
+    blk = expect_block(ctx, inputs[0])
+    loop = expect_loop(ctx, inputs[1])
+    preserve = as_bool(ctx, attrs[0], "preserve_unit_loops") if attrs else False
+    index = attrs[1] if len(attrs) > 1 else -1
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise ctx.error(f"block {blk.name_hint}", f"index must be an integer, got {index!r}", "")
+    realize, hl = _common_checks(ctx, blk, loop, name)
+    bname, lname = blk.name_hint, loop.loop_var.name
+    if not reverse:
+        params = {id(p) for p in ctx.func.params}
+        outs = [w.buffer.name for w in blk.writes if id(w.buffer) in params]
+        if outs:
+            raise ctx.error(f"block {bname}", f"block {bname} writes the function's output "
+                            f"{outs[0]}, and compute_at would compute only the parts its "
+                            "consumers read", "use reverse_compute_at on its consumers "
+                            "instead", highlight=hl)
+    partners = _conflicts(ctx, blk, loop, reverse, hl)
+    an = _outer_analyzer(ctx, loop)
+    children, pos = _position(ctx, loop, reverse, blk, partners)
+    if index >= 0:
+        if (not reverse and index > pos) or (reverse and index < pos) or index > len(children):
+            raise ctx.error(f"block {bname}", f"position {index} in loop {lname} would run "
+                            f"block {bname} on the wrong side of its "
+                            f"{'consumers' if not reverse else 'producers'}",
+                            "use index=-1 (automatic)", highlight=hl)
+        pos = index
+    if not reverse:
+        wbufs = _bufs(blk.writes)
+        per_buf: dict[int, list] = {}
+        for x in partners:
+            inner = _inner_loops(ctx, loop, ctx.index.realize[id(x)])
+            for r in x.reads:
+                if id(r.buffer) in wbufs:
+                    b = _access_bounds(ctx, loop, x, r, inner)
+                    if b is not None:
+                        per_buf.setdefault(id(r.buffer), []).append(b)
+                    else:
+                        per_buf.setdefault(id(r.buffer), []).append([None] * len(r.region))
+        regions = {k: _union(an, v) for k, v in per_buf.items()}
+        var_ranges = {}
+        for var, (bid, d) in _write_dims(blk).items():
+            reg = regions.get(bid)
+            if reg is not None and reg[d] is not None:
+                var_ranges[var] = reg[d]
+        for iv in blk.iter_vars:
+            if iv.iter_type is IterType.REDUCE:
+                var_ranges.pop(iv.var, None)
+        nest = _new_nest(ctx, blk, var_ranges, an, preserve)
+        return Result(_insert(ctx, blk, loop, nest, pos, children), [])
+
+    # ---- reverse_compute_at: what the producers under the loop finish per iteration
+    outer_loops = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)] + [loop]
+    rbufs = _bufs(blk.reads)
+    per_buf = {}
+    for x in partners:
+        xr = ctx.index.realize[id(x)]
+        for iv, val in zip(x.iter_vars, xr.iter_values):
+            if iv.iter_type is IterType.REDUCE:
+                for lp in outer_loops:
+                    if uses_var(val, lp.loop_var):
+                        raise ctx.error(f"block {bname}", f"block {x.name_hint} is still "
+                                        f"accumulating over loop {lp.loop_var.name} at loop "
+                                        f"{lname}, so {bname} would read partial results",
+                                        "choose a loop outside the reduction loops of "
+                                        f"{x.name_hint}", highlight=hl + [lp.loop_var.name])
+        inner = _inner_loops(ctx, loop, xr)
+        for w in x.writes:
+            if id(w.buffer) in rbufs:
+                _check_dense(ctx, x, w, inner, blk, loop, hl)
+                b = _access_bounds(ctx, loop, x, w, inner)
+                per_buf.setdefault(id(w.buffer), []).append(
+                    b if b is not None else [None] * len(w.region))
+    regions = {k: _union(an, v) for k, v in per_buf.items()}
+    var_ranges = {}
+    for var, (bid, d) in _read_dims(blk, set(regions)).items():
+        reg = regions.get(bid)
+        if reg is not None and reg[d] is not None:
+            var_ranges[var] = reg[d]
+    for iv in blk.iter_vars:
+        if iv.iter_type is IterType.REDUCE:
+            var_ranges.pop(iv.var, None)
+    nest = _new_nest(ctx, blk, var_ranges, an, preserve)
+    _verify_reads(ctx, blk, nest, regions, loop, an, hl)
+    return Result(_insert(ctx, blk, loop, nest, pos, children), [])
+
+
+def _check_dense(ctx: Ctx, x: Block, w, inner: list, blk: Block, loop: For, hl: list):
+    """The producer's write region per iteration must be exact (no holes), so the
+    consumer never reads an element of it that is not written yet."""
+    from engine.arith.simplify import Analyzer as _An
+    xr = ctx.index.realize[id(x)]
+    vmap = {iv.var: v for iv, v in zip(x.iter_vars, xr.iter_values)}
+    inner_vars = {id(lp.loop_var): lp for lp in inner}
+    seen: set = set()
+    for rg in w.region:
+        if not E.is_const_int(rg.extent, 1):
+            continue
+        idx_e = substitute(rg.min, vmap)
+        terms, _ = _An().linear(idx_e)
+        radix = []
+        for atom, coef in terms.values():
+            if isinstance(atom, E.Var) and id(atom) in inner_vars:
+                if id(atom) in seen:
+                    break
+                seen.add(id(atom))
+                ext = E.as_const_int(inner_vars[id(atom)].extent)
+                radix.append((abs(coef), ext))
+            elif any(uses_var(atom, lp.loop_var) for lp in inner):
+                radix = None
+                break
+        else:
+            radix.sort()
+            stride = 1
+            ok = True
+            for coef, ext in radix:
+                if ext is None or coef != stride:
+                    ok = False
+                    break
+                stride *= ext
+            if ok:
+                continue
+        raise ctx.error(f"block {blk.name_hint}", f"cannot prove that block {x.name_hint} "
+                        f"writes a contiguous region of {w.buffer.name} in each iteration "
+                        f"of loop {loop.loop_var.name}", "choose an outer loop, or move the "
+                        "block before fusing/reordering the producer's loops",
+                        highlight=hl + [x.name_hint])
+
+
+def _verify_reads(ctx: Ctx, blk: Block, nest, regions: dict, loop: For, an: Analyzer,
+                  hl: list):
+    """Everything the moved consumer reads from the producers' buffers in one iteration
+    must lie inside what they wrote in that iteration."""
+    loops = []
+    cur = nest
+    while isinstance(cur, For):
+        loops.append(cur)
+        cur = cur.body
+    realize = cur
+    rr = {lp.loop_var: (0, E.as_const_int(lp.extent) - 1) for lp in loops
+          if E.as_const_int(lp.extent) is not None}
+    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
+    for r in blk.reads:
+        reg = regions.get(id(r.buffer))
+        if reg is None:
+            continue
+        for d, rg in enumerate(r.region):
+            lo_e = substitute(rg.min, vmap)
+            hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
+            a, b = relax(lo_e, rr), relax(hi_e, rr)
+            ok = a is not None and b is not None and reg[d] is not None
+            if ok:
+                w_lo, w_hi = reg[d]
+                d1 = an.bound(an.simplify(a[0] - w_lo))
+                d2 = an.bound(an.simplify(w_hi - b[1]))
+                ok = d1 is not None and d1[0] is not None and d1[0] >= 0 and \
+                    d2 is not None and d2[0] is not None and d2[0] >= 0
+            if not ok:
+                raise ctx.error(f"block {blk.name_hint}", f"block {blk.name_hint} would read "
+                                f"elements of {r.buffer.name} that are not computed yet in "
+                                f"this iteration of loop {loop.loop_var.name}",
+                                "choose an outer loop", highlight=hl)
+
+
+class _ComputeAtBase(Primitive):
+    reverse = False
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        return _compute_at(ctx, inputs, attrs, self.reverse)
+
+    def python_args(self, inputs, attrs, dialect):
+        preserve = bool(attrs[0]) if attrs else False
+        index = attrs[1] if len(attrs) > 1 else -1
+        if dialect == "engine":
+            args = [fmt(inputs[0]), fmt(inputs[1])]
+            if preserve:
+                args.append("preserve_unit_loops=True")
+            if index != -1:
+                args.append(f"index={index}")
+            return args
+        args = [f"block={fmt(inputs[0])}", f"loop={fmt(inputs[1])}",
+                f"preserve_unit_loops={fmt(preserve)}"]
+        if dialect == "tvm":
+            args.append(f"index={index}")
+        return args
+
+
+@register
+class ComputeAt(_ComputeAtBase):
+    kind = "ComputeAt"
+    method = "compute_at"
+
+    def call(self, sch, block, loop, preserve_unit_loops: bool = False, index: int = -1):
+        """Move a producer block under a loop of its consumer, computing there only the
+        region that the consumer reads in one iteration of that loop.
+
+        It requires: 1) the block and the loop are in the same scope and the loop is not
+        already around the block; 2) the block is not an output block (it does not
+        write a function parameter); 3) every consumer of the block is under the loop,
+        and no block it would move past writes what it reads or reads what it writes;
+        4) no block under the loop writes the buffers the block reads or writes.
+        New loops ``ax0, ax1, ...`` cover the inferred region (unit loops are dropped
+        unless ``preserve_unit_loops``).
+
+        Before::
+
+            for i, j, k in T.grid(128, 128, 128):
+                with T.block("Y"): ...
+            for i, j in T.grid(128, 128):
+                with T.block("C"): ...
+
+        Call::
+
+            i, j = sch.get_loops(sch.get_block("C"))
+            sch.compute_at(sch.get_block("Y"), j)
+
+        After::
+
+            for i, j in T.grid(128, 128):
+                for ax0 in range(128):
+                    with T.block("Y"):
+                        vi = T.axis.spatial(128, i)
+                        vj = T.axis.spatial(128, j)
+                        vk = T.axis.reduce(128, ax0)
+                        ...
+                with T.block("C"): ...
+        """
+        sch._run(self, [block, loop], [bool(preserve_unit_loops), index])
+
+
+@register
+class ReverseComputeAt(_ComputeAtBase):
+    kind = "ReverseComputeAt"
+    method = "reverse_compute_at"
+    reverse = True
+
+    def call(self, sch, block, loop, preserve_unit_loops: bool = False, index: int = -1):
+        """Move a consumer block under a loop of its producer, computing there the
+        region whose inputs that producer has just finished in one iteration.
+
+        It requires: 1) the block and the loop are in the same scope and the loop is not
+        already around the block; 2) every producer under the loop has finished its
+        elements at the end of an iteration (the loop and the loops above it are not
+        reduction loops of the producer); 3) the producers write a contiguous region
+        per iteration and the block reads only inside it; 4) no block under the loop
+        reads or writes what the block writes, and no block it would move past conflicts
+        with it. New loops ``ax0, ...`` cover the region (unit loops are dropped unless
+        ``preserve_unit_loops``).
+
+        Before::
+
+            for i, j_0, k, j_1 in T.grid(128, 32, 128, 4):
+                with T.block("Y"): ...
+            for i, j in T.grid(128, 128):
+                with T.block("C"): ...
+
+        Call::
+
+            sch.reverse_compute_at(sch.get_block("C"), j0)
+
+        After::
+
+            for i, j_0 in T.grid(128, 32):
+                for k, j_1 in T.grid(128, 4):
+                    with T.block("Y"): ...
+                for ax0 in T.serial(4):
+                    with T.block("C"):
+                        vi = T.axis.spatial(128, i)
+                        vj = T.axis.spatial(128, j_0 * 4 + ax0)
+                        ...
+        """
+        sch._run(self, [block, loop], [bool(preserve_unit_loops), index])
+
+
