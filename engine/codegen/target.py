@@ -43,7 +43,16 @@ def host_cpu() -> tuple[str, str]:
 
 @lru_cache(maxsize=8)
 def host_target_machine(opt_level: int = 3):
-    """The TargetMachine for the host CPU (cached per optimisation level)."""
+    """The TargetMachine for the host CPU (cached per optimisation level).
+
+    Use it for passes and assembly only: an execution engine takes ownership of its
+    target machine, so give each engine a fresh one (:func:`new_target_machine`).
+    """
+    return new_target_machine(opt_level)
+
+
+def new_target_machine(opt_level: int = 3):
+    """A new TargetMachine for the host CPU (for an execution engine to own)."""
     init_llvm()
     cpu, feats = host_cpu()
     target = llvm.Target.from_default_triple()

@@ -38,7 +38,7 @@ from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
 from engine.ir.dtype import lanes_of
 from engine.ir.function import IRModule, PrimFunc
-from engine.ir.functor import Mutator, collect_vars, substitute
+from engine.ir.functor import Mutator, collect, collect_vars, substitute
 
 from .errors import BuildError
 from engine.arith.lower_simplify import lower_simplify
@@ -78,8 +78,29 @@ class _BlockLowerer:
 
     def __init__(self, func_name: str):
         self.func_name = func_name
+        self.blocks: list[str] = []
+
+    def where(self) -> str:
+        if self.blocks:
+            return f"in block {self.blocks[-1]!r} of function {self.func_name!r}"
+        return f"in function {self.func_name!r}"
+
+    def check(self, e: Any) -> None:
+        """Refuse calls the backend cannot compile, naming the block."""
+        for c in collect(e, E.Call):
+            if c.op in ("address_of", "call_extern"):
+                continue
+            if c.op not in E.INTRINSICS:
+                known = ", ".join(sorted(E.INTRINSICS))
+                raise BuildError(f"unsupported intrinsic {c.op!r} {self.where()}; "
+                                 f"the LLVM backend knows: {known}")
+            if len(c.args) != E.INTRINSICS[c.op]:
+                raise BuildError(f"intrinsic {c.op!r} takes {E.INTRINSICS[c.op]} argument(s) "
+                                 f"but is called with {len(c.args)} {self.where()}")
 
     def sub(self, e: Any, vmap: dict) -> Any:
+        if e is not None:
+            self.check(e)
         return substitute(e, vmap) if vmap else e
 
     # statements --------------------------------------------------------
@@ -143,6 +164,14 @@ class _BlockLowerer:
         block = br.block
         if block.alloc_buffers:
             return None
+        self.blocks.append(block.name_hint)
+        try:
+            return self._hoist(chain, br, vmap)
+        finally:
+            self.blocks.pop()
+
+    def _hoist(self, chain: list, br: S.BlockRealize, vmap: dict):
+        block = br.block
         values = [self.sub(v, vmap) for v in br.iter_values]
         if len(values) != len(block.iter_vars):
             raise BuildError(f"block {block.name_hint!r} binds {len(values)} values to "
@@ -201,6 +230,13 @@ class _BlockLowerer:
         return inner if inner is not None else S.Evaluate(E.IntImm("int32", 0))
 
     def s_BlockRealize(self, br: S.BlockRealize, vmap: dict):
+        self.blocks.append(br.block.name_hint)
+        try:
+            return self._block_realize(br, vmap)
+        finally:
+            self.blocks.pop()
+
+    def _block_realize(self, br: S.BlockRealize, vmap: dict):
         block = br.block
         if len(br.iter_values) != len(block.iter_vars):
             raise BuildError(f"block {block.name_hint!r} binds {len(br.iter_values)} values "

@@ -108,6 +108,7 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
 
 def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
     from engine.codegen import codegen, host_target_machine, optimize
+    from engine.codegen.target import new_target_machine
     from engine.lower import lower
     from . import native
 
@@ -138,7 +139,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         llmod.data_layout = str(tm.target_data)
         optimize(llmod, tm, opts["opt_level"])
         t3 = time.perf_counter()
-        ee = llvm.create_mcjit_compiler(llmod, tm)
+        ee = llvm.create_mcjit_compiler(llmod, new_target_machine(opts["opt_level"]))
         for text in extra_texts:
             try:
                 em = llvm.parse_assembly(text)
@@ -151,7 +152,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         lowered_map = dict(lowered)
         module = Module(ee, llmod, ll_text, functions, {}, lowered_map,
                         {"fast_math": bool(opts["fast_math"]), "opt_level": opts["opt_level"]},
-                        keepalive=(tm,))
+                        keepalive=())
         for name, info in infos.items():
             addr = ee.get_function_address(info.symbol)
             if not addr:
