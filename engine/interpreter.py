@@ -235,6 +235,8 @@ class _Compiler:
         return _NC
 
     def expr(self, e: Any) -> _Fn:
+        if isinstance(e, (bool, int, float, np.generic)):
+            e = E.convert(e.item() if isinstance(e, np.generic) else e)
         c = self.const_value(e)
         if c is not _NC:
             return lambda env, c=c: c
