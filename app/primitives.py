@@ -107,6 +107,9 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
 ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
              "decompose_reduction", "cache_read", "cache_write"}
+# form fields of the toolbar that are not workload parameters
+FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
+                         "scope"})
 LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor"}
 
 

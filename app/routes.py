@@ -69,7 +69,7 @@ def toolbar(workload: str):
 
 @bp.post("/explore/<workload>/apply")
 def apply(workload: str):
-    s = Session.from_request(workload, request.form)
+    s = Session.from_request(workload, request.form, primitives.FORM_FIELDS)
     if not bridge.has("schedule", "Schedule"):
         return _refusal("Schedule primitives are not available yet in this build.", [], 503)
     sch = s.schedule_at(s.at)

@@ -60,7 +60,7 @@ def workload_info(name: str) -> dict:
     }
 
 
-def parse_params(info: dict, args) -> dict:
+def parse_params(info: dict, args, ignore: frozenset = frozenset()) -> dict:
     """Query arguments -> the workload's full parameter dict.
 
     Values are typed like the defaults; the engine then fills defaults, applies
@@ -71,7 +71,7 @@ def parse_params(info: dict, args) -> dict:
     given: dict[str, Any] = {}
     back = "/"
     for key in args.keys():
-        if key in RESERVED:
+        if key in RESERVED or key in ignore:
             continue
         if key not in defaults:
             takes = ", ".join(defaults) or "no parameters"
@@ -246,7 +246,8 @@ class Session:
 
     # -- construction
     @classmethod
-    def from_request(cls, workload: str, args) -> "Session":
+    def from_request(cls, workload: str, args, ignore: frozenset = frozenset()) -> "Session":
+        """Decode ``args`` (query or form); keys in ``ignore`` are not workload parameters."""
         if workload == CUSTOM:
             src_tok = args.get("src", "")
             if not src_tok:
@@ -262,7 +263,7 @@ class Session:
             params: dict = {}
         else:
             info = workload_info(workload)
-            params = parse_params(info, args)
+            params = parse_params(info, args, ignore)
             mod0 = load_workload(workload, params)
             src = None
         s = cls(workload, params, info, mod0, src=src)

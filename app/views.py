@@ -7,6 +7,7 @@ has not landed (see :mod:`app.bridge`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,13 +41,50 @@ def gallery() -> dict:
 
 # ---------------------------------------------------------------------------- program pane
 @dataclass
+class Seg:
+    """A piece of a program line; clickable when ``sel`` is set."""
+
+    text: str
+    sel: str | None = None
+    start: int | None = None
+    end: int | None = None
+    kind: str = ""
+
+
+@dataclass
 class Line:
     no: int
     text: str
-    sel: str | None = None          # selection id when a loop/block starts on this line
+    sel: str | None = None          # selection id of the first loop/block starting here
     end: int | None = None          # last line of that loop/block
     kind: str = ""
     changed: bool = False
+    segs: list = field(default_factory=list)   # the line cut into clickable pieces
+
+
+def _segments(line: Line, entries: list) -> list[Seg]:
+    """Cut a line into pieces: one loop/block starting here -> the whole statement is
+    clickable; several (``for i, j, k in T.grid(...)``) -> each loop name is."""
+    text = line.text
+    if not entries:
+        return [Seg(text)]
+    indent = len(text) - len(text.lstrip(" "))
+    if len(entries) == 1:
+        sel, end, kind, _name = entries[0]
+        return [Seg(text[:indent]), Seg(text[indent:], sel, line.no, end, kind)]
+    head, sep, _rest = text.partition(" in ")
+    segs: list[Seg] = []
+    pos = 0
+    for sel, end, kind, name in entries:
+        m = re.search(r"\b" + re.escape(name) + r"\b", head[pos:]) if name else None
+        if m is None:
+            continue
+        a, b = pos + m.start(), pos + m.end()
+        segs.append(Seg(text[pos:a]))
+        segs.append(Seg(text[a:b], sel, line.no, end, kind))
+        pos = b
+    segs.append(Seg(text[pos:]))
+    return [sg for sg in segs if sg.text or sg.sel]
 
 
 def script_of(mod) -> str:
@@ -68,16 +106,25 @@ def program_lines(mod, trees: list[FuncTree], changed: set[int] | None = None) -
     by_node: dict[int, Any] = {}
     for t in trees:
         by_node.update(t.by_node)
+    starts: dict[int, list] = {}
     for sp in spans or []:
         node = bridge.field(sp, "node")
         start = bridge.field(sp, "start_line")
         end = bridge.field(sp, "end_line")
-        entry = by_node.get(id(node))
-        if entry is None or not entry.sel or start is None:
+        kind = bridge.field(sp, "kind", "")
+        if kind not in ("loop", "block"):
             continue
-        if 1 <= start <= len(lines) and lines[start - 1].sel is None:
-            ln = lines[start - 1]
-            ln.sel, ln.end, ln.kind = entry.sel, end or start, bridge.field(sp, "kind", "")
+        entry = by_node.get(id(node))
+        if entry is None or not entry.sel or start is None or not 1 <= start <= len(lines):
+            continue
+        lst = starts.setdefault(start, [])
+        if all(e[0] != entry.sel for e in lst):
+            lst.append((entry.sel, end or start, kind, bridge.field(sp, "name", entry.name)))
+    for ln in lines:
+        entries = starts.get(ln.no, [])
+        if entries:
+            ln.sel, ln.end, ln.kind = entries[0][0], entries[0][1], entries[0][2]
+        ln.segs = _segments(ln, entries)
     return lines
 
 

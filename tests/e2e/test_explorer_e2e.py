@@ -1,0 +1,182 @@
+"""A new user's session in a real Chromium: gallery -> mm_relu -> the course's four steps by
+clicking -> an illegal action -> reload the shared link -> export and re-import the trace.
+Screenshots of every step go to test-artifacts/screenshots/."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def program_text(page) -> str:
+    return page.inner_text("#program-pane")
+
+
+def n_steps(page) -> int:
+    return page.locator("#trace-pane li.step").count() - 1
+
+
+def plot_points(page) -> int:
+    loc = page.locator("#runtime-plot[data-drawn]")
+    loc.wait_for()
+    return int(loc.get_attribute("data-points"))
+
+
+def wait_steps(page, n: int) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll('#trace-pane li.step').length === n + 1", arg=n)
+
+
+def wait_plot(page, n: int) -> None:
+    page.wait_for_function(
+        "n => { const e = document.querySelector('#runtime-plot[data-drawn]');"
+        " return e && parseInt(e.dataset.points) === n; }", arg=n, timeout=120_000)
+
+
+def select(page, sel: str, where: str = "#program-pane") -> None:
+    if where == "#diagram-pane":   # click the box's header, as a user would
+        page.locator(f'{where} [data-sel="{sel}"] > text').first.click()
+    else:
+        page.click(f'{where} [data-sel="{sel}"]')
+    page.wait_for_selector(f'#toolbar[data-selected="{sel}"] form.prim')
+
+
+def apply(page, prim: str) -> None:
+    page.click(f'#toolbar button[data-prim="{prim}"]')
+
+
+def test_course_walkthrough_share_export_import(page, server, shot):
+    # --- the gallery
+    page.goto(server + "/")
+    page.wait_for_selector("#card-mm_relu")
+    shot(page, "01-gallery")
+    page.click("#card-mm_relu button[type=submit]")
+    page.wait_for_url(re.compile(r"/explore/mm_relu"))
+    page.wait_for_selector("#program-pane .node")
+    wait_plot(page, 1)
+    assert 'with T.block("Y")' in program_text(page)
+    shot(page, "02-mm_relu-initial")
+
+    # --- step 1: split j by 4 (select j by keyboard: Tab to it, Enter)
+    j = page.locator('#program-pane [data-sel="L/mm_relu/1/Y"]')
+    j.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    assert page.locator("#program-pane .node.selected").count() >= 1
+    assert page.locator('#diagram-pane .dnode.selected').count() == 1
+    shot(page, "03-j-selected")
+    page.fill('#toolbar form.prim:has(button[data-prim="split"]) input[name="factors"]', "None, 4")
+    apply(page, "split")
+    wait_steps(page, 1)
+    assert "j_0" in program_text(page) and "j_1" in program_text(page)
+    assert "for j_1 in 4" in page.inner_text("#diagram-pane")
+    assert "t=" in page.url
+    wait_plot(page, 2)
+    shot(page, "04-after-split")
+
+    # --- step 2: reorder j_0, k, j_1 (select a loop above Y in the diagram)
+    select(page, "L/mm_relu/0/Y", where="#diagram-pane")
+    page.fill('#toolbar input[name="order"]', "i, j_0, k, j_1")
+    apply(page, "reorder")
+    wait_steps(page, 2)
+    assert re.search(r"for i, j_0, k, j_1 in T\.grid", program_text(page))
+    wait_plot(page, 3)
+    shot(page, "05-after-reorder")
+
+    # --- step 3: reverse_compute_at C under j_0
+    select(page, "B/mm_relu/C")
+    page.select_option('#toolbar form.prim:has(button[data-prim="reverse_compute_at"]) select[name="loop"]',
+                       label="j_0 (above Y)")
+    apply(page, "reverse_compute_at")
+    wait_steps(page, 3)
+    wait_plot(page, 4)
+    shot(page, "06-after-reverse-compute-at")
+
+    # --- step 4: decompose_reduction of Y above k
+    select(page, "B/mm_relu/Y")
+    page.select_option('#toolbar form.prim:has(button[data-prim="decompose_reduction"]) select[name="loop"]',
+                       label="k")
+    apply(page, "decompose_reduction")
+    wait_steps(page, 4)
+    text = program_text(page)
+    assert 'T.block("Y_init")' in text
+    wait_plot(page, 5)
+    assert page.locator("#measure-body .bad").count() == 0   # every step matches numpy
+    shot(page, "07-after-decompose-reduction")
+    page.click("#tab-diff")
+    page.wait_for_selector("#panel-diff .d-add")
+    shot(page, "08-diff-of-last-step")
+    page.click("#tab-program")
+
+    # --- an illegal action: parallel on the reduction loop k
+    url_before = page.url
+    k_sel = page.locator('#diagram-pane .dloop:has(text:text-is("for k in 128"))').first.get_attribute("data-sel")
+    select(page, k_sel, where="#diagram-pane")
+    apply(page, "parallel")
+    page.wait_for_selector("#message.msg-refused")
+    reason = page.inner_text("#message")
+    assert "parallel refused" in reason and "reduction" in reason
+    assert page.locator('#diagram-pane .dnode.offending').count() >= 1
+    assert page.url == url_before and n_steps(page) == 4
+    shot(page, "09-illegal-parallel-refused")
+
+    # --- the shared link reproduces the state in a new page
+    share = page.input_value("#share-url")
+    other = page.context.new_page()
+    other.goto(share)
+    other.wait_for_selector("#program-pane .node")
+    assert program_text(other) == text
+    assert n_steps(other) == 4
+    shot(other, "10-shared-link-reloaded")
+    other.close()
+
+    # --- undo then redo through the trace pane
+    page.click('#trace-pane a[data-key="undo"]')
+    page.wait_for_selector("#trace-pane li.step.current[value='3']")
+    assert 'T.block("Y_init")' not in program_text(page)
+    page.keyboard.press("]")          # keyboard redo
+    page.wait_for_selector("#trace-pane li.step.current[value='4']")
+    assert program_text(page) == text
+
+    # --- export the trace as JSON and import it again
+    page.click("#export-menu summary")
+    with page.expect_download() as dl:
+        page.click("#export-menu a:text('Trace JSON')")
+    path = dl.value.path()
+    doc = json.loads(open(path).read())
+    assert doc["format"] == "schedule-explorer/trace" and doc["workload"]["name"] == "mm_relu"
+    page.goto(server + "/#import")
+    page.click("#import summary")
+    page.set_input_files("#import input[type=file]", path)
+    page.click("#import button[type=submit]")
+    page.wait_for_url(re.compile(r"/explore/mm_relu\?.*t="))
+    page.wait_for_selector("#program-pane .node")
+    assert program_text(page) == text
+    shot(page, "11-imported-trace")
+    assert page.js_errors == []
+
+
+def test_bad_link_shows_reason_and_way_back(page, server, shot):
+    resp = page.goto(server + "/explore/mm_relu?n=128&t=not-a-trace")
+    assert resp.status == 400
+    assert "cannot be read" in page.inner_text("main")
+    shot(page, "12-bad-link")
+    page.click("a.button")
+    page.wait_for_selector("#program-pane .node, #card-mm_relu")
+
+
+def test_layout_fits_1280x720(page, server, shot):
+    page.goto(server + "/explore/mm_relu?n=64")
+    page.wait_for_selector("#program-pane .node")
+    wait_plot(page, 1)
+    # nothing overflows the window horizontally; the panes are side by side
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1280
+    left = page.locator(".col-left").bounding_box()
+    right = page.locator(".col-right").bounding_box()
+    assert left["x"] + left["width"] <= right["x"] + 1
+    assert right["x"] + right["width"] <= 1280
+    shot(page, "13-layout-1280x720")
