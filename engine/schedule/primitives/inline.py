@@ -1,0 +1,274 @@
+"""compute_inline and reverse_compute_inline."""
+from __future__ import annotations
+
+from engine.arith import simplify
+from engine.ir import expr as E
+from engine.ir.buffer import BufferRegion, Range
+from engine.ir.functor import Mutator, collect, substitute
+from engine.ir.stmt import Block, BufferStore, IterType
+
+from ..registry import Ctx, Primitive, Result, register
+from ..tree import replace_stmts
+from ._common import expect_block
+
+
+def _single_store(ctx: Ctx, blk: Block, name: str) -> BufferStore:
+    hl = [blk.name_hint]
+    if any(iv.iter_type is IterType.REDUCE for iv in blk.iter_vars) or blk.init is not None:
+        raise ctx.error(f"block {blk.name_hint}", f"block {blk.name_hint} is a reduction "
+                        "block; only blocks whose axes are all spatial can be inlined",
+                        "inline element-wise blocks (padding, ReLU, ...)", highlight=hl)
+    if not isinstance(blk.body, BufferStore) or blk.alloc_buffers:
+        raise ctx.error(f"block {blk.name_hint}", f"the body of block {blk.name_hint} is not "
+                        "a single buffer store", "", highlight=hl)
+    if len(blk.writes) != 1:
+        raise ctx.error(f"block {blk.name_hint}", "the block must write exactly one buffer",
+                        "", highlight=hl)
+    return blk.body
+
+
+def _writers(ctx: Ctx, buf) -> list[Block]:
+    return [b for b in ctx.index.all_blocks() if any(w.buffer is buf for w in b.writes)]
+
+
+def _readers(ctx: Ctx, buf) -> list[Block]:
+    return [b for b in ctx.index.all_blocks() if any(r.buffer is buf for r in b.reads)]
+
+
+def _drop_alloc(ctx: Ctx, func, buf):
+    """Remove ``buf`` from the alloc_buffers of the block that allocates it."""
+    from ..tree import FuncIndex
+    idx = FuncIndex(func)
+    for bs in idx.blocks.values():
+        for b in bs:
+            if any(a is buf for a in b.alloc_buffers):
+                nb = b.replace(alloc_buffers=tuple(a for a in b.alloc_buffers if a is not buf))
+                return replace_stmts(func, {b: nb})
+    return func
+
+
+def _dedup(regions) -> tuple:
+    from engine.ir import structural_equal
+    out = []
+    for r in regions:
+        if not any(o.buffer is r.buffer and structural_equal(o.region, r.region) for o in out):
+            out.append(r)
+    return tuple(out)
+
+
+@register
+class ComputeInline(Primitive):
+    kind = "ComputeInline"
+    method = "compute_inline"
+
+    def call(self, sch, block):
+        """Inline a block into its consumers: every read of its output is replaced by
+        the expression it computes, and the block (and its buffer) disappear.
+
+        It requires: 1) the block's axes are all spatial (no reduction, no init);
+        2) its body is a single store ``B[v0, v1, ...] = expr`` whose indices are its
+        axes, each used once; 3) it is the only block writing ``B``, and ``B`` is not a
+        function parameter (the block is not an output block).
+
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+            for i, j in T.grid(128, 128):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = B[vi, vj] + T.float32(1)
+
+        Call::
+
+            sch.compute_inline(sch.get_block("B"))
+
+        After::
+
+            for i, j in T.grid(128, 128):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = A[vi, vj] * T.float32(2) + T.float32(1)
+        """
+        sch._run(self, [block], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        blk = expect_block(ctx, inputs[0])
+        bname = blk.name_hint
+        store = _single_store(ctx, blk, "compute_inline")
+        buf = store.buffer
+        ivars = [iv.var for iv in blk.iter_vars]
+        if len(store.indices) != len(ivars) or \
+                any(not isinstance(i, E.Var) for i in store.indices) or \
+                len({id(i) for i in store.indices}) != len(store.indices) or \
+                {id(i) for i in store.indices} != {id(v) for v in ivars}:
+            raise ctx.error(f"block {bname}", f"block {bname} must store to {buf.name} at "
+                            "exactly its own axes (one index per axis)", "",
+                            highlight=[bname])
+        if any(p is buf for p in ctx.func.params):
+            raise ctx.error(f"block {bname}", f"block {bname} writes the function's output "
+                            f"{buf.name}, which must stay", "inline intermediate stages "
+                            "only; use reverse_compute_inline on the last stage",
+                            highlight=[bname])
+        writers = _writers(ctx, buf)
+        if writers != [blk]:
+            others = [w.name_hint for w in writers if w is not blk]
+            raise ctx.error(f"block {bname}", f"{buf.name} is also written by block "
+                            f"{', '.join(others)}", "", highlight=[bname, *others])
+        if any(isinstance(x, E.BufferLoad) and x.buffer is buf
+               for x in collect(store.value, E.BufferLoad)):
+            raise ctx.error(f"block {bname}", f"block {bname} reads its own output",
+                            "", highlight=[bname])
+        consumers = _readers(ctx, buf)
+
+        class Inline(Mutator):
+            def visit_BufferLoad(self, e):
+                idxs = tuple(self.visit(i) for i in e.indices)
+                if e.buffer is buf:
+                    return substitute(store.value, dict(zip(store.indices, idxs)))
+                return e if all(a is b for a, b in zip(idxs, e.indices)) else \
+                    E.BufferLoad(e.buffer, idxs)
+
+        mapping = {}
+        for c in consumers:
+            body = Inline().visit(c.body)
+            init = Inline().visit(c.init) if c.init is not None else None
+            reads = []
+            for r in c.reads:
+                if r.buffer is not buf:
+                    reads.append(r)
+                    continue
+                vmap = {iv: rg.min for iv, rg in zip(store.indices, r.region)}
+                for pr in blk.reads:
+                    reads.append(BufferRegion(pr.buffer, tuple(
+                        Range(simplify(substitute(rg.min, vmap)), rg.extent)
+                        if not _spans(r) else Range(0, s) for rg, s in
+                        zip(pr.region, pr.buffer.shape))))
+            mapping[c] = c.replace(body=body, init=init, reads=_dedup(reads))
+        realize = ctx.index.realize[id(blk)]
+        mapping[ctx.index.removal_root(realize)] = None
+        func = replace_stmts(ctx.func, mapping)
+        func = _drop_alloc(ctx, func, buf)
+        return Result(func, [])
+
+
+def _spans(region) -> bool:
+    """True when a read region is wider than one element in some dimension."""
+    return any(not E.is_const_int(rg.extent, 1) for rg in region.region)
+
+
+@register
+class ReverseComputeInline(Primitive):
+    kind = "ReverseComputeInline"
+    method = "reverse_compute_inline"
+
+    def call(self, sch, block):
+        """Inline a block into its producer: the producer stores the block's result
+        directly, and the block (and the intermediate buffer) disappear.
+
+        It requires: 1) the block's axes are all spatial and its body is a single store;
+        2) it reads exactly one intermediate buffer ``B`` produced by one block, and only
+        at its own axes ``B[v0, v1, ...]`` (each axis once, all axes used); 3) that
+        producer is not a reduction block, stores ``B`` with a single store, and the
+        block is the only reader of ``B``.
+
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+            for i, j in T.grid(128, 128):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = B[vi, vj] + T.float32(1)
+
+        Call::
+
+            sch.reverse_compute_inline(sch.get_block("C"))
+
+        After::
+
+            for i, j in T.grid(128, 128):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = A[vi, vj] * T.float32(2) + T.float32(1)
+        """
+        sch._run(self, [block], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        blk = expect_block(ctx, inputs[0])
+        bname = blk.name_hint
+        store = _single_store(ctx, blk, "reverse_compute_inline")
+        params = {id(p) for p in ctx.func.params}
+        cands = [r.buffer for r in blk.reads if id(r.buffer) not in params]
+        cands = list({id(b): b for b in cands}.values())
+        if len(cands) != 1:
+            raise ctx.error(f"block {bname}", f"block {bname} must read exactly one "
+                            f"intermediate buffer, it reads {len(cands)}",
+                            "reverse-inline blocks that consume one stage",
+                            highlight=[bname])
+        buf = cands[0]
+        writers = _writers(ctx, buf)
+        if len(writers) != 1:
+            raise ctx.error(f"block {bname}", f"{buf.name} is written by "
+                            f"{len(writers)} blocks", "", highlight=[bname])
+        prod = writers[0]
+        readers = _readers(ctx, buf)
+        if readers != [blk]:
+            others = [r.name_hint for r in readers if r is not blk]
+            raise ctx.error(f"block {bname}", f"{buf.name} is also read by block "
+                            f"{', '.join(others)}", "", highlight=[bname, *others])
+        if any(iv.iter_type is IterType.REDUCE for iv in prod.iter_vars) or \
+                prod.init is not None:
+            raise ctx.error(f"block {bname}", f"its producer {prod.name_hint} is a reduction "
+                            "block, and inlining would apply the block to partial results",
+                            "decompose the reduction and reverse_compute_at instead",
+                            highlight=[bname, prod.name_hint])
+        if not isinstance(prod.body, BufferStore) or prod.body.buffer is not buf:
+            raise ctx.error(f"block {bname}", f"producer {prod.name_hint} is not a single "
+                            "store", "", highlight=[bname, prod.name_hint])
+        loads = [x for x in collect(store.value, E.BufferLoad) if x.buffer is buf] + \
+            [x for i in store.indices for x in collect(i, E.BufferLoad) if x.buffer is buf]
+        ivars = {id(iv.var) for iv in blk.iter_vars}
+        ok = bool(loads)
+        first = loads[0].indices if loads else ()
+        from engine.ir import structural_equal
+        for ld in loads:
+            if not structural_equal(ld.indices, first):
+                ok = False
+        if ok and (any(not isinstance(i, E.Var) for i in first) or
+                   {id(i) for i in first} != ivars or len(first) != len(ivars)):
+            ok = False
+        if not ok:
+            raise ctx.error(f"block {bname}", f"block {bname} must read {buf.name} only at "
+                            "its own axes, each once", "", highlight=[bname])
+        pstore = prod.body
+        vmap = dict(zip(first, pstore.indices))
+
+        class Repl(Mutator):
+            def visit_BufferLoad(self, e):
+                if e.buffer is buf:
+                    return pstore.value
+                idxs = tuple(self.visit(i) for i in e.indices)
+                return e if all(a is b for a, b in zip(idxs, e.indices)) else \
+                    E.BufferLoad(e.buffer, idxs)
+
+        new_value = substitute(Repl().visit(store.value), vmap)
+        new_idx = tuple(simplify(substitute(i, vmap)) for i in store.indices)
+        new_store = BufferStore(store.buffer, new_value, new_idx)
+        writes = tuple(BufferRegion(w.buffer, tuple(
+            Range(simplify(substitute(rg.min, vmap)), rg.extent) for rg in w.region))
+            for w in blk.writes)
+        reads = list(prod.reads) + [BufferRegion(r.buffer, tuple(
+            Range(simplify(substitute(rg.min, vmap)), rg.extent) for rg in r.region))
+            for r in blk.reads if r.buffer is not buf]
+        new_prod = prod.replace(body=new_store, writes=writes, reads=_dedup(reads))
+        realize = ctx.index.realize[id(blk)]
+        func = replace_stmts(ctx.func, {prod: new_prod, ctx.index.removal_root(realize): None})
+        func = _drop_alloc(ctx, func, buf)
+        return Result(func, [])
+
+
