@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 
 import pytest
 
@@ -99,6 +100,15 @@ def server():
     srv.shutdown()
 
 
+def _poll(page, expr: str, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if page.evaluate(expr):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_plotly_and_htmx_work_under_the_policy(server):
     chromium = _chromium()
     if chromium is None:
@@ -112,13 +122,13 @@ def test_plotly_and_htmx_work_under_the_policy(server):
             page = browser.new_page()
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
             page.goto(base + "/")
-            page.wait_for_function("window.plotted === true", timeout=30000)
+            # (page.evaluate polls from outside; wait_for_function would need eval in the page.)
+            assert _poll(page, "window.plotted === true"), (console, page.evaluate("window.violations"))
             assert page.locator("#plot .main-svg").count() >= 1
             assert page.locator("#plot .scatterlayer .trace").count() == 1
             if has_htmx:
                 page.click("#go")
-                page.wait_for_function(
-                    "document.querySelector('#out').textContent === 'after'", timeout=10000)
+                assert _poll(page, "document.querySelector('#out').textContent === 'after'")
                 # htmx's POST carried an Origin the same-origin check accepted.
             violations = page.evaluate("window.violations")
             inline_ran = page.evaluate("window.inlineRan === true")
