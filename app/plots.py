@@ -16,7 +16,7 @@ def _layout(title: str, **extra) -> dict:
     layout = {
         "title": {"text": title, "font": {"size": 16}, "x": 0.01, "xanchor": "left"},
         "margin": {"l": 56, "r": 56, "t": 36, "b": 40},
-        "height": 260,
+        "height": 240,
         "font": {"size": 13, "family": "DejaVu Sans, Verdana, sans-serif"},
         "legend": {"orientation": "h", "y": -0.22, "x": 0},
         "paper_bgcolor": "#ffffff",

@@ -212,20 +212,20 @@ def trace_json(trace) -> dict:
     return j
 
 
-def decode_token(token: str):
+def decode_token(token: str, back: str | None = None, back_label: str | None = None):
     """Trace token -> engine Trace (400 when it is corrupt)."""
     Trace = bridge.attr("schedule", "Trace")
     if len(token) > MAX_TOKEN:
         raise AppError(400, "Trace too long",
                        f"The trace in this link is longer than {MAX_TOKEN} characters.",
-                       back="/", back_label="the gallery")
+                       back=back or "/", back_label=back_label or "the gallery")
     try:
         return Trace.decode(token)
     except Exception as e:  # noqa: BLE001 - any decoding failure is the link's fault
         raise AppError(400, "Corrupt trace in the link",
                        f"The trace (the t= part of the link) cannot be read: {e}. It may have been "
                        "cut when copied; ask for the link again or start from the initial program.",
-                       back=None) from None
+                       back=back, back_label=back_label) from None
 
 
 @dataclass
@@ -269,7 +269,8 @@ class Session:
         s = cls(workload, params, info, mod0, src=src)
         token = args.get("t", "") or ""
         if token:
-            s.set_trace(decode_token(token), token)
+            s.set_trace(decode_token(token, s.url(token="", at=None), "the initial program"),
+                        token)
         at_raw = args.get("at")
         if at_raw is None or at_raw == "":
             s.at = s.nsteps
