@@ -141,7 +141,7 @@ class ReachNest(Challenge):
     def check(self, solution: Any, params: dict | None = None, **kw: Any) -> ChallengeResult:
         import engine  # noqa: PLC0415
         sch, fail = self._learner(solution, params)
-        if fail:
+        if fail is not None:
             return fail
         mod = sch.mod
         link = self._link(sch)
@@ -202,7 +202,7 @@ class BeatTime(Challenge):
               timer: Callable[[Any, str], float] | None = None, **kw: Any) -> ChallengeResult:
         """Check ``solution``; ``timer(mod, label)`` -> seconds replaces real timing (tests)."""
         sch, fail = self._learner(solution, params)
-        if fail:
+        if fail is not None:
             return fail
         p = self._params(params)
         link = self._link(sch)
@@ -242,13 +242,10 @@ class BeatTime(Challenge):
 
 # ---------------------------------------------------------------------------
 # the shipped challenges
-_COURSE_STEPS = [
-    {"primitive": "split", "block": "Y", "loop": "j", "factors": [None, 4],
-     "outputs": ["j0", "j1"]},
-    {"primitive": "reorder", "loops": ["j0", "k", "j1"]},
-    {"primitive": "reverse_compute_at", "block": "C", "loop": "j0"},
-    {"primitive": "decompose_reduction", "block": "Y", "loop": "k"},
-]
+def _course_steps() -> list[dict]:
+    """The TensorIR chapter's four steps, taken from lesson 1 (one source of truth)."""
+    from engine import lessons  # noqa: PLC0415
+    return [dict(s.action) for s in lessons.get("01_tensorir_mm_relu").steps if s.action]
 
 
 def _catalogue() -> list[Challenge]:
@@ -259,7 +256,7 @@ def _catalogue() -> list[Challenge]:
             description=("Transform mm_relu into the program the course's TensorIR chapter "
                          "ends with: j split by 4 with k between the halves, C computed under "
                          "j_0, and the initialisation of Y separated from its update."),
-            workload="mm_relu", params={"n": 128}, target=_COURSE_STEPS),
+            workload="mm_relu", params={"n": 128}, target=_course_steps()),
         ReachNest(
             id="mm_relu_vectorized_inner",
             title="Vectorize the innermost loop of mm_relu's matmul",
@@ -286,7 +283,7 @@ def _catalogue() -> list[Challenge]:
             description=("Go beyond the TensorIR chapter: be at least 1.5x faster than the "
                          "course's split/reorder/reverse_compute_at/decompose_reduction "
                          "schedule (try vectorize and parallel)."),
-            workload="mm_relu", params={"n": 128}, reference=_COURSE_STEPS, speedup=1.5),
+            workload="mm_relu", params={"n": 128}, reference=_course_steps(), speedup=1.5),
     ]
 
 

@@ -226,6 +226,7 @@ def replay_steps(trace: Any, workload: str | None = None, params: dict | None = 
         lines = []
     sch = new_schedule(name, wl_params)
     yield ReplayStep(0, "", "(original)", sch.mod)
+    prev = sch
     for n, inst in enumerate(insts, start=1):
         kind, method, mutates = _kind_label(inst)
         fresh = new_schedule(name, wl_params)
@@ -237,15 +238,30 @@ def replay_steps(trace: Any, workload: str | None = None, params: dict | None = 
                 msg = f"step {n} ({method}) cannot be applied: {msg}"
             raise ReplayError(msg) from None
         if mutates:
-            yield ReplayStep(n, kind, _label(lines[n - 1] if n <= len(lines) else None, method),
-                             fresh.mod)
+            line = lines[n - 1] if n <= len(lines) else None
+            yield ReplayStep(n, kind, _label(line, method, _handle_names(prev)), fresh.mod)
+        prev = fresh
 
 
-def _label(line: str | None, method: str) -> str:
-    """``j0, j1 = sch.split(j, factors=[None, 4])`` -> ``split(j, factors=[None, 4])``."""
+def _handle_names(sch: Any) -> dict:
+    try:
+        return {k: v[2] for k, v in sch.handles().items()}
+    except Exception:  # noqa: BLE001 - labels are cosmetic
+        return {}
+
+
+def _label(line: str | None, method: str, names: dict | None = None) -> str:
+    """``l4, l5 = sch.split(l2, factors=[None, 4])`` -> ``split(j, factors=[None, 4])``.
+
+    Handle names (``b0``, ``l2``) become the block/loop names they referred to just before
+    the step, when the schedule replaying the trace knows them.
+    """
     if not line or "sch." not in line:
         return method
-    return line.split("sch.", 1)[1]
+    call = line.split("sch.", 1)[1]
+    if names:
+        call = re.sub(r"\b[bl]\d+\b", lambda m: str(names.get(m.group(0), m.group(0))), call)
+    return call
 
 
 def schedule_of(solution: Any, workload: str, params: dict | None = None):
