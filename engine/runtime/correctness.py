@@ -4,9 +4,10 @@
 
 * ``mod`` — an IRModule/PrimFunc (built with :func:`engine.build`, cached) or a built
   :class:`~engine.runtime.module.Module`;
-* ``reference_fn`` — called with copies of the same arrays as the kernel. It either writes
-  its outputs in place (returns None) or returns the expected value(s) of the last
-  parameter(s). ``None`` uses ``engine.interpret`` on the program itself (the reference
+* ``reference_fn`` — either takes all the kernel's arrays (copies) and writes its outputs
+  in place (returning None) or returns the expected value(s) of the last parameter(s); or,
+  like ``engine.workloads.reference(name)``, takes only the leading input arrays and
+  returns the output(s) (a tuple for several). ``None`` uses ``engine.interpret`` on the program itself (the reference
   interpreter), which needs ``mod`` to be the program, not a built Module;
 * ``args`` — the arrays (copied, never modified); random ones when omitted;
 * tolerances default per dtype (:data:`DEFAULT_TOLERANCES`); integers and bools must match
@@ -54,6 +55,22 @@ def _tol(dtype: np.dtype, rtol, atol, scale: float) -> tuple[float, float]:
     return r, a
 
 
+def _positional_arity(fn: Callable) -> int | None:
+    """Number of positional parameters of ``fn`` (None when it takes ``*args``)."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    n = 0
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            n += 1
+    return n
+
+
 def check_correctness(mod: Any, func_name: str | None = None,
                       reference_fn: Callable | None = None, args: list | None = None,
                       rtol: Any = None, atol: Any = None, **build_options: Any
@@ -86,7 +103,13 @@ def check_correctness(mod: Any, func_name: str | None = None,
             import engine
             out = engine.interpret(program, name, *theirs)
         else:
-            out = reference_fn(*theirs)
+            n_in = _positional_arity(reference_fn)
+            if n_in is not None and n_in < len(theirs):
+                out = reference_fn(*theirs[:n_in])  # workloads' style: f(*inputs) -> outputs
+                if out is None:
+                    raise TypeError("a reference taking only the inputs must return outputs")
+            else:
+                out = reference_fn(*theirs)
     except Exception as exc:  # noqa: BLE001
         return CorrectnessReport(False, float("inf"), float("inf"),
                                  f"the reference failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,106 @@
+"""Every workload compiled by the LLVM backend and checked against its numpy reference,
+unscheduled and after random schedules (hypothesis; sizes not divisible by split factors)."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine
+from engine.ir import Block, collect
+from engine.runtime import check_correctness
+
+SMALL = {"n": 12, "m": 10, "k": 9, "batch": 2, "in_channels": 3, "out_channels": 4, "size": 7,
+         "channels": 3, "in_features": 20, "hidden": 12, "out_features": 5}
+SIZE_KEYS = {"n", "m", "k", "in_features", "hidden", "out_features"}
+
+
+def small_params(name, draw=None):
+    info = engine.workloads.info(name)
+    params = {}
+    for key, default in info.defaults.items():
+        if key in SMALL:
+            v = SMALL[key]
+            if draw is not None and key in SIZE_KEYS:
+                v = draw(st.integers(1, 13))
+            elif draw is not None and key == "size":
+                v = draw(st.integers(max(3, info.defaults.get("kernel", 3)), 9))
+            params[key] = v
+    return params
+
+
+def check(name, mod, params, **build):
+    fname = engine.workloads.info(name).func_name
+    args = engine.workloads.random_args(name, **params)
+    ref = engine.workloads.reference(name, **params)
+    rep = check_correctness(mod, fname, ref, args=args, **build)
+    assert rep.ok, f"{name} {params}: {rep.message}"
+
+
+@pytest.mark.parametrize("name", engine.workloads.names())
+def test_workload_unscheduled(name):
+    params = small_params(name)
+    check(name, engine.workloads.get(name, **params), params)
+
+
+@pytest.mark.parametrize("name", engine.workloads.names())
+def test_workload_fast_math_and_o1(name):
+    params = small_params(name)
+    mod = engine.workloads.get(name, **params)
+    check(name, mod, params, opt_level=1)
+
+
+def test_course_schedule_all_sizes():
+    for n in (8, 10, 16):
+        mod = engine.workloads.get("mm_relu", n=n)
+        sch = engine.Schedule(mod)
+        b = sch.get_block("Y", func_name="mm_relu")
+        i, j, k = sch.get_loops(b)
+        j0, j1 = sch.split(j, factors=[None, 4])
+        sch.reorder(j0, k, j1)
+        sch.reverse_compute_at(sch.get_block("C"), j0)
+        sch.decompose_reduction(b, k)
+        check("mm_relu", sch.mod, {"n": n})
+
+
+def block_names(mod):
+    out = []
+    for _, f in mod.functions:
+        out += [b.name_hint for b in collect(f.body, Block) if b.name_hint != "root"]
+    return out
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_random_schedules_are_correct(data):
+    name = data.draw(st.sampled_from(engine.workloads.names()), label="workload")
+    params = small_params(name, draw=data.draw)
+    mod = engine.workloads.get(name, **params)
+    sch = engine.Schedule(mod)
+    fname = engine.workloads.info(name).func_name
+    for _ in range(data.draw(st.integers(1, 4), label="steps")):
+        blocks = block_names(sch.mod)
+        bname = data.draw(st.sampled_from(blocks), label="block")
+        try:
+            blk = sch.get_block(bname, func_name=fname)
+            loops = sch.get_loops(blk)
+        except Exception:  # noqa: BLE001 - the block may have been inlined meanwhile
+            continue
+        if not loops:
+            continue
+        op = data.draw(st.sampled_from(["split", "parallel", "vectorize", "unroll", "fuse"]),
+                       label="op")
+        idx = data.draw(st.integers(0, len(loops) - 1), label="loop")
+        try:
+            if op == "split":
+                sch.split(loops[idx], factors=[None, data.draw(st.integers(1, 7), label="f")])
+            elif op == "parallel":
+                sch.parallel(loops[0])
+            elif op == "vectorize":
+                sch.vectorize(loops[-1])
+            elif op == "unroll":
+                sch.unroll(loops[idx])
+            elif op == "fuse" and len(loops) >= 2 and idx + 1 < len(loops):
+                sch.fuse(loops[idx], loops[idx + 1])
+        except engine.ScheduleError:
+            continue
+    check(name, sch.mod, params)
