@@ -112,7 +112,7 @@ def measure(workload: str):
 
 @bp.get("/explore/<workload>/code")
 def code(workload: str):
-    s = Session.from_request(workload, request.args)
+    s = Session.from_request(workload, request.args, frozenset({"kind"}))
     kind = request.args.get("kind", "ll-opt")
     if kind not in ("ll-opt", "asm", "ll"):
         raise AppError(400, "Unknown code view",

@@ -1,0 +1,473 @@
+"""Flask test-client tests of every route of the explorer, its htmx protocol and its error
+paths (every bad link answers 4xx with a reason and a way back, never a 500)."""
+from __future__ import annotations
+
+import io
+import json
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+import engine
+from app import create_app
+
+HX = {"HX-Request": "true"}
+N = 16
+
+
+@pytest.fixture(scope="module")
+def app():
+    a = create_app({"TESTING": True})
+    return a
+
+
+@pytest.fixture()
+def client(app):
+    return app.test_client()
+
+
+def html(resp) -> str:
+    return resp.get_data(as_text=True)
+
+
+def apply(client, url_query: dict, sel: str, primitive: str, **args):
+    data = dict(url_query)
+    data.update(sel=sel, primitive=primitive, **args)
+    return client.post("/explore/mm_relu/apply", data=data, headers=HX)
+
+
+def state_of(url: str) -> dict:
+    q = parse_qs(urlsplit(url).query)
+    return {k: v[0] for k, v in q.items()}
+
+
+def course_steps(client):
+    """The course's four steps through the apply endpoint; returns the final query dict."""
+    q = {"n": str(N)}
+    steps = [("L/mm_relu/1/Y", "split", {"factors": "None, 4"}),
+             ("L/mm_relu/0/Y", "reorder", {"order": "i, j_0, k, j_1"}),
+             ("B/mm_relu/C", "reverse_compute_at", {"loop": "L/mm_relu/1/Y"}),
+             ("B/mm_relu/Y", "decompose_reduction", {"loop": "L/mm_relu/2/Y"})]
+    for sel, prim, args in steps:
+        r = apply(client, q, sel, prim, **args)
+        assert r.status_code == 200, html(r)
+        q = state_of(r.headers["HX-Push-Url"])
+    return q
+
+
+def course_schedule():
+    mod = engine.workloads.get("mm_relu", n=N)
+    sch = engine.Schedule(mod, workload=("mm_relu", {"n": N}))
+    b = sch.get_block("Y", func_name="mm_relu")
+    i, j, k = sch.get_loops(b)
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(j0, k, j1)
+    sch.reverse_compute_at(sch.get_block("C", func_name="mm_relu"), j0)
+    sch.decompose_reduction(b, k)
+    return sch
+
+
+# ---------------------------------------------------------------------------- gallery
+def test_gallery_lists_every_workload_with_its_parameters(client):
+    r = client.get("/")
+    assert r.status_code == 200
+    page = html(r)
+    for name in engine.workloads.names():
+        assert f'action="/explore/{name}"' in page
+    assert "the course&#39;s mm_relu" in page or "mm_relu" in page
+    assert 'name="n" value="128"' in page
+    assert 'action="/explore/custom"' in page and 'action="/import"' in page
+    assert "/static/vendor/htmx.min.js" in page
+
+
+def test_static_assets_are_served_locally(client):
+    for path in ("/static/vendor/htmx.min.js", "/static/vendor/plotly.min.js",
+                 "/static/explorer.js", "/static/explorer.css"):
+        r = client.get(path)
+        assert r.status_code == 200 and len(r.data) > 1000, path
+        r.close()
+
+
+# ---------------------------------------------------------------------------- explorer
+def test_explorer_page_has_every_pane(client):
+    r = client.get(f"/explore/mm_relu?n={N}")
+    assert r.status_code == 200
+    page = html(r)
+    for pane in ("program-pane", "diagram-pane", "toolbar", "trace-pane", "diff-pane",
+                 "measure-pane", "code-ll", "code-asm", "statebar", "message"):
+        assert f'id="{pane}"' in page, pane
+    assert 'with T.block(&#34;Y&#34;)' in page or 'with T.block("Y")' in page
+    # loops and blocks are clickable (program text and diagram share selection ids)
+    assert page.count('data-sel="L/mm_relu/1/Y"') == 2
+    assert page.count('data-sel="B/mm_relu/C"') == 2
+    assert "<svg" in page and "for k in 16" in page
+    assert 'hx-trigger="load"' in page and f"/explore/mm_relu/measure?n={N}" in page
+    assert "step 0 of 0" in page
+
+
+def test_explorer_default_params_are_left_out_of_links(client):
+    page = html(client.get("/explore/mm_relu"))
+    assert 'data-toolbar-url="/explore/mm_relu/toolbar"' in page
+    assert "n=128" in page   # shown in the state bar
+
+
+def test_htmx_navigation_returns_only_out_of_band_panes(client):
+    r = client.get(f"/explore/mm_relu?n={N}", headers=HX)
+    page = html(r)
+    assert r.status_code == 200 and "<html" not in page
+    oob = re.findall(r'id="([a-z-]+)"[^>]*hx-swap-oob="true"', page)
+    assert set(oob) >= {"statebar", "toolbar", "program-pane", "diff-pane", "diagram-pane",
+                        "measure-pane", "trace-pane", "code-ll", "code-asm"}
+    # a history restore (back button after a cache miss) gets the whole page
+    r = client.get(f"/explore/mm_relu?n={N}",
+                   headers={**HX, "HX-History-Restore-Request": "true"})
+    assert "<html" in html(r)
+
+
+def test_toolbar_depends_on_the_selection(client):
+    r = client.get(f"/explore/mm_relu/toolbar?n={N}&sel=L/mm_relu/1/Y")
+    page = html(r)
+    assert r.status_code == 200
+    assert 'data-selected="L/mm_relu/1/Y"' in page
+    for prim in ("split", "reorder", "fuse", "parallel", "vectorize", "unroll"):
+        assert f'data-prim="{prim}"' in page
+    assert 'data-prim="compute_at"' not in page
+    page = html(client.get(f"/explore/mm_relu/toolbar?n={N}&sel=B/mm_relu/C"))
+    for prim in ("compute_at", "reverse_compute_at", "compute_inline", "decompose_reduction",
+                 "cache_read", "cache_write"):
+        assert f'data-prim="{prim}"' in page
+    assert 'data-prim="split"' not in page
+    # a selection that does not exist (stale or forged) asks to select again
+    for sel in ("L/mm_relu/9/Y", "B/mm_relu/nope", "garbage", "B/other/Y"):
+        page = html(client.get(f"/explore/mm_relu/toolbar?n={N}&sel={sel}"))
+        assert "<strong>Select</strong>" in page and "form" not in page
+
+
+# ---------------------------------------------------------------------------- apply
+def test_apply_split_updates_every_pane_and_pushes_the_new_url(client):
+    r = apply(client, {"n": str(N), "at": "0"}, "L/mm_relu/1/Y", "split", factors="None, 4")
+    assert r.status_code == 200
+    page = html(r)
+    url = r.headers["HX-Push-Url"]
+    q = state_of(url)
+    assert url.startswith("/explore/mm_relu?") and q["n"] == str(N) and q["t"]
+    assert "applied: split j by [None, 4]" in page
+    assert "j_0" in page and "for j_1 in 4" in page
+    assert "step 1 of 1" in page
+    assert 'class="line changed"' in page          # the program marks what the step changed
+    assert "sch.split(l2, factors=[None, 4])" in page  # the trace pane shows the Python line
+    # the pushed URL reproduces the same state on a fresh load
+    again = html(client.get(url))
+    assert "for j_1 in 4" in again and "step 1 of 1" in again
+
+
+def test_course_steps_give_the_course_program(client):
+    q = course_steps(client)
+    page = html(client.get("/explore/mm_relu?" + "&".join(f"{k}={v}" for k, v in q.items())))
+    assert "step 4 of 4" in page
+    expected = course_schedule().mod.script()
+    from app.session import Session
+    s = Session.from_request("mm_relu", q)
+    assert engine.structural_equal(s.mod_at(4), course_schedule().mod)
+    assert s.mod_at(4).script() == expected
+    assert "Y_init" in page
+
+
+def test_refusal_keeps_the_trace_and_names_the_offender(client):
+    r = apply(client, {"n": str(N)}, "L/mm_relu/2/Y", "parallel")
+    assert r.status_code == 422
+    assert "HX-Push-Url" not in r.headers
+    page = html(r)
+    assert "parallel refused on loop k" in page and "reduction" in page
+    assert 'data-highlight="' in page and "L/mm_relu/2/Y" in page
+    assert 'id="message"' in page and "hx-swap-oob" not in page
+
+
+def test_bad_toolbar_inputs_are_refused_with_a_sentence(client):
+    q = {"n": str(N)}
+    cases = [
+        (("L/mm_relu/1/Y", "split"), {"factors": "x, 4"}, "not a whole number"),
+        (("L/mm_relu/1/Y", "split"), {"factors": "4"}, "at least two"),
+        (("L/mm_relu/0/Y", "reorder"), {"order": "i, zz"}, "There is no loop “zz”"),
+        (("L/mm_relu/0/Y", "reorder"), {"order": "i"}, "at least two loop names"),
+        (("B/mm_relu/Y", "split"), {"factors": "None, 4"}, "Select a loop first"),
+        (("L/mm_relu/0/Y", "compute_inline"), {}, "Select a block first"),
+        (("L/mm_relu/1/Y", "frobnicate"), {}, "Unknown primitive"),
+        (("L/mm_relu/7/Y", "parallel"), {}, "not in the current program"),
+        (("B/mm_relu/C", "reverse_compute_at"), {"loop": "nonsense"}, "Select a loop first"),
+        (("B/mm_relu/Y", "cache_read"), {"buffer": "x", "scope": "local"}, "whole number"),
+        (("B/mm_relu/Y", "cache_read"), {"buffer": "0", "scope": "<b>"}, "Unknown storage scope"),
+    ]
+    for (sel, prim), args, words in cases:
+        r = apply(client, q, sel, prim, **args)
+        assert r.status_code == 422, (prim, args)
+        assert words in html(r), (prim, args, html(r))
+        assert "<b>" not in html(r)
+
+
+def test_applying_after_undo_drops_the_undone_steps(client):
+    q = course_steps(client)
+    q["at"] = "2"
+    r = apply(client, q, "L/mm_relu/0/C", "parallel")
+    assert r.status_code == 200, html(r)
+    page = html(r)
+    assert "step 3 of 3" in page and "Y_init" not in page
+
+
+# ---------------------------------------------------------------------------- undo / redo / jump
+def test_undo_redo_jump_are_links_to_states(client):
+    q = course_steps(client)
+    t = q["t"]
+    page = html(client.get(f"/explore/mm_relu?n={N}&t={t}&at=1"))
+    assert "step 1 of 4" in page
+    assert 'data-key="undo"' in page and 'data-key="redo"' in page
+    assert f"t={t}&amp;at=0" in page and f"t={t}&amp;at=2" in page  # undo / redo links
+    assert "Y_init" not in page and "j_1" in page
+    assert 'class="step future"' in page
+    page = html(client.get(f"/explore/mm_relu?n={N}&t={t}&at=0"))
+    assert "step 0 of 4" in page and 'button small disabled" aria-disabled="true">↶ Undo' in page
+    # reset is the URL without a trace
+    assert f'href="/explore/mm_relu?n={N}"' in page
+
+
+def test_fork_links_carry_a_truncated_trace(client):
+    q = course_steps(client)
+    page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
+    forks = re.findall(r'<a class="fork" href="([^"]+)"', page)
+    assert len(forks) == 4   # from steps 0..3
+    fork2 = forks[2].replace("&amp;", "&")
+    page2 = html(client.get(fork2))
+    assert "step 2 of 2" in page2
+
+
+# ---------------------------------------------------------------------------- measure / code
+def test_measure_pane_reports_every_step(client):
+    q = course_steps(client)
+    r = client.get(f"/explore/mm_relu/measure?n={N}&t={q['t']}")
+    assert r.status_code == 200
+    page = html(r)
+    m = re.search(r'data-plotly="([^"]+)" data-points="(\d+)"', page)
+    assert m and m.group(2) == "5"
+    fig = json.loads(m.group(1).replace("&#34;", '"').replace("&quot;", '"')
+                     .replace("&#39;", "'").replace("&amp;", "&"))
+    assert fig["data"][0]["x"] == [0, 1, 2, 3, 4]
+    assert all(v > 0 for v in fig["data"][0]["y"])
+    assert any("numpy" in d["name"] for d in fig["data"])
+    assert page.count('<span class="ok">✓</span>') == 5
+    assert "matches numpy" in page
+
+
+def test_code_pane_shows_llvm_ir_and_assembly(client):
+    r = client.get(f"/explore/mm_relu/code?n={N}&kind=ll-opt")
+    assert r.status_code == 200 and "define" in html(r)
+    r = client.get(f"/explore/mm_relu/code?n={N}&kind=asm")
+    assert r.status_code == 200 and "ret" in html(r)
+    r = client.get(f"/explore/mm_relu/code?n={N}&kind=<x>")
+    assert r.status_code == 400 and "<x>" not in html(r)
+
+
+# ---------------------------------------------------------------------------- export / import
+def test_exports_are_downloads_in_four_formats(client):
+    q = course_steps(client)
+    base = f"/explore/mm_relu/export/%s?n={N}&t={q['t']}"
+    r = client.get(base % "json")
+    assert r.status_code == 200
+    assert r.headers["Content-Disposition"] == 'attachment; filename="mm_relu-trace.json"'
+    doc = json.loads(r.data)
+    assert doc["format"] == "schedule-explorer/trace"
+    assert doc["workload"] == {"name": "mm_relu", "params": {"n": N}}
+    r = client.get(base % "python")
+    assert "engine.Schedule" in html(r) and "sch.decompose_reduction" in html(r)
+    compile(html(r), "export.py", "exec")
+    r = client.get(base % "tvm")
+    assert "s_tir" in html(r) and "get_sblock" in html(r)
+    compile(html(r), "tvm.py", "exec")
+    r = client.get(base % "course")
+    assert "tir.Schedule" in html(r) and "get_block" in html(r)
+    # the export is of the current state (the cursor), not of undone steps
+    doc2 = json.loads(client.get(base % "json" + "&at=1").data)
+    assert [i[0] for i in doc2["insts"]][-1] == "Split"
+    r = client.get(base % "yaml")
+    assert r.status_code == 404 and "Exports are" in html(r)
+
+
+def test_import_our_json_by_paste_and_by_upload(client):
+    q = course_steps(client)
+    text = client.get(f"/explore/mm_relu/export/json?n={N}&t={q['t']}").get_data(as_text=True)
+    r = client.post("/import", data={"text": text})
+    assert r.status_code == 303
+    loc = r.headers["Location"]
+    assert "/explore/mm_relu?" in loc and state_of(loc)["n"] == str(N)
+    assert "step 4 of 4" in html(client.get(loc))
+    r = client.post("/import", data={"file": (io.BytesIO(text.encode()), "trace.json")},
+                    content_type="multipart/form-data")
+    assert r.status_code == 303 and "step 4 of 4" in html(client.get(r.headers["Location"]))
+
+
+def test_import_tvm_trace_list_with_chosen_workload(client):
+    tvm_doc = [[["GetBlock", [], ["Y", "mm_relu"], ["b0"]],
+                ["GetLoops", ["b0"], [], ["l1", "l2", "l3"]],
+                ["Split", ["l2", None, 4], [True, False], ["l4", "l5"]]], []]
+    r = client.post("/import", data={"text": json.dumps(tvm_doc), "workload": "mm_relu",
+                                     "params": f"n={N}"})
+    assert r.status_code == 303, html(r)
+    page = html(client.get(r.headers["Location"]))
+    assert "step 1 of 1" in page and "j_1" in page
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"text": ""}, "Paste a trace"),
+    ({"text": "{not json"}, "not JSON"),
+    ({"text": '{"format": "other"}'}, "not a schedule trace"),
+    ({"text": json.dumps({"format": "schedule-explorer/trace", "version": 1,
+                          "workload": {"name": "nope", "params": {}}, "insts": []})},
+     "does not have"),
+    ({"text": json.dumps({"format": "schedule-explorer/trace", "version": 1,
+                          "workload": {"name": "mm_relu", "params": {"n": N}},
+                          "insts": [["GetBlock", [], ["ZZZ", "mm_relu"], ["b0"]]]})},
+     "does not replay"),
+    ({"text": json.dumps({"format": "schedule-explorer/trace", "version": 1,
+                          "workload": {"name": "mm_relu", "params": {"n": "big"}},
+                          "insts": []})}, "whole number"),
+])
+def test_import_refusals(client, data, words):
+    r = client.post("/import", data=data)
+    assert r.status_code == 400
+    assert words in html(r), html(r)
+    assert 'href="/"' in html(r)
+
+
+# ---------------------------------------------------------------------------- custom programs
+def test_custom_program_is_explored_like_a_preset(client):
+    text = engine.workloads.get("mm_relu", n=8).script()
+    r = client.post("/explore/custom", data={"program": text})
+    assert r.status_code == 303
+    loc = r.headers["Location"]
+    assert loc.startswith("/explore/custom?src=")
+    page = html(client.get(loc))
+    assert "custom program (mm_relu)" in page and 'data-sel="L/mm_relu/1/Y"' in page
+    q = state_of(loc)
+    r = client.post("/explore/custom/apply", data={**q, "sel": "L/mm_relu/1/Y",
+                                                    "primitive": "split", "factors": "None, 2"},
+                    headers=HX)
+    assert r.status_code == 200, html(r)
+    url = r.headers["HX-Push-Url"]
+    assert url.startswith("/explore/custom?") and "src=" in url and "t=" in url
+    r = client.get("/explore/custom/measure?" + urlsplit(url).query)
+    assert r.status_code == 200 and html(r).count('<span class="ok">✓</span>') == 2
+
+
+def test_custom_program_errors(client):
+    r = client.post("/explore/custom", data={"program": "   "})
+    assert r.status_code == 400 and "Paste a TVMScript program" in html(r)
+    r = client.post("/explore/custom", data={"program": "@T.prim_func\ndef f(:\n"})
+    assert r.status_code == 400 and "does not parse" in html(r)
+    r = client.get("/explore/custom")
+    assert r.status_code == 400 and "carries no program" in html(r)
+    r = client.get("/explore/custom?src=!!!")
+    assert r.status_code == 400 and "damaged" in html(r)
+
+
+# ---------------------------------------------------------------------------- bad links
+@pytest.mark.parametrize("url, status, words", [
+    ("/explore/nope", 404, "no workload called"),
+    ("/explore/mm_relu?n=abc", 400, "must be a whole number"),
+    ("/explore/mm_relu?n=0", 400, "must be from 1"),
+    ("/explore/mm_relu?n=99999", 400, "must be from 1"),
+    ("/explore/mm_relu?size=3", 400, "has no parameter"),
+    ("/explore/mm_relu?t=%%%", 400, "cannot be read"),
+    ("/explore/mm_relu?t=eyJhIjoxfQ", 400, "cannot be read"),
+    ("/explore/mm_relu?t=" + "A" * 20000, 400, "longer than"),
+    ("/explore/mm_relu?at=3", 400, "outside 0..0"),
+    ("/explore/mm_relu?at=x", 400, "step number"),
+    ("/explore/mm_relu/toolbar?n=x", 400, "whole number"),
+    ("/explore/nope/measure", 404, "no workload"),
+    ("/explore/nope/code", 404, "no workload"),
+    ("/explore/mm_relu/export/json?t=zz", 400, "cannot be read"),
+    ("/no/such/page", 404, "no page at this address"),
+])
+def test_bad_links_answer_4xx_with_a_reason_and_a_way_back(client, url, status, words):
+    r = client.get(url)
+    assert r.status_code == status, html(r)
+    page = html(r)
+    assert words in page
+    assert 'class="button' in page and "href=" in page
+
+
+def test_trace_of_another_workload_is_refused(client):
+    q = course_steps(client)
+    r = client.get(f"/explore/matmul?n={N}&t={q['t']}")
+    assert r.status_code == 400
+    assert "recorded on “mm_relu”" in html(r) and 'href="/explore/mm_relu"' in html(r)
+
+
+def test_trace_that_does_not_replay_is_a_400_with_the_initial_program_link(client):
+    from engine.schedule.trace import Trace
+    bad = Trace.from_json({"format": "schedule-explorer/trace", "version": 1,
+                           "workload": {"name": "mm_relu", "params": {"n": N}},
+                           "insts": [["GetBlock", [], ["Y", "mm_relu"], ["b0"]],
+                                     ["GetLoops", ["b0"], [], ["l1", "l2", "l3"]],
+                                     ["Parallel", ["l3"], [], []]]}).encode()
+    r = client.get(f"/explore/mm_relu?n={N}&t={bad}")
+    assert r.status_code == 400
+    assert "cannot be applied" in html(r) and f'href="/explore/mm_relu?n={N}"' in html(r)
+
+
+def test_wrong_method_and_htmx_errors_are_friendly(client):
+    r = client.get("/explore/mm_relu/apply")
+    assert r.status_code == 405 and "does not accept" in html(r)
+    r = client.get("/explore/nope", headers=HX)
+    assert r.status_code == 404 and 'id="message"' in html(r) and "<html" not in html(r)
+
+
+def test_user_text_is_escaped_everywhere(client):
+    r = client.get("/explore/<script>alert(1)</script>")
+    assert r.status_code == 404 and "<script>alert" not in html(r)
+    r = client.get("/explore/mm_relu?<img src=x>=1")
+    assert r.status_code == 400 and "<img" not in html(r)
+    evil = '@T.prim_func\ndef f(A: T.Buffer((4,), "float32")):\n    for i in range(4):\n' \
+           '        with T.block("<b>x</b>"):\n            A[i] = T.float32(0)\n'
+    r = client.post("/explore/custom", data={"program": evil})
+    if r.status_code == 303:
+        page = html(client.get(r.headers["Location"]))
+        assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    else:
+        assert r.status_code == 400 and "<b>x</b>" not in html(r)
+
+
+def test_unexpected_exceptions_become_a_friendly_500_page(app):
+    bad = create_app({"TESTING": True})
+
+    @bad.get("/boom")
+    def boom():
+        raise RuntimeError("secret internals")
+
+    r = bad.test_client().get("/boom")
+    assert r.status_code == 500
+    assert "Something went wrong" in html(r) and "secret internals" not in html(r)
+
+
+def test_no_route_answers_500(client):
+    """Every route with good and bad inputs: never a server error."""
+    q = course_steps(client)
+    t = q["t"]
+    urls = ["/", f"/explore/mm_relu?n={N}", f"/explore/mm_relu?n={N}&t={t}&at=2",
+            f"/explore/mm_relu/toolbar?n={N}&t={t}&sel=B/mm_relu/Y_update",
+            f"/explore/mm_relu/measure?n={N}&t={t}&at=1", f"/explore/mm_relu/code?n={N}&t={t}",
+            f"/explore/mm_relu/export/course?n={N}&t={t}", "/explore/custom?src=",
+            "/explore/matmul?n=8", "/explore/softmax", "/explore/mm_relu?n=-1&t=&at=",
+            "/explore/mm_relu/export/json", "/favicon.ico", "/static/nope.js"]
+    for name in engine.workloads.names():
+        urls.append(f"/explore/{name}")
+    for u in urls:
+        r = client.get(u)
+        assert r.status_code < 500, (u, r.status_code)
+    posts = [("/explore/mm_relu/apply", {}), ("/explore/mm_relu/apply", {"n": "x"}),
+             ("/explore/mm_relu/apply", {"t": "%%", "primitive": "split"}),
+             ("/import", {"text": "[]"}), ("/import", {"text": "[1, 2]"}),
+             ("/import", {"text": '{"format": "schedule-explorer/trace", "version": 1, "insts": []}'}),
+             ("/explore/custom", {"program": "x = 1"})]
+    for u, data in posts:
+        r = client.post(u, data=data, headers=HX)
+        assert r.status_code < 500, (u, data, r.status_code, html(r))
