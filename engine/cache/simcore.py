@@ -49,11 +49,26 @@ STREAM_SYMBOL = "__cachesim_stream"
 _uid = itertools.count()
 
 
+def _padded_ways(ways: int) -> int:
+    p = 1
+    while p < ways:
+        p *= 2
+    return p
+
+
 class SimState:
     """Numpy-backed state of one simulated hierarchy.
 
-    * ``tags[k]``: ``sets * ways`` line numbers of level ``k``, each set ordered most
-      recently used first; ``-1`` marks an empty way.
+    Level ``k`` keeps, per set, ``P = ways`` rounded up to a power of two slots (so a set
+    is searched with one vector compare):
+
+    * ``tags[k]``: line numbers (``-1`` = empty way, ``-2`` = padding slot, never matches);
+    * ``stamps[k]``: time of the last use of each way (``0`` = empty, so empty ways are
+      filled first; padding slots hold the largest int64 and are never chosen). The way
+      with the smallest stamp is the least recently used one: true LRU.
+    * ``mru``: per L1 set, the line used last — an access to it needs no update at all
+      (it already is the most recently used line of its set), which is the fast path.
+    * ``clock[0]``: the time stamp counter.
     * ``counters[0, b, s]``: lines accessed in L1 by buffer ``b`` from slot ``s``;
       ``counters[1 + k, b, s]``: misses in level ``k``. Accesses of level ``k+1`` are the
       misses of level ``k``.
@@ -64,13 +79,25 @@ class SimState:
         self.levels = tuple(levels)
         self.nbuf = max(1, int(nbuf))
         self.nslot = max(1, int(nslot))
-        self.tags = [np.full(lv.sets * lv.ways, -1, dtype=np.int64) for lv in self.levels]
+        self.padded = [_padded_ways(lv.ways) for lv in self.levels]
+        self.tags = [np.empty(lv.sets * p, dtype=np.int64) for lv, p in zip(self.levels, self.padded)]
+        self.stamps = [np.empty(lv.sets * p, dtype=np.int64)
+                       for lv, p in zip(self.levels, self.padded)]
+        self.mru = np.empty(self.levels[0].sets, dtype=np.int64)
+        self.clock = np.zeros(1, dtype=np.int64)
         self.counters = np.zeros((1 + len(self.levels), self.nbuf, self.nslot), dtype=np.int64)
         self.bases = np.full(self.nbuf, -1, dtype=np.int64)
+        self.reset()
 
     def reset(self) -> None:
-        for t in self.tags:
-            t.fill(-1)
+        for lv, p, t, st in zip(self.levels, self.padded, self.tags, self.stamps):
+            t2, s2 = t.reshape(lv.sets, p), st.reshape(lv.sets, p)
+            t2[:, :lv.ways] = -1
+            t2[:, lv.ways:] = -2
+            s2[:, :lv.ways] = 0
+            s2[:, lv.ways:] = np.iinfo(np.int64).max
+        self.mru.fill(-1)
+        self.clock.fill(0)
         self.counters.fill(0)
         self.bases.fill(-1)
 
@@ -96,8 +123,28 @@ def _incr(b: ir.IRBuilder, ptr) -> None:
     b.store(b.add(b.load(ptr), ir.Constant(I64, 1)), ptr)
 
 
+def _intrinsic(module: ir.Module, name: str, ret, args) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, args), name)
+    return fn
+
+
+def _first_set_lane(b: ir.IRBuilder, module: ir.Module, mask, p: int):
+    """Index of the first true lane of an ``<p x i1>`` mask known to have one."""
+    bits = b.bitcast(mask, ir.IntType(p))
+    if p < 64:
+        bits = b.zext(bits, I64)
+    cttz = _intrinsic(module, "llvm.cttz.i64", I64, [I64, I1])
+    return b.call(cttz, [bits, ir.Constant(I1, 1)])
+
+
 def _emit_line_fn(module: ir.Module, state: SimState, name: str) -> ir.Function:
-    """``void line(i64 line_no, i64 idx)``: full lookup of one line through all levels."""
+    """``void line(i64 line_no, i64 idx)``: full lookup of one line through all levels.
+
+    Per level: one vector compare of the set's tags; on a hit the way's stamp is renewed;
+    on a miss the way with the smallest stamp (LRU, or an empty way) receives the line and
+    the next level is consulted."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64]), name)
     fn.linkage = "internal"
     fn.attributes.add("noinline")
@@ -106,55 +153,48 @@ def _emit_line_fn(module: ir.Module, state: SimState, name: str) -> ir.Function:
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
     _incr(b, _counter_ptr(b, state, 0, idx))
-    level_blocks = [fn.append_basic_block(f"L{k}") for k in range(len(state.levels))]
+    clock_p = _ptr(state.clock)
+    clk = b.add(b.load(clock_p), ir.Constant(I64, 1))
+    b.store(clk, clock_p)
+    l1 = state.levels[0]
+    mru_p = b.gep(_ptr(state.mru), [b.and_(line_no, ir.Constant(I64, l1.sets - 1))],
+                  inbounds=True)
+    b.store(line_no, mru_p)
     done = fn.append_basic_block("done")
+    level_blocks = [fn.append_basic_block(f"L{k}") for k in range(len(state.levels))]
     b.branch(level_blocks[0])
     for k, lv in enumerate(state.levels):
+        p = state.padded[k]
+        vt = ir.VectorType(I64, p)
+        vtp = vt.as_pointer()
         b = ir.IRBuilder(level_blocks[k])
-        ways = lv.ways
-        set_idx = b.and_(line_no, ir.Constant(I64, lv.sets - 1))
-        base = b.gep(_ptr(state.tags[k]), [b.mul(set_idx, ir.Constant(I64, ways))], inbounds=True)
-        search = fn.append_basic_block(f"L{k}.search")
-        nxt = fn.append_basic_block(f"L{k}.next")
-        found = fn.append_basic_block(f"L{k}.found")
-        shift = fn.append_basic_block(f"L{k}.shift")
-        shift_body = fn.append_basic_block(f"L{k}.shift_body")
-        install = fn.append_basic_block(f"L{k}.install")
-        b.branch(search)
-        # search: i = 0 .. ways-1
-        bs = ir.IRBuilder(search)
-        i = bs.phi(I64, "i")
-        i.add_incoming(ir.Constant(I64, 0), level_blocks[k])
-        t = bs.load(bs.gep(base, [i], inbounds=True))
-        bs.cbranch(bs.icmp_signed("==", t, line_no), found, nxt)
-        bn = ir.IRBuilder(nxt)
-        i1 = bn.add(i, ir.Constant(I64, 1))
-        i.add_incoming(i1, nxt)
-        bn.cbranch(bn.icmp_signed("<", i1, ir.Constant(I64, ways)), search, shift)
-        # found at i -> shift 0..i-1 up by one; miss -> shift 0..ways-2 up by one
-        bf = ir.IRBuilder(found)
-        bf.branch(shift)
-        bsh = ir.IRBuilder(shift)
-        top = bsh.phi(I64, "top")
-        top.add_incoming(i, found)
-        top.add_incoming(ir.Constant(I64, ways - 1), nxt)
-        hit = bsh.phi(I1, "hit")
-        hit.add_incoming(ir.Constant(I1, 1), found)
-        hit.add_incoming(ir.Constant(I1, 0), nxt)
-        bsh.cbranch(bsh.icmp_signed(">", top, ir.Constant(I64, 0)), shift_body, install)
-        bb = ir.IRBuilder(shift_body)
-        j = bb.phi(I64, "j")
-        j.add_incoming(top, shift)
-        jm1 = bb.sub(j, ir.Constant(I64, 1))
-        bb.store(bb.load(bb.gep(base, [jm1], inbounds=True)), bb.gep(base, [j], inbounds=True))
-        j.add_incoming(jm1, shift_body)
-        bb.cbranch(bb.icmp_signed(">", jm1, ir.Constant(I64, 0)), shift_body, install)
-        bi = ir.IRBuilder(install)
-        bi.store(line_no, base)
+        off = b.mul(b.and_(line_no, ir.Constant(I64, lv.sets - 1)), ir.Constant(I64, p))
+        tp = b.gep(_ptr(state.tags[k]), [off], inbounds=True)
+        sp = b.gep(_ptr(state.stamps[k]), [off], inbounds=True)
+        tags = b.load(b.bitcast(tp, vtp), align=8)
+        splat = b.insert_element(ir.Constant(vt, ir.Undefined), line_no, ir.Constant(I32, 0))
+        splat = b.shuffle_vector(splat, ir.Constant(vt, ir.Undefined),
+                                 ir.Constant(ir.VectorType(I32, p), [0] * p))
+        eq = b.icmp_signed("==", tags, splat)
+        anyhit = b.icmp_unsigned("!=", b.bitcast(eq, ir.IntType(p)), ir.Constant(ir.IntType(p), 0))
+        hit_blk = fn.append_basic_block(f"L{k}.hit")
         miss_blk = fn.append_basic_block(f"L{k}.miss")
-        bi.cbranch(hit, done, miss_blk)
+        b.cbranch(anyhit, hit_blk, miss_blk)
+        bh = ir.IRBuilder(hit_blk)
+        way = _first_set_lane(bh, module, eq, p)
+        bh.store(clk, bh.gep(sp, [way], inbounds=True))
+        bh.branch(done)
         bm = ir.IRBuilder(miss_blk)
         _incr(bm, _counter_ptr(bm, state, k + 1, idx))
+        stamps = bm.load(bm.bitcast(sp, vtp), align=8)
+        smin = _intrinsic(module, f"llvm.vector.reduce.smin.v{p}i64", I64, [vt])
+        oldest = bm.call(smin, [stamps])
+        osplat = bm.insert_element(ir.Constant(vt, ir.Undefined), oldest, ir.Constant(I32, 0))
+        osplat = bm.shuffle_vector(osplat, ir.Constant(vt, ir.Undefined),
+                                   ir.Constant(ir.VectorType(I32, p), [0] * p))
+        victim = _first_set_lane(bm, module, bm.icmp_signed("==", stamps, osplat), p)
+        bm.store(line_no, bm.gep(tp, [victim], inbounds=True))
+        bm.store(clk, bm.gep(sp, [victim], inbounds=True))
         bm.branch(level_blocks[k + 1] if k + 1 < len(state.levels) else done)
     ir.IRBuilder(done).ret_void()
     return fn
@@ -181,8 +221,8 @@ def _emit_access_fn(module: ir.Module, state: SimState, line_fn: ir.Function,
     b.cbranch(b.icmp_unsigned("==", first, last), one_line, multi)
     b = ir.IRBuilder(one_line)
     set_idx = b.and_(first, ir.Constant(I64, l1.sets - 1))
-    slot0 = b.gep(_ptr(state.tags[0]), [b.mul(set_idx, ir.Constant(I64, l1.ways))], inbounds=True)
-    b.cbranch(b.icmp_signed("==", b.load(slot0), first), mru_hit, slow)
+    mru = b.gep(_ptr(state.mru), [set_idx], inbounds=True)
+    b.cbranch(b.icmp_signed("==", b.load(mru), first), mru_hit, slow)
     b = ir.IRBuilder(mru_hit)
     _incr(b, _counter_ptr(b, state, 0, idx))
     b.branch(ret)

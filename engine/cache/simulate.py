@@ -77,18 +77,54 @@ def default_args(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-# Workaround: engine.build hands one cached TargetMachine to every MCJIT engine, and MCJIT
-# frees its TargetMachine with the engine, so letting a built module die crashes the next
-# build. Until that is fixed in engine.runtime, compiled simulator modules are kept alive.
-_KEEPALIVE: list = []
+def _build_linked(func: PrimFunc, simmod) -> Any:
+    """Compile the instrumented lowered ``func`` with the backend's code generator and O3
+    pipeline, the simulator module *linked in* before optimisation so that LLVM inlines its
+    fast path (and folds the constant buffer/slot arguments) into the kernel."""
+    import llvmlite.binding as llvm
+
+    from engine.codegen import codegen, host_cpu, init_llvm, optimize
+    from engine.runtime import native
+    from engine.runtime.module import Function, Module, make_specs
+
+    native.load()
+    init_llvm()
+    ir_mod, infos = codegen([(func.name, func)])
+    ll_text = str(ir_mod)
+    cpu, feats = host_cpu()
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=feats, opt=3, reloc="default", codemodel="jitdefault")
+    llmod = llvm.parse_assembly(ll_text)
+    sim = llvm.parse_assembly(str(simmod))
+    sim.verify()
+    llmod.link_in(sim)
+    llmod.triple = tm.triple
+    llmod.data_layout = str(tm.target_data)
+    llmod.verify()
+    optimize(llmod, tm, 3)
+    ee = llvm.create_mcjit_compiler(llmod, tm)  # takes ownership of tm
+    ee.finalize_object()
+    functions: dict = {}
+    module = Module(ee, llmod, ll_text, functions, {}, {func.name: func},
+                    {"fast_math": False, "opt_level": 3})
+    info = infos[func.name]
+    addr = ee.get_function_address(info.symbol)
+    if not addr:
+        raise RuntimeError(f"internal error: instrumented {func.name!r} was not compiled")
+    functions[func.name] = Function(module, func.name, addr,
+                                    make_specs(info.params, info.orig_params, func.body))
+    return module
 
 
 def _build(func: PrimFunc, extra) -> Any:
-    import engine
-    rt = engine.build(IRModule.from_funcs(func), target="llvm", lowered=True,
-                      extra_modules=[extra])
-    _KEEPALIVE.append(rt)
-    return rt
+    """Instrumented build: linked (inlined simulator) when possible, else ``engine.build``
+    with the simulator as an extra module of the same JIT (one native call per access)."""
+    try:
+        return _build_linked(func, extra), "linked"
+    except Exception:  # noqa: BLE001 - fall back to the backend's own path
+        import engine
+        return engine.build(IRModule.from_funcs(func), target="llvm", lowered=True,
+                            extra_modules=[extra], cache=False), "extra_modules"
 
 
 def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = None,
@@ -131,7 +167,9 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     if any(f.kind.value == "parallel" for f in _loops(func)):
         notes.append("parallel loops were simulated serially on one core's hierarchy")
     t0 = time.perf_counter()
-    rt = _build(ins.func, simmod)
+    rt, how = _build(ins.func, simmod)
+    if how != "linked":
+        notes.append("the simulator was called (not inlined) from the kernel")
     compile_s = time.perf_counter() - t0
     kernel = rt[func.name]
     if args is None:
@@ -219,7 +257,6 @@ def _hardware(func: PrimFunc, args) -> Any:
     import engine
     try:
         rt = engine.build(IRModule.from_funcs(func), target="llvm")
-        _KEEPALIVE.append(rt)
         kernel = rt[func.name]
         ptrs = kernel.pointers(tuple(args))
     except Exception as exc:  # noqa: BLE001 - counters are optional; say why they are missing
