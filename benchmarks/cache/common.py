@@ -132,21 +132,23 @@ def c_program(lowered, offsets: dict) -> str:
     2 MiB boundary (the same set mapping in every level as the simulated run)."""
     em = CEmitter(lowered)
     em.stmt(lowered.body, 1)
-    decls, setup = [], []
+    decls, setup, local = [], [], []
     chunk = 0
     for b in em.buffers:
         chunk = max(chunk, b.nbytes())
     chunk = (chunk + 2 * LL_ALIGN - 1) // LL_ALIGN * LL_ALIGN
     for k, b in enumerate(em.buffers):
         nm, ct = em.name(b), CTYPES[element_of(b.dtype)]
-        decls.append(f"static volatile {ct} *{nm};")
-        setup.append(f"    {nm} = (volatile {ct} *)(region + {k}L * {chunk}L + "
+        decls.append(f"volatile {ct} *g_{nm};")
+        # the kernel keeps the pointers in registers: no reloads between volatile accesses
+        local.append(f"    volatile {ct} *const {nm} = g_{nm};")
+        setup.append(f"    g_{nm} = (volatile {ct} *)(region + {k}L * {chunk}L + "
                      f"{offsets.get(b.name, 0) % LL_ALIGN}L);")
     total = chunk * max(1, len(em.buffers))
     return "\n".join([
         "#include <stdint.h>", "#include <stdlib.h>", "#include <stdio.h>", "",
         *decls, "",
-        "__attribute__((noinline)) void kernel(void) {", *em.lines, "}", "",
+        "__attribute__((noinline)) void kernel(void) {", *local, *em.lines, "}", "",
         "int main(int argc, char **argv) {",
         f"    char *region = aligned_alloc({LL_ALIGN}, {total}L);",
         "    if (!region) return 1;", *setup,
