@@ -8,7 +8,8 @@
 
 Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
 input such as an unreadable or invalid trace, 1 for a program that computes wrong
-results or a challenge that is not solved); never a Python traceback.
+results or a challenge that is not solved, 3 for an unexpected engine failure); never a
+Python traceback.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 EXPORTS = ("tvm", "course", "python", "json")
 
@@ -283,3 +284,7 @@ def main(argv: Sequence[str] | None = None, out=None, err=None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - an engine bug must not show a traceback
+        print(f"error: the engine failed unexpectedly ({type(exc).__name__}: {exc}); "
+              "this is a bug, please report it with the trace file", file=err)
+        return EXIT_INTERNAL

@@ -218,3 +218,27 @@ def test_help_and_usage_errors():
     assert r.returncode == 0 and "--measure" in r.stdout and "--export" in r.stdout
     r = _run()
     assert r.returncode == 2 and "COMMAND" in r.stderr
+
+
+def test_wrong_results_exit_1_and_engine_bugs_exit_3(course_file, monkeypatch):
+    from engine.lessons import runner
+    real = runner.check_module
+    calls = []
+
+    def flaky(mod, workload, params, **kw):
+        calls.append(1)
+        if len(calls) == 3:  # pretend the reorder step miscompiles
+            return runner.Check(False, "5 of 1024 output elements differ from numpy")
+        return real(mod, workload, params, **kw)
+
+    monkeypatch.setattr(runner, "check_module", flaky)
+    code, out, err = _main("replay", str(course_file))
+    assert code == 1
+    assert "NO" in out and "step 4 (reorder(j_0, k, j_1)) computes wrong results" in err
+
+    def boom(*a, **k):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(runner, "check_module", boom)
+    code, out, err = _main("replay", str(course_file))
+    assert code == 3 and "failed unexpectedly" in err and "Traceback" not in err

@@ -132,10 +132,16 @@ class Lesson:
 
     # -- building -------------------------------------------------------------------
     def _params(self, params: dict | None) -> dict:
+        """The lesson's params overridden by ``params``, completed with the workload's
+        defaults (so links and traces carry every parameter)."""
         out = dict(self.params)
         if params:
             out.update(params)
-        return out
+        try:
+            import engine  # noqa: PLC0415
+            return dict(engine.workloads.resolve_params(self.workload, **out))
+        except Exception:  # noqa: BLE001 - bad params/workload: reported when building
+            return out
 
     def initial_module(self, params: dict | None = None):
         import engine  # noqa: PLC0415 - engine.workloads sits above the lesson data
@@ -199,6 +205,11 @@ class Lesson:
     def trace_at(self, k: int, params: dict | None = None):
         """The engine Trace of the first ``k`` steps (for links and exports)."""
         return self.schedule_at(k, params).trace
+
+    def explorer_link(self, k: int, params: dict | None = None, base: str = "") -> str:
+        """The explorer URL of the program before step ``k`` (``/explore/...&t=...``)."""
+        from engine.notebook import explorer_link  # noqa: PLC0415
+        return explorer_link(self.schedule_at(k, params), base=base)
 
     def func_name(self, mod: Any = None) -> str | None:
         if self.func:
