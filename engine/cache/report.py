@@ -82,10 +82,19 @@ class CacheReport:
         return self.simulated_accesses / self.sim_seconds if self.sim_seconds > 0 else 0.0
 
     def loop_footprint(self, loop: Any):
-        """The footprint entry of a ``For`` node (by identity) or loop path/name string."""
+        """The footprint entry of a loop: a ``For`` node of the simulated function (by
+        identity), its pre-order index (int), or its path (``"i/j_0"``) / name — for a
+        string the first loop in pre-order with that path, else with that name."""
+        if isinstance(loop, int) and not isinstance(loop, bool):
+            if 0 <= loop < len(self.loops):
+                return self.loops[loop]
         for fp in self.loops:
-            if fp.loop is loop or fp.path == loop or fp.name == loop:
+            if fp.loop is loop:
                 return fp
+        for key in ("path", "name"):
+            for fp in self.loops:
+                if isinstance(loop, str) and getattr(fp, key) == loop:
+                    return fp
         raise KeyError(f"no loop {loop!r} in {self.func_name}")
 
     @property
