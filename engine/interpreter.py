@@ -38,6 +38,7 @@ from engine.ir.buffer import Buffer
 from engine.ir.dtype import (element_of, is_bool, is_float, is_int, is_uint, lanes_of,
                              bits_of)
 from engine.ir.function import IRModule, PrimFunc
+from engine.ir.functor import collect_vars
 
 __all__ = ["interpret", "compile_func", "CompiledFunc", "InterpretError", "ArgumentError",
            "OutOfBoundsError"]
@@ -179,8 +180,11 @@ _UNARY: dict[str, Callable] = {
 class _Compiler:
     """Compiles one PrimFunc into closures ``f(env)`` over a flat list of slots."""
 
-    def __init__(self, func: PrimFunc):
+    def __init__(self, func: PrimFunc, vectorize: bool = True):
         self.func = func
+        self.vectorize = vectorize
+        self.varying: set[int] = set()       # var ids holding one value per lane (bands)
+        self.vslots: list[int] = []          # their slots
         self.slots: dict[int, int] = {}
         self.nslots = 0
         self.scope: dict[int, int] = {}      # var id -> nesting count (vars in scope)
@@ -255,7 +259,17 @@ class _Compiler:
         return lambda env: env[s]
 
     def _vec(self, *es: E.PrimExpr) -> bool:
-        return any(lanes_of(x.dtype) > 1 for x in es)
+        """Does any of ``es`` evaluate to a numpy array (vector lanes or band lanes)?"""
+        if any(lanes_of(x.dtype) > 1 for x in es):
+            return True
+        return bool(self.varying) and any(self._depends(x) for x in es)
+
+    def _depends(self, e: Any) -> bool:
+        """Does ``e`` use a variable that holds one value per lane of the current band?"""
+        varying = self.varying
+        if not varying:
+            return False
+        return any(id(v) in varying for v in collect_vars(e))
 
     def _binary(self, e: E.BinaryOp, make: Callable[[_Fn, _Fn, Any, Any], _Fn]) -> _Fn:
         ca, cb = self.const_value(e.a), self.const_value(e.b)
@@ -531,6 +545,8 @@ class _Compiler:
                 return fa(env) if fc(env) else fb(env)
             return ite
         dt = _np_dtype(e.dtype)
+        if self.varying and lanes_of(e.dtype) == 1:
+            return self._band_if_then_else(fc, fa, fb, dt)
         lenient = self.lenient
 
         def vite(env):
@@ -564,6 +580,9 @@ class _Compiler:
 
     def e_Let(self, e: E.Let):
         fv = self.expr(e.value)
+        if self._depends(e.value):
+            self.varying.add(id(e.var))
+            self.vslots.append(self.slot(e.var))
         s = self.bind(e.var)
         try:
             fb = self.expr(e.body)
@@ -619,7 +638,7 @@ class _Compiler:
                                  f"is read with {len(e.indices)} index(es){self.where()}")
         where = self.where()
         fidx = [self.expr(i) for i in e.indices]
-        vec = any(lanes_of(i.dtype) > 1 for i in e.indices)
+        vec = self._vec(*e.indices)
         flat = self._flat_index(buf)
         as_py = not is_float(buf.dtype)
         oob = self._oob
@@ -729,6 +748,19 @@ class _Compiler:
         return seqn
 
     def s_For(self, s: S.For) -> _Fn:
+        scalar = self._scalar_for(s)
+        if self.vectorize and not self.varying:
+            plan = self._band_plan(s)
+            if plan is not None and plan.loops[0] is s:
+                band = self._compile_band(plan)
+                if band is not None:
+                    def for_band(env):
+                        if not band(env):  # lanes not independent at run time: go serial
+                            scalar(env)
+                    return for_band
+        return scalar
+
+    def _scalar_for(self, s: S.For) -> _Fn:
         cmin, cext = self.const_value(s.min), self.const_value(s.extent)
         fmin, fext = self.expr(s.min), self.expr(s.extent)
         slot = self.bind(s.loop_var)
@@ -1002,34 +1034,462 @@ class _Compiler:
         return allocate
 
 
+    # bands: innermost loop nests run as numpy operations ---------------------
+    def _band_if_then_else(self, fc: _Fn, fa: _Fn, fb: _Fn, dt: np.dtype) -> _Fn:
+        """``if_then_else`` over band lanes: each branch is evaluated only on its lanes."""
+        vslots = self.vslots
+
+        def ite(env):
+            c = fc(env)
+            if not isinstance(c, np.ndarray):
+                return fa(env) if c else fb(env)
+            if c.all():
+                return fa(env)
+            if not c.any():
+                return fb(env)
+            n = c.shape[0]
+            on, off = np.flatnonzero(c), np.flatnonzero(~c)
+            saved = [(sl, env[sl]) for sl in vslots]
+            try:
+                _take_lanes(env, saved, n, on)
+                a = fa(env)
+                _take_lanes(env, saved, n, off)
+                b = fb(env)
+            finally:
+                for sl, v in saved:
+                    env[sl] = v
+            out = np.empty(n, dtype=dt)
+            out[on] = a
+            out[off] = b
+            return out
+        return ite
+
+    def _band_plan(self, s: S.For) -> "_BandPlan | None":
+        """The innermost perfect loop nest under ``s`` that can run as numpy operations.
+
+        Its body must be one BufferStore (alone or as the body of a block without
+        allocations).  Either every band loop variable reaches the store's index
+        (element-wise: lanes write different elements — checked again at run time) or none
+        does and the store is a reduction ``S[idx] = S[idx] op f`` with ``op`` in +, max,
+        min and ``f`` not reading ``S`` (lanes are combined in the serial order).
+        """
+        loops = []
+        cur: Any = s
+        while isinstance(cur, S.For):
+            loops.append(cur)
+            cur = cur.body
+        info = _band_body(cur)
+        if info is None:
+            return None
+        realize, store = info
+        deps = _index_deps(realize, store)
+        reduction = _reduction_parts(store, realize)
+        cls = None
+        band: list[S.For] = []
+        lanes = 1
+        for lp in reversed(loops):
+            lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+            if lo is None or ext is None or ext < 1:
+                break
+            c = "E" if id(lp.loop_var) in deps else "R"
+            if cls is None:
+                if c == "R" and reduction is None:
+                    return None
+                if c == "E" and not _elementwise_ok(store, realize):
+                    return None
+                cls = c
+            if c != cls or lanes * ext > _BAND_MAX_LANES:
+                break
+            band.insert(0, lp)
+            lanes *= ext
+        if not band or lanes < _BAND_MIN_LANES:
+            return None
+        return _BandPlan(band, cls, realize, store, reduction, lanes)
+
+    def _compile_band(self, plan: "_BandPlan") -> Callable[[list], bool] | None:
+        saved_varying, saved_vslots = self.varying, self.vslots
+        self.varying, self.vslots = set(), []
+        bound: list[E.Var] = []
+        try:
+            grids = []
+            lanes = plan.lanes
+            stride = lanes
+            for lp in plan.loops:
+                lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+                stride //= ext
+                dt = _np_dtype(lp.loop_var.dtype)
+                grid = (lo + (np.arange(lanes, dtype=np.int64) // stride) % ext).astype(dt)
+                grid.flags.writeable = False
+                slot = self.bind(lp.loop_var)
+                bound.append(lp.loop_var)
+                self.varying.add(id(lp.loop_var))
+                self.vslots.append(slot)
+                grids.append((slot, grid))
+            return self._band_body_fn(plan, grids, bound)
+        finally:
+            for v in reversed(bound):
+                self.unbind(v)
+            self.varying, self.vslots = saved_varying, saved_vslots
+
+    def _band_body_fn(self, plan: "_BandPlan", grids: list, bound: list
+                      ) -> Callable[[list], bool] | None:
+        realize, store = plan.realize, plan.store
+        vslots = self.vslots
+        binds: list = []
+        checks: list = []
+        red_slots: list = []
+        pred = init_val = init_mask = None
+        name = realize.block.name_hint if realize is not None else None
+        if realize is not None:
+            blk = realize.block
+            for iv, val in zip(blk.iter_vars, realize.iter_values):
+                f = self.expr(val)
+                varying = self._depends(val)
+                slot = self.bind(iv.var)
+                bound.append(iv.var)
+                if varying:
+                    self.varying.add(id(iv.var))
+                    self.vslots.append(slot)
+                lo, ext = E.as_const_int(iv.dom.min), E.as_const_int(iv.dom.extent)
+                if lo is None or ext is None:
+                    return None
+                binds.append((slot, f))
+                checks.append((slot, lo, lo + ext, iv.var.name))
+                if iv.iter_type is S.IterType.REDUCE:
+                    red_slots.append((slot, lo))
+            pc = self.const_value(realize.predicate)
+            if not (pc is not _NC and pc):
+                pred = self.expr(realize.predicate)
+            self.blocks.append(name)
+        try:
+            buf = store.buffer
+            sslot = self._buffer_slot(buf, "written")
+            self.stored.add(id(buf))
+            where = self.where()
+            fidx = [self.expr(i) for i in store.indices]
+            if realize is not None and realize.block.init is not None:
+                init_val = self.expr(realize.block.init.value)
+                init_mask = tuple(red_slots)
+            if plan.cls == "R":
+                term = self.expr(plan.reduction[1])
+            else:
+                fval = self.expr(store.value)
+        finally:
+            if realize is not None:
+                self.blocks.pop()
+        shape = tuple(E.as_const_int(x) for x in buf.shape)
+        if any(x is None for x in shape):
+            return None
+        dt = _np_dtype(buf.dtype)
+        oob = self._oob
+        op = plan.reduction[0] if plan.cls == "R" else None
+
+        def bad_binding(nm, v, lo, hi):
+            raise InterpretError(
+                f"block {name!r}: iter var {nm} is bound to {v}, outside its domain "
+                f"[{lo}, {hi}) — the loops around the block run past the block's iteration "
+                "space (a split or tile without a T.where predicate?)")
+
+        def run(env) -> bool:
+            for slot, grid in grids:
+                env[slot] = grid
+            n = plan.lanes
+            for slot, f in binds:
+                env[slot] = f(env)
+            if pred is not None:
+                m = pred(env)
+                if isinstance(m, np.ndarray):
+                    if not m.all():
+                        keep = np.flatnonzero(m)
+                        if keep.size == 0:
+                            return True
+                        _take_lanes(env, [(sl, env[sl]) for sl in vslots], n, keep)
+                        n = keep.size
+                elif not m:
+                    return True
+            for slot, lo, hi, nm in checks:
+                v = env[slot]
+                if isinstance(v, np.ndarray):
+                    bad = (v < lo) | (v >= hi)
+                    if bad.any():
+                        bad_binding(nm, int(v[np.argmax(bad)]), lo, hi)
+                elif not lo <= v < hi:
+                    bad_binding(nm, v, lo, hi)
+            arr = env[sslot]
+            idx = tuple(f(env) for f in fidx)
+            mask = None
+            if init_mask is not None:
+                mask = True
+                for slot, lo in init_mask:
+                    mask = mask & (env[slot] == lo)
+            if op is None:
+                return _band_elementwise(env, arr, idx, n, shape, buf, where, oob, mask,
+                                         init_val, fval, vslots)
+            return _band_reduce(env, arr, idx, n, buf, where, oob, mask, init_val, term, op,
+                                dt, vslots)
+        return run
+
 def _check_vector_index(arr: np.ndarray, idx: tuple, buf: Buffer, what: str, where: str,
                         lenient: int, oob) -> tuple:
+    """Bounds-check an index tuple whose entries may be lane arrays; an error names the
+    first offending lane's index (in iteration order)."""
     if len(idx) != arr.ndim:
         raise InterpretError(f"buffer {buf.name!r} has {arr.ndim} dimension(s) but is "
                              f"accessed with {len(idx)} index(es){where}")
     out = []
+    bad_any = None
     for d, v in enumerate(idx):
         n = arr.shape[d]
         if isinstance(v, np.ndarray):
-            if v.size and (v.min() < 0 or v.max() >= n):
+            bad = (v < 0) | (v >= n)
+            if bad.any():
                 if lenient:
                     v = np.clip(v, 0, n - 1)
                 else:
-                    oob(buf, idx, what, where)
+                    bad_any = bad if bad_any is None else (np.broadcast_to(bad_any, np.broadcast(
+                        bad_any, bad).shape) | bad)
         elif not 0 <= v < n:
             if lenient:
                 v = min(max(int(v), 0), n - 1)
             else:
                 oob(buf, idx, what, where)
         out.append(v)
+    if bad_any is not None:
+        k = int(np.argmax(bad_any))
+        first = tuple(int(np.broadcast_to(v, bad_any.shape)[k]) if isinstance(v, np.ndarray)
+                      else v for v in idx)
+        oob(buf, first, what, where)
     return tuple(out)
+
+_BAND_MIN_LANES = 8          # below this, numpy's per-call overhead outweighs the gain
+_BAND_MAX_LANES = 1 << 17    # bounds the temporary arrays of one band
+
+
+class _BandPlan:
+    __slots__ = ("loops", "cls", "realize", "store", "reduction", "lanes")
+
+    def __init__(self, loops, cls, realize, store, reduction, lanes):
+        self.loops = loops
+        self.cls = cls
+        self.realize = realize
+        self.store = store
+        self.reduction = reduction
+        self.lanes = lanes
+
+
+def _has_vectors(n: Any) -> bool:
+    found = False
+
+    def fn(x):
+        nonlocal found
+        if isinstance(x, (E.Ramp, E.Broadcast)):
+            found = True
+        elif isinstance(x, E.PrimExpr) and not isinstance(x, E.StringImm):
+            try:
+                if lanes_of(x.dtype) > 1:
+                    found = True
+            except Exception:  # noqa: BLE001 - unusual dtypes: stay serial
+                found = True
+    from engine.ir.functor import post_order_visit
+    post_order_visit(n, fn)
+    return found
+
+
+def _band_body(body: Any):
+    """``(realize or None, store)`` when ``body`` can be a band body, else None."""
+    realize = None
+    store = body
+    if isinstance(body, S.BlockRealize):
+        blk = body.block
+        if blk.alloc_buffers or not isinstance(blk.body, S.BufferStore):
+            return None
+        if blk.init is not None:
+            if not isinstance(blk.init, S.BufferStore) or blk.init.buffer is not blk.body.buffer:
+                return None
+        realize, store = body, blk.body
+    if not isinstance(store, S.BufferStore):
+        return None
+    buf = store.buffer
+    if buf.strides or buf.elem_offset or len(store.indices) != len(buf.shape):
+        return None
+    if _has_vectors(body):
+        return None
+    return realize, store
+
+
+def _index_deps(realize, store) -> set[int]:
+    """Ids of the variables (loop vars, through the block bindings) the store index uses."""
+    direct = set()
+    for i in store.indices:
+        direct.update(id(v) for v in collect_vars(i))
+    if realize is None:
+        return direct
+    out = set(direct)
+    for iv, val in zip(realize.block.iter_vars, realize.iter_values):
+        if id(iv.var) in direct:
+            out.update(id(v) for v in collect_vars(val))
+    return out
+
+
+def _loads_of(e: Any, buf: Buffer) -> list:
+    out = []
+    from engine.ir.functor import post_order_visit
+
+    def fn(x):
+        if isinstance(x, E.BufferLoad) and x.buffer is buf:
+            out.append(x)
+    post_order_visit(e, fn)
+    return out
+
+
+def _same(a, b) -> bool:
+    from engine.te.regions import same_expr
+    return same_expr(a, b)
+
+
+def _init_ok(store, realize) -> bool:
+    if realize is None or realize.block.init is None:
+        return True
+    init = realize.block.init
+    return (len(init.indices) == len(store.indices)
+            and all(_same(a, b) for a, b in zip(init.indices, store.indices))
+            and not _loads_of(init.value, store.buffer))
+
+
+def _elementwise_ok(store, realize) -> bool:
+    """Every read of the stored buffer is at the element this lane writes."""
+    if not _init_ok(store, realize):
+        return False
+    for ld in _loads_of(store.value, store.buffer) + [
+            ld for i in store.indices for ld in _loads_of(i, store.buffer)]:
+        if len(ld.indices) != len(store.indices) or not all(
+                _same(a, b) for a, b in zip(ld.indices, store.indices)):
+            return False
+    return True
+
+
+def _reduction_parts(store, realize):
+    """``(op, f)`` when the store is ``S[idx] = S[idx] op f`` (or ``f op S[idx]``)."""
+    v = store.value
+    if not isinstance(v, (E.Add, E.Max, E.Min)) or not _init_ok(store, realize):
+        return None
+    for old, f in ((v.a, v.b), (v.b, v.a)):
+        if (isinstance(old, E.BufferLoad) and old.buffer is store.buffer
+                and len(old.indices) == len(store.indices)
+                and all(_same(a, b) for a, b in zip(old.indices, store.indices))
+                and not _loads_of(f, store.buffer)
+                and not any(_loads_of(i, store.buffer) for i in store.indices)):
+            return type(v).__name__, f
+    return None
+
+
+def _take_lanes(env: list, saved: list, n: int, sel: np.ndarray) -> None:
+    """Restrict every per-lane slot (arrays of length ``n``) to the lanes ``sel``."""
+    for sl, v in saved:
+        if isinstance(v, np.ndarray) and v.ndim == 1 and v.shape[0] == n:
+            env[sl] = v[sel]
+
+
+def _lane_index(idx: tuple, n: int, shape: tuple, buf: Buffer, what: str, where: str, oob
+                ) -> tuple:
+    out = []
+    for d, v in enumerate(idx):
+        if isinstance(v, np.ndarray):
+            if v.size and (v.min() < 0 or v.max() >= shape[d]):
+                bad = (v < 0) | (v >= shape[d])
+                k = int(np.argmax(bad))
+                oob(buf, tuple(int(x[k]) if isinstance(x, np.ndarray) else x for x in idx),
+                    what, where)
+        elif not 0 <= v < shape[d]:
+            oob(buf, idx, what, where)
+        out.append(v)
+    return tuple(np.broadcast_to(v, (n,)) for v in out)
+
+
+def _band_elementwise(env, arr, idx, n, shape, buf, where, oob, mask, init_val, fval,
+                      vslots) -> bool:
+    idx = _lane_index(idx, n, shape, buf, "write", where, oob)
+    flat = np.ravel_multi_index(idx, shape) if shape else np.zeros(n, dtype=np.int64)
+    if np.unique(flat).size != n:
+        return False  # two lanes write the same element: keep the serial order
+    if mask is not None:
+        if isinstance(mask, np.ndarray):
+            on = np.flatnonzero(mask)
+            if on.size:
+                saved = [(sl, env[sl]) for sl in vslots]
+                try:
+                    _take_lanes(env, saved, n, on)
+                    iv = init_val(env)
+                finally:
+                    for sl, v in saved:
+                        env[sl] = v
+                arr[tuple(x[on] for x in idx)] = iv
+        elif mask:
+            arr[idx] = init_val(env)
+    arr[idx] = fval(env)
+    return True
+
+
+def _band_reduce(env, arr, idx, n, buf, where, oob, mask, init_val, term, op, dt,
+                 vslots) -> bool:
+    shape = arr.shape
+    if any(isinstance(v, np.ndarray) for v in idx):
+        return False  # pragma: no cover - the plan guarantees a lane-invariant index
+    for d, v in enumerate(idx):
+        if not 0 <= v < shape[d]:
+            oob(buf, idx, "write", where)
+    terms = term(env)
+    terms = np.broadcast_to(np.asarray(terms, dtype=dt), (n,))
+    start = None
+    if mask is not None:
+        if isinstance(mask, np.ndarray):
+            on = np.flatnonzero(mask)
+            if on.size:
+                last = on[-1:]
+                saved = [(sl, env[sl]) for sl in vslots]
+                try:
+                    _take_lanes(env, saved, n, last)
+                    start = init_val(env)
+                finally:
+                    for sl, v in saved:
+                        env[sl] = v
+                if isinstance(start, np.ndarray):
+                    start = start[0]
+                terms = terms[int(last[0]):]
+        elif mask:
+            saved = [(sl, env[sl]) for sl in vslots]
+            try:
+                _take_lanes(env, saved, n, np.array([n - 1]))
+                start = init_val(env)
+            finally:
+                for sl, v in saved:
+                    env[sl] = v
+            if isinstance(start, np.ndarray):
+                start = start[0]
+            terms = terms[n - 1:]
+    if start is None:
+        start = arr[idx]
+    seq_ = np.concatenate((np.asarray([start], dtype=dt), terms))
+    if op == "Add":
+        if dt.kind == "f":
+            acc = np.add.accumulate(seq_)[-1]  # serial order: rounds like the loop
+        else:
+            acc = seq_.astype(np.int64).sum(dtype=np.int64) if dt.kind != "b" else seq_.any()
+            acc = np.asarray(acc).astype(dt)[()]
+    elif op == "Max":
+        acc = np.maximum.reduce(seq_)
+    else:
+        acc = np.minimum.reduce(seq_)
+    arr[idx] = acc
+    return True
 
 
 class CompiledFunc:
     """A PrimFunc compiled for the interpreter: call it with numpy arrays."""
 
-    def __init__(self, func: PrimFunc):
-        comp = _Compiler(func)
+    def __init__(self, func: PrimFunc, vectorize: bool = True):
+        comp = _Compiler(func, vectorize)
+        self.vectorize = vectorize
         self.name = func.name
         self.params = func.params
         self._param_slots = [comp.bind_buffer(buf) for buf in func.params]
@@ -1107,27 +1567,36 @@ class CompiledFunc:
                                      f"{type(exc).__name__}: {exc}") from exc
 
 
-_CACHE: "weakref.WeakKeyDictionary[PrimFunc, CompiledFunc]" = weakref.WeakKeyDictionary()
+_CACHE: "weakref.WeakKeyDictionary[PrimFunc, dict]" = weakref.WeakKeyDictionary()
 
 
-def compile_func(func: PrimFunc) -> CompiledFunc:
-    """Compile ``func`` for the interpreter (cached per PrimFunc object)."""
+def compile_func(func: PrimFunc, vectorize: bool = True) -> CompiledFunc:
+    """Compile ``func`` for the interpreter (cached per PrimFunc object).
+
+    With ``vectorize`` (the default) innermost loop nests whose iterations are independent
+    (or form a +/max/min reduction) run as numpy operations; the result is the same as
+    running them one iteration at a time (``vectorize=False``), only faster.
+    """
     if not isinstance(func, PrimFunc):
         raise ArgumentError(f"expected a PrimFunc, got {type(func).__name__}")
-    cf = _CACHE.get(func)
+    per_func = _CACHE.get(func)
+    if per_func is None:
+        per_func = _CACHE[func] = {}
+    cf = per_func.get(bool(vectorize))
     if cf is None:
-        cf = _CACHE[func] = CompiledFunc(func)
+        cf = per_func[bool(vectorize)] = CompiledFunc(func, bool(vectorize))
     return cf
 
 
 def interpret(mod_or_func: IRModule | PrimFunc, func_name: Any = None,
-              *arrays: np.ndarray) -> None:
+              *arrays: np.ndarray, vectorize: bool = True) -> None:
     """Run ``mod_or_func[func_name]`` on numpy ``arrays`` (outputs are filled in place).
 
     ``mod_or_func`` may be an :class:`IRModule` (``func_name`` names the function; it may be
     omitted when the module has one function) or a :class:`PrimFunc` (``func_name`` is then
     optional).  Arrays must match the parameters' count, dtype and shape
-    (:class:`ArgumentError` otherwise).
+    (:class:`ArgumentError` otherwise).  ``vectorize=False`` runs every loop iteration by
+    iteration (slower; the results are the same).
     """
     if isinstance(func_name, np.ndarray):
         arrays = (func_name,) + arrays
@@ -1150,4 +1619,4 @@ def interpret(mod_or_func: IRModule | PrimFunc, func_name: Any = None,
     else:
         raise ArgumentError(f"interpret() needs an IRModule or a PrimFunc, got "
                             f"{type(mod_or_func).__name__}")
-    compile_func(func)(*arrays)
+    compile_func(func, vectorize)(*arrays)

@@ -446,3 +446,130 @@ def test_module_with_several_functions():
         interpret(mod, None, a, out)
     interpret(mod, "relu", a, out)
     np.testing.assert_array_equal(out, np.maximum(a, 0))
+
+
+# --------------------------------------------------------------------- numpy bands
+def run_both(f, *arrays):
+    """Run ``f`` lane-vectorised and iteration by iteration; results must be identical."""
+    fast = [a.copy() for a in arrays]
+    slow = [a.copy() for a in arrays]
+    interpret(f, None, *fast)
+    interpret(f, None, *slow, vectorize=False)
+    for x, y in zip(fast, slow):
+        np.testing.assert_array_equal(x, y)
+    return fast
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+@given(data=st.data())
+def test_vectorised_bands_are_bit_exact(name, data):
+    params = data.draw(SMALL[name], label="params")
+    try:
+        W.resolve_params(name, **params)
+    except W.WorkloadError:
+        return
+    inf = W.info(name)
+    run_both(W.get(name, **params)[inf.func_name], *W.random_args(name, 1, **params))
+
+
+def _reduce_func(k_binding, extent=16, dtype="float32", op=E.Add, init=True, predicate=None,
+                 lo=0):
+    A, Y = Buffer("A", (extent + lo,), dtype), Buffer("Y", (1,), dtype)
+    k, vk, vi = Var("k"), Var("vk"), Var("vi")
+    zero = E.FloatImm(dtype, 0.0) if dtype.startswith("float") else IntImm(dtype, 0)
+    body = loop(k, extent, block(
+        "Y", [(vi, 0, 1, "S"), (vk, lo, extent, "R")], [0, k_binding(k)],
+        BufferStore(Y, op(Y[vi], A[vk]), (vi,)),
+        init=BufferStore(Y, zero, (vi,)) if init else None,
+        predicate=TRUE if predicate is None else predicate(k)))
+    return func_of([A, Y], body), A, Y
+
+
+@pytest.mark.parametrize("binding", [lambda k: k, lambda k: 15 - k, lambda k: (k * 5) % 16])
+@pytest.mark.parametrize("op", [E.Add, E.Max, E.Min])
+def test_band_reduction_with_init_anywhere(binding, op):
+    f, _, _ = _reduce_func(binding, op=op)
+    a = np.random.default_rng(0).uniform(-1e3, 1e3, 16).astype("float32")
+    run_both(f, a, np.full(1, 7, "float32"))
+
+
+def test_band_reduction_without_init_accumulates_onto_the_old_value():
+    f, _, _ = _reduce_func(lambda k: k, init=False)
+    (a, y) = run_both(f, np.arange(16, dtype="float32"), np.full(1, 1000, "float32"))
+    assert y[0] == 1000 + 120
+
+
+def test_band_reduction_int_wraps_and_float_nan_propagates():
+    f, _, _ = _reduce_func(lambda k: k, dtype="int32")
+    a = np.full(16, 2**30, "int32")
+    (_, y) = run_both(f, a, np.zeros(1, "int32"))
+    assert y[0] == np.int32(np.int64(2**30 * 16) % 2**32 - (2**32 if 2**30 * 16 % 2**32 >= 2**31
+                                                             else 0))
+    f, _, _ = _reduce_func(lambda k: k, op=E.Max)
+    a = np.arange(16, dtype="float32")
+    a[5] = np.nan
+    (_, y) = run_both(f, a, np.zeros(1, "float32"))
+    assert np.isnan(y[0])
+
+
+def test_band_with_predicate_and_domain_minimum():
+    f, _, _ = _reduce_func(lambda k: k + 2, extent=16, lo=2, predicate=lambda k: k % 3 != 1)
+    (_, y) = run_both(f, np.arange(18, dtype="float32"), np.zeros(1, "float32"))
+    assert y[0] == sum(k + 2 for k in range(16) if k % 3 != 1)
+    A, B = Buffer("A", (20,), "float32"), Buffer("B", (20,), "float32")
+    i0, i1, vi = Var("i0"), Var("i1"), Var("vi")
+    body = loop(i0, 3, loop(i1, 8, block("b", [(vi, 0, 20, "S")], [i0 * 8 + i1],
+                                         BufferStore(B, A[vi] * 3, (vi,)),
+                                         predicate=i0 * 8 + i1 < 20)))
+    (_, b) = run_both(func_of([A, B], body), np.arange(20, dtype="float32"),
+                      np.zeros(20, "float32"))
+    np.testing.assert_array_equal(b, np.arange(20) * 3)
+
+
+def test_band_falls_back_when_lanes_write_the_same_element():
+    A, B = Buffer("A", (16,), "float32"), Buffer("B", (4,), "float32")
+    i = Var("i")
+    body = loop(i, 16, BufferStore(B, A[i], (i % 4,)))  # last write wins
+    (_, b) = run_both(func_of([A, B], body), np.arange(16, dtype="float32"),
+                      np.zeros(4, "float32"))
+    np.testing.assert_array_equal(b, [12, 13, 14, 15])
+
+
+def test_band_errors_are_the_same_errors():
+    A, B = Buffer("A", (16,), "float32"), Buffer("B", (16,), "float32")
+    i, vi = Var("i"), Var("vi")
+    oob = func_of([A, B], loop(i, 16, BufferStore(B, A[i + 3], (i,))))
+    for vec in (True, False):
+        with pytest.raises(OutOfBoundsError, match=r"'A' at index \[16\]"):
+            interpret(oob, None, np.zeros(16, "float32"), np.zeros(16, "float32"),
+                      vectorize=vec)
+    dom = func_of([A, B], loop(i, 16, block("b", [(vi, 0, 12, "S")], [i],
+                                           BufferStore(B, A[vi], (vi,)))))
+    for vec in (True, False):
+        with pytest.raises(InterpretError, match="vi is bound to 12"):
+            interpret(dom, None, np.zeros(16, "float32"), np.zeros(16, "float32"),
+                      vectorize=vec)
+
+
+def test_band_let_select_and_guarded_reads():
+    A, B = Buffer("A", (12,), "float32"), Buffer("B", (16,), "float32")
+    i, x = Var("i"), Var("x")
+    guarded = Call("float32", "if_then_else", ((i >= 2) & (i < 14), A[i - 2],
+                                               E.FloatImm("float32", -1.0)))
+    value = Let(x, guarded * 2, Select(x > 5, x, x - 100))
+    (_, b) = run_both(func_of([A, B], loop(i, 16, BufferStore(B, value, (i,)))),
+                      np.arange(12, dtype="float32"), np.zeros(16, "float32"))
+    assert b[0] == -102 and b[15] == -102 and b[10] == 16
+
+
+def test_band_elementwise_with_init_reading_back():
+    """An element-wise band whose block has an init (reduce axis outside the band)."""
+    A, Y = Buffer("A", (3, 16), "float32"), Buffer("Y", (16,), "float32")
+    k, j, vj, vk = Var("k"), Var("j"), Var("vj"), Var("vk")
+    body = loop(k, 3, loop(j, 16, block(
+        "Y", [(vj, 0, 16, "S"), (vk, 0, 3, "R")], [j, k],
+        BufferStore(Y, Y[vj] + A[vk, vj], (vj,)),
+        init=BufferStore(Y, E.FloatImm("float32", 0.5), (vj,)))))
+    a = np.random.default_rng(2).uniform(-1, 1, (3, 16)).astype("float32")
+    (_, y) = run_both(func_of([A, Y], body), a, np.full(16, np.nan, "float32"))
+    np.testing.assert_allclose(y, 0.5 + a.sum(0), rtol=1e-6, atol=1e-6)
