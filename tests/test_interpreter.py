@@ -573,3 +573,27 @@ def test_band_elementwise_with_init_reading_back():
     a = np.random.default_rng(2).uniform(-1, 1, (3, 16)).astype("float32")
     (_, y) = run_both(func_of([A, Y], body), a, np.full(16, np.nan, "float32"))
     np.testing.assert_allclose(y, 0.5 + a.sum(0), rtol=1e-6, atol=1e-6)
+
+
+def test_course_schedule_and_its_lowered_form_run_the_same():
+    """Integration: the course's mm_relu schedule, and the program the backend lowers it
+    to (flattened buffers, Allocate, Ramp/Broadcast vectors), give the same result."""
+    try:
+        sch = engine.Schedule(W.get("mm_relu", n=16))
+        b = sch.get_block("Y", func_name="mm_relu")
+        i, j, k = sch.get_loops(b)
+        j0, j1 = sch.split(j, factors=[None, 4])
+        sch.reorder(j0, k, j1)
+        sch.reverse_compute_at(sch.get_block("C", "mm_relu"), j0)
+        sch.decompose_reduction(b, k)
+        sch.vectorize(sch.get_loops(sch.get_block("C", "mm_relu"))[-1])
+        from engine.lower import lower
+        lowered = lower(sch.mod["mm_relu"])
+    except Exception as exc:  # noqa: BLE001 - schedule/lower are other modules
+        pytest.skip(f"schedule or lower unavailable: {type(exc).__name__}: {exc}")
+    args = W.random_args("mm_relu", n=16)
+    want = W.reference("mm_relu", n=16)(*args[:2])
+    scheduled = run_both(sch.mod["mm_relu"], *args)
+    np.testing.assert_allclose(scheduled[2], want, rtol=1e-5, atol=1e-5)
+    low = run_both(lowered, *args)
+    np.testing.assert_array_equal(low[2], scheduled[2])

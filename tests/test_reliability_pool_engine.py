@@ -105,3 +105,83 @@ def test_program_text_is_parsed_in_the_worker(pool):
     assert r.status == "ok" and "define" in r.data["source"]["ll-opt"]
     bad = pool.run(Job.for_program("def broken(:\n", actions=("compile",)), timeout=120)
     assert bad.status == "error" and bad.detail is None
+
+
+# --------------------------------------------------------------------------- pool + store
+def test_measurer_stores_results_and_reuses_them(pool, tmp_path):
+    from app.store import Store
+    from app.workers import StepMeasurer
+    store = Store(str(tmp_path / "s.sqlite3"))
+    m = StepMeasurer(pool, store, fingerprint="fp")
+    sch = scheduled_mm_relu()
+    before = pool.stats()["submitted"]
+    d1 = m.measure(sch.mod, "mm_relu", {"n": N}, func_name="mm_relu", timeout=120)
+    assert d1["ok"] is True and d1["correct"] is True
+    assert wait_for(lambda: store.count_results() == 1)
+    d2 = m.measure(sch.mod, "mm_relu", {"n": N}, func_name="mm_relu", timeout=120)
+    assert d2 == d1 and (m.hits, m.misses) == (1, 1)
+    assert pool.stats()["submitted"] == before + 1
+
+    # After a "restart" (new measurer, same file), the step is answered without any worker.
+    def no_pool():
+        raise AssertionError("the pool should not be needed")
+    m2 = StepMeasurer(no_pool, Store(str(tmp_path / "s.sqlite3")), fingerprint="fp")
+    assert m2.measure(sch.mod, "mm_relu", {"n": N}, func_name="mm_relu") == d1
+    # Another machine (fingerprint) or other sizes are measured anew.
+    assert m2.cached(sch.mod, "mm_relu", {"n": N}, func_name="mm_relu") == d1
+    assert StepMeasurer(pool, store, fingerprint="other").cached(
+        sch.mod, "mm_relu", {"n": N}, func_name="mm_relu") is None
+
+
+def test_measurer_shares_one_job_between_concurrent_requests(pool):
+    from app.workers import StepMeasurer
+    m = StepMeasurer(pool, None)
+    mod = scheduled_mm_relu(48).mod
+    _, t1 = m.submit(mod, "mm_relu", {"n": 48}, func_name="mm_relu")
+    _, t2 = m.submit(mod, "mm_relu", {"n": 48}, func_name="mm_relu")
+    assert t1 is t2 or t1.done()
+    assert m.result_of(t1, 120)["ok"] is True
+
+
+def test_transient_failures_are_not_stored(pool, tmp_path):
+    from app.store import Store
+    from app.workers import StepMeasurer
+    store = Store(str(tmp_path / "s.sqlite3"))
+    m = StepMeasurer(pool, store, fingerprint="fp")
+    d, t = m.submit(scheduled_mm_relu().mod, "mm_relu", {"n": N}, func_name="mm_relu",
+                    time_limit_s=0.0)
+    res = m.result_of(t, 60)
+    assert res["ok"] is False and res["status"] == "timeout"
+    assert "longer than 0 s" in res["error"]
+    assert store.count_results() == 0
+
+
+def test_install_wires_limits_store_and_a_lazy_pool(tmp_path):
+    from flask import Flask
+
+    from app.limits import Limits
+    from app.workers import StepMeasurer, install
+    app = Flask("t", instance_path=str(tmp_path / "inst"))
+    app.config["EXPLORER_LIMITS"] = {"queue_length": 3}
+    app.config["EXPLORER_POOL"] = {"workers": 1}
+    m = install(app)
+    assert isinstance(m, StepMeasurer) and app.extensions["measurer"] is m
+    assert app.extensions["limits"] == Limits(queue_length=3)
+    assert app.extensions["store"].path.startswith(str(tmp_path / "inst"))
+    assert not isinstance(m._pool, MeasurePool)            # nothing started yet
+    try:
+        d = m.measure(engine.workloads.get("relu"), "relu", {}, timeout=120)
+        assert d["ok"] is True
+        assert m.pool.config.queue_length == 3 and len(m.pool.worker_pids()) == 1
+    finally:
+        m.pool.close()
+
+
+def wait_for(pred, timeout=30.0):
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return False

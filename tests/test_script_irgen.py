@@ -77,3 +77,269 @@ class Module:
                 T.writes(C[vi, vj])
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
 '''
+
+
+# ---------------------------------------------------------------------------
+# Hypothesis strategies: random well-typed programs
+# ---------------------------------------------------------------------------
+INT_TYPES = ("int32", "int64")
+FLOAT_TYPES = ("float32", "float64", "float16")
+BUF_TYPES = ("float32", "float64", "int32", "int64", "float16", "int8", "uint8")
+# name pools with duplicates and names that need sanitizing (var names are not compared)
+LOOP_NAMES = ("i", "j", "k", "i", "j_0", "i.outer", "ax0", "for", "T", "range", "1x")
+AXIS_NAMES = ("vi", "vj", "vk", "vi", "v", "vi_1", "lambda")
+BLOCK_NAMES = ("Y", "C", "init", "b\"q", "Y", "blk_0", "", "root2")
+ANNOTATIONS = ((), (("pragma_unroll_explicit", 1),), (("pragma_x", "text"), ("flag", True)),
+               (("ratio", 0.5), ("list", (1, 2, 3))))
+
+
+class _Ctx:
+    """What the generator can reference at a point of the program."""
+
+    def __init__(self, buffers, ivars, counter=None):
+        self.buffers = list(buffers)
+        self.ivars = list(ivars)  # integer vars in scope
+        self.counter = counter if counter is not None else [0]
+
+    def child(self, more_vars=(), more_bufs=()):
+        return _Ctx(self.buffers + list(more_bufs), self.ivars + list(more_vars), self.counter)
+
+    def fresh_buffer_name(self):
+        # buffer names are compared by structural_equal, so keep them distinct
+        self.counter[0] += 1
+        return f"L{self.counter[0]}"
+
+
+def _int_const(draw, dtype):
+    return IntImm(dtype, draw(st.integers(-20, 40)))
+
+
+def _float_const(draw, dtype):
+    v = draw(st.one_of(st.sampled_from([0.0, 1.0, -2.5, 0.1, 1e-5, 3.4e38, 7.0]),
+                       st.floats(-1e6, 1e6, allow_nan=False, width=32),
+                       st.sampled_from([float("inf"), float("-inf"), float("nan")])))
+    return FloatImm(dtype, v)
+
+
+def _cast_to(e, dtype):
+    return e if e.dtype == dtype else Cast(dtype, e)
+
+
+def index_expr(draw, ctx, dtype="int32", depth=2):
+    """A random (mostly affine) integer expression over the variables in scope."""
+    choice = draw(st.integers(0, 9 if depth > 0 else 2))
+    if choice <= 1 and ctx.ivars:
+        return _cast_to(draw(st.sampled_from(ctx.ivars)), dtype)
+    if choice == 2 or not ctx.ivars:
+        return IntImm(dtype, draw(st.integers(-3, 12)))
+    a = index_expr(draw, ctx, dtype, depth - 1)
+    b = index_expr(draw, ctx, dtype, depth - 1)
+    cls = draw(st.sampled_from([Add, Sub, Mul, FloorDiv, FloorMod, Min, Max, Div, Mod]))
+    if cls in (FloorDiv, FloorMod, Div, Mod):
+        b = IntImm(dtype, draw(st.integers(1, 8)))
+    return cls(a, b)
+
+
+def load(draw, ctx, dtype):
+    cands = [b for b in ctx.buffers if b.dtype == dtype]
+    if not cands:
+        return None
+    buf = draw(st.sampled_from(cands))
+    return BufferLoad(buf, tuple(index_expr(draw, ctx, "int32", 1) for _ in buf.shape))
+
+
+def bool_expr(draw, ctx, depth):
+    choice = draw(st.integers(0, 5 if depth > 0 else 1))
+    if choice == 0:
+        return IntImm("bool", draw(st.integers(0, 1)))
+    if choice == 1 or choice == 2:
+        t = draw(st.sampled_from(INT_TYPES + ("float32",)))
+        a = value_expr(draw, ctx, t, depth - 1)
+        b = value_expr(draw, ctx, t, depth - 1)
+        return draw(st.sampled_from([EQ, NE, LT, LE, GT, GE]))(a, b)
+    if choice == 3:
+        return Not(bool_expr(draw, ctx, depth - 1))
+    return draw(st.sampled_from([And, Or]))(bool_expr(draw, ctx, depth - 1),
+                                            bool_expr(draw, ctx, depth - 1))
+
+
+def value_expr(draw, ctx, dtype, depth=3):
+    """A random expression of the given dtype using every operator kind."""
+    if dtype == "bool":
+        return bool_expr(draw, ctx, depth)
+    is_f = dtype.startswith("float")
+    choice = draw(st.integers(0, 12 if depth > 0 else 2))
+    if choice == 0:
+        return _float_const(draw, dtype) if is_f else _int_const(draw, dtype)
+    if choice == 1:
+        ld = load(draw, ctx, dtype)
+        if ld is not None:
+            return ld
+        return _float_const(draw, dtype) if is_f else _int_const(draw, dtype)
+    if choice == 2:
+        if ctx.ivars:
+            return _cast_to(draw(st.sampled_from(ctx.ivars)), dtype)
+        return _float_const(draw, dtype) if is_f else _int_const(draw, dtype)
+    sub = lambda: value_expr(draw, ctx, dtype, depth - 1)  # noqa: E731
+    if choice <= 6:
+        ops = [Add, Sub, Mul, Min, Max, Div] + ([] if is_f else [FloorDiv, FloorMod, Mod])
+        return draw(st.sampled_from(ops))(sub(), sub())
+    if choice == 7:
+        return Select(bool_expr(draw, ctx, depth - 1), sub(), sub())
+    if choice == 8:
+        src = draw(st.sampled_from(BUF_TYPES))
+        return _cast_to(value_expr(draw, ctx, src, depth - 1), dtype)
+    if choice == 9:
+        return Call(dtype, "if_then_else", (bool_expr(draw, ctx, depth - 1), sub(), sub()))
+    if choice == 10 and is_f:
+        op = draw(st.sampled_from(["exp", "sqrt", "tanh", "log", "fabs", "sigmoid"]))
+        return Call(dtype, op, (sub(),))
+    if choice == 11 and is_f:
+        return Call(dtype, "pow", (sub(), sub()))
+    if choice == 12:
+        # an intrinsic whose result dtype differs from its argument / an extern call
+        if draw(st.booleans()):
+            return Call(dtype, "my_extern", (sub(), IntImm("int32", 3)))
+        return Call(dtype, "abs", (value_expr(draw, ctx, "float64", depth - 1),))
+    return sub()
+
+
+def region(draw, ctx, buf):
+    rs = []
+    for dim in buf.shape:
+        kind = draw(st.integers(0, 2))
+        if kind == 0 and ctx.ivars:
+            rs.append(Range(index_expr(draw, ctx, "int32", 1), IntImm("int32", 1)))
+        elif kind == 1 and ctx.ivars:
+            mn = index_expr(draw, ctx, "int32", 1)
+            rs.append(Range(mn, IntImm("int32", draw(st.integers(2, 4)))))
+        else:
+            lo = draw(st.integers(0, 2))
+            rs.append(Range(IntImm("int32", lo), IntImm("int32", draw(st.integers(1, 5)))))
+    return BufferRegion(buf, tuple(rs))
+
+
+def store(draw, ctx):
+    buf = draw(st.sampled_from(ctx.buffers))
+    idx = tuple(index_expr(draw, ctx, "int32", 2) for _ in buf.shape)
+    return BufferStore(buf, value_expr(draw, ctx, buf.dtype, 3), idx)
+
+
+def block_realize(draw, ctx, loops, depth=1):
+    n_axes = draw(st.integers(0, 3))
+    ivs, vals = [], []
+    for _ in range(n_axes):
+        name = draw(st.sampled_from(AXIS_NAMES))
+        if loops and draw(st.booleans()):
+            loop = draw(st.sampled_from(loops))
+            val = loop.loop_var
+            dom = Range(IntImm(loop.extent.dtype, 0), loop.extent) if draw(st.booleans()) \
+                else Range(0, draw(st.integers(1, 64)))
+            dtype = val.dtype if draw(st.integers(0, 4)) else "int32"
+        else:
+            val = index_expr(draw, ctx, "int32", 2)
+            dtype = "int32"
+            dom = Range(draw(st.sampled_from([0, 0, 2])), draw(st.integers(1, 64)))
+            if dom.min.value == 2:
+                dom = Range(IntImm("int32", 2), IntImm("int32", dom.extent.value))
+        ivs.append(IterVar(Var(name, dtype), dom,
+                           draw(st.sampled_from([IterType.SPATIAL, IterType.REDUCE]))))
+        vals.append(val)
+    inner = ctx.child([iv.var for iv in ivs])
+    allocs = ()
+    if draw(st.integers(0, 4)) == 0:
+        allocs = (Buffer(ctx.fresh_buffer_name(), (4,), draw(st.sampled_from(BUF_TYPES)), "local"),)
+        inner = inner.child(more_bufs=allocs)
+    body = statements(draw, inner, [], depth - 1)
+    init = store(draw, inner) if draw(st.booleans()) else None
+    reads = tuple(region(draw, inner, b) for b in
+                  draw(st.lists(st.sampled_from(ctx.buffers), max_size=3)))
+    writes = tuple(region(draw, inner, b) for b in
+                   draw(st.lists(st.sampled_from(ctx.buffers), max_size=2)))
+    pred = TRUE if draw(st.booleans()) else bool_expr(draw, ctx, 1)
+    ann = draw(st.sampled_from(ANNOTATIONS))
+    block = Block(tuple(ivs), reads, writes, draw(st.sampled_from(BLOCK_NAMES)), body, init,
+                  allocs, ann)
+    return BlockRealize(tuple(vals), pred, block)
+
+
+def loop_nest(draw, ctx, loops, depth):
+    n = draw(st.integers(1, 3))
+    made = []
+    inner_ctx = ctx
+    for _ in range(n):
+        dt = "int64" if draw(st.integers(0, 6)) == 0 else "int32"
+        v = Var(draw(st.sampled_from(LOOP_NAMES)), dt)
+        mn = IntImm(dt, 0) if draw(st.integers(0, 3)) else IntImm(dt, draw(st.integers(1, 5)))
+        ext = IntImm(dt, draw(st.integers(1, 8)))
+        if draw(st.integers(0, 5)) == 0 and inner_ctx.ivars:
+            iv = draw(st.sampled_from([x for x in inner_ctx.ivars if x.dtype == dt] or [None]))
+            if iv is not None:
+                mn = Mul(iv, IntImm(dt, 4))  # non-constant start
+        kind = draw(st.sampled_from(list(ForKind)))
+        ann = draw(st.sampled_from(ANNOTATIONS)) if draw(st.integers(0, 3)) == 0 else ()
+        made.append((v, mn, ext, kind, ann))
+        inner_ctx = inner_ctx.child([v])
+    fake_loops = loops + [For(v, mn, ext, kind, None, ann) for v, mn, ext, kind, ann in made]
+    body = statements(draw, inner_ctx, fake_loops, depth - 1)
+    for v, mn, ext, kind, ann in reversed(made):
+        body = For(v, mn, ext, kind, body, ann)
+    return body
+
+
+def statement(draw, ctx, loops, depth):
+    if depth < 0:
+        return store(draw, ctx)
+    choice = draw(st.integers(0, 7 if depth > 0 else 2))
+    if choice <= 1:
+        return store(draw, ctx)
+    if choice == 2:
+        return block_realize(draw, ctx, loops, depth)
+    if choice <= 4:
+        return loop_nest(draw, ctx, loops, depth)
+    if choice == 5:
+        then = statements(draw, ctx, loops, depth - 1)
+        els = None
+        if draw(st.booleans()):
+            els = statements(draw, ctx, loops, depth - 1) if draw(st.booleans()) else \
+                IfThenElse(bool_expr(draw, ctx, 1), store(draw, ctx))
+        return IfThenElse(bool_expr(draw, ctx, 2), then, els)
+    if choice == 6:
+        from engine.ir import LetStmt
+        dt = draw(st.sampled_from(INT_TYPES))
+        v = Var(draw(st.sampled_from(["x", "i", "x"])), dt)
+        return LetStmt(v, index_expr(draw, ctx, dt, 2),
+                       statements(draw, ctx.child([v]), loops, depth - 1))
+    from engine.ir import Evaluate
+    return Evaluate(value_expr(draw, ctx, draw(st.sampled_from(BUF_TYPES)), 2))
+
+
+def statements(draw, ctx, loops, depth):
+    n = draw(st.integers(1, 3))
+    return seq(*[statement(draw, ctx, loops, depth) for _ in range(n)])
+
+
+@st.composite
+def programs(draw):
+    """A random PrimFunc-in-IRModule: loop nests of all kinds with annotations, blocks
+    with affine bindings/predicates/init/regions, if/else, lets, every expression kind."""
+    names = draw(st.lists(st.sampled_from(["A", "B", "C", "D", "out", "T_add"]),
+                          min_size=1, max_size=3, unique=True))
+    params = []
+    for name in names:
+        shape = tuple(draw(st.lists(st.integers(1, 16), min_size=1, max_size=3)))
+        params.append(Buffer(name, shape, draw(st.sampled_from(BUF_TYPES))))
+    allocs = []
+    for name in draw(st.lists(st.sampled_from(["X", "Y", "Z"]), max_size=2, unique=True)):
+        shape = tuple(draw(st.lists(st.integers(1, 8), min_size=0, max_size=2)))
+        allocs.append(Buffer(name, shape, draw(st.sampled_from(BUF_TYPES)),
+                             draw(st.sampled_from(["global", "local"]))))
+    ctx = _Ctx(params + allocs, [])
+    body = statements(draw, ctx, [], 2)
+    from engine.ir import collect
+    if draw(st.booleans()) or allocs or collect(body, Block):
+        # (a body with blocks always has a root block, as in TVM)
+        body = BlockRealize((), TRUE, Block((), (), (), "root", body, None, tuple(allocs), ()))
+    attrs = draw(st.sampled_from([(), (("global_symbol", "f"), ("tir.noalias", True))]))
+    fname = draw(st.sampled_from(["main", "f", "mm_relu"]))
+    return IRModule(((fname, PrimFunc(fname, tuple(params), body, attrs)),))

@@ -214,7 +214,7 @@ def test_queries_recorded_and_handles_named():
 
 def test_get_block_errors():
     sch = fresh("mm_relu")
-    with pytest.raises(ScheduleError, match="no block named .Z.\. Its blocks are: Y, C"):
+    with pytest.raises(ScheduleError, match=r"no block named .Z.\. Its blocks are: Y, C"):
         sch.get_block("Z")
     with pytest.raises(ScheduleError, match="no function named|has no function"):
         sch.get_block("Y", func_name="nope")

@@ -64,7 +64,7 @@ _KIND_FN = {S.ForKind.SERIAL: "T.serial", S.ForKind.PARALLEL: "T.parallel",
             S.ForKind.VECTORIZED: "T.vectorized", S.ForKind.UNROLLED: "T.unroll"}
 
 # names the printer never gives to a variable or buffer (they would shadow the syntax)
-RESERVED = frozenset({"T", "tir", "I", "tvm", "range", "True", "False", "None"}
+RESERVED = frozenset({"T", "tir", "range", "True", "False", "None"}
                      | set(keyword.kwlist))
 
 _TRUE_KINDS = ("bool",)

@@ -109,6 +109,12 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     page.click("#tab-diff")
     page.wait_for_selector("#panel-diff .d-add")
     shot(page, "08-diff-of-last-step")
+    page.click("#tab-ll")
+    page.wait_for_selector("#code-ll pre")
+    assert "define" in page.inner_text("#code-ll")
+    page.click("#tab-asm")
+    page.wait_for_selector("#code-asm pre")
+    shot(page, "08b-assembly")
     page.click("#tab-program")
 
     # --- an illegal action: parallel on the reduction loop k
@@ -180,3 +186,24 @@ def test_layout_fits_1280x720(page, server, shot):
     assert left["x"] + left["width"] <= right["x"] + 1
     assert right["x"] + right["width"] <= 1280
     shot(page, "13-layout-1280x720")
+
+
+def test_pasted_program_is_explorable(page, server, shot):
+    import engine
+    text = engine.workloads.get("mm_relu", n=32).script()
+    page.goto(server + "/")
+    page.click(".side-forms details:first-child summary")
+    page.fill("#program", text)
+    page.click(".side-forms details:first-child button[type=submit]")
+    page.wait_for_url(re.compile(r"/explore/custom\?src="))
+    page.wait_for_selector("#program-pane .node")
+    select(page, "L/mm_relu/1/Y")
+    apply(page, "vectorize")
+    page.wait_for_selector("#message.msg-refused, #message.msg-ok")
+    select(page, "L/mm_relu/0/Y")
+    apply(page, "parallel")
+    wait_steps(page, 1)
+    wait_plot(page, 2)
+    assert "T.parallel" in program_text(page)
+    assert "parallel" in page.inner_text("#diagram-pane")
+    shot(page, "14-custom-program-parallel")
