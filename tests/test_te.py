@@ -384,3 +384,18 @@ def test_bad_shapes_and_names():
         A + 1
     with pytest.raises(te.TeError, match="nothing to compute"):
         te.create_prim_func([A])
+
+
+def test_const_all_any_and_value_limits():
+    assert te.const(1).dtype == "int32" and te.const(1.5).dtype == "float32"
+    assert te.const(2, "float64").dtype == "float64"
+    assert te.max_value("int8").value == 127 and te.min_value("float32").value < -3e38
+    A = te.placeholder((6,), name="A")
+    B = te.compute((6,), lambda i: te.if_then_else(te.all(i >= 1, i < 4), A[i], 0.0)
+                   + te.if_then_else(te.any(i == 0, i == 5), 10.0, 0.0), name="B")
+    f = te.create_prim_func([A, B])
+    b = np.zeros(6, "float32")
+    engine.interpret(f, None, np.arange(6, dtype="float32"), b)
+    np.testing.assert_array_equal(b, [10, 1, 2, 3, 0, 10])
+    with pytest.raises(te.TeError, match="at least one"):
+        te.all()

@@ -31,7 +31,7 @@ __all__ = [
     "placeholder", "compute", "reduce_axis", "sum", "max", "min", "create_prim_func",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "fabs", "floor",
     "ceil", "round", "trunc", "sin", "cos", "erf", "power", "if_then_else", "const", "cast",
-    "max_value", "min_value", "Tensor", "ReduceAxis", "Reduce", "TeError", "ComputeOp",
+    "max_value", "min_value", "all", "any", "Tensor", "ReduceAxis", "Reduce", "TeError", "ComputeOp",
     "PlaceholderOp", "infer_block_regions", "access_region", "identity_value",
 ]
 
@@ -83,12 +83,35 @@ def _minmax(kind: str, cls: type, expr: Any, axis: Any, where: Any, init: Any) -
     return _E.binary(cls, a, b)
 
 
-def const(value: Any, dtype: str = "float32") -> _E.PrimExpr:
-    """A constant of the given dtype: ``te.const(0.5, "float32")``."""
+def const(value: Any, dtype: str | None = None) -> _E.PrimExpr:
+    """A constant: ``te.const(0.5, "float32")``; without a dtype, ints are int32 and
+    floats float32 (as in TVM)."""
     try:
         return _E.const(value, dtype)
     except Exception as exc:  # noqa: BLE001 - re-raised with the te error type
         raise TeError(f"te.const({value!r}, {dtype!r}): {exc}") from None
+
+
+def all(*conds: Any) -> _E.PrimExpr:  # noqa: A001
+    """Logical and of all conditions (``tvm.tir.all``): ``te.all(i >= 1, i < n + 1)``."""
+    return _fold_bool("all", _E.And, conds)
+
+
+def any(*conds: Any) -> _E.PrimExpr:  # noqa: A001
+    """Logical or of all conditions (``tvm.tir.any``)."""
+    return _fold_bool("any", _E.Or, conds)
+
+
+def _fold_bool(name: str, cls: type, conds: tuple) -> _E.PrimExpr:
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    if not conds:
+        raise TeError(f"te.{name} needs at least one condition")
+    exprs = [_as_expr(c, f"condition of te.{name}") for c in conds]
+    out = exprs[0]
+    for e in exprs[1:]:
+        out = _E.binary(cls, out, e)
+    return out
 
 
 def max_value(dtype: str) -> _E.PrimExpr:

@@ -131,7 +131,7 @@ def _pad_stage(data, channels: int, p):
         return te.compute(shape, lambda n, c, h, w: data[n, c, h, w], name="pad")
 
     def f(n, c, h, w):
-        inside = (h >= pad) & (h < H + pad) & (w >= pad) & (w < H + pad)
+        inside = te.all(h >= pad, h < H + pad, w >= pad, w < H + pad)
         return te.if_then_else(inside, data[n, c, h - pad, w - pad], 0.0)
     return te.compute(shape, f, name="pad")
 
