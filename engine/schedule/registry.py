@@ -142,7 +142,10 @@ def _install(sch_cls: type, prim: Primitive) -> None:
     method.__doc__ = call.__doc__
     try:
         sig = inspect.signature(call)
-        method.__signature__ = sig  # type: ignore[attr-defined]
+        params = list(sig.parameters.values())
+        if params:
+            params[0] = params[0].replace(name="self")
+        method.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     except (TypeError, ValueError):  # pragma: no cover
         pass
     setattr(sch_cls, prim.method, method)

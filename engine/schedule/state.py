@@ -153,6 +153,18 @@ class Schedule:
                             f"it has several functions ({', '.join(names)}), so the function "
                             "must be named", "pass func_name=...")
 
+    def work_on(self, func_name: str) -> None:
+        """Make ``func_name`` the default function (TVM's ``Schedule.work_on``)."""
+        self._default_func = self._resolve_func_name(func_name, "work_on")
+
+    def get_sblock(self, name: str, func_name: str | None = None) -> "BlockRV":
+        """TVM 0.27's name for :meth:`get_block` (so pasted 0.27 code runs)."""
+        return self.get_block(name, func_name)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        wl = f" workload={self.workload[0]}" if self.workload else ""
+        return f"<Schedule{wl} funcs={self._mod.names()} steps={len(self._insts)}>"
+
     def copy(self) -> "Schedule":
         """An independent copy; handles of this schedule are valid in the copy too."""
         new = Schedule.__new__(Schedule)
