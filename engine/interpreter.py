@@ -126,7 +126,6 @@ def _vector_cast(v: Any, dtype: str, lanes: int) -> np.ndarray:
             raise InterpretError(f"cannot convert non-finite values to {dtype}")
         arr = np.trunc(arr).astype(np.int64)
     if is_int(dtype) and arr.dtype.kind in "iub":
-        lo, hi, bits, signed = _int_limits(dtype)
         arr64 = arr.astype(np.int64) if arr.dtype != np.uint64 else arr
         return arr64.astype(target)  # two's-complement wrap
     return arr.astype(target)
@@ -526,9 +525,11 @@ class _Compiler:
                 return lambda env: wrap(abs(fs[0](env)))
             return lambda env: np.abs(fs[0](env))
         if op == "pow":
-            f = _safe_unary(lambda ab: np.power(ab[0], ab[1]), e.dtype)
             a, b = fs
-            return lambda env: f((a(env), b(env)))
+            if vec or not is_float(e.dtype):
+                return lambda env: np.power(a(env), b(env))
+            t = _np_dtype(e.dtype).type
+            return lambda env: t(np.power(a(env), b(env)))
         if op == "fma":
             a, b, c = fs
             return lambda env: a(env) * b(env) + c(env)
@@ -1307,6 +1308,11 @@ def _band_body(body: Any):
             if not isinstance(blk.init, S.BufferStore) or blk.init.buffer is not blk.body.buffer:
                 return None
         realize, store = body, blk.body
+        # bindings and predicate are evaluated for all lanes up front: they must not read
+        # the buffer the lanes update
+        if _loads_of(body.iter_values, blk.body.buffer) or _loads_of(body.predicate,
+                                                                     blk.body.buffer):
+            return None
     if not isinstance(store, S.BufferStore):
         return None
     buf = store.buffer

@@ -11,12 +11,13 @@ The course's mm_relu, written with te::
     func = te.create_prim_func([A, B, C], name="mm_relu")
 
 ``te.sum/max/min(expr, axis=...)`` are reductions; ``te.max(a, b)`` / ``te.min(a, b)``
-with two expressions are element-wise (as in TVM).  Intrinsics (``te.exp``, ``te.sqrt``,
+with two expressions are element-wise (as in TVM).  Like TVM's te, this module
+deliberately shadows the builtins ``sum``, ``max``, ``min``, ``abs``, ``round``, ``all`` and
+``any``; use it as ``te.sum(...)``.  Intrinsics (``te.exp``, ``te.sqrt``,
 ...) build :class:`engine.ir.Call` nodes.
 """
 from __future__ import annotations
 
-import builtins as _builtins
 from typing import Any
 
 from engine.ir import expr as _E
@@ -194,5 +195,3 @@ def if_then_else(cond: Any, then_value: Any, else_value: Any) -> _E.PrimExpr:
         c = _E.binary(_E.NE, c, 0)
     return _E.Call(a.dtype, "if_then_else", (c, a, b))
 
-
-_ = _builtins  # te deliberately shadows sum/max/min/abs/round, as TVM's te does

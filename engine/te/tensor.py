@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
