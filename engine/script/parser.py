@@ -313,6 +313,14 @@ class _Parser:
             raise self.err(n, f"buffer {v.name!r} used as a value; index it like {v.name}[...]")
         raise self.err(n, "expected an expression")
 
+    def check_value(self, n: ast.AST, v: Any) -> None:
+        """Raise a helpful error when ``v`` is not a number or an expression."""
+        if isinstance(v, Buffer):
+            raise self.err(n, f"buffer {v.name!r} used as a value; index it like "
+                              f"{v.name}[...]")
+        if isinstance(v, str):
+            raise self.err(n, f"expected a number or an expression, got the string {v!r}")
+
     def index_expr(self, n: ast.AST) -> E.PrimExpr:
         v = self.prim(n)
         if not (is_int(v.dtype)):
@@ -529,8 +537,7 @@ class _Parser:
         if not isinstance(a, E.PrimExpr) and not isinstance(b, E.PrimExpr):
             a = self.to_prim(args[0], a)
         for v, nd in ((a, args[0]), (b, args[1])):
-            if isinstance(v, (str, Buffer)):
-                raise self.err(nd, "expected a number or an expression")
+            self.check_value(nd, v)
         return E.binary(cls, a, b)
 
     def intrin(self, n: ast.Call, op: str, args: list, kw: dict) -> E.PrimExpr:
@@ -591,8 +598,7 @@ class _Parser:
         if not isinstance(a, E.PrimExpr) and not isinstance(b, E.PrimExpr):
             a = self.to_prim(args[0], a)
         for v, nd in ((a, args[0]), (b, args[1])):
-            if isinstance(v, (str, Buffer)):
-                raise self.err(nd, "expected a number or an expression")
+            self.check_value(nd, v)
         return E.binary(cls, a, b)
 
     def f_truncdiv(self, n, f):
@@ -1134,8 +1140,7 @@ class _Parser:
         if cls is None:
             raise self.err(n, "this augmented assignment operator is not supported")
         v = self.expr(n.value)
-        if isinstance(v, (str, Buffer)):
-            raise self.err(n.value, "expected a number or an expression")
+        self.check_value(n.value, v)
         return S.BufferStore(buf, E.binary(cls, E.BufferLoad(buf, idx), v), idx)
 
     def store_buffer(self, target: ast.Subscript) -> Buffer:
@@ -1155,8 +1160,7 @@ class _Parser:
         buf = self.store_buffer(target)
         idx = self.indices(buf, target)
         v = self.expr(value)
-        if isinstance(v, (str, Buffer)):
-            raise self.err(value, "expected a number or an expression")
+        self.check_value(value, v)
         if isinstance(v, (bool, int, float)):
             v = E.convert(v, buf.dtype)
         return S.BufferStore(buf, v, idx)
@@ -1539,6 +1543,11 @@ def parse_function_source(text: str, namespaces: set | None = None, line_offset:
         if len(fns) != 1:
             raise ScriptError("expected the source of exactly one function", None, None,
                               filename)
+        for d in fns[0].decorator_list:  # @tx.prim_func: `tx` names the tir namespace
+            target = d.func if type(d) is ast.Call else d
+            if type(target) is ast.Attribute and target.attr == "prim_func" and \
+                    type(target.value) is ast.Name:
+                p.ns.add(target.value.id)
         return p.function(fns[0])
 
     return _run(p, go)

@@ -1,0 +1,130 @@
+"""@T.prim_func / @I.ir_module on Python code written like the course."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import engine
+from engine.ir import IRModule, PrimFunc
+from engine.script import ScriptError
+from engine.script import ir as I
+from engine.script import tir as T
+
+from test_script_irgen import MM_RELU_TEXT, mm_relu
+
+
+@I.ir_module
+class MyModule:
+    @T.prim_func
+    def mm_relu(A: T.Buffer((128, 128), "float32"),
+                B: T.Buffer((128, 128), "float32"),
+                C: T.Buffer((128, 128), "float32")):
+        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
+        Y = T.alloc_buffer((128, 128), dtype="float32")
+        for i, j, k in T.grid(128, 128, 128):
+            with T.block("Y"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j)
+                vk = T.axis.reduce(128, k)
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(128, 128):
+            with T.block("C"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j)
+                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+
+
+@engine.script.ir_module
+class OldSyntax:
+    @T.prim_func
+    def mm_relu(A: T.Buffer[(128, 128), "float32"], B: T.Buffer[(128, 128), "float32"],
+                C: T.Buffer[(128, 128), "float32"]) -> None:
+        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
+        Y = T.alloc_buffer([128, 128], dtype="float32")
+        for i, j, k in T.grid(128, 128, 128):
+            with T.block("Y"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                T.reads(A[vi, vk], B[vk, vj])
+                T.writes(Y[vi, vj])
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(128, 128):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(Y[vi, vj])
+                T.writes(C[vi, vj])
+                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+
+
+@T.prim_func
+def add_one(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in T.grid(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + T.float32(1)
+
+
+def test_ir_module_class_like_the_course():
+    assert isinstance(MyModule, IRModule)
+    assert MyModule.names() == ["mm_relu"]
+    assert engine.structural_equal(MyModule, mm_relu())
+    assert MyModule.script() == MM_RELU_TEXT
+
+
+def test_old_buffer_subscript_syntax_and_engine_script_ir_module():
+    assert engine.structural_equal(OldSyntax, mm_relu())
+
+
+def test_prim_func_alone():
+    assert isinstance(add_one, PrimFunc)
+    assert add_one.name == "add_one"
+    assert add_one.script().startswith('@T.prim_func\ndef add_one(A: T.Buffer((8,), "float32")')
+
+
+def test_prim_func_with_options_and_alias():
+    import engine.script.tir as tx
+
+    @tx.prim_func(private=True)
+    def f(A: tx.Buffer((4,), "int32")):
+        for i in tx.parallel(4):
+            A[i] = i * 2
+
+    assert isinstance(f, PrimFunc)
+    assert "for i in T.parallel(4):" in f.script()
+
+
+def test_errors_point_into_the_python_file():
+    with pytest.raises(ScriptError) as info:
+        @T.prim_func
+        def bad(A: T.Buffer((4,), "float32")):
+            for i in T.serial(4):
+                A[i] = T.flaot32(0)
+
+    err = info.value
+    _, first = inspect.getsourcelines(test_errors_point_into_the_python_file)
+    src = inspect.getsource(test_errors_point_into_the_python_file).splitlines()
+    idx = next(k for k, l in enumerate(src) if "T.flaot32(0)" in l)
+    assert err.line == first + idx
+    assert err.col == src[idx].index("T.flaot32") + 1
+    assert "unknown dtype 'flaot32'" in err.message
+    assert err.filename and err.filename.endswith("test_script_decorators.py")
+    assert str(err).startswith(err.filename)
+
+
+def test_placeholders_are_harmless():
+    assert repr(T.grid) == "T.grid"
+    assert T.Buffer((4,), "float32") is not None
+    assert T.Buffer[(4,), "float32"] is not None
+    assert T.axis.remap("SS", [1, 2]) is not None
+    assert I.anything is not None
+
+
+def test_ir_module_needs_prim_funcs():
+    with pytest.raises(ScriptError, match="has no @T.prim_func functions"):
+        @I.ir_module
+        class Empty:
+            x = 1
