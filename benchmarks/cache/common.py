@@ -162,7 +162,8 @@ def have_cachegrind() -> bool:
 
 def run_cachegrind(c_src: str, d1: tuple, ll: tuple, workdir: str | None = None) -> dict:
     """Compile ``c_src`` and run it under cachegrind with the given D1/LL geometry
-    ``(size, ways, line)``; returns the kernel function's counts and the wall time."""
+    ``(size, ways, line)``; returns the kernel function's counts, the program's counts, and
+    the wall-clock and CPU time of the valgrind run."""
     work = workdir or tempfile.mkdtemp(prefix="cg_")
     src, exe, out = (os.path.join(work, x) for x in ("k.c", "k", "cachegrind.out"))
     with open(src, "w") as f:
@@ -171,13 +172,17 @@ def run_cachegrind(c_src: str, d1: tuple, ll: tuple, workdir: str | None = None)
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
            f"--I1=32768,8,{d1[2]}", f"--D1={d1[0]},{d1[1]},{d1[2]}",
            f"--LL={ll[0]},{ll[1]},{ll[2]}", f"--cachegrind-out-file={out}", exe, "run"]
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     if p.returncode != 0:
         raise RuntimeError(f"cachegrind failed: {p.stderr[-2000:]}")
     return {"kernel": parse_cachegrind(out, "kernel"), "total": parse_cachegrind(out, None),
-            "wall": wall, "stderr": p.stderr}
+            "wall": wall, "cpu": cpu, "stderr": p.stderr}
 
 
 def parse_cachegrind(path: str, func: str | None) -> dict:

@@ -59,16 +59,11 @@ def _padded_ways(ways: int) -> int:
 class SimState:
     """Numpy-backed state of one simulated hierarchy.
 
-    Level ``k`` keeps, per set, ``P = ways`` rounded up to a power of two slots (so a set
-    is searched with one vector compare):
-
-    * ``tags[k]``: line numbers (``-1`` = empty way, ``-2`` = padding slot, never matches);
-    * ``stamps[k]``: time of the last use of each way (``0`` = empty, so empty ways are
-      filled first; padding slots hold the largest int64 and are never chosen). The way
-      with the smallest stamp is the least recently used one: true LRU.
-    * ``mru``: per L1 set, the line used last — an access to it needs no update at all
-      (it already is the most recently used line of its set), which is the fast path.
-    * ``clock[0]``: the time stamp counter.
+    * ``tags[k]``: level ``k`` as ``sets`` rows of ``P`` slots (``P`` = ways rounded up to a
+      power of two, so that a set is searched with one vector compare); each row holds the
+      set's line numbers ordered most recently used first (``-1`` = empty way). Slots at
+      and beyond ``ways`` are scratch (masked out of every compare): a miss shifts the row
+      by one slot, which moves the least recently used line out of the set.
     * ``counters[0, b, s]``: lines accessed in L1 by buffer ``b`` from slot ``s``;
       ``counters[1 + k, b, s]``: misses in level ``k``. Accesses of level ``k+1`` are the
       misses of level ``k``.
@@ -81,23 +76,13 @@ class SimState:
         self.nslot = max(1, int(nslot))
         self.padded = [_padded_ways(lv.ways) for lv in self.levels]
         self.tags = [np.empty(lv.sets * p, dtype=np.int64) for lv, p in zip(self.levels, self.padded)]
-        self.stamps = [np.empty(lv.sets * p, dtype=np.int64)
-                       for lv, p in zip(self.levels, self.padded)]
-        self.mru = np.empty(self.levels[0].sets, dtype=np.int64)
-        self.clock = np.zeros(1, dtype=np.int64)
         self.counters = np.zeros((1 + len(self.levels), self.nbuf, self.nslot), dtype=np.int64)
         self.bases = np.full(self.nbuf, -1, dtype=np.int64)
         self.reset()
 
     def reset(self) -> None:
-        for lv, p, t, st in zip(self.levels, self.padded, self.tags, self.stamps):
-            t2, s2 = t.reshape(lv.sets, p), st.reshape(lv.sets, p)
-            t2[:, :lv.ways] = -1
-            t2[:, lv.ways:] = -2
-            s2[:, :lv.ways] = 0
-            s2[:, lv.ways:] = np.iinfo(np.int64).max
-        self.mru.fill(-1)
-        self.clock.fill(0)
+        for t in self.tags:
+            t.fill(-1)
         self.counters.fill(0)
         self.bases.fill(-1)
 
@@ -130,71 +115,65 @@ def _intrinsic(module: ir.Module, name: str, ret, args) -> ir.Function:
     return fn
 
 
-def _first_set_lane(b: ir.IRBuilder, module: ir.Module, mask, p: int):
-    """Index of the first true lane of an ``<p x i1>`` mask known to have one."""
-    bits = b.bitcast(mask, ir.IntType(p))
-    if p < 64:
-        bits = b.zext(bits, I64)
-    cttz = _intrinsic(module, "llvm.cttz.i64", I64, [I64, I1])
-    return b.call(cttz, [bits, ir.Constant(I1, 1)])
+def _splat(b: ir.IRBuilder, v, p: int):
+    vt = ir.VectorType(v.type, p)
+    one = b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                            ir.Constant(ir.VectorType(I32, p), [0] * p))
 
 
-def _emit_line_fn(module: ir.Module, state: SimState, name: str) -> ir.Function:
+def _emit_line_fn(module: ir.Module, state: SimState, name: str,
+                  inline: bool = False) -> ir.Function:
     """``void line(i64 line_no, i64 idx)``: full lookup of one line through all levels.
 
-    Per level: one vector compare of the set's tags; on a hit the way's stamp is renewed;
-    on a miss the way with the smallest stamp (LRU, or an empty way) receives the line and
-    the next level is consulted."""
+    Per level: load the set's row (MRU first), compare all ways at once; on a hit in
+    way ``p`` the row's slots ``0..p-1`` move one slot down and the line goes to slot 0; on
+    a miss the whole row moves one slot down (the LRU line leaves the set), the line goes
+    to slot 0 and the next level is consulted."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64]), name)
     fn.linkage = "internal"
-    fn.attributes.add("noinline")
+    fn.attributes.add("alwaysinline" if inline else "noinline")
     fn.attributes.add("nounwind")
     line_no, idx = fn.args
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
     _incr(b, _counter_ptr(b, state, 0, idx))
-    clock_p = _ptr(state.clock)
-    clk = b.add(b.load(clock_p), ir.Constant(I64, 1))
-    b.store(clk, clock_p)
-    l1 = state.levels[0]
-    mru_p = b.gep(_ptr(state.mru), [b.and_(line_no, ir.Constant(I64, l1.sets - 1))],
-                  inbounds=True)
-    b.store(line_no, mru_p)
     done = fn.append_basic_block("done")
     level_blocks = [fn.append_basic_block(f"L{k}") for k in range(len(state.levels))]
     b.branch(level_blocks[0])
+    cttz = _intrinsic(module, "llvm.cttz.i64", I64, [I64, I1])
     for k, lv in enumerate(state.levels):
         p = state.padded[k]
         vt = ir.VectorType(I64, p)
-        vtp = vt.as_pointer()
         b = ir.IRBuilder(level_blocks[k])
         off = b.mul(b.and_(line_no, ir.Constant(I64, lv.sets - 1)), ir.Constant(I64, p))
-        tp = b.gep(_ptr(state.tags[k]), [off], inbounds=True)
-        sp = b.gep(_ptr(state.stamps[k]), [off], inbounds=True)
-        tags = b.load(b.bitcast(tp, vtp), align=8)
-        splat = b.insert_element(ir.Constant(vt, ir.Undefined), line_no, ir.Constant(I32, 0))
-        splat = b.shuffle_vector(splat, ir.Constant(vt, ir.Undefined),
-                                 ir.Constant(ir.VectorType(I32, p), [0] * p))
-        eq = b.icmp_signed("==", tags, splat)
-        anyhit = b.icmp_unsigned("!=", b.bitcast(eq, ir.IntType(p)), ir.Constant(ir.IntType(p), 0))
+        row_p = b.bitcast(b.gep(_ptr(state.tags[k]), [off], inbounds=True), vt.as_pointer())
+        row = b.load(row_p, align=8)
+        eq = b.icmp_signed("==", row, _splat(b, line_no, p))
+        if lv.ways < p:
+            eq = b.and_(eq, ir.Constant(ir.VectorType(I1, p), [int(i < lv.ways) for i in range(p)]))
+        bits = b.bitcast(eq, ir.IntType(p))
+        bits64 = b.zext(bits, I64) if p < 64 else bits
         hit_blk = fn.append_basic_block(f"L{k}.hit")
+        move_blk = fn.append_basic_block(f"L{k}.move")
         miss_blk = fn.append_basic_block(f"L{k}.miss")
-        b.cbranch(anyhit, hit_blk, miss_blk)
+        b.cbranch(b.icmp_unsigned("!=", bits64, ir.Constant(I64, 0)), hit_blk, miss_blk)
+        # row shifted down one slot (slot 0 is then overwritten with the line)
+        shift_mask = ir.Constant(ir.VectorType(I32, p), [0] + list(range(p - 1)))
         bh = ir.IRBuilder(hit_blk)
-        way = _first_set_lane(bh, module, eq, p)
-        bh.store(clk, bh.gep(sp, [way], inbounds=True))
-        bh.branch(done)
+        way = bh.call(cttz, [bits64, ir.Constant(I1, 1)])
+        bh.cbranch(bh.icmp_unsigned("==", way, ir.Constant(I64, 0)), done, move_blk)
+        bmv = ir.IRBuilder(move_blk)
+        shifted = bmv.shuffle_vector(row, ir.Constant(vt, ir.Undefined), shift_mask)
+        lanes = ir.Constant(vt, list(range(p)))
+        upto = bmv.icmp_unsigned("<=", lanes, _splat(bmv, way, p))
+        moved = bmv.select(upto, shifted, row)
+        bmv.store(bmv.insert_element(moved, line_no, ir.Constant(I32, 0)), row_p, align=8)
+        bmv.branch(done)
         bm = ir.IRBuilder(miss_blk)
         _incr(bm, _counter_ptr(bm, state, k + 1, idx))
-        stamps = bm.load(bm.bitcast(sp, vtp), align=8)
-        smin = _intrinsic(module, f"llvm.vector.reduce.smin.v{p}i64", I64, [vt])
-        oldest = bm.call(smin, [stamps])
-        osplat = bm.insert_element(ir.Constant(vt, ir.Undefined), oldest, ir.Constant(I32, 0))
-        osplat = bm.shuffle_vector(osplat, ir.Constant(vt, ir.Undefined),
-                                   ir.Constant(ir.VectorType(I32, p), [0] * p))
-        victim = _first_set_lane(bm, module, bm.icmp_signed("==", stamps, osplat), p)
-        bm.store(line_no, bm.gep(tp, [victim], inbounds=True))
-        bm.store(clk, bm.gep(sp, [victim], inbounds=True))
+        shifted = bm.shuffle_vector(row, ir.Constant(vt, ir.Undefined), shift_mask)
+        bm.store(bm.insert_element(shifted, line_no, ir.Constant(I32, 0)), row_p, align=8)
         bm.branch(level_blocks[k + 1] if k + 1 < len(state.levels) else done)
     ir.IRBuilder(done).ret_void()
     return fn
@@ -219,9 +198,11 @@ def _emit_access_fn(module: ir.Module, state: SimState, line_fn: ir.Function,
     multi = fn.append_basic_block("multi")
     ret = fn.append_basic_block("ret")
     b.cbranch(b.icmp_unsigned("==", first, last), one_line, multi)
+    # fast path: the line is the most recently used one of its L1 set (slot 0): no update
     b = ir.IRBuilder(one_line)
     set_idx = b.and_(first, ir.Constant(I64, l1.sets - 1))
-    mru = b.gep(_ptr(state.mru), [set_idx], inbounds=True)
+    mru = b.gep(_ptr(state.tags[0]), [b.mul(set_idx, ir.Constant(I64, state.padded[0]))],
+                inbounds=True)
     b.cbranch(b.icmp_signed("==", b.load(mru), first), mru_hit, slow)
     b = ir.IRBuilder(mru_hit)
     _incr(b, _counter_ptr(b, state, 0, idx))
@@ -282,10 +263,13 @@ def _emit_stream_fn(module: ir.Module, access: ir.Function, name: str) -> ir.Fun
 
 def build_sim_module(state: SimState, *, access_symbol: str = ACCESS_SYMBOL,
                      base_symbol: str = BASE_SYMBOL, stream_symbol: str | None = None,
-                     ) -> ir.Module:
-    """An llvmlite module implementing the simulator over ``state`` (see module docstring)."""
+                     inline_lookup: bool = False) -> ir.Module:
+    """An llvmlite module implementing the simulator over ``state`` (see module docstring).
+
+    ``inline_lookup`` also marks the full lookup ``alwaysinline`` (faster for kernels with a
+    few access sites: the counter addresses become constants; bigger code)."""
     module = ir.Module(name=f"cachesim{next(_uid)}")
-    line_fn = _emit_line_fn(module, state, f"{LINE_SYMBOL}{next(_uid)}")
+    line_fn = _emit_line_fn(module, state, f"{LINE_SYMBOL}{next(_uid)}", inline_lookup)
     access = _emit_access_fn(module, state, line_fn, access_symbol)
     _emit_base_fn(module, state, base_symbol)
     if stream_symbol:

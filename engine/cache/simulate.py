@@ -24,6 +24,9 @@ from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module
 #: Above this many (estimated) accesses, outer-loop iterations are sampled.
 DEFAULT_MAX_ACCESSES = 64_000_000
 
+#: Kernels with at most this many access sites get the whole lookup inlined at each site.
+INLINE_LOOKUP_SITES = 32
+
 _uid = itertools.count()
 
 
@@ -162,7 +165,8 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     access_sym, base_sym = f"{ACCESS_SYMBOL}_{uid}", f"{BASE_SYMBOL}_{uid}"
     ins = instrument(lowered, len(block_names), plan, line, access_sym, base_sym)
     state = SimState(geometry.levels, len(ins.buffers), ins.nslots)
-    simmod = build_sim_module(state, access_symbol=access_sym, base_symbol=base_sym)
+    simmod = build_sim_module(state, access_symbol=access_sym, base_symbol=base_sym,
+                              inline_lookup=ins.static_accesses <= INLINE_LOOKUP_SITES)
     notes: list[str] = []
     if any(f.kind.value == "parallel" for f in _loops(func)):
         notes.append("parallel loops were simulated serially on one core's hierarchy")
@@ -176,9 +180,10 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
         args = default_args(func, seed)
     ptrs = kernel.pointers(tuple(args))
     state.reset()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     kernel.call_pointers(ptrs)
     sim_s = time.perf_counter() - t0
+    sim_cpu = time.process_time() - c0
     counters = state.counters.copy()
     simulated = int(counters[0].sum())
 
@@ -241,7 +246,7 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
         hw = _hardware(func, args)
     return CacheReport(func.name, geometry, levels_out, per_buffer, per_block, buffers,
                        loop_footprints(func, geometry.levels), sampling, hw, simulated, sim_s,
-                       compile_s, notes)
+                       compile_s, notes, sim_cpu)
 
 
 def _loops(func: PrimFunc) -> list:
