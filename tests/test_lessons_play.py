@@ -156,3 +156,24 @@ def test_lesson3_vector_and_parallel_kinds():
     kinds = {ln.strip().split(" in ")[1].split("(")[0] for ln in nest_lines(last)
              if ln.strip().startswith("for")}
     assert {"vectorized", "parallel"} <= kinds
+
+
+def _alloc_names(mod):
+    func = mod.functions[0][1]
+    return [b.name for b in func.body.block.alloc_buffers]
+
+
+def test_lesson4_fusion_removes_the_pad_buffer_and_nests_relu():
+    les = lessons.get("04_fusion")
+    mods = _mods(les)
+    assert _alloc_names(mods[0]) == ["pad", "conv"]
+    assert _alloc_names(mods[-1]) == ["conv"]
+    # one loop nest: relu is inside conv's ow loop, next to the reduction
+    top = engine.lessons.loop_nest(mods[-1])
+    assert len(top) == 1
+    assert match_nest(mods[-1], ["for ow in serial(*)", "  for ci in serial(*)", "    ...",
+                                 "  block relu"])
+    # the compute_at step recomputes padded rows: 3 rows per output row
+    assert match_nest(mods[3], ["for oh in serial(*)", "  for * in serial(*)",
+                                "    for * in serial(3)", "      for * in serial(*)",
+                                "        block pad"])
