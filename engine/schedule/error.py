@@ -42,7 +42,7 @@ class ScheduleError(ValueError):
         self.subject = subject
         self.rule = rule.strip().rstrip(".")
         self.hint = hint.strip()
-        self.highlight = list(highlight)
+        self.highlight = list(dict.fromkeys(h for h in highlight if h and h != "?"))
         self.nodes = list(nodes)
         super().__init__(self._message())
 

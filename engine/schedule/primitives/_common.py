@@ -26,7 +26,7 @@ def name_of(node: Any) -> str:
         return node.loop_var.name
     if isinstance(node, Block):
         return node.name_hint
-    return "?"
+    return ""
 
 
 def expect_loop(ctx: Ctx, node: Any, what: str = "loop") -> For:

@@ -27,16 +27,16 @@ def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
             if iv.iter_type is IterType.REDUCE:
                 raise ctx.error(f"loop {name}", f"loop {name} is bound to the reduction axis "
                                 f"{iv.var.name} of block {b.name_hint}, so its iterations "
-                                f"update the same element and cannot run {what}",
-                                "only loops over data-parallel (spatial) axes can be "
-                                f"{what}; reorder or decompose the reduction first",
+                                f"update the same element and cannot {what}",
+                                "only loops over data-parallel (spatial) axes can "
+                                f"{what}; choose a loop over an output index",
                                 highlight=[name, b.name_hint])
             uses_spatial = True
         if not uses_spatial and is_reduction_block(b) and \
                 ctx.index.scope_block(r) is ctx.index.scope_block(loop):
             raise ctx.error(f"loop {name}", f"block {b.name_hint} accumulates the same "
                             f"elements in every iteration of loop {name}, so the "
-                            f"iterations cannot run {what}", "choose a loop that indexes "
+                            f"iterations cannot {what}", "choose a loop that indexes "
                             "the output of the block", highlight=[name, b.name_hint])
 
 
@@ -79,7 +79,7 @@ class Parallel(Primitive):
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
         loop = expect_loop(ctx, inputs[0])
         name = loop.loop_var.name
-        _check_data_parallel(ctx, loop, "in parallel")
+        _check_data_parallel(ctx, loop, "run in parallel")
         for a in ctx.index.ancestors(loop):
             if isinstance(a, For) and a.kind is ForKind.PARALLEL:
                 raise ctx.error(f"loop {name}", f"it is inside loop {a.loop_var.name}, which "
@@ -132,7 +132,7 @@ class Vectorize(Primitive):
             raise ctx.error(subject_of(loop), "a vectorized loop needs a constant extent",
                             "split it with a constant inner factor and vectorize that",
                             highlight=[loop.loop_var.name])
-        _check_data_parallel(ctx, loop, "as vector lanes")
+        _check_data_parallel(ctx, loop, "become vector lanes")
         return _set_kind(ctx, loop, ForKind.VECTORIZED)
 
 

@@ -299,8 +299,8 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         if outs:
             raise ctx.error(f"block {bname}", f"block {bname} writes the function's output "
                             f"{outs[0]}, and compute_at would compute only the parts its "
-                            "consumers read", "use reverse_compute_at on its consumers "
-                            "instead", highlight=hl)
+                            "consumers read", f"to move {bname} under a loop of its producer, "
+                            f"use reverse_compute_at({bname}, {lname})", highlight=hl)
     partners = _conflicts(ctx, blk, loop, reverse, hl)
     an = _outer_analyzer(ctx, loop)
     children, pos = _position(ctx, loop, reverse, blk, partners)
@@ -345,9 +345,11 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
             if iv.iter_type is IterType.REDUCE:
                 for lp in outer_loops:
                     if uses_var(val, lp.loop_var):
-                        raise ctx.error(f"block {bname}", f"block {x.name_hint} is still "
-                                        f"accumulating over loop {lp.loop_var.name} at loop "
-                                        f"{lname}, so {bname} would read partial results",
+                        where = (f"loop {lname} is" if lp is loop else
+                                 f"loop {lp.loop_var.name}, around loop {lname}, is")
+                        raise ctx.error(f"block {bname}", f"{where} a reduction loop of block "
+                                        f"{x.name_hint}: after one iteration {x.name_hint} "
+                                        f"holds partial results, which {bname} would read",
                                         "choose a loop outside the reduction loops of "
                                         f"{x.name_hint}", highlight=hl + [lp.loop_var.name])
         inner = _inner_loops(ctx, loop, xr)
