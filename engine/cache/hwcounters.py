@@ -85,7 +85,8 @@ class CounterResult:
     def describe(self) -> str:
         if not self.available:
             return f"hardware counters: not available ({self.reason})"
-        return "hardware counters: " + ", ".join(f"{k} {v:,}" for k, v in self.counts.items())
+        text = "hardware counters: " + ", ".join(f"{k} {v:,}" for k, v in self.counts.items())
+        return text + (f" ({self.reason})" if self.reason else "")
 
     def to_dict(self) -> dict:
         return {"available": self.available, "reason": self.reason, "counts": dict(self.counts)}
@@ -170,8 +171,10 @@ def _open_all() -> tuple[dict, str]:
     return fds, ""
 
 
-def measure(fn: Callable[[], object], repeat: int = 1) -> CounterResult:
-    """Counts of L1D read misses and LLC misses while ``fn()`` runs (``repeat`` times, summed)."""
+def measure(fn: Callable[[], object], repeat: int = 1,
+            before: Callable[[], object] | None = None) -> CounterResult:
+    """Counts of L1D read misses and LLC misses while ``fn()`` runs (``repeat`` times, summed;
+    ``before()``, e.g. a cache flush, runs before each repetition with the counters off)."""
     import fcntl
     pr = probe()
     if not pr.available:
@@ -182,11 +185,14 @@ def measure(fn: Callable[[], object], repeat: int = 1) -> CounterResult:
     try:
         for fd in fds.values():
             fcntl.ioctl(fd, PERF_EVENT_IOC_RESET, 0)
-            fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
         for _ in range(repeat):
+            if before is not None:
+                before()
+            for fd in fds.values():
+                fcntl.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
             fn()
-        for fd in fds.values():
-            fcntl.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+            for fd in fds.values():
+                fcntl.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
         counts = {name: int.from_bytes(os.read(fd, 8), "little") for name, fd in fds.items()}
     finally:
         for fd in fds.values():

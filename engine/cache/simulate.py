@@ -168,6 +168,10 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     simmod = build_sim_module(state, access_symbol=access_sym, base_symbol=base_sym,
                               inline_lookup=ins.static_accesses <= INLINE_LOOKUP_SITES)
     notes: list[str] = []
+    if plan.estimated_simulated > 2 * max_accesses:
+        notes.append(f"the program could not be sampled down to max_accesses={max_accesses:,}"
+                     f" (about {int(plan.estimated_simulated):,} accesses were simulated): "
+                     "its innermost loops alone exceed the budget")
     if any(f.kind.value == "parallel" for f in _loops(func)):
         notes.append("parallel loops were simulated serially on one core's hierarchy")
     t0 = time.perf_counter()
@@ -243,7 +247,7 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
                          "windows": [list(w) for w in sl.windows], "text": sl.describe()})
     hw = None
     if hardware:
-        hw = _hardware(func, args)
+        hw = _hardware(func, args, geometry)
     return CacheReport(func.name, geometry, levels_out, per_buffer, per_block, buffers,
                        loop_footprints(func, geometry.levels), sampling, hw, simulated, sim_s,
                        compile_s, notes, sim_cpu)
@@ -255,7 +259,21 @@ def _loops(func: PrimFunc) -> list:
     return collect(func.body, For)
 
 
-def _hardware(func: PrimFunc, args) -> Any:
+_FLUSH: dict = {}
+
+
+def _flush_caches(nbytes: int) -> None:
+    """Evict the kernel's data from the real caches by streaming over ``nbytes`` of other
+    memory, so the measured run starts cold like the simulated one."""
+    buf = _FLUSH.get("buf")
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.ones(nbytes // 8, dtype=np.int64)
+        _FLUSH["buf"] = buf
+    buf[: nbytes // 8] += 1
+
+
+def _hardware(func: PrimFunc, args, geometry: Geometry) -> Any:
+    """L1D/LLC miss counters around one cold run of the normal (uninstrumented) build."""
     pr = hwcounters.probe()
     if not pr.available:
         return pr
@@ -267,4 +285,10 @@ def _hardware(func: PrimFunc, args) -> Any:
     except Exception as exc:  # noqa: BLE001 - counters are optional; say why they are missing
         return hwcounters.CounterResult(False, f"could not build the uninstrumented kernel: {exc}")
     kernel.call_pointers(ptrs)  # warm the code, page in the arrays
-    return hwcounters.measure(lambda: kernel.call_pointers(ptrs))
+    flush = min(2 * max(lv.size for lv in geometry.levels), 256 << 20)
+    res = hwcounters.measure(lambda: kernel.call_pointers(ptrs),
+                             before=lambda: _flush_caches(flush))
+    if res.available and any(f.kind.value == "parallel" for f in _loops(func)):
+        res.reason = ("counted on the calling thread only; the parallel loops' other "
+                      "threads are not included")
+    return res
