@@ -24,6 +24,9 @@ _BUILDS: "OrderedDict[str, Any]" = OrderedDict()
 _NUMPY: dict[tuple, float] = {}
 _LOCK = threading.Lock()
 _KEY_LOCKS: dict[tuple, threading.Lock] = {}
+# One timing run at a time in this process: two kernels timed at once on a small machine
+# would each measure the other's interference.
+_TIMING = threading.Lock()
 MAX_ENTRIES = 512
 MAX_BUILDS = 16
 # Timing budget: enough repeats for a stable median without blocking a click for long.
@@ -145,7 +148,8 @@ def _measure(mod, h, workload, params, func_name, baseline) -> dict:
         return out
     out["stage"] = "time"
     try:
-        sec = _time(rt, fname, run_args)
+        with _TIMING:
+            sec = _time(rt, fname, run_args)
         out["time_ms"] = sec * 1e3
         flops = _flops(workload, params)
         if flops:
@@ -155,10 +159,12 @@ def _measure(mod, h, workload, params, func_name, baseline) -> dict:
             with _LOCK:
                 np_s = _NUMPY.get(nkey)
             if np_s is None:
-                np_s = _time_python(lambda: ref_fn(*ref_args))
+                with _TIMING, blas_threads(1):
+                    np_s = _time_python(lambda: ref_fn(*ref_args))
                 with _LOCK:
                     _NUMPY[nkey] = np_s
             out["numpy_ms"] = np_s * 1e3
+            out["numpy_note"] = numpy_threads_note()
     except Exception as e:  # noqa: BLE001
         out.update(error=f"timing failed: {e}")
         return out
@@ -220,6 +226,65 @@ def _time(rt, fname, args) -> float:
             return float(res.get("median", res.get("mean")))
         return float(res)
     return _time_python(lambda: rt[fname](*args))
+
+
+_BLAS_LOCAL = None
+
+
+def _blas_local_setter():
+    """OpenBLAS's per-thread ``openblas_set_num_threads_local`` from numpy's bundled BLAS
+    (None when numpy uses another BLAS or an older OpenBLAS)."""
+    global _BLAS_LOCAL
+    if _BLAS_LOCAL is None:
+        _BLAS_LOCAL = False
+        try:
+            import ctypes
+            import glob
+            import os
+
+            import numpy as np
+            libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+            for path in glob.glob(os.path.join(libdir, "*openblas*")):
+                lib = ctypes.CDLL(path)
+                fn = getattr(lib, "openblas_set_num_threads_local", None)
+                if fn is not None:
+                    fn.restype = ctypes.c_int
+                    fn.argtypes = [ctypes.c_int]
+                    _BLAS_LOCAL = fn
+                    break
+        except OSError:
+            _BLAS_LOCAL = False
+    return _BLAS_LOCAL or None
+
+
+class blas_threads:
+    """``with blas_threads(1):`` numpy's BLAS uses one thread in this thread only.
+
+    numpy's reference line is timed with one BLAS thread: on a small, shared machine a
+    multi-threaded BLAS call waits for its helper threads to be scheduled (a 0.04 ms matmul
+    then takes 20-40 ms), which would make the reference meaningless. Our kernels without
+    ``parallel`` loops are single-threaded too, so the comparison is like for like.
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+        self.prev = None
+
+    def __enter__(self):
+        fn = _blas_local_setter()
+        if fn is not None:
+            self.prev = fn(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        fn = _blas_local_setter()
+        if fn is not None and self.prev is not None:
+            fn(self.prev)
+        return False
+
+
+def numpy_threads_note() -> str:
+    return "1 BLAS thread" if _blas_local_setter() is not None else "default BLAS threads"
 
 
 def _time_python(fn) -> float:

@@ -52,9 +52,11 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
             "hovertemplate": "step %{x}: %{y:.2f} GFLOP/s<extra></extra>",
         })
     numpy_ms = next((r.get("numpy_ms") for r in rows if r.get("numpy_ms")), None)
+    note = next((r.get("numpy_note") for r in rows if r.get("numpy_note")), "")
     if numpy_ms and xs:
         data.append({
-            "type": "scatter", "mode": "lines", "name": f"numpy ({numpy_ms:.3f} ms)",
+            "type": "scatter", "mode": "lines",
+            "name": f"numpy{', ' + note if note else ''} ({numpy_ms:.3f} ms)",
             "x": [min(xs) - 0.3, max(xs) + 0.3], "y": [numpy_ms, numpy_ms],
             "line": {"color": "#8250df", "dash": "dash"}, "hoverinfo": "skip",
         })

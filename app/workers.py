@@ -40,6 +40,7 @@ import collections
 import contextlib
 import dataclasses
 import itertools
+import json
 import logging
 import multiprocessing
 import os
@@ -315,8 +316,11 @@ class PoolConfig:
 
     @classmethod
     def from_limits(cls, limits: Any, **kw: Any) -> "PoolConfig":
-        return cls(queue_length=limits.queue_length, time_limit_s=limits.step_time_limit_s,
-                   memory_bytes=limits.worker_memory_bytes, **kw)
+        base: dict[str, Any] = dict(queue_length=limits.queue_length,
+                                    time_limit_s=limits.step_time_limit_s,
+                                    memory_bytes=limits.worker_memory_bytes)
+        base.update(kw)
+        return cls(**base)
 
 
 def _signal_name(code: int) -> str:
@@ -759,3 +763,165 @@ def step_dict(result: JobResult, program_hash: str) -> dict[str, Any]:
                stage=_STAGE_OF_ACTION.get(result.failed_action or "", out.get("stage") or "time")
                if result.status == "error" else "measure")
     return out
+
+
+# --------------------------------------------------------------------------- pool + store
+class StepMeasurer:
+    """The web app's measurement service: stored results first, then one job per program.
+
+    * a step measured before — by anyone, before a restart — comes from the store at once;
+    * concurrent requests for the same step share one job (a class clicking the course's
+      steps in the same order measures each program once);
+    * finished results are stored, except transient failures (timeout, crash, out-of-memory,
+      shutdown, cancelled), which are retried the next time the step is asked for.
+
+    Blocking use (like ``app.measure.measure_step``)::
+
+        d = measurer.measure(mod, "mm_relu", {"n": 128}, func_name="mm_relu")
+
+    Non-blocking use (the page shows "queued (position k)" and polls)::
+
+        d, ticket = measurer.submit(mod, "mm_relu", {"n": 128})
+        if d is None: position = ticket.position()       # later: measurer.result_of(ticket)
+
+    ``submit`` raises :class:`QueueFull` when the queue is full (show its sentence).
+    """
+
+    def __init__(self, pool: "MeasurePool | Callable[[], MeasurePool]", store: Any = None,
+                 fingerprint: str | None = None, kind: str = "step"):
+        self._pool = pool
+        self.store = store
+        self._fp = fingerprint
+        self.kind = kind
+        self._lock = threading.Lock()
+        self._inflight: dict[tuple, Ticket] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def pool(self) -> "MeasurePool":
+        if not isinstance(self._pool, MeasurePool):
+            with self._lock:
+                if not isinstance(self._pool, MeasurePool):
+                    self._pool = self._pool()
+        return self._pool  # type: ignore[return-value]
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fp is None:
+            from .store import machine_fingerprint
+            self._fp = machine_fingerprint()
+        return self._fp
+
+    @staticmethod
+    def program_hash(mod: Any) -> str:
+        from engine.ir import structural_hash
+        return structural_hash(mod)
+
+    def _kind(self, workload: str | None, params: dict[str, Any], func_name: str | None) -> str:
+        return (f"{self.kind}:{workload or '-'}:{func_name or '-'}:"
+                f"{json.dumps(params, sort_keys=True, default=str)}")
+
+    def cached(self, mod: Any, workload: str | None, params: dict[str, Any],
+               func_name: str | None = None, program_hash: str | None = None
+               ) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        h = program_hash or self.program_hash(mod)
+        return self.store.get_result(h, self.fingerprint, self._kind(workload, params, func_name))
+
+    def submit(self, mod: Any, workload: str | None, params: dict[str, Any], *,
+               func_name: str | None = None, baseline: Any = None,
+               time_limit_s: float | None = None
+               ) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored result, None) or (None, ticket of the job measuring it)."""
+        h = self.program_hash(mod)
+        kind = self._kind(workload, params, func_name)
+        if self.store is not None:
+            got = self.store.get_result(h, self.fingerprint, kind)
+            if got is not None:
+                with self._lock:
+                    self.hits += 1
+                return got, None
+        key = (h, kind)
+        with self._lock:
+            t = self._inflight.get(key)
+            if t is not None and not t.done():
+                self.hits += 1
+                return None, t
+            self.misses += 1
+            ticket = self.pool.submit(step_job(mod, workload, params, func_name=func_name,
+                                               baseline=baseline, time_limit_s=time_limit_s))
+            self._inflight[key] = ticket
+        ticket.add_done_callback(lambda r, key=key, h=h, kind=kind: self._done(key, h, kind, r))
+        ticket.program_hash = h  # type: ignore[attr-defined]
+        return None, ticket
+
+    _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled"}
+
+    def _done(self, key: tuple, h: str, kind: str, result: JobResult) -> None:
+        with self._lock:
+            self._inflight.pop(key, None)
+        if self.store is None or result.status in self._TRANSIENT:
+            return
+        d = step_dict(result, h)
+        if d.get("stage") == "unavailable":
+            return
+        self.store.put_result(h, self.fingerprint, kind, d)
+
+    def result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
+        """The step dict of a finished (or, with ``timeout``, awaited) ticket."""
+        return step_dict(ticket.result(timeout), getattr(ticket, "program_hash", ""))
+
+    def measure(self, mod: Any, workload: str | None, params: dict[str, Any], *,
+                func_name: str | None = None, baseline: Any = None,
+                timeout: float | None = None) -> dict[str, Any]:
+        """Blocking: the step dict, from the store or from a worker.  Never raises for a
+        bad program or a busy server: those come back as ``ok: False`` with the sentence."""
+        try:
+            got, ticket = self.submit(mod, workload, params, func_name=func_name,
+                                      baseline=baseline)
+        except (QueueFull, PoolClosed) as e:
+            return step_dict(JobResult("busy" if isinstance(e, QueueFull) else "shutdown",
+                                       str(e)), self.program_hash(mod))
+        if got is not None:
+            return got
+        assert ticket is not None
+        try:
+            return self.result_of(ticket, timeout)
+        except TimeoutError:
+            return step_dict(JobResult("pending", "the measurement is still running; "
+                                                  "reload to see it"), ticket.program_hash)
+
+
+def install(app: Any) -> StepMeasurer:
+    """Wire the reliability parts into a Flask app; returns the :class:`StepMeasurer`.
+
+    * ``app.extensions["limits"]``   — :class:`app.limits.Limits` from ``EXPLORER_LIMITS``;
+    * ``app.extensions["store"]``    — :class:`app.store.Store` in the instance folder
+      (``EXPLORER_STORE=False`` disables it, e.g. in tests);
+    * ``app.extensions["measurer"]`` — a :class:`StepMeasurer` whose pool starts on first
+      use (so an app that never measures starts no process); ``EXPLORER_POOL`` (a dict of
+      :class:`PoolConfig` fields) overrides the pool settings.
+    The pool is closed at interpreter exit.
+    """
+    import atexit
+
+    from .limits import Limits
+    from .store import Store
+    limits = Limits.from_config(app.config)
+    store = Store.for_app(app) if app.config.get("EXPLORER_STORE", True) else None
+    overrides = dict(app.config.get("EXPLORER_POOL") or {})
+    created: list[MeasurePool] = []
+
+    def make_pool() -> MeasurePool:
+        pool = MeasurePool(PoolConfig.from_limits(limits, **overrides))
+        created.append(pool)
+        atexit.register(pool.close, 5.0)
+        return pool
+
+    measurer = StepMeasurer(make_pool, store)
+    app.extensions["limits"] = limits
+    app.extensions["store"] = store
+    app.extensions["measurer"] = measurer
+    return measurer
