@@ -146,3 +146,32 @@ def test_hardware_counters_report_counts_or_a_reason():
     a = np.ones(2 << 20, dtype=np.float32)  # 8 MiB = 131072 lines
     res = hwcounters.measure(lambda: a.sum())
     assert res.available and res.counts["L1D read misses"] > 131072 // 2
+
+
+# -- access patterns -----------------------------------------------------------------------
+def test_access_pattern_of_one_outer_iteration():
+    from engine.cache import access_pattern
+    n = 8
+    p = access_pattern(mm_relu_naive(n), "mm_relu")  # first loop: i of the Y nest, i = 0
+    assert p.loop == "i" and p.iteration == 0 and not p.truncated
+    assert p.events == n * (1 + 4 * n)  # per j: init store, then 4 accesses per k
+    B = p.buffers["B"].first_touch
+    assert (B >= 0).all()  # one iteration of i reads all of B ...
+    assert (np.diff(B[:, 0]) > 0).all() and B[n - 1, 0] < B[0, 1]  # ... column by column
+    assert (p.buffers["A"].first_touch[1:] == -1).all()  # only row 0 of A
+    assert (p.buffers["C"].first_touch == -1).all()  # the C nest is not part of it
+    assert p.buffers["Y"].touches[0].tolist() == [1 + 2 * n] * n
+    d = p.to_dict()
+    assert d["buffers"]["B"]["shape"] == [n, n] and d["buffers"]["B"]["touched"] == n * n
+
+
+def test_access_pattern_of_a_tile_iteration_and_bad_choices():
+    from engine.cache import AccessPatternError, access_pattern
+    p = access_pattern(mm_relu_course(8), "mm_relu", loop="i/j_0", iteration=1)
+    B = p.buffers["B"].first_touch
+    assert (B[:, :4] == -1).all() and (B[:, 4:] >= 0).all()  # columns 4..7 of B only
+    assert (np.diff(B[0, 4:]) > 0).all() and B[0, 7] < B[1, 4]  # row by row
+    with pytest.raises(AccessPatternError, match="its loops are"):
+        access_pattern(mm_relu_course(8), "mm_relu", loop="nope")
+    with pytest.raises(AccessPatternError, match="iteration must be in 0..1"):
+        access_pattern(mm_relu_course(8), "mm_relu", loop="i/j_0", iteration=2)

@@ -10,6 +10,8 @@
   :class:`CacheConfigError` for geometry that cannot be simulated.
 * :class:`StreamSimulator` — the compiled simulator on a recorded access stream;
   :class:`ReferenceHierarchy` — the same rules in plain Python (for tests).
+* :func:`access_pattern` — which elements of each buffer one iteration of a loop touches,
+  and in which order (first-touch time per element, for heatmaps/animations).
 * :mod:`.hwcounters` — ``perf_event_open`` L1D/LLC miss counters.
 """
 from .geometry import (DEFAULT_LEVELS, CacheConfigError, CacheLevel, Geometry, host_geometry,
@@ -19,9 +21,11 @@ from .report import CacheReport, LevelStats
 from .simcore import SimState, StreamSimulator
 from .simulate import DEFAULT_MAX_ACCESSES, CacheSimError, simulate
 from .footprint import LoopFootprint, loop_footprints
+from .pattern import AccessPattern, AccessPatternError, BufferPattern, access_pattern
 from . import hwcounters
 
 __all__ = ["simulate", "CacheReport", "LevelStats", "CacheConfigError", "CacheSimError",
            "CacheLevel", "Geometry", "host_geometry", "resolve", "validate_levels",
            "DEFAULT_LEVELS", "DEFAULT_MAX_ACCESSES", "ReferenceHierarchy", "StreamSimulator",
-           "SimState", "LoopFootprint", "loop_footprints", "hwcounters"]
+           "SimState", "LoopFootprint", "loop_footprints", "hwcounters", "access_pattern",
+           "AccessPattern", "AccessPatternError", "BufferPattern"]

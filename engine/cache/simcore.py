@@ -344,3 +344,47 @@ class StreamSimulator:
 
     def misses(self, level: int) -> np.ndarray:
         return self.state.counters[level + 1, :, 0].copy()
+
+
+# --------------------------------------------------------------------------------------
+# Access recorder (for access-pattern pictures): same call interface as the simulator.
+class RecorderState:
+    """Numpy buffers receiving up to ``capacity`` access events ``(address, nbytes, buffer)``;
+    ``count[0]`` is the number of events that occurred (it may exceed ``capacity``)."""
+
+    def __init__(self, nbuf: int, capacity: int):
+        self.nbuf = max(1, int(nbuf))
+        self.capacity = max(1, int(capacity))
+        self.addresses = np.zeros(self.capacity, dtype=np.int64)
+        self.nbytes = np.zeros(self.capacity, dtype=np.int64)
+        self.buffers = np.zeros(self.capacity, dtype=np.int32)
+        self.count = np.zeros(1, dtype=np.int64)
+        self.bases = np.full(self.nbuf, -1, dtype=np.int64)
+
+
+def build_recorder_module(rec: RecorderState, *, access_symbol: str,
+                          base_symbol: str) -> ir.Module:
+    """An llvmlite module whose ``access_symbol`` appends the access to ``rec``."""
+    module = ir.Module(name=f"cacherec{next(_uid)}")
+    fn = ir.Function(module, ir.FunctionType(I32, [I64, I64, I32, I32]), access_symbol)
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    addr, nbytes, buf, _slot = fn.args
+    entry = fn.append_basic_block("entry")
+    store = fn.append_basic_block("store")
+    ret = fn.append_basic_block("ret")
+    b = ir.IRBuilder(entry)
+    cnt_p = _ptr(rec.count)
+    i = b.load(cnt_p)
+    b.store(b.add(i, ir.Constant(I64, 1)), cnt_p)
+    b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, rec.capacity)), store, ret)
+    b = ir.IRBuilder(store)
+    b.store(addr, b.gep(_ptr(rec.addresses), [i], inbounds=True))
+    b.store(nbytes, b.gep(_ptr(rec.nbytes), [i], inbounds=True))
+    b.store(buf, b.gep(_ptr(rec.buffers, I32P), [i], inbounds=True))
+    b.branch(ret)
+    ir.IRBuilder(ret).ret(ir.Constant(I32, 0))
+    shadow = SimState.__new__(SimState)
+    shadow.bases = rec.bases
+    _emit_base_fn(module, shadow, base_symbol)
+    return module
