@@ -259,17 +259,12 @@ def _loops(func: PrimFunc) -> list:
     return collect(func.body, For)
 
 
-_FLUSH: dict = {}
-
-
 def _flush_caches(nbytes: int) -> None:
-    """Evict the kernel's data from the real caches by streaming over ``nbytes`` of other
-    memory, so the measured run starts cold like the simulated one."""
-    buf = _FLUSH.get("buf")
-    if buf is None or buf.nbytes < nbytes:
-        buf = np.ones(nbytes // 8, dtype=np.int64)
-        _FLUSH["buf"] = buf
-    buf[: nbytes // 8] += 1
+    """Evict the kernel's data from the real caches by writing ``nbytes`` of other memory
+    (allocated per call, not kept), so the measured run starts cold like the simulated one."""
+    buf = np.empty(nbytes // 8, dtype=np.int64)
+    buf.fill(1)
+    del buf
 
 
 def _hardware(func: PrimFunc, args, geometry: Geometry) -> Any:
