@@ -13,6 +13,25 @@
 * :func:`access_pattern` — which elements of each buffer one iteration of a loop touches,
   and in which order (first-touch time per element, for heatmaps/animations).
 * :mod:`.hwcounters` — ``perf_event_open`` L1D/LLC miss counters.
+
+For plots, ``simulate(...).to_dict()`` is plain JSON data::
+
+    {"func": "mm_relu", "level_names": ["L1", "L2", "L3"],
+     "levels": [{"name": "L1", "accesses": .., "hits": .., "misses": .., "miss_rate": ..}, ..],
+     "per_buffer": {"A": [<level dict per level>], ..}, "per_block": {"Y": [..], ..},
+     "buffers": {"A": {"bytes": .., "scope": "global", "address": .., "param": true}, ..},
+     "loops": [{"index": 0, "loop": "i", "path": "i", "depth": 0, "extent": 128,
+                "kind": "serial", "bytes": .., "line_bytes": .., "fits": {"L1": false, ..},
+                "fits_in": "L2", "blocks": ["Y"], "buffers": [..]}, ..],
+     "exact": true, "sampling": [], "sampling_note": "exact: every access simulated",
+     "hardware": {"available": .., "reason": .., "counts": {"L1D read misses": .., ..}},
+     "geometry": {"levels": [..], "source": "host", "notes": []},
+     "simulated_accesses": .., "sim_seconds": .., "compile_seconds": .., "notes": [..]}
+
+``loops[k]["index"]`` is the loop's pre-order position among the function's ``For`` nodes
+(``report.loop_footprint(for_node)`` also finds it by identity). ``access_pattern(...)
+.to_dict()`` gives ``{"loop", "iteration", "events", "truncated", "buffers": {name:
+{"shape", "first_touch" (nested lists, -1 = untouched), "touches", "touched"}}}``.
 """
 from .geometry import (DEFAULT_LEVELS, CacheConfigError, CacheLevel, Geometry, host_geometry,
                        resolve, validate_levels)
