@@ -167,3 +167,18 @@ class GetConsumers(Primitive):
         return Result(None, consumers_of(ctx, expect_block(ctx, inputs[0])))
 
 
+
+
+@register
+class EnterPostproc(Primitive):
+    kind = "EnterPostproc"
+    method = "enter_postproc"
+    mutates = False
+
+    def call(self, sch):
+        """A no-op marker that TVM's tuned traces contain before post-processing steps
+        (``sch.enter_postproc()``); accepted so such traces import unchanged."""
+        sch._run(self, [], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        return Result(None, [])
