@@ -14,15 +14,18 @@ import math
 
 def _layout(title: str, **extra) -> dict:
     layout = {
-        "title": {"text": title, "font": {"size": 16}, "x": 0.01, "xanchor": "left"},
-        "margin": {"l": 56, "r": 56, "t": 36, "b": 40},
-        "height": 240,
+        "title": {"text": title, "font": {"size": 16}, "x": 0.01, "xanchor": "left"} if title else None,
+        "margin": {"l": 52, "r": 52, "t": 34, "b": 36},
+        "height": 210,
         "font": {"size": 13, "family": "DejaVu Sans, Verdana, sans-serif"},
-        "legend": {"orientation": "h", "y": -0.22, "x": 0},
+        "legend": {"orientation": "h", "y": 1.0, "x": 0, "yanchor": "bottom",
+                   "font": {"size": 12}},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#fbfcfd",
     }
     layout.update(extra)
+    if layout["title"] is None:
+        del layout["title"]
     return layout
 
 
@@ -39,7 +42,7 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
     text = [("correct" if c is True else "WRONG result" if c is False else "not checked")
             for c in corr]
     data = [{
-        "type": "scatter", "mode": "lines+markers", "name": "runtime (ms)", "x": xs, "y": ms,
+        "type": "scatter", "mode": "lines+markers", "name": "runtime ms", "x": xs, "y": ms,
         "marker": {"symbol": symbols, "color": colors, "size": sizes},
         "line": {"color": "#1f6feb"}, "text": text,
         "hovertemplate": "step %{x}: %{y:.3f} ms (%{text})<extra></extra>",
@@ -52,17 +55,16 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
             "hovertemplate": "step %{x}: %{y:.2f} GFLOP/s<extra></extra>",
         })
     numpy_ms = next((r.get("numpy_ms") for r in rows if r.get("numpy_ms")), None)
-    note = next((r.get("numpy_note") for r in rows if r.get("numpy_note")), "")
     if numpy_ms and xs:
         data.append({
             "type": "scatter", "mode": "lines",
-            "name": f"numpy{', ' + note if note else ''} ({numpy_ms:.3f} ms)",
+            "name": f"numpy {numpy_ms:.3f} ms",
             "x": [min(xs) - 0.3, max(xs) + 0.3], "y": [numpy_ms, numpy_ms],
             "line": {"color": "#8250df", "dash": "dash"}, "hoverinfo": "skip",
         })
     spread = (max(ms) / max(min(ms), 1e-9)) if ms else 1
     layout = _layout(
-        "runtime per step",
+        "",
         xaxis={"title": {"text": "step"}, "dtick": 1, "zeroline": False},
         yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
                "rangemode": "tozero"},

@@ -14,7 +14,7 @@ from typing import Any
 from markupsafe import Markup
 
 from . import bridge, diagram, diffview, measure, plots
-from .nodes import FuncTree, module_trees, names_to_sels, parse_sel
+from .nodes import FuncTree, loops_of_block, module_trees, names_to_sels, parse_sel
 from .primitives import block_prims, loop_prims
 from .session import Session, is_lookup
 
@@ -171,6 +171,44 @@ class Step:
     lookups: list = field(default_factory=list)
     current: bool = False
     future: bool = False
+    raw: str = ""
+
+
+_HANDLE = re.compile(r"\b([bl]\d+)\b")
+
+
+def _handle_names(session: Session, k: int, start: int, end: int) -> dict[str, str]:
+    """Printed names of the handles a step's look-ups define (``b0`` -> ``Y``,
+    ``l2`` -> ``j``), found in the program *before* the step."""
+    names: dict[str, str] = {}
+    trees = None
+    for inst in session.insts[start:end]:
+        try:
+            kind, inputs, attrs, outputs = inst[:4]
+        except (TypeError, ValueError):
+            continue
+        if kind in ("GetBlock", "GetSBlock") and attrs and outputs:
+            names[str(outputs[0])] = str(attrs[0])
+        elif kind == "GetLoops" and inputs and str(inputs[0]) in names:
+            if trees is None:
+                try:
+                    trees = module_trees(session.mod_at(k - 1))
+                except Exception:  # noqa: BLE001 - labels are a nicety
+                    return names
+            block = names[str(inputs[0])]
+            for t in trees:
+                chain = loops_of_block(t, block)
+                if chain:
+                    for out, loop in zip(outputs, chain):
+                        names[str(out)] = loop.name
+                    break
+    return names
+
+
+def _friendly(line: str, names: dict[str, str]) -> str:
+    """``l4, l5 = sch.split(l2, factors=[None, 4])`` -> ``sch.split(j, factors=[None, 4])``."""
+    call = line.split(" = ", 1)[1] if " = sch." in line else line
+    return _HANDLE.sub(lambda m: names.get(m.group(1), m.group(1)), call)
 
 
 def steps(session: Session) -> list[Step]:
@@ -179,8 +217,10 @@ def steps(session: Session) -> list[Step]:
     start = 0
     for k, end in enumerate(session.step_ends, start=1):
         lines = [(py[i] if py else inst_python(session.insts[i])) for i in range(start, end)]
-        out.append(Step(k, lines[-1], lookups=lines[:-1], current=session.at == k,
-                        future=k > session.at))
+        names = _handle_names(session, k, start, end)
+        label = _friendly(lines[-1], names) if names else lines[-1]
+        out.append(Step(k, label, lookups=lines[:-1], current=session.at == k,
+                        future=k > session.at, raw="\n".join(lines)))
         start = end
     return out
 

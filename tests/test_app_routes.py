@@ -156,7 +156,8 @@ def test_apply_split_updates_every_pane_and_pushes_the_new_url(client):
     assert "j_0" in page and "for j_1 in 4" in page
     assert "step 1 of 1" in page
     assert 'class="line changed"' in page          # the program marks what the step changed
-    assert "sch.split(l2, factors=[None, 4])" in page  # the trace pane shows the Python line
+    assert "sch.split(j, factors=[None, 4])" in page  # the trace pane shows the course's line
+    assert "l4, l5 = sch.split(l2, factors=[None, 4])" in page   # and the raw one as a tooltip
     # the pushed URL reproduces the same state on a fresh load
     again = html(client.get(url))
     assert "for j_1 in 4" in again and "step 1 of 1" in again
@@ -172,6 +173,9 @@ def test_course_steps_give_the_course_program(client):
     assert engine.structural_equal(s.mod_at(4), course_schedule().mod)
     assert s.mod_at(4).script() == expected
     assert "Y_init" in page
+    for line in ("sch.split(j, factors=[None, 4])", "sch.reorder(i, j_0, k, j_1)",
+                 "sch.reverse_compute_at(C, j_0)", "sch.decompose_reduction(Y, k)"):
+        assert line in page
 
 
 def test_refusal_keeps_the_trace_and_names_the_offender(client):
