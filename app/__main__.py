@@ -1,7 +1,8 @@
-"""``python -m app [--host H] [--port P] [--threads N]``: serve the explorer with waitress.
+"""``python -m app [--host H] [--port P] [--threads N] [--classroom]``: serve the explorer
+with waitress (a production WSGI server, never Flask's development server).
 
-Binds 127.0.0.1:5000 by default (only this machine can connect). Listening on another
-interface is possible with ``--host`` and prints a warning.
+Binds 127.0.0.1:5000 by default (only this machine can connect). Listening on other
+interfaces needs ``--classroom`` (or an explicit ``--host``) and prints a warning.
 """
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
     p.add_argument("--threads", type=int, default=6, help="request threads (default 6)")
+    p.add_argument("--classroom", action="store_true",
+                   help="listen on every interface (0.0.0.0) so a class can connect; prints a warning")
     args = p.parse_args(argv)
+    if args.classroom and args.host == "127.0.0.1":
+        args.host = "0.0.0.0"
     if not 0 < args.port < 65536:
         p.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:

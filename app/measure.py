@@ -216,7 +216,7 @@ def _time(rt, fname, args) -> float:
         rt[fname](*args)
         one = max(time.perf_counter() - t0, 1e-7)
         number = max(1, min(1000, int(0.02 / one)))
-        repeat = max(3, min(7, int(TARGET_SECONDS / (one * number)) or 3))
+        repeat = max(3, min(7, int(TARGET_SECONDS / (one * number)) or 3)) if one < 0.5 else 1
         res = te(fname, number=number, repeat=repeat)(*args)
         for attr in ("median", "mean"):
             v = getattr(res, attr, None)

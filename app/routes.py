@@ -88,6 +88,10 @@ def apply(workload: str):
         return _refusal(str(e), views.refusal_highlight(e, trees), 422,
                         rule=getattr(e, "rule", None), hint=getattr(e, "hint", None),
                         primitive=getattr(e, "primitive", None))
+    except Exception as e:  # noqa: BLE001 - an engine bug: say so, keep the trace and the page
+        log.exception("primitive %s failed unexpectedly", request.form.get("primitive"))
+        return _refusal(f"The engine failed on this step ({type(e).__name__}: {e}). This is a bug "
+                        "in the explorer, not in your schedule; the trace is unchanged.", [], 500)
     token = sch.trace.encode()
     s.set_trace(sch.trace, token)
     s._mods[s.at] = sch.mod
