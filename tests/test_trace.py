@@ -219,3 +219,38 @@ def test_get_block_errors():
     with pytest.raises(ScheduleError, match="no function named|has no function"):
         sch.get_block("Y", func_name="nope")
     assert len(sch.trace) == 0
+
+
+@pytest.mark.parametrize("dialect", ["tvm", "course"])
+@pytest.mark.parametrize("make", [course, rich])
+def test_tvm_exports_run_against_our_tvm_compatible_api(dialect, make, monkeypatch):
+    """The exported TVM code uses TVM's method and keyword names; ours are the same, so
+    running it (with stand-in ``tvm`` modules) on our Schedule rebuilds the program."""
+    import sys
+    import types
+    fake = types.ModuleType("tvm")
+    fake.s_tir = types.SimpleNamespace(Schedule=Schedule)
+    fake.tir = types.SimpleNamespace(Schedule=Schedule)
+    monkeypatch.setitem(sys.modules, "tvm", fake)
+    monkeypatch.setitem(sys.modules, "tvm.s_tir", fake.s_tir)
+    monkeypatch.setitem(sys.modules, "tvm.tir", fake.tir)
+    sch = make()
+    ns: dict = {}
+    exec(sch.trace.export(dialect), ns)  # our own generated text
+    name, params = sch.workload
+    target = Schedule(engine.workloads.get(name, **params))
+    ns["apply_trace"](target)
+    assert structural_equal(target.mod, sch.mod)
+
+
+def test_enter_postproc_and_preserve_unit_loops_round_trip():
+    sch = fresh("mm_relu")
+    c_loops = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("Y"), c_loops[1], preserve_unit_loops=True)
+    sch.enter_postproc()
+    assert "for ax0, ax1, ax2 in T.grid(1, 1, 16):" in sch.mod.script()
+    run_and_check(sch.mod, "mm_relu", SMALL["mm_relu"])
+    assert "sch.compute_at(b3, l2, preserve_unit_loops=True)" in sch.trace.as_python()
+    again = fresh("mm_relu")
+    Trace.decode(sch.trace.encode()).apply_to_schedule(again)
+    assert structural_equal(again.mod, sch.mod)

@@ -113,7 +113,7 @@ def _new_nest(ctx: Ctx, blk: Block, var_ranges: dict, outer_an: Analyzer,
             lo, hi = rng
             ext = E.as_const_int(outer_an.simplify(hi - lo + 1))
             de = E.as_const_int(dom_ext)
-            if ext is not None and ext > 0 and (de is None or ext < de):
+            if ext is not None and ext > 0 and (de is None or ext <= de):
                 full = False
         if full:
             lo = dom_lo
