@@ -17,6 +17,20 @@ from flask import Flask
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def format_ms(v) -> str:
+    """Milliseconds for people: ``12.3 ms``, ``0.087 ms``, ``3.2 µs``."""
+    if v is None:
+        return "–"
+    v = float(v)
+    if v >= 100:
+        return f"{v:.0f} ms"
+    if v >= 1:
+        return f"{v:.2f} ms"
+    if v >= 0.01:
+        return f"{v:.3f} ms"
+    return f"{v * 1e3:.1f} µs"
+
+
 def create_app(config: dict[str, Any] | None = None) -> Flask:
     """Build the Flask app. ``config`` entries override the defaults (e.g. ``TESTING``)."""
     from htmx_flask import Htmx
@@ -39,6 +53,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.jinja_env.trim_blocks = True
     app.jinja_env.lstrip_blocks = True
     Htmx(app)
+    app.jinja_env.filters["ms"] = format_ms
 
     from . import routes
     app.register_blueprint(routes.bp)

@@ -30,7 +30,7 @@ _TIMING = threading.Lock()
 MAX_ENTRIES = 512
 MAX_BUILDS = 16
 # Timing budget: enough repeats for a stable median without blocking a click for long.
-TARGET_SECONDS = 0.25
+TARGET_SECONDS = 0.15
 
 
 def _key_lock(key: tuple) -> threading.Lock:

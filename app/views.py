@@ -323,7 +323,11 @@ def measurements(session: Session) -> dict:
         rows.append(r)
     fig = plots.runtime_figure(rows, current=session.at) if rows else None
     cur = next((r for r in rows if r["step"] == session.at), None)
-    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur}
+    speedup = None
+    if cur is not None and session.at > 0 and rows and rows[0].get("time_ms") and cur.get("time_ms"):
+        speedup = rows[0]["time_ms"] / cur["time_ms"]
+    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
+            "speedup": speedup}
 
 
 def code(session: Session, kind: str) -> dict:

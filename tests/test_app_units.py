@@ -142,3 +142,12 @@ def test_custom_program_links_roundtrip_and_refuse_damage():
     with pytest.raises(AppError) as e:
         decode_src(tok[:-7] + "@@@")
     assert e.value.status == 400 and "damaged" in e.value.message
+
+
+def test_format_ms_picks_readable_units():
+    from app import format_ms
+    assert format_ms(None) == "–"
+    assert format_ms(250.4) == "250 ms"
+    assert format_ms(1.234) == "1.23 ms"
+    assert format_ms(0.0871) == "0.087 ms"
+    assert format_ms(0.0032) == "3.2 µs"

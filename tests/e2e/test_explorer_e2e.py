@@ -205,3 +205,24 @@ def test_pasted_program_is_explorable(page, server, shot):
     assert "T.parallel" in program_text(page)
     assert "parallel" in page.inner_text("#diagram-pane")
     shot(page, "14-custom-program-parallel")
+
+
+def test_back_button_returns_to_the_previous_step(page, server, shot):
+    page.goto(server + "/explore/mm_relu?n=32")
+    page.wait_for_selector("#program-pane .node")
+    select(page, "L/mm_relu/1/Y")
+    apply(page, "split")
+    wait_steps(page, 1)
+    select(page, "L/mm_relu/0/Y")
+    apply(page, "parallel")
+    wait_steps(page, 2)
+    assert "T.parallel" in program_text(page)
+    page.go_back()
+    page.wait_for_function("document.querySelectorAll('#trace-pane li.step').length === 2")
+    assert "T.parallel" not in program_text(page) and "j_1" in program_text(page)
+    page.go_forward()
+    page.wait_for_function("document.querySelectorAll('#trace-pane li.step').length === 3")
+    assert "T.parallel" in program_text(page)
+    # the selection survives nothing stale: selecting after navigation still works
+    select(page, "B/mm_relu/C")
+    shot(page, "15-back-forward")
