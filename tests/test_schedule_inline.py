@@ -67,7 +67,7 @@ def test_inlined_block_handle_is_dead():
     i, j = sch.get_loops(b)
     sch.compute_inline(b)
     with pytest.raises(ScheduleError, match=r"block B: this block handle no longer exists "
-                                            r"\(it was removed by compute_inline at step 3\)"):
+                                            r"\(it was removed by compute_inline at step 1\)"):
         sch.get(b)
     with pytest.raises(ScheduleError, match="loop handle no longer exists"):
         sch.parallel(i)

@@ -152,7 +152,7 @@ def test_stale_and_foreign_handles():
     with pytest.raises(ScheduleError) as ei:
         sch.parallel(j)
     assert str(ei.value) == ("parallel refused on loop j: this loop handle no longer exists "
-                             "(it was split by step 3). Use the new loops j_0, j_1.")
+                             "(it was split by step 1). Use the new loops j_0, j_1.")
     other = fresh("mm_relu")
     with pytest.raises(ScheduleError, match="another schedule"):
         other.unroll(k)

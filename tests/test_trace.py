@@ -157,7 +157,7 @@ def test_nothing_applied_half_way():
     bad = Trace.from_json(doc)
     target = fresh("mm_relu")
     mod, n = target.mod, len(target.trace)
-    with pytest.raises(TraceError, match="step 8 .*cannot be replayed.*positive integer"):
+    with pytest.raises(TraceError, match="instruction 8 .*cannot be replayed.*positive integer"):
         bad.apply_to_schedule(target)
     assert target.mod is mod and len(target.trace) == n
 
@@ -171,7 +171,7 @@ def test_other_workload_is_refused():
     assert target.mod is mod
     # without metadata on the schedule the replay is attempted, and fails cleanly
     anon = Schedule(engine.workloads.get("matmul", n=16))
-    with pytest.raises(TraceError, match="step 1 .*no function of that name"):
+    with pytest.raises(TraceError, match="instruction 1 .*no function of that name"):
         tr.apply_to_schedule(anon)
 
 

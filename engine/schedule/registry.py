@@ -52,7 +52,7 @@ class Ctx:
     func_name: str
     func: Any
     index: Any  # FuncIndex
-    step: int   # 1-based number this instruction will have in the trace
+    step: int   # 1-based number of this transformation (queries are not counted)
     method: str
 
     def error(self, subject: str, rule: str, hint: str = "", highlight=(), nodes=()):

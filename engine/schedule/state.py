@@ -276,7 +276,9 @@ class Schedule:
         """Apply ``prim`` to trace-form inputs/attrs; commit and record on success."""
         from .trace import Instruction
         method = prim.method
-        step = len(self._insts) + 1
+        # steps are numbered as the UI shows them: transformations only, queries not counted
+        step = 1 + sum(1 for i in self._insts
+                       if getattr(registry.REGISTRY.get(i.kind), "mutates", True))
         func_name = None
         if prim.func_name_attr is not None and prim.func_name_attr < len(attrs):
             func_name = self._resolve_func_name(attrs[prim.func_name_attr], method)

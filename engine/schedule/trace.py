@@ -214,13 +214,13 @@ class Trace:
         for n, inst in enumerate(self._insts, 1):
             prim = REGISTRY.get(inst.kind)
             if prim is None:
-                raise TraceError(f"step {n}: unknown instruction kind {inst.kind!r}")
+                raise TraceError(f"instruction {n}: unknown instruction kind {inst.kind!r}")
             inputs = []
             for x in inst.inputs:
                 if _is_ref(x):
                     if x not in env:
-                        raise TraceError(f"step {n} ({inst.kind}) refers to {x!r}, which no "
-                                         "earlier step defines")
+                        raise TraceError(f"instruction {n} ({inst.kind}) refers to {x!r}, which no "
+                                         "earlier instruction defines")
                     inputs.append(env[x])
                 elif isinstance(x, str):
                     inputs.append(json.loads(x))
@@ -229,11 +229,11 @@ class Trace:
             try:
                 outs = work._run(prim, inputs, list(inst.attrs))
             except ScheduleError as e:
-                raise TraceError(f"step {n} ({inst.kind}) cannot be replayed: {e}") from e
+                raise TraceError(f"instruction {n} ({inst.kind}) cannot be replayed: {e}") from e
             except (TypeError, ValueError, IndexError, KeyError) as e:
-                raise TraceError(f"step {n} ({inst.kind}) is malformed: {e}") from e
+                raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from e
             if len(outs) != len(inst.outputs):
-                raise TraceError(f"step {n} ({inst.kind}) produced {len(outs)} results here "
+                raise TraceError(f"instruction {n} ({inst.kind}) produced {len(outs)} results here "
                                  f"but the trace names {len(inst.outputs)}; the trace was "
                                  "recorded on a different program")
             env.update(zip(inst.outputs, outs))
