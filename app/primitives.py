@@ -164,6 +164,13 @@ def _sel(form, key: str, kind: str) -> dict:
     return parsed
 
 
+def _call(sch, prim: str, *args, **kwargs):
+    fn = getattr(sch, prim, None)
+    if not callable(fn):
+        raise InputError(f"{prim} is not available yet in this engine.")
+    return fn(*args, **kwargs)
+
+
 def apply(sch, tree: FuncTree, form) -> str:
     """Apply the primitive described by ``form`` to ``sch``; returns a one-line summary."""
     prim = form.get("primitive", "")
@@ -181,7 +188,7 @@ def apply(sch, tree: FuncTree, form) -> str:
 
     if prim == "split":
         factors = parse_factors(form.get("factors", ""))
-        sch.split(_loop(sch, subj, sel), factors=factors)
+        _call(sch, "split", _loop(sch, subj, sel), factors=factors)
         return f"split {name} by {factors}"
     if prim == "reorder":
         chain = loops_of_block(tree, subj["block"])
@@ -202,41 +209,41 @@ def apply(sch, tree: FuncTree, form) -> str:
                                  "rename is not possible here, so reorder cannot tell them apart.")
             idxs.append(by_name[n][0])
         loops = sch.get_loops(_block(sch, subj))
-        sch.reorder(*[loops[i] for i in idxs])
+        _call(sch, "reorder", *[loops[i] for i in idxs])
         return f"reorder {', '.join(names)}"
     if prim == "fuse":
         inner = node.children[0] if len(node.children) == 1 and node.children[0].is_loop else None
         if inner is None:
             raise InputError(f"fuse: loop {name} has no single inner loop to fuse with.", [sel])
         loops = sch.get_loops(_block(sch, subj))
-        sch.fuse(loops[subj["index"]], loops[subj["index"] + 1])
+        _call(sch, "fuse", loops[subj["index"]], loops[subj["index"] + 1])
         return f"fuse {name} with {inner.name}"
     if prim in ("parallel", "vectorize", "unroll"):
-        getattr(sch, prim)(_loop(sch, subj, sel))
+        _call(sch, prim, _loop(sch, subj, sel))
         return f"{prim} {name}"
     if prim == "rfactor":
         axis = _int(form.get("factor_axis", "0"), "factor axis")
-        sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
+        _call(sch, "rfactor", _loop(sch, subj, sel), factor_axis=axis)
         return f"rfactor {name}"
     block = _block(sch, subj)
     if prim in ("compute_at", "reverse_compute_at"):
         target = _sel(form, "loop", "loop")
         tnode = tree.by_sel.get(form.get("loop", ""))
-        getattr(sch, prim)(block, _loop(sch, target, form.get("loop", "")))
+        _call(sch, prim, block, _loop(sch, target, form.get("loop", "")))
         return f"{prim} {name} under {tnode.name if tnode else 'loop'}"
     if prim in ("compute_inline", "reverse_compute_inline"):
-        getattr(sch, prim)(block)
+        _call(sch, prim, block)
         return f"{prim} {name}"
     if prim == "decompose_reduction":
         target = _sel(form, "loop", "loop")
         tnode = tree.by_sel.get(form.get("loop", ""))
-        sch.decompose_reduction(block, _loop(sch, target, form.get("loop", "")))
+        _call(sch, "decompose_reduction", block, _loop(sch, target, form.get("loop", "")))
         return f"decompose_reduction {name} above {tnode.name if tnode else 'loop'}"
     if prim in ("cache_read", "cache_write"):
         idx = _int(form.get("buffer", "0"), "buffer index")
         scope = form.get("scope", "local")
         if scope not in dict(SCOPES):
             raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
-        getattr(sch, prim)(block, idx, scope)
+        _call(sch, prim, block, idx, scope)
         return f"{prim} {name} buffer #{idx} ({scope})"
     raise InputError(f"Unknown primitive “{prim}”.")  # pragma: no cover - ALL_PRIMS guards

@@ -102,7 +102,7 @@ def apply(workload: str):
 
 
 def _refusal(text: str, highlight: list[str], status: int, **extra):
-    msg = {"kind": "refused", "text": text, "highlight": highlight}
+    msg = {"kind": "refused" if status < 500 else "error", "text": text, "highlight": highlight}
     msg.update({k: v for k, v in extra.items() if v})
     return make_response(render_template("panes/message.html", message=msg), status)
 

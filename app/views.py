@@ -281,6 +281,13 @@ def toolbar(session: Session, trees: list[FuncTree], sel: str | None) -> dict:
     else:
         prims = block_prims(tree, node.name)
         desc = f"block {node.name}"
+    try:
+        sched_cls = bridge.attr("schedule", "Schedule")
+    except bridge.NotAvailable:
+        sched_cls = None
+    for p in prims:
+        if sched_cls is None or not callable(getattr(sched_cls, p.name, None)):
+            p.disabled = f"{p.name} is not available yet in this engine"
     return {"sel": sel, "node": node, "prims": prims, "kind": "loop" if node.is_loop else "block",
             "desc": desc, "stale": False}
 

@@ -793,7 +793,7 @@ class StepMeasurer:
         self.store = store
         self._fp = fingerprint
         self.kind = kind
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._inflight: dict[tuple, Ticket] = {}
         self.hits = 0
         self.misses = 0
@@ -844,13 +844,14 @@ class StepMeasurer:
                     self.hits += 1
                 return got, None
         key = (h, kind)
+        pool = self.pool                      # (starts the pool on first use)
         with self._lock:
             t = self._inflight.get(key)
             if t is not None and not t.done():
                 self.hits += 1
                 return None, t
             self.misses += 1
-            ticket = self.pool.submit(step_job(mod, workload, params, func_name=func_name,
+            ticket = pool.submit(step_job(mod, workload, params, func_name=func_name,
                                                baseline=baseline, time_limit_s=time_limit_s))
             self._inflight[key] = ticket
         ticket.add_done_callback(lambda r, key=key, h=h, kind=kind: self._done(key, h, kind, r))

@@ -475,3 +475,17 @@ def test_no_route_answers_500(client):
     for u, data in posts:
         r = client.post(u, data=data, headers=HX)
         assert r.status_code < 500, (u, data, r.status_code, html(r))
+
+
+def test_primitives_the_engine_lacks_are_disabled_not_broken(client):
+    for sel in ("L/mm_relu/2/Y", "B/mm_relu/Y"):
+        page = html(client.get(f"/explore/mm_relu/toolbar?n={N}&sel={sel}"))
+        for prim, attrs in re.findall(r'data-prim="(\w+)" ([^>]*)>', page):
+            if not callable(getattr(engine.Schedule, prim, None)):
+                assert "disabled" in attrs, prim
+    # posting one anyway is a refusal, not a server error
+    r = apply(client, {"n": str(N)}, "B/mm_relu/Y", "cache_read", buffer="0", scope="local")
+    if not callable(getattr(engine.Schedule, "cache_read", None)):
+        assert r.status_code == 422 and "not available yet" in html(r)
+    else:
+        assert r.status_code in (200, 422)
