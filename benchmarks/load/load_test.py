@@ -478,7 +478,7 @@ def start_server(port: int, extra: list[str]) -> subprocess.Popen:
         except OSError:
             time.sleep(0.3)
     stop_server(proc)
-    raise SystemExit("the server did not answer within 90 s; see {SERVER_LOG}")
+    raise SystemExit(f"the server did not answer within 90 s; see {SERVER_LOG}")
 
 
 def stop_server(proc: subprocess.Popen) -> int | None:
