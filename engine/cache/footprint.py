@@ -220,7 +220,52 @@ def _loop_range(f: S.For, env: dict) -> tuple[int, int] | None:
     mn, ext = bound(f.min, env), bound(f.extent, env)
     if mn is None or ext is None:
         return None
-    return (mn[0], mn[0] + max(ext[1], 1) - 1)
+    return (mn[0], mn[1] + max(ext[1], 1) - 1)
+
+
+def _access_box(acc: _Access, local: dict) -> list | None:
+    """Bounding box (inclusive, clamped to the shape) of one access given loop-var ranges."""
+    try:
+        shape = acc.buffer.const_shape()
+    except ValueError:
+        return None
+    env = {k: v for k, v in local.items() if v is not None}
+    box = []
+    for d, idx in enumerate(acc.indices):
+        bnd = bound(idx, env)
+        full = (0, shape[d] - 1) if d < len(shape) else (0, 0)
+        if bnd is None:
+            bnd = full
+        lo, hi = max(bnd[0], full[0]), min(bnd[1], full[1])
+        if lo > hi:
+            lo, hi = full
+        box.append([lo, hi])
+    return box
+
+
+def _merge(boxes: dict, buf: Buffer, box: list) -> None:
+    cur = boxes.get(id(buf))
+    if cur is None:
+        boxes[id(buf)] = (buf, box)
+    else:
+        cur[1][:] = [[min(a[0], b[0]), max(a[1], b[1])] for a, b in zip(cur[1], box)]
+
+
+def function_lines(func: PrimFunc, line: int) -> dict:
+    """Per buffer name, the cache lines in the bounding box of all its accesses in ``func``
+    (an upper bound of the distinct lines the whole program touches)."""
+    col = _Collector()
+    col.stmt(func.body, {}, ())
+    boxes: dict = {}
+    for acc in col.accesses:
+        local: dict = {}
+        for g in acc.loops:
+            local[id(g.loop_var)] = _loop_range(g, {k: v for k, v in local.items()
+                                                    if v is not None})
+        box = _access_box(acc, local)
+        if box is not None:
+            _merge(boxes, acc.buffer, box)
+    return {buf.name: box_lines(buf, box, line) for buf, box in boxes.values()}
 
 
 def loop_footprints(func: PrimFunc, levels: tuple) -> list[LoopFootprint]:
@@ -247,25 +292,9 @@ def loop_footprints(func: PrimFunc, levels: tuple) -> list[LoopFootprint]:
             for g in acc.loops[pos + 1:]:
                 r = _loop_range(g, local)
                 local[id(g.loop_var)] = r if r is not None else None
-            try:
-                shape = acc.buffer.const_shape()
-            except ValueError:
-                continue
-            box = []
-            for d, idx in enumerate(acc.indices):
-                bnd = bound(idx, {k: v for k, v in local.items() if v is not None})
-                full = (0, shape[d] - 1) if d < len(shape) else (0, 0)
-                if bnd is None:
-                    bnd = full
-                lo, hi = max(bnd[0], full[0]), min(bnd[1], full[1])
-                if lo > hi:
-                    lo, hi = full
-                box.append([lo, hi])
-            cur = boxes.get(id(acc.buffer))
-            if cur is None:
-                boxes[id(acc.buffer)] = (acc.buffer, box)
-            else:
-                cur[1][:] = [[min(a[0], b[0]), max(a[1], b[1])] for a, b in zip(cur[1], box)]
+            box = _access_box(acc, local)
+            if box is not None:
+                _merge(boxes, acc.buffer, box)
         bufs = []
         for buf, box in boxes.values():
             elem = bytes_of(element_of(buf.dtype))

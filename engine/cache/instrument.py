@@ -24,9 +24,11 @@ Two passes around the backend's :func:`engine.lower.lower`:
    warm-up iterations whose accesses are simulated but counted in a spare slot.
 
 Slots: accesses are counted per ``(buffer, slot)``; ``slot = region * (nblocks + 1) + block``
-where region 0 is the unsampled program and region ``r`` the ``r``-th sampled loop (whose
-counts are scaled by ``n / k``); block ``nblocks`` means "outside any block"; the last slot
-collects warm-up accesses.
+where region 0 is the unsampled program, region ``2r - 1`` the first window of the ``r``-th
+sampled loop (its first iterations, which stand only for themselves: they include the cold
+start) and region ``2r`` its other windows (which stand for all remaining iterations: their
+counts are scaled by ``(n - m0) / (k - m0)``, see :attr:`SampledLoop.steady_scale`); block
+``nblocks`` means "outside any block"; the last slot collects warm-up accesses.
 """
 from __future__ import annotations
 
@@ -177,8 +179,23 @@ class SampledLoop:
     blocks: list = dataclasses.field(default_factory=list)  # block names inside (filled later)
 
     @property
-    def scale(self) -> float:
-        return self.n / self.k
+    def first_len(self) -> int:
+        """Iterations in the first window (counted once: they stand for themselves)."""
+        return self.windows[0][2] if len(self.windows) > 1 else 0
+
+    @property
+    def steady_scale(self) -> float:
+        """Scale of the other windows' counts: they stand for all remaining iterations."""
+        m0 = self.first_len
+        return (self.n - m0) / (self.k - m0)
+
+    @property
+    def region0(self) -> int:
+        return 2 * self.region - 1
+
+    @property
+    def region_steady(self) -> int:
+        return 2 * self.region
 
     def describe(self) -> str:
         return f"estimated from {self.k} of {self.n} iterations of loop {self.name}"
@@ -330,7 +347,7 @@ class _Instrumenter:
         self.nblocks = nblocks
         self.line = line
         self.stride = nblocks + 1  # slots per region
-        self.nregions = 1 + (len(plan.loops) if plan else 0)
+        self.nregions = 1 + 2 * (len(plan.loops) if plan else 0)
         self.warm_slot = self.nregions * self.stride
         self.nslots = self.warm_slot + 1
         self.sampled = {id(sl.loop): sl for sl in (plan.loops if plan else [])}
@@ -499,9 +516,10 @@ class _Instrumenter:
         saved_stack = list(self.block_stack)
         parts = []
         kind = S.ForKind.SERIAL
-        for warm_start, start, length in sl.windows:
+        for w, (warm_start, start, length) in enumerate(sl.windows):
+            counted = sl.region0 if w == 0 and len(sl.windows) > 1 else sl.region_steady
             for lo, ext, warm, region in ((warm_start, start - warm_start, True, 0),
-                                          (start, length, False, sl.region)):
+                                          (start, length, False, counted)):
                 if ext <= 0:
                     continue
                 self.block_stack[:] = saved_stack
@@ -544,6 +562,7 @@ def instrument(lowered: PrimFunc, nblocks: int = 0, plan: SamplePlan | None = No
     func = ins.run()
     if plan:
         for sl in plan.loops:
-            sl.blocks = sorted(ins.slot_blocks.get(sl.region, ()))
+            sl.blocks = sorted(ins.slot_blocks.get(sl.region0, set())
+                               | ins.slot_blocks.get(sl.region_steady, set()))
     return Instrumented(func, ins.buffers, nblocks, ins.nslots, ins.nregions, ins.warm_slot,
                         plan, ins.accesses_emitted)

@@ -143,7 +143,11 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
       addresses are the ones simulated.
     * ``max_accesses``: programs estimated above this many accesses are simulated on a
       sample of outer-loop iterations; the report then says "estimated from k of n
-      iterations of loop ...".
+      iterations of loop ...". The sample is a few windows of consecutive iterations: the
+      first window (the program's cold start) counts once, the others — each preceded by
+      uncounted warm-up iterations — stand for all remaining iterations. Code *after* a
+      sampled loop sees a cache without the skipped iterations' data, so a large level's
+      misses there can be overestimated.
     * ``hardware``: also run the normal (uninstrumented) build once between
       ``perf_event_open`` counters, when the machine has them.
 
@@ -196,14 +200,13 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     stride = nb + 1
     scale = np.zeros(ins.nslots)
     for r in range(ins.nregions):
-        s = 1.0
-        if r > 0:
-            sl = plan.loops[r - 1]
-            s = sl.n / sl.k
+        s = 1.0  # region 0 (not sampled) and first windows (standing for themselves)
+        if r > 0 and r % 2 == 0:
+            s = plan.loops[r // 2 - 1].steady_scale
         scale[r * stride:(r + 1) * stride] = s
-    scaled = counters * scale[None, None, :]  # (1+L, nbuf, nslot)
     names = [lv.name for lv in geometry.levels]
     nl = len(names)
+    scaled = counters[:1 + nl] * scale[None, None, :]  # (1+L, nbuf, nslot)
 
     def stats(arr) -> list:
         return [LevelStats(names[k], int(round(arr[k])), int(round(arr[k + 1])))
