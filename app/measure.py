@@ -22,6 +22,7 @@ from . import bridge
 _CACHE: "OrderedDict[tuple, dict]" = OrderedDict()
 _BUILDS: "OrderedDict[str, Any]" = OrderedDict()
 _NUMPY: dict[tuple, float] = {}
+_CACHE_SIM: "OrderedDict[str, dict]" = OrderedDict()
 _LOCK = threading.Lock()
 _KEY_LOCKS: dict[tuple, threading.Lock] = {}
 # One timing run at a time in this process: two kernels timed at once on a small machine
@@ -51,6 +52,38 @@ def clear_cache() -> None:
         _CACHE.clear()
         _BUILDS.clear()
         _NUMPY.clear()
+        _CACHE_SIM.clear()
+
+
+def cache_step(mod, func_name: str | None = None) -> dict:
+    """Simulated cache behaviour of ``mod`` (``engine.cache.simulate(...).to_dict()``),
+    cached by program hash. Never raises: ``{"error": sentence}`` when it cannot be
+    simulated, ``{"unavailable": sentence}`` when the cache part has not landed."""
+    h = program_hash(mod)
+    fname = func_name or mod.names()[0]
+    key = f"{h}:{fname}"
+    with _LOCK:
+        if key in _CACHE_SIM:
+            _CACHE_SIM.move_to_end(key)
+            return _CACHE_SIM[key]
+    try:
+        simulate = bridge.attr("cache", "simulate")
+    except bridge.NotAvailable as e:
+        return {"unavailable": str(e)}
+    with _key_lock(("cache", key)):
+        with _LOCK:
+            if key in _CACHE_SIM:
+                return _CACHE_SIM[key]
+        try:
+            with _TIMING:   # CPU-heavy: never alongside a timing run
+                res = simulate(mod, fname).to_dict()
+        except Exception as e:  # noqa: BLE001 - shown on the step, not raised
+            res = {"error": f"cache simulation failed: {e}"}
+        with _LOCK:
+            _CACHE_SIM[key] = res
+            while len(_CACHE_SIM) > MAX_ENTRIES:
+                _CACHE_SIM.popitem(last=False)
+        return res
 
 
 def build(mod, h: str | None = None):

@@ -81,3 +81,39 @@ def _jsonable(v):
         return float(v)
     except Exception:  # noqa: BLE001
         return str(v)
+
+
+LEVEL_COLORS = ["#1f6feb", "#bf8700", "#cf222e", "#8250df"]
+
+
+def cache_figure(rows: list[dict], current: int | None = None) -> str:
+    """Grouped bars: simulated misses per cache level at every step (log scale).
+
+    ``rows``: ``{"step": k, "levels": [{"name", "misses", "accesses", "miss_rate"}, ...]}``.
+    """
+    names: list[str] = []
+    for r in rows:
+        for lv in r.get("levels") or []:
+            if lv["name"] not in names:
+                names.append(lv["name"])
+    data = []
+    for i, name in enumerate(names):
+        xs, ys, text = [], [], []
+        for r in rows:
+            lv = next((x for x in r.get("levels") or [] if x["name"] == name), None)
+            if lv is None:
+                continue
+            xs.append(r["step"])
+            ys.append(max(lv["misses"], 0))
+            text.append(f"{lv['miss_rate'] * 100:.2f}% of {lv['accesses']:,} accesses")
+        data.append({"type": "bar", "name": f"{name} misses", "x": xs, "y": ys, "text": text,
+                     "textposition": "none",
+                     "marker": {"color": LEVEL_COLORS[i % len(LEVEL_COLORS)],
+                                "line": {"width": [3 if x == current else 0 for x in xs],
+                                         "color": "#1b1f24"}},
+                     "hovertemplate": f"step %{{x}}: %{{y:,}} {name} misses (%{{text}})<extra></extra>"})
+    layout = _layout("", barmode="group",
+                     xaxis={"title": {"text": "step"}, "dtick": 1},
+                     yaxis={"title": {"text": "misses"}, "type": "log"})
+    layout["height"] = 190
+    return json.dumps({"data": data, "layout": layout}, default=_jsonable)

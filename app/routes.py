@@ -114,6 +114,12 @@ def measure(workload: str):
     return render_template("panes/measure.html", s=s, **ctx)
 
 
+@bp.get("/explore/<workload>/cache")
+def cache(workload: str):
+    s = Session.from_request(workload, request.args)
+    return render_template("panes/cache.html", s=s, **views.cache(s))
+
+
 @bp.get("/explore/<workload>/code")
 def code(workload: str):
     s = Session.from_request(workload, request.args, frozenset({"kind"}))

@@ -337,6 +337,28 @@ def measurements(session: Session) -> dict:
             "speedup": speedup}
 
 
+def cache(session: Session) -> dict:
+    """Simulated cache misses per level at every step, and per buffer at the current one."""
+    rows = []
+    unavailable = None
+    for k in range(0, session.nsteps + 1):
+        rep = measure.cache_step(session.mod_at(k), session.func_name)
+        if "unavailable" in rep:
+            unavailable = rep["unavailable"]
+            break
+        rows.append({"step": k, "levels": rep.get("levels"), "error": rep.get("error"),
+                     "report": rep})
+    cur = next((r["report"] for r in rows if r["step"] == session.at), None)
+    good = [r for r in rows if r.get("levels")]
+    fig = plots.cache_figure(good, current=session.at) if good else None
+    per_buffer = []
+    if cur and cur.get("per_buffer"):
+        for name, levels in cur["per_buffer"].items():
+            per_buffer.append({"name": name, "levels": levels})
+    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
+            "per_buffer": per_buffer, "npoints": len(good)}
+
+
 def code(session: Session, kind: str) -> dict:
     mod = session.mod_at(session.at)
     try:

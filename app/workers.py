@@ -775,24 +775,36 @@ class StepMeasurer:
     * finished results are stored, except transient failures (timeout, crash, out-of-memory,
       shutdown, cancelled), which are retried the next time the step is asked for.
 
-    Blocking use (like ``app.measure.measure_step``)::
+    Three services, each a drop-in for a function of ``app.measure``:
 
-        d = measurer.measure(mod, "mm_relu", {"n": 128}, func_name="mm_relu")
+    ========================================  ==============================================
+    ``measure(mod, workload, params, ...)``   ``measure_step``: compile + check + time dict
+    ``cache(mod, func_name)``                 ``cache_step``: ``CacheReport.to_dict()`` or
+                                              ``{"error": sentence}``
+    ``source(mod, kind)``                     the code pane: ``(text, None)`` or
+                                              ``(None, sentence)``
+    ========================================  ==============================================
 
     Non-blocking use (the page shows "queued (position k)" and polls)::
 
         d, ticket = measurer.submit(mod, "mm_relu", {"n": 128})
         if d is None: position = ticket.position()       # later: measurer.result_of(ticket)
 
-    ``submit`` raises :class:`QueueFull` when the queue is full (show its sentence).
+    ``submit`` raises :class:`QueueFull` when the queue is full (``measure`` turns that into
+    an ``ok: False`` dict carrying the sentence).
     """
 
+    _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled", "busy",
+                  "pending"}
+
     def __init__(self, pool: "MeasurePool | Callable[[], MeasurePool]", store: Any = None,
-                 fingerprint: str | None = None, kind: str = "step"):
+                 fingerprint: str | None = None, kind: str = "step",
+                 wait_s: float | None = 120.0):
         self._pool = pool
         self.store = store
         self._fp = fingerprint
         self.kind = kind
+        self.wait_s = wait_s
         self._lock = threading.RLock()
         self._inflight: dict[tuple, Ticket] = {}
         self.hits = 0
@@ -822,21 +834,10 @@ class StepMeasurer:
         return (f"{self.kind}:{workload or '-'}:{func_name or '-'}:"
                 f"{json.dumps(params, sort_keys=True, default=str)}")
 
-    def cached(self, mod: Any, workload: str | None, params: dict[str, Any],
-               func_name: str | None = None, program_hash: str | None = None
-               ) -> dict[str, Any] | None:
-        if self.store is None:
-            return None
-        h = program_hash or self.program_hash(mod)
-        return self.store.get_result(h, self.fingerprint, self._kind(workload, params, func_name))
-
-    def submit(self, mod: Any, workload: str | None, params: dict[str, Any], *,
-               func_name: str | None = None, baseline: Any = None,
-               time_limit_s: float | None = None
-               ) -> tuple[dict[str, Any] | None, Ticket | None]:
-        """(stored result, None) or (None, ticket of the job measuring it)."""
-        h = self.program_hash(mod)
-        kind = self._kind(workload, params, func_name)
+    # generic: stored value, or one shared job ------------------------------------------------
+    def _lookup_or_submit(self, h: str, kind: str, make_job: Callable[[], Job],
+                          to_value: Callable[[JobResult], Any]
+                          ) -> tuple[Any, Ticket | None]:
         if self.store is not None:
             got = self.store.get_result(h, self.fingerprint, kind)
             if got is not None:
@@ -851,24 +852,52 @@ class StepMeasurer:
                 self.hits += 1
                 return None, t
             self.misses += 1
-            ticket = pool.submit(step_job(mod, workload, params, func_name=func_name,
-                                               baseline=baseline, time_limit_s=time_limit_s))
+            ticket = pool.submit(make_job())
+            ticket.program_hash = h  # type: ignore[attr-defined]
             self._inflight[key] = ticket
-        ticket.add_done_callback(lambda r, key=key, h=h, kind=kind: self._done(key, h, kind, r))
-        ticket.program_hash = h  # type: ignore[attr-defined]
+        ticket.add_done_callback(
+            lambda r, key=key: self._done(key, to_value, r))
         return None, ticket
 
-    _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled"}
-
-    def _done(self, key: tuple, h: str, kind: str, result: JobResult) -> None:
+    def _done(self, key: tuple, to_value: Callable[[JobResult], Any], result: JobResult) -> None:
         with self._lock:
             self._inflight.pop(key, None)
         if self.store is None or result.status in self._TRANSIENT:
             return
-        d = step_dict(result, h)
-        if d.get("stage") == "unavailable":
+        value = to_value(result)
+        if isinstance(value, dict) and value.get("stage") == "unavailable":
             return
-        self.store.put_result(h, self.fingerprint, kind, d)
+        h, kind = key
+        self.store.put_result(h, self.fingerprint, kind, value)
+
+    def _wait(self, ticket: Ticket, timeout: float | None) -> JobResult:
+        try:
+            return ticket.result(self.wait_s if timeout is None else timeout)
+        except TimeoutError:
+            pos = ticket.position()
+            where = f"queued (position {pos})" if pos else "still running"
+            return JobResult("pending", f"the measurement is {where}; reload to see it")
+
+    # measure_step -----------------------------------------------------------------------------
+    def submit(self, mod: Any, workload: str | None, params: dict[str, Any], *,
+               func_name: str | None = None, baseline: Any = None,
+               time_limit_s: float | None = None
+               ) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored result, None) or (None, ticket of the job measuring it)."""
+        h = self.program_hash(mod)
+        return self._lookup_or_submit(
+            h, self._kind(workload, params, func_name),
+            lambda: step_job(mod, workload, params, func_name=func_name, baseline=baseline,
+                             time_limit_s=time_limit_s),
+            lambda r: step_dict(r, h))
+
+    def cached(self, mod: Any, workload: str | None, params: dict[str, Any],
+               func_name: str | None = None, program_hash: str | None = None
+               ) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        h = program_hash or self.program_hash(mod)
+        return self.store.get_result(h, self.fingerprint, self._kind(workload, params, func_name))
 
     def result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
         """The step dict of a finished (or, with ``timeout``, awaited) ticket."""
@@ -888,11 +917,52 @@ class StepMeasurer:
         if got is not None:
             return got
         assert ticket is not None
+        return step_dict(self._wait(ticket, timeout), ticket.program_hash)  # type: ignore[attr-defined]
+
+    # cache_step -------------------------------------------------------------------------------
+    def cache(self, mod: Any, func_name: str | None = None,
+              timeout: float | None = None) -> dict[str, Any]:
+        """``engine.cache.simulate(mod, func_name).to_dict()`` from a worker (or the store);
+        ``{"error": sentence}`` when it cannot be simulated."""
+        h = self.program_hash(mod)
+
+        def value(r: JobResult) -> dict[str, Any]:
+            if r.ok and isinstance(r.data.get("cache"), dict):
+                return r.data["cache"]
+            return {"error": f"cache simulation failed: {r.message or r.status}"}
         try:
-            return self.result_of(ticket, timeout)
-        except TimeoutError:
-            return step_dict(JobResult("pending", "the measurement is still running; "
-                                                  "reload to see it"), ticket.program_hash)
+            got, ticket = self._lookup_or_submit(
+                h, f"cache:{func_name or '-'}",
+                lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+                            func_name=func_name), value)
+        except (QueueFull, PoolClosed) as e:
+            return {"error": str(e)}
+        if got is not None:
+            return got
+        return value(self._wait(ticket, timeout))  # type: ignore[arg-type]
+
+    # code pane --------------------------------------------------------------------------------
+    def source(self, mod: Any, kind: str = "ll-opt",
+               timeout: float | None = None) -> tuple[str | None, str | None]:
+        """(LLVM IR or assembly text, None) or (None, the sentence saying why not)."""
+        h = self.program_hash(mod)
+
+        def value(r: JobResult) -> dict[str, Any]:
+            if r.ok and isinstance(r.data.get("source"), dict):
+                return {"source": r.data["source"]}
+            return {"error": f"compile failed: {r.message or r.status}"}
+        try:
+            got, ticket = self._lookup_or_submit(
+                h, "source", lambda: Job(actions=("compile", "source"),
+                                         module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)),
+                value)
+        except (QueueFull, PoolClosed) as e:
+            return None, str(e)
+        d = got if got is not None else value(self._wait(ticket, timeout))  # type: ignore[arg-type]
+        if "source" in d:
+            text = d["source"].get(kind)
+            return (text, None) if text is not None else (None, f"no {kind} text")
+        return None, d.get("error") or "no code"
 
 
 def install(app: Any) -> StepMeasurer:

@@ -5,11 +5,11 @@ two ways:
 
 * **browser** (Debian's Chromium via Playwright, when present): a learner's clicks — select
   the subject, press the primitive's button — timed from the click until the trace pane shows
-  the new step *and* the runtime plot has redrawn with the new point (program, diagram, diff,
-  trace and measurement panes all updated);
+  the new step *and* the runtime and cache plots have redrawn with the new point (program,
+  diagram, diff, trace, measurement and cache panes all updated);
 * **http**: the same steps as raw requests, split into the apply request (replay + primitive
-  + print + diagram: every pane but the measurements) and the measurement request (compile +
-  check against numpy + time).
+  + print + diagram: every pane but the measurements) and the measurement requests (compile +
+  check against numpy + time, then the cache simulation).
 
 Every click produces a program not seen before in the run (split factors vary per round), so
 the measurement cache does not hide compile time; a second pass over the same states shows the
@@ -91,6 +91,8 @@ def http_round(base: str, n: int, f: int) -> list[tuple[float, float]]:
         qs = urllib.parse.urlsplit(push).query
         with urllib.request.urlopen(base + "/explore/mm_relu/measure?" + qs, timeout=300) as r:
             body = r.read().decode()
+        with urllib.request.urlopen(base + "/explore/mm_relu/cache?" + qs, timeout=300) as r:
+            r.read()
         t2 = time.perf_counter()
         if "✗" in body or "failed:" in body:
             raise SystemExit(f"a measured step failed or was wrong (split by {f}, {prim})")
@@ -118,8 +120,9 @@ def browser_round(page, base: str, n: int, f: int) -> list[float]:
         form.locator("button").click()
         page.wait_for_function(
             "k => document.querySelectorAll('#trace-pane li.step').length === k + 1 &&"
-            " (() => { const e = document.querySelector('#runtime-plot[data-drawn]');"
-            " return e && parseInt(e.dataset.points) === k + 1; })()", arg=k, timeout=300_000)
+            " ['#runtime-plot', '#cache-plot'].every(id => {"
+            "   const e = document.querySelector(id + '[data-drawn]');"
+            "   return e && parseInt(e.dataset.points) === k + 1; })", arg=k, timeout=300_000)
         out.append(time.perf_counter() - t0)
     return out
 
@@ -161,7 +164,7 @@ def main() -> int:
         meas_t = [x[1] for x in res]
         tot = [x[0] + x[1] for x in res]
         print(summary("http apply (panes but measurements)", apply_t))
-        print(summary("http measure (compile+check+time)", meas_t))
+        print(summary("http measure + cache simulation", meas_t))
         print(summary("http apply + measure", tot))
         print(f"measurement share of the click: {statistics.fmean(meas_t) / statistics.fmean(tot):.0%}")
     finally:

@@ -460,6 +460,7 @@ def test_no_route_answers_500(client):
             f"/explore/mm_relu/toolbar?n={N}&t={t}&sel=B/mm_relu/Y_update",
             f"/explore/mm_relu/measure?n={N}&t={t}&at=1", f"/explore/mm_relu/code?n={N}&t={t}",
             f"/explore/mm_relu/export/course?n={N}&t={t}", "/explore/custom?src=",
+            f"/explore/mm_relu/cache?n={N}&t={t}&at=3",
             "/explore/matmul?n=8", "/explore/softmax", "/explore/mm_relu?n=-1&t=&at=",
             "/explore/mm_relu/export/json", "/favicon.ico", "/static/nope.js"]
     for name in engine.workloads.names():
@@ -489,3 +490,20 @@ def test_primitives_the_engine_lacks_are_disabled_not_broken(client):
         assert r.status_code == 422 and "not available yet" in html(r)
     else:
         assert r.status_code in (200, 422)
+
+
+def test_cache_pane_reports_simulated_misses_per_step_and_buffer(client):
+    q = course_steps(client)
+    r = client.get(f"/explore/mm_relu/cache?n={N}&t={q['t']}")
+    assert r.status_code == 200
+    page = html(r)
+    assert "Step 4, simulated:" in page and "L1" in page and "misses" in page
+    m = re.search(r'id="cache-plot" data-plotly="[^"]+" data-points="(\d+)"', page)
+    assert m and m.group(1) == "5"
+    for buf in ("A", "B", "C", "Y"):
+        assert f"<tr><td>{buf}</td>" in page
+    # the explorer loads it lazily, separately from the runtime measurements
+    page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
+    assert f'hx-get="/explore/mm_relu/cache?n={N}&amp;t=' in page
+    r = client.get("/explore/nope/cache")
+    assert r.status_code == 404

@@ -106,6 +106,11 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     wait_plot(page, 5)
     assert page.locator("#measure-body .bad").count() == 0   # every step matches numpy
     shot(page, "07-after-decompose-reduction")
+    page.wait_for_function(
+        "() => { const e = document.querySelector('#cache-plot[data-drawn]');"
+        " return e && parseInt(e.dataset.points) === 5; }", timeout=120_000)
+    page.locator("#cache-body").scroll_into_view_if_needed()
+    shot(page, "07b-cache-misses")
     page.click("#tab-diff")
     page.wait_for_selector("#panel-diff .d-add")
     shot(page, "08-diff-of-last-step")
