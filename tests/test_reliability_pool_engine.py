@@ -185,3 +185,21 @@ def wait_for(pred, timeout=30.0):
             return True
         time.sleep(0.01)
     return False
+
+
+def test_measurer_cache_and_source_services(pool, tmp_path):
+    from app.store import Store
+    from app.workers import StepMeasurer
+    store = Store(str(tmp_path / "s.sqlite3"))
+    m = StepMeasurer(pool, store, fingerprint="fp")
+    mod = scheduled_mm_relu().mod
+    rep = m.cache(mod, "mm_relu", timeout=120)
+    assert [lv["name"] for lv in rep["levels"]][:1] == ["L1"] and "error" not in rep
+    text, err = m.source(mod, "asm", timeout=120)
+    assert err is None and text
+    ir, err = m.source(mod, "ll-opt", timeout=120)
+    assert err is None and "define" in ir
+    assert wait_for(lambda: store.count_results() == 2)
+    assert m.source(mod, "ll-opt")[0] == ir                 # from the store now
+    bad, err = m.source(out_of_bounds_kernel(), "nonsense-kind", timeout=120)
+    assert bad is None and err
