@@ -7,6 +7,7 @@ simulator call per access) -> ``engine.build(..., lowered=True, extra_modules=[s
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from typing import Any, Sequence
 
@@ -84,14 +85,34 @@ def _build_linked(func: PrimFunc, simmod) -> Any:
     """Compile the instrumented lowered ``func`` with the backend's code generator and O3
     pipeline, the simulator module *linked in* before optimisation so that LLVM inlines its
     fast path (and folds the constant buffer/slot arguments) into the kernel."""
-    import llvmlite.binding as llvm
-
     from engine.codegen import codegen, host_cpu, init_llvm, optimize
     from engine.runtime import native
     from engine.runtime.module import Function, Module, make_specs
 
     native.load()
     init_llvm()
+    with _llvm_lock():
+        return _build_linked_locked(func, simmod, codegen, host_cpu, optimize, Function,
+                                    Module, make_specs)
+
+
+def _llvm_lock():
+    """The backend's compile lock when it has one (llvmlite's LLVM context is shared by the
+    whole process), else this module's own."""
+    try:
+        from engine.runtime import build as _b
+        lock = getattr(_b, "_compile_lock", None)
+    except Exception:  # noqa: BLE001
+        lock = None
+    return lock if lock is not None else _LOCK
+
+
+_LOCK = threading.RLock()
+
+
+def _build_linked_locked(func, simmod, codegen, host_cpu, optimize, Function, Module,
+                         make_specs):
+    import llvmlite.binding as llvm
     ir_mod, infos = codegen([(func.name, func)])
     ll_text = str(ir_mod)
     cpu, feats = host_cpu()
