@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
                         description="Without an id: list the guided lessons. With an id: "
                                     "print that lesson's steps and the code of each.")
     le.add_argument("lesson", nargs="?", help="a lesson id to show")
+    le.add_argument("--play", action="store_true",
+                    help="apply the lesson's steps one by one and print the loop nest after "
+                         "each, checked against numpy")
+    le.add_argument("--measure", action="store_true", help="with --play: time every step")
+    le.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --play: override a workload parameter (repeatable)")
 
     sub.add_parser("challenges", help="list the challenges",
                    description="List the challenges (reach a loop nest / beat a time).")
@@ -225,6 +231,8 @@ def cmd_lessons(args: argparse.Namespace, out) -> int:
               + " ".join(f"{k}={v}" for k, v in les.params.items()) + "]", file=out)
         if les.summary:
             print(lessons.to_text(les.summary), file=out)
+        if args.play:
+            return _play_lesson(les, args, out)
         for st in les.steps:
             print(f"\n{st.index}. {st.title}  (look at: {st.look_at})", file=out)
             print("   " + lessons.to_text(st.text).replace("\n", "\n   "), file=out)
@@ -233,9 +241,48 @@ def cmd_lessons(args: argparse.Namespace, out) -> int:
             if st.question:
                 print(f"   ? {st.question.text}", file=out)
         return EXIT_OK
+    if args.play:
+        raise CLIError("--play needs a lesson id, e.g. python -m engine lessons "
+                       "01_tensorir_mm_relu --play")
     rows = [[les.id, str(len(les.steps)), les.workload, les.title]
             for les in lessons.all_lessons()]
     print(_table(["lesson", "steps", "workload", "title"], rows, {1}), file=out)
+    return EXIT_OK
+
+
+def _play_lesson(les, args: argparse.Namespace, out) -> int:
+    from engine import lessons  # noqa: PLC0415
+    from engine.lessons import runner  # noqa: PLC0415
+    params = les._params(_parse_params(args.param))
+    sch = les.new_schedule(params)
+    env: dict = {}
+    flops = runner.flops(les.workload, params) if args.measure else None
+    bad = []
+    for st in les.steps:
+        print(f"\n== step {st.index}: {st.title}", file=out)
+        print(lessons.to_text(st.text), file=out)
+        if st.action is None:
+            continue
+        try:
+            les.apply_step(sch, st.index, env)
+        except lessons.LessonError as exc:
+            raise CLIError(str(exc), EXIT_FAIL) from None
+        print(f">>> {st.code}", file=out)
+        print(lessons.nest_text(sch.mod, les.func), file=out)
+        chk = runner.check_module(sch.mod, les.workload, params)
+        line = "correct: " + ("yes" if chk.correct else f"NO ({chk.message})")
+        if args.measure:
+            secs = runner.time_module(sch.mod, les.workload, params)
+            line += f"   time: {secs * 1e3:.3f} ms"
+            if flops:
+                line += f"   {flops / secs / 1e9:.2f} GFLOP/s"
+        print(line, file=out)
+        if not chk.correct:
+            bad.append(st.index)
+        if st.note:
+            print(lessons.to_text(st.note), file=out)
+    if bad:
+        raise CLIError(f"steps {bad} of lesson {les.id} compute wrong results", EXIT_FAIL)
     return EXIT_OK
 
 

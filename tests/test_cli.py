@@ -242,3 +242,13 @@ def test_wrong_results_exit_1_and_engine_bugs_exit_3(course_file, monkeypatch):
     monkeypatch.setattr(runner, "check_module", boom)
     code, out, err = _main("replay", str(course_file))
     assert code == 3 and "failed unexpectedly" in err and "Traceback" not in err
+
+
+def test_lessons_play_in_the_terminal():
+    code, out, err = _main("lessons", "04_fusion", "--play", "--param", "in_channels=4",
+                           "--param", "out_channels=4", "--param", "size=8")
+    assert code == 0, err
+    assert ">>> sch.compute_inline(block_pad)" in out
+    assert out.count("correct: yes") == 3 and "time:" not in out
+    code, _, err = _main("lessons", "--play")
+    assert code == 2 and "needs a lesson id" in err

@@ -283,8 +283,10 @@ def apply_action(sch: Any, action: dict, env: dict | None = None) -> Any:
         elif p.kind == "block":
             val = block_rv = _get_block(sch, v, env, action)
         elif p.kind == "buffer_index":
-            val = _buffer_index(sch, block_rv, v, "read" if "read" in p.name else
-                                "write" if "write" in p.name else "write")
+            # read_buffer_index counts the block's reads; the others (cache_write,
+            # set_scope, storage_align) count its writes, as in TVM
+            val = _buffer_index(sch, block_rv, v, "read" if p.name.startswith("read") else
+                                "write")
         elif p.kind == "buffer":
             val = tuple(v) if isinstance(v, list) else v
         else:
