@@ -175,3 +175,15 @@ def test_access_pattern_of_a_tile_iteration_and_bad_choices():
         access_pattern(mm_relu_course(8), "mm_relu", loop="nope")
     with pytest.raises(AccessPatternError, match="iteration must be in 0..1"):
         access_pattern(mm_relu_course(8), "mm_relu", loop="i/j_0", iteration=2)
+
+
+def test_access_pattern_plain_data_is_tiled_above_max_cells():
+    from engine.cache.pattern import BufferPattern
+    first = np.arange(64, dtype=np.int64).reshape(8, 8)
+    first[0, 0] = -1
+    bp = BufferPattern("X", (8, 8), first, np.ones((8, 8), dtype=np.int32))
+    d = bp.to_dict(max_cells=16)
+    assert d["tile"] == [2, 2] and np.array(d["first_touch"]).shape == (4, 4)
+    assert d["first_touch"][0][0] == 1 and d["first_touch"][3][3] == 54  # earliest in tile
+    assert d["touches"][0][0] == 4 and d["touched"] == 63
+    assert bp.to_dict()["tile"] == [1, 1]

@@ -30,8 +30,9 @@ For plots, ``simulate(...).to_dict()`` is plain JSON data::
 
 ``loops[k]["index"]`` is the loop's pre-order position among the function's ``For`` nodes
 (``report.loop_footprint(for_node)`` also finds it by identity). ``access_pattern(...)
-.to_dict()`` gives ``{"loop", "iteration", "events", "truncated", "buffers": {name:
-{"shape", "first_touch" (nested lists, -1 = untouched), "touches", "touched"}}}``.
+.to_dict(max_cells=65536)`` gives ``{"loop", "iteration", "events", "truncated", "buffers":
+{name: {"shape", "tile", "first_touch" (nested lists, -1 = untouched), "touches",
+"touched"}}}`` (buffers above ``max_cells`` elements come as ``tile``-sized tiles).
 """
 from .geometry import (DEFAULT_LEVELS, CacheConfigError, CacheLevel, Geometry, host_geometry,
                        resolve, validate_levels)

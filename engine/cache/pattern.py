@@ -40,9 +40,12 @@ class BufferPattern:
     first_touch: np.ndarray  # int64, shape ``shape``; -1 = not touched
     touches: np.ndarray      # int32, shape ``shape``
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape),
-                "first_touch": self.first_touch.tolist(), "touches": self.touches.tolist(),
+    def to_dict(self, max_cells: int = 65536) -> dict:
+        """Plain data; buffers with more than ``max_cells`` elements are reduced to tiles of
+        ``tile`` elements per dimension (first touch = earliest in the tile, touches summed)."""
+        first, touches, tile = _reduce(self.first_touch, self.touches, max_cells)
+        return {"name": self.name, "shape": list(self.shape), "tile": tile,
+                "first_touch": first.tolist(), "touches": touches.tolist(),
                 "touched": int((self.first_touch >= 0).sum())}
 
 
@@ -57,10 +60,30 @@ class AccessPattern:
     truncated: bool    # True when more than max_events accesses occurred
     buffers: dict      # name -> BufferPattern
 
-    def to_dict(self) -> dict:
+    def to_dict(self, max_cells: int = 65536) -> dict:
         return {"func": self.func_name, "loop": self.loop, "iteration": self.iteration,
                 "events": self.events, "truncated": self.truncated,
-                "buffers": {k: v.to_dict() for k, v in self.buffers.items()}}
+                "buffers": {k: v.to_dict(max_cells) for k, v in self.buffers.items()}}
+
+
+def _reduce(first: np.ndarray, touches: np.ndarray, max_cells: int):
+    """Tile-reduce arrays above ``max_cells`` elements (same factor on every dimension)."""
+    f = 1
+    while first.size and np.prod([-(-n // f) for n in first.shape]) > max(1, max_cells):
+        f *= 2
+    if f == 1:
+        return first, touches, [1] * first.ndim
+    pads = [(0, -(-n // f) * f - n) for n in first.shape]
+    big = np.iinfo(np.int64).max
+    fp = np.pad(np.where(first < 0, big, first), pads, constant_values=big)
+    tp = np.pad(touches, pads)
+    shape = []
+    for n in fp.shape:
+        shape += [n // f, f]
+    axes = tuple(range(1, 2 * first.ndim, 2))
+    fr = fp.reshape(shape).min(axis=axes)
+    tr = tp.reshape(shape).sum(axis=axes)
+    return np.where(fr == big, -1, fr), tr, [f] * first.ndim
 
 
 def _choose_loop(func: PrimFunc, loop: Any):
