@@ -408,7 +408,7 @@ def classify_measurement(html: str) -> str:
     now = re.sub(r"<[^>]+>", " ", m.group(1)) if m else ""
     if re.search(r"queued|position \d|measuring", now.lower()):
         return "pending"
-    if re.search(r"\d+\.\d+ ms", now):
+    if re.search(r"\d[\d.]*\s*(ms|µs|μs|us|ns|s)\b", now):
         return "measured"
     if "error-text" in (m.group(1) if m else "") or re.search(
             r"simulate only|not available|longer than|crashed|failed|refused|too large|limit",
@@ -456,12 +456,14 @@ def tree_rss(pid: int) -> tuple[int | None, int]:
     return rss_kib(pid), sum(rss_kib(c) or 0 for c in kids)
 
 
-def start_server(port: int, extra: list[str]) -> subprocess.Popen:
+def start_server(port: int, extra: list[str], pooled: bool = False) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     log = open(SERVER_LOG, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--port", str(port), *extra],
+    cmd = ([sys.executable, os.path.join(ROOT, "benchmarks", "load", "serve_with_pool.py")]
+           if pooled else [sys.executable, "-m", "app"])
+    proc = subprocess.Popen([*cmd, "--port", str(port), *extra],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     deadline = time.monotonic() + 90
@@ -524,6 +526,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-size", type=int, default=128, help="cap on workload sizes")
     ap.add_argument("--timeout", type=float, default=120.0, help="per request, seconds")
     ap.add_argument("--workloads", default="", help="comma list to restrict to (default: all)")
+    ap.add_argument("--pooled", action="store_true",
+                    help="serve with benchmarks/load/serve_with_pool.py (measurements in "
+                         "worker processes + store) instead of python -m app")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for python -m app (repeatable)")
     args = ap.parse_args(argv)
@@ -534,8 +539,9 @@ def main(argv: list[str] | None = None) -> int:
 
     port = free_port()
     t_start = time.monotonic()
-    proc = start_server(port, args.server_arg)
-    print(f"server: python -m app --port {port} (pid {proc.pid}), up in "
+    proc = start_server(port, args.server_arg, args.pooled)
+    what = "benchmarks/load/serve_with_pool.py" if args.pooled else "python -m app"
+    print(f"server: {what} --port {port} (pid {proc.pid}), up in "
           f"{time.monotonic() - t_start:.1f} s")
     stats = Stats()
     try:
