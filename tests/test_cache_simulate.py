@@ -8,7 +8,7 @@ from engine.cache import CacheConfigError, CacheSimError, ReferenceHierarchy, si
 from engine.cache.examples import mm_relu_course, mm_relu_naive
 from engine.ir import expr as E
 from engine.ir import stmt as S
-from engine.ir.buffer import Buffer, BufferRegion, Range
+from engine.ir.buffer import Buffer, Range
 from engine.ir.function import IRModule, PrimFunc
 
 SMALL = [{"name": "L1", "size": 1024, "ways": 2, "line": 64},

@@ -33,7 +33,6 @@ counts are scaled by ``(n - m0) / (k - m0)``, see :attr:`SampledLoop.steady_scal
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from engine.ir import expr as E
