@@ -29,7 +29,9 @@ loop failed). Choices worth knowing:
 * **Parallel loops** are outlined: the body becomes ``i32 body(i32 task, i32 ntasks, ptr env)``
   (``env`` holds the captured buffers and variables) that computes its chunk of iterations
   and calls an internal ``noalias`` worker function; the loop itself becomes a call of
-  ``engine_parallel_launch(body, env, 0)`` from the native runtime (engine/runtime/parallel.c).
+  ``engine_parallel_launch(body, env, extent)`` from the native runtime
+  (engine/runtime/parallel.c), which splits the iterations into chunks that the pool's
+  threads claim dynamically.
   Parallel loops nested inside a parallel loop run serially.
 * **Intrinsics** (:data:`engine.ir.expr.INTRINSICS`) map to LLVM intrinsics (``llvm.exp``,
   ``llvm.sqrt``, ``llvm.fma``, ...), to libm (``tanh``, ``erf``) or to an expansion
@@ -451,7 +453,9 @@ class CodeGen:
 
         # --- launch from the current function
         launch = self.declare(LAUNCH_SYMBOL, I32, [PTR, PTR, I32])
-        rc = b.call(launch, [task, env, ir.Constant(I32, 0)])
+        big = b.icmp_signed(">", ext, ir.Constant(I64, 65535))
+        hint = b.trunc(b.select(big, ir.Constant(I64, 65535), ext), I32)
+        rc = b.call(launch, [task, env, hint])
         self.fail_with(rc)
 
         # --- task function: load env, compute the chunk, call the worker

@@ -7,12 +7,15 @@
  * which runs its share (a contiguous chunk) of the loop's iterations.
  *
  * Design:
- *  - a pool of (max_threads - 1) worker threads; the launching thread runs task 0
- *    itself, worker w runs task w (static assignment: deterministic, like OpenMP's
- *    static schedule and TVM's runtime);
- *  - a launch publishes the job and bumps a generation counter; workers spin briefly
- *    (low latency for back-to-back launches) and then sleep on a condition variable
- *    (no CPU burnt while Python is idle);
+ *  - a pool of (max_threads - 1) worker threads plus the launching thread;
+ *  - a launch splits the loop into num_tasks chunks (about 4 per thread, at most the loop
+ *    extent) and publishes them in one 64-bit word (generation | num_tasks | next task);
+ *    every thread, the launcher included, claims chunks with compare-and-swap until none
+ *    is left. So the work never waits for a thread the OS has not scheduled (on a busy
+ *    machine the launcher simply runs more chunks itself), and a slow worker can never
+ *    claim a chunk of a later job (the generation must match);
+ *  - idle workers spin briefly (low latency for back-to-back launches), then sleep on a
+ *    condition variable (no CPU burnt while Python is idle);
  *  - nested parallel loops (a launch from inside a task) and concurrent launches from
  *    several Python threads never deadlock: such a launch runs all its work serially in
  *    the calling thread (num_tasks = 1);
@@ -27,6 +30,7 @@
 
 #define MAX_THREADS 256
 #define SPIN_ITERS 20000
+#define TASKS_PER_THREAD 4
 
 typedef int (*engine_task_fn)(int task_id, int num_tasks, void *env);
 
@@ -41,10 +45,10 @@ static pthread_t workers[MAX_THREADS];
 
 static engine_task_fn job_fn;
 static void *job_env;
-static int job_tasks;
 static atomic_int job_error;
+static _Atomic uint64_t claim_word;   /* generation:32 | num_tasks:16 | next_task:16 */
 static atomic_long generation;
-static atomic_int remaining;
+static atomic_int tasks_done;
 static int sleeping = 0;
 
 static _Thread_local int in_task = 0;        /* nested launches run serially */
@@ -61,13 +65,26 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_task(int task) {
-    int rc = job_fn(task, job_tasks, job_env);
-    if (rc != 0) {
-        int zero = 0;
-        atomic_compare_exchange_strong(&job_error, &zero, rc);
+/* Claim and run chunks of job `gen` until none is left. */
+static void run_chunks(uint32_t gen) {
+    for (;;) {
+        uint64_t s = atomic_load_explicit(&claim_word, memory_order_acquire);
+        uint32_t g = (uint32_t)(s >> 32);
+        uint32_t ntasks = (uint32_t)((s >> 16) & 0xffff);
+        uint32_t next = (uint32_t)(s & 0xffff);
+        if (g != gen || next >= ntasks) return;
+        if (!atomic_compare_exchange_weak_explicit(&claim_word, &s, s + 1,
+                                                   memory_order_acq_rel, memory_order_relaxed))
+            continue;
+        /* the job cannot finish before this chunk does, so its fields are still ours */
+        int rc = job_fn((int)next, (int)ntasks, job_env);
+        if (rc != 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&job_error, &zero, rc);
+        }
+        atomic_fetch_add(&stat_tasks_run[thread_index], 1);
+        atomic_fetch_add_explicit(&tasks_done, 1, memory_order_acq_rel);
     }
-    atomic_fetch_add(&stat_tasks_run[thread_index], 1);
 }
 
 static void *worker_main(void *arg) {
@@ -92,10 +109,7 @@ static void *worker_main(void *arg) {
             break;
         }
         seen = g;
-        /* every worker acknowledges every generation (so none can lag behind and
-           confuse two jobs); only the first job_tasks threads run a task */
-        if (me < job_tasks) run_task(me);
-        atomic_fetch_sub_explicit(&remaining, 1, memory_order_release);
+        if (me < active_threads) run_chunks((uint32_t)g);
     }
     return NULL;
 }
@@ -140,8 +154,7 @@ int engine_parallel_num_threads(void) { return active_threads; }
 /* Index of the calling thread inside the pool: 0 for the launcher, 1..n-1 for workers. */
 int engine_runtime_thread_index(void) { return thread_index; }
 
-int engine_parallel_launch(engine_task_fn fn, void *env, int num_tasks_hint) {
-    (void)num_tasks_hint;
+int engine_parallel_launch(engine_task_fn fn, void *env, int extent_hint) {
     if (pool_size == 0) engine_parallel_init(1);
     if (in_task || active_threads <= 1 || pthread_mutex_trylock(&launch_lock) != 0) {
         /* nested, single-threaded, or another thread is launching: run serially here */
@@ -149,25 +162,31 @@ int engine_parallel_launch(engine_task_fn fn, void *env, int num_tasks_hint) {
         int saved = in_task;
         in_task = 1;
         int rc = fn(0, 1, env);
+        atomic_fetch_add(&stat_tasks_run[thread_index], 1);
         in_task = saved;
         return rc;
     }
     atomic_fetch_add(&stat_launches, 1);
+    int ntasks = active_threads * TASKS_PER_THREAD;
+    if (extent_hint > 0 && extent_hint < ntasks) ntasks = extent_hint;
+    if (ntasks > 0xffff) ntasks = 0xffff;
     job_fn = fn;
     job_env = env;
-    job_tasks = active_threads;
     atomic_store(&job_error, 0);
-    atomic_store(&remaining, pool_size - 1);
-    atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+    atomic_store(&tasks_done, 0);
+    uint32_t gen = (uint32_t)(atomic_load(&generation) + 1);
+    atomic_store_explicit(&claim_word, ((uint64_t)gen << 32) | ((uint64_t)ntasks << 16),
+                          memory_order_release);
+    atomic_store_explicit(&generation, (long)gen, memory_order_release);
     pthread_mutex_lock(&sleep_lock);
     if (sleeping > 0) pthread_cond_broadcast(&sleep_cond);
     pthread_mutex_unlock(&sleep_lock);
 
     in_task = 1;
-    run_task(0);
+    run_chunks(gen);
     in_task = 0;
     int spins = 0;
-    while (atomic_load_explicit(&remaining, memory_order_acquire) > 0) {
+    while (atomic_load_explicit(&tasks_done, memory_order_acquire) < ntasks) {
         if (++spins < SPIN_ITERS) cpu_relax();
         else sched_yield();
     }
