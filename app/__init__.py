@@ -58,5 +58,14 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     from . import routes
     app.register_blueprint(routes.bp)
     routes.register_error_handlers(app)
+    # Security headers (CSP that works with locally served htmx/plotly) and the same-origin
+    # check on POSTs, from app.security (the reliability work); skipped only if it is absent.
+    if app.config.get("SECURITY", True):
+        try:
+            from .security import init_security
+        except ImportError:  # pragma: no cover - the module ships with the app
+            init_security = None
+        if init_security is not None:
+            init_security(app)
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     return app

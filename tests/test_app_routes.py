@@ -507,3 +507,19 @@ def test_cache_pane_reports_simulated_misses_per_step_and_buffer(client):
     assert f'hx-get="/explore/mm_relu/cache?n={N}&amp;t=' in page
     r = client.get("/explore/nope/cache")
     assert r.status_code == 404
+
+
+def test_security_headers_and_cross_origin_posts(client):
+    r = client.get(f"/explore/mm_relu?n={N}")
+    csp = r.headers.get("Content-Security-Policy", "")
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert r.headers.get("X-Content-Type-Options") == "nosniff"
+    # a POST from another site is refused with a sentence, not applied
+    r = client.post("/explore/mm_relu/apply", data={"n": str(N), "sel": "L/mm_relu/0/Y",
+                                                    "primitive": "parallel"},
+                    headers={"Origin": "http://evil.example", "HX-Request": "true"})
+    assert r.status_code == 403 and "another site" in html(r) and "HX-Push-Url" not in r.headers
+    r = client.post("/explore/mm_relu/apply", data={"n": str(N), "sel": "L/mm_relu/0/Y",
+                                                    "primitive": "parallel"},
+                    headers={"Origin": "http://localhost", "HX-Request": "true"})
+    assert r.status_code == 200

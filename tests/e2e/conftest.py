@@ -72,6 +72,10 @@ def page(browser):
     pg.set_default_timeout(60_000)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    # CSP violations and failed loads show up as console errors
+    # (a refused primitive answers 422 on purpose: Chromium logs that as a failed load)
+    pg.on("console", lambda m: errors.append(m.text)
+          if m.type == "error" and "status of 422" not in m.text else None)
     pg.js_errors = errors  # type: ignore[attr-defined]
     yield pg
     ctx.close()
