@@ -174,3 +174,13 @@ def test_lower_is_idempotent_and_accepts_irmodule():
     assert lower(lf) is lf
     m = lower(IRModule.from_funcs(f))
     assert m["mm_relu"].attr("lowered")
+
+
+@pytest.mark.parametrize("kind", [ForKind.VECTORIZED, ForKind.UNROLLED, ForKind.PARALLEL])
+def test_extent_one_loops(kind):
+    f = elementwise((3, 1), ["float32"], "float32", lambda x: x + E.FloatImm("float32", 2.0),
+                    kinds=[ForKind.SERIAL, kind])
+    x = np.random.rand(3, 1).astype("float32")
+    y = np.zeros((3, 1), "float32")
+    engine.build(f)["ew"](x, y)
+    np.testing.assert_allclose(y, x + 2)

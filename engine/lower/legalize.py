@@ -210,6 +210,10 @@ def vectorize_loop(loop: S.For) -> S.Stmt:
     ext = E.as_const_int(loop.extent)
     if ext is None:
         return _fallback(loop, "the extent is not a constant")
+    if ext <= 0:
+        return S.Evaluate(E.IntImm("int32", 0))
+    if ext == 1:  # a single iteration: no vector needed
+        return lower_simplify(substitute(loop.body, {loop.loop_var: loop.min}))
     try:
         if ext <= MAX_LANES:
             out = _Vectorizer(loop.loop_var, loop.min, ext).stmt(loop.body)
