@@ -55,13 +55,29 @@ def _text(x, y, s, *, size=FONT, weight="normal", fill="#1b1f24", anchor="start"
             f'text-anchor="{anchor}"{c}>{escape(s)}</text>')
 
 
-def _render(n, x: int, y: int, w: int, out: list[str]) -> int:
+FIT_COLORS = {"L1": "#2da44e", "L2": "#d4a72c", "L3": "#e16f24", None: "#cf222e"}
+
+
+def human_bytes(b: int) -> str:
+    if b < 1024:
+        return f"{b} B"
+    if b < 1024 * 1024:
+        return f"{b / 1024:.1f} KiB"
+    return f"{b / (1024 * 1024):.1f} MiB"
+
+
+def _render(n, x: int, y: int, w: int, out: list[str], fps: dict | None = None) -> int:
     h = _height(n)
     if isinstance(n, LoopNode):
         fill, stroke, word, dash = KIND_STYLE.get(n.kind, KIND_STYLE["serial"])
         sw = 3 if n.kind == "parallel" else 1.5
         attrs = f' data-sel="{escape(n.sel)}" tabindex="0" role="button"' if n.sel else ""
         label = f"loop {n.name}, extent {n.extent_text}" + (f", {word}" if word else "")
+        fp = (fps or {}).get(id(n.node))
+        if fp is not None:
+            nbytes, fits_in = fp
+            where = f"fits in {fits_in}" if fits_in else "fits in no cache level"
+            label += f"; one iteration touches {human_bytes(nbytes)} ({where})"
         out.append(f'<g class="dnode dloop kind-{escape(n.kind)}"{attrs} aria-label="{escape(label)}">')
         out.append(f"<title>{escape(label)}</title>")
         d = f' stroke-dasharray="{dash}"' if dash else ""
@@ -69,13 +85,23 @@ def _render(n, x: int, y: int, w: int, out: list[str]) -> int:
                    f'fill="{fill}" stroke="{stroke}" stroke-width="{sw}"{d}/>')
         out.append(_text(x + 8, y + 19, f"for {n.name} in {n.extent_text}", weight="bold",
                          fill=stroke))
+        right = x + w - 8
+        if fp is not None:
+            nbytes, fits_in = fp
+            color = FIT_COLORS.get(fits_in, FIT_COLORS[None])
+            tag = f"{human_bytes(nbytes)} → {fits_in or 'RAM'}"
+            out.append(_text(right, y + 19, tag, size=12, fill=color, anchor="end",
+                             weight="bold", cls="fp"))
+            out.append(f'<rect class="fpbar" x="{x + 1.5}" y="{y + 4}" width="4" height="{HEAD - 8}" '
+                       f'fill="{color}"/>')
+            right -= 8 + 7 * len(tag)
         if word:
-            out.append(_text(x + w - 8, y + 19, word, size=13, fill=stroke, anchor="end",
+            out.append(_text(right, y + 19, word, size=13, fill=stroke, anchor="end",
                              weight="bold"))
         out.append("</g>")
         cy = y + HEAD
         for c in n.children:
-            cy = _render(c, x + PAD, cy, w - 2 * PAD, out) + GAP
+            cy = _render(c, x + PAD, cy, w - 2 * PAD, out, fps) + GAP
         return y + h
     # block
     attrs = f' data-sel="{escape(n.sel)}" tabindex="0" role="button"'
@@ -107,7 +133,7 @@ def _render(n, x: int, y: int, w: int, out: list[str]) -> int:
     out.append("</g>")
     cy = ty + 12
     for c in n.children:
-        cy = _render(c, x + PAD, cy, w - 2 * PAD, out) + GAP
+        cy = _render(c, x + PAD, cy, w - 2 * PAD, out, fps) + GAP
     return y + h
 
 
@@ -118,8 +144,14 @@ def _shape(buf) -> str:
         return ""
 
 
-def render_svg(tree: FuncTree, *, title: str | None = None) -> Markup:
-    """The whole diagram of one function as an inline ``<svg>`` element."""
+def render_svg(tree: FuncTree, *, title: str | None = None, footprints: dict | None = None
+               ) -> Markup:
+    """The whole diagram of one function as an inline ``<svg>`` element.
+
+    ``footprints``: ``id(For) -> (bytes, fits_in)`` — the data one iteration of the loop's
+    body touches and the smallest cache level it fits in (None: none); shown as a coloured
+    bar and a tag ("66.6 KiB → L2") on each loop, the course's "does the tile fit?" view.
+    """
     out: list[str] = []
     y = 8
     header = title or f"{tree.func_name}"
@@ -131,7 +163,7 @@ def render_svg(tree: FuncTree, *, title: str | None = None) -> Markup:
         y += 20
     y += 4
     for n in tree.roots:
-        y = _render(n, 8, y, WIDTH - 16, out) + GAP
+        y = _render(n, 8, y, WIDTH - 16, out, footprints) + GAP
     height = y + 4
     if not tree.roots:
         out.append(_text(8, y + 14, "(no loops or blocks)", fill="#57606a"))

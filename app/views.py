@@ -255,7 +255,8 @@ def explorer(session: Session, sel: str | None = None) -> dict:
     except bridge.NotAvailable as e:
         ctx["lines"] = None
         ctx["program_error"] = str(e)
-    ctx["svgs"] = [diagram.render_svg(t, title=t.func_name) for t in trees]
+    ctx["svgs"] = [diagram.render_svg(t, title=t.func_name, footprints=footprints(mod, t))
+                   for t in trees]
     ctx["legend"] = diagram.KIND_STYLE
     try:
         ctx["steps"] = steps(session)
@@ -266,6 +267,30 @@ def explorer(session: Session, sel: str | None = None) -> dict:
     ctx["schedule_available"] = bridge.has("schedule", "Schedule")
     ctx["runtime_available"] = bridge.has("runtime", "build")
     return ctx
+
+
+def footprints(mod, tree: FuncTree) -> dict | None:
+    """``id(For) -> (bytes, fits_in)`` from ``engine.cache.loop_footprints`` (None when the
+    cache part is absent or cannot analyse this program: the diagram then shows none)."""
+    try:
+        lf = bridge.attr("cache", "loop_footprints")
+        geometry = _geometry()
+        out = {}
+        for fp in lf(mod[tree.func_name], tuple(geometry.levels)):
+            out[id(fp.loop)] = (int(fp.line_bytes), fp.fits_in)
+        return out
+    except Exception:  # noqa: BLE001 - the diagram must render without it
+        return None
+
+
+_GEOMETRY = None
+
+
+def _geometry():
+    global _GEOMETRY
+    if _GEOMETRY is None:
+        _GEOMETRY = bridge.attr("cache", "host_geometry")()
+    return _GEOMETRY
 
 
 def toolbar(session: Session, trees: list[FuncTree], sel: str | None) -> dict:

@@ -56,9 +56,11 @@ except Exception:  # noqa: BLE001
     pass
 try:  # pragma: no cover
     import engine  # noqa: F401
-    for _m in ("engine.script", "engine.schedule", "engine.workloads", "engine.runtime"):
+    import importlib
+    for _m in ("engine.script", "engine.schedule", "engine.workloads", "engine.runtime",
+               "engine.cache"):
         with contextlib.suppress(Exception):
-            __import__(_m)
+            importlib.import_module(_m)
 except Exception:  # noqa: BLE001
     pass
 

@@ -102,6 +102,7 @@ def test_explorer_page_has_every_pane(client):
     assert page.count('data-sel="L/mm_relu/1/Y"') == 2
     assert page.count('data-sel="B/mm_relu/C"') == 2
     assert "<svg" in page and "for k in 16" in page
+    assert re.search(r"class=\"fp\">[^<]+ → L[123]<", page)   # loop footprints vs caches
     assert 'hx-trigger="load"' in page and f"/explore/mm_relu/measure?n={N}" in page
     assert "step 0 of 0" in page
 

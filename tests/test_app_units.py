@@ -151,3 +151,19 @@ def test_format_ms_picks_readable_units():
     assert format_ms(1.234) == "1.23 ms"
     assert format_ms(0.0871) == "0.087 ms"
     assert format_ms(0.0032) == "3.2 µs"
+
+
+def test_diagram_shows_loop_footprints_against_cache_levels():
+    tree = build_tree(mm_relu_module(16)["mm_relu"])
+    loops = [n for n in tree.by_node.values() if getattr(n, "is_loop", False)]
+    i_loop = next(n for n in loops if n.sel == "L/mm_relu/0/Y")
+    k_loop = next(n for n in loops if n.sel == "L/mm_relu/2/Y")
+    fps = {id(i_loop.node): (66560, "L2"), id(k_loop.node): (192, "L1")}
+    root = ET.fromstring(str(diagram.render_svg(tree, footprints=fps)))
+    by_sel = {g.get("data-sel"): g for g in root.iter(f"{SVG_NS}g") if g.get("data-sel")}
+    tags = lambda sel: [t.text for t in by_sel[sel].iter(f"{SVG_NS}text") if t.get("class") == "fp"]
+    assert tags("L/mm_relu/0/Y") == ["65.0 KiB → L2"]
+    assert tags("L/mm_relu/2/Y") == ["192 B → L1"]
+    assert tags("L/mm_relu/1/Y") == []            # no footprint given: no tag
+    assert "fits in L2" in by_sel["L/mm_relu/0/Y"].get("aria-label")
+    assert diagram.human_bytes(1023) == "1023 B" and diagram.human_bytes(3 << 20) == "3.0 MiB"
