@@ -266,3 +266,38 @@ def test_check_correctness_integer_exact():
     f = elementwise((5,), ["int32"], "int32", lambda x: x * 3)
     assert check_correctness(f, "ew", lambda x, y: x * 3).ok
     assert not check_correctness(f, "ew", lambda x, y: x * 3 + 1).ok
+
+
+def test_aligned_arrays_work_and_are_aligned(mm):
+    from engine.runtime import aligned_empty, as_aligned
+    a, b, c = arrays()
+    a2, b2 = as_aligned(a), as_aligned(b)
+    c2 = aligned_empty((8, 8), F32)
+    assert all(x.ctypes.data % 64 == 0 for x in (a2, b2, c2))
+    np.testing.assert_array_equal(a2, a)
+    mm["mm_relu"](a2, b2, c2)
+    np.testing.assert_allclose(c2, np.maximum(a @ b, 0), rtol=1e-5)
+    assert as_aligned(a2) is a2
+
+
+def test_parallel_runtime_survives_fork():
+    import os
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    rt = engine.build(mm_relu_tiled(64, ti=16, tj=32))
+    a, b, c = arrays(64)
+    rt["mm_relu"](a, b, c)  # the pool is running in the parent
+    pool = runtime_info()["pool_size"]
+    pid = os.fork()
+    if pid == 0:  # child: parallel loops must still work (fresh pool), then exit
+        code = 1
+        try:
+            c2 = np.zeros((64, 64), F32)
+            rt["mm_relu"](a, b, c2)
+            code = 0 if np.allclose(c2, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5) else 2
+            if code == 0 and runtime_info()["pool_size"] != pool:
+                code = 3  # the child must have started its own pool
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

@@ -22,9 +22,11 @@ from engine.lower.errors import BuildError
 
 from .build import build, cache_info, clear_cache
 from .correctness import CorrectnessReport, check_correctness
-from .module import ArgumentError, Function, Module, TimingResult, random_arrays
+from .module import (ArgumentError, Function, Module, TimingResult, aligned_empty, as_aligned,
+                     random_arrays)
 from .native import num_threads, runtime_info, set_num_threads
 
 __all__ = ["build", "Module", "Function", "ArgumentError", "BuildError", "TimingResult",
            "check_correctness", "CorrectnessReport", "cache_info", "clear_cache",
-           "set_num_threads", "num_threads", "runtime_info", "random_arrays"]
+           "set_num_threads", "num_threads", "runtime_info", "random_arrays", "aligned_empty",
+           "as_aligned"]

@@ -40,6 +40,8 @@ static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int pool_size = 0;        /* threads including the launcher; 0 = not started */
+static int requested_threads = 1;
+static int atfork_registered = 0;
 static int active_threads = 1;   /* tasks per launch (<= pool_size) */
 static pthread_t workers[MAX_THREADS];
 
@@ -114,10 +116,28 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* In a child created by fork() the workers do not exist: reset the pool so that the first
+   launch in the child starts a fresh one (and no lock is left held by a vanished thread). */
+static void atfork_child(void) {
+    pthread_mutex_init(&launch_lock, NULL);
+    pthread_mutex_init(&sleep_lock, NULL);
+    pthread_mutex_init(&init_lock, NULL);
+    pthread_cond_init(&sleep_cond, NULL);
+    sleeping = 0;
+    pool_size = 0;
+    active_threads = 1;
+    in_task = 0;
+}
+
 /* Start the pool with n threads in total (n-1 workers). Idempotent; returns pool size. */
 int engine_parallel_init(int n) {
     pthread_mutex_lock(&init_lock);
+    if (!atfork_registered) {
+        pthread_atfork(NULL, NULL, atfork_child);
+        atfork_registered = 1;
+    }
     if (pool_size == 0) {
+        requested_threads = n;
         if (n < 1) n = 1;
         if (n > MAX_THREADS) n = MAX_THREADS;
         pthread_attr_t attr;
@@ -141,6 +161,7 @@ int engine_parallel_init(int n) {
 
 /* Number of tasks used by the next launches (clamped to [1, pool size]). */
 int engine_parallel_set_num_threads(int n) {
+    if (pool_size == 0) engine_parallel_init(requested_threads);
     pthread_mutex_lock(&launch_lock);
     if (n < 1) n = 1;
     if (n > pool_size) n = pool_size;
@@ -155,7 +176,7 @@ int engine_parallel_num_threads(void) { return active_threads; }
 int engine_runtime_thread_index(void) { return thread_index; }
 
 int engine_parallel_launch(engine_task_fn fn, void *env, int extent_hint) {
-    if (pool_size == 0) engine_parallel_init(1);
+    if (pool_size == 0) engine_parallel_init(requested_threads);
     if (in_task || active_threads <= 1 || pthread_mutex_trylock(&launch_lock) != 0) {
         /* nested, single-threaded, or another thread is launching: run serially here */
         atomic_fetch_add(&stat_serial_launches, 1);
