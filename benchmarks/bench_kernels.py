@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import engine  # noqa: E402
-from engine.runtime import set_num_threads, runtime_info  # noqa: E402
+from engine.runtime import as_aligned, runtime_info, set_num_threads  # noqa: E402
 
 
 def blas_info() -> str:
@@ -148,9 +148,10 @@ def header():
 
 def bench_mm_relu(n: int, results: dict) -> None:
     rng = np.random.default_rng(0)
-    a = rng.random((n, n), dtype=np.float32) - 0.5
-    b = rng.random((n, n), dtype=np.float32) - 0.5
-    c = np.zeros((n, n), np.float32)
+    # 64-byte aligned arrays (engine.runtime.as_aligned) for both us and numpy
+    a = as_aligned(rng.random((n, n), dtype=np.float32) - 0.5)
+    b = as_aligned(rng.random((n, n), dtype=np.float32) - 0.5)
+    c = as_aligned(np.zeros((n, n), np.float32))
     flops = 2.0 * n ** 3 + n * n
     out = np.empty((n, n), np.float32)
     np_t = time_numpy(lambda: np.maximum(np.matmul(a, b, out=out), 0, out=out))
@@ -179,7 +180,7 @@ def bench_mm_relu(n: int, results: dict) -> None:
 def bench_conv(results: dict) -> None:
     p = CONV
     name = "conv2d"
-    args = engine.workloads.random_args(name, **p)
+    args = [as_aligned(x) for x in engine.workloads.random_args(name, **p)]
     data, weight, out = args
     ref = engine.workloads.reference(name, **p)
     expected = ref(data, weight)
@@ -241,9 +242,9 @@ def main() -> None:
         print(f"  tiled+vec+parallel n={big}: {g / npg * 100:.1f}% of numpy's GFLOP/s; "
               "target >= 30%")
         rng = np.random.default_rng(1)
-        a = rng.random((big, big), dtype=np.float32)
-        b = rng.random((big, big), dtype=np.float32)
-        c = np.zeros((big, big), np.float32)
+        a = as_aligned(rng.random((big, big), dtype=np.float32))
+        b = as_aligned(rng.random((big, big), dtype=np.float32))
+        c = as_aligned(np.zeros((big, big), np.float32))
         pool = runtime_info()["pool_size"]
         times = {}
         for nt in sorted({1, min(2, pool)}):
