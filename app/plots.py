@@ -16,7 +16,7 @@ def _layout(title: str, **extra) -> dict:
     layout = {
         "title": {"text": title, "font": {"size": 16}, "x": 0.01, "xanchor": "left"} if title else None,
         "margin": {"l": 52, "r": 52, "t": 34, "b": 36},
-        "height": 210,
+        "height": 195,
         "font": {"size": 13, "family": "DejaVu Sans, Verdana, sans-serif"},
         "legend": {"orientation": "h", "y": 1.0, "x": 0, "yanchor": "bottom",
                    "font": {"size": 12}},

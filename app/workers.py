@@ -313,6 +313,7 @@ class PoolConfig:
     allow_debug: bool = False              # accept debug:* jobs (tests only)
     source_max_chars: int = 400_000
     keep_tickets: int = 2000               # finished tickets kept for look-up by id
+    max_jobs_per_worker: int = 500         # then the worker is recycled (bounds JIT memory)
 
     @classmethod
     def from_limits(cls, limits: Any, **kw: Any) -> "PoolConfig":
@@ -347,12 +348,14 @@ class _Worker:
         self.pid: int | None = None
         self.current: Ticket | None = None
         self.restarts = 0
+        self.jobs_done = 0
         self.thread = threading.Thread(target=self._serve, name=f"measure-worker-{index}",
                                        daemon=True)
 
     # process management -------------------------------------------------------------
     def start_process(self) -> None:
         from . import worker_main
+        self.jobs_done = 0
         ctx = self.pool._ctx
         parent, child = ctx.Pipe(duplex=True)
         cfg = {"memory_bytes": self.pool.config.memory_bytes}
@@ -423,7 +426,18 @@ class _Worker:
                 with contextlib.suppress(Exception):
                     self.replace()
             result.queued_s = (ticket.started or time.monotonic()) - ticket.submitted
+            self.jobs_done += 1
+            recycle = (pool.config.max_jobs_per_worker
+                       and self.jobs_done >= pool.config.max_jobs_per_worker
+                       and self.proc is not None and result.worker_pid == self.pid)
             pool._job_done(self, ticket, result)
+            if recycle:
+                # Generated code and compile caches accumulate in a long-lived worker.
+                pool._stats["recycled"] += 1
+                with contextlib.suppress(Exception):
+                    self.stop(2.0)
+                    if not pool._closing.is_set():
+                        self.start_process()
 
     def _ensure_process(self) -> bool:
         for attempt in range(3):

@@ -37,7 +37,10 @@
     markNodes(bad ? bad.split(" ") : [], "offending", "in-bad");
   }
 
-  function select(sel) {
+  var focusToolbar = false;
+
+  function select(sel, fromKeyboard) {
+    focusToolbar = !!fromKeyboard;
     var tb = $("#toolbar");
     if (!tb) return;
     tb.setAttribute("data-selected", sel || "");
@@ -63,7 +66,7 @@
     var t = ev.target;
     if (t instanceof Element && t.matches("[data-sel]") && (ev.key === "Enter" || ev.key === " ")) {
       ev.preventDefault();
-      select(t.getAttribute("data-sel"));
+      select(t.getAttribute("data-sel"), true);
       return;
     }
     if (t instanceof Element && t.closest("input, textarea, select")) return;
@@ -139,7 +142,15 @@
     var msg = $("#message");
     if (msg) { msg.className = "message msg-error"; msg.textContent = "The server cannot be reached. Is it still running?"; }
   });
-  document.addEventListener("htmx:afterSettle", refreshHighlights);
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    refreshHighlights();
+    // keyboard users: after selecting with Enter, continue in the toolbar
+    if (focusToolbar && ev.detail && ev.detail.elt && ev.detail.elt.id === "toolbar") {
+      focusToolbar = false;
+      var first = $("#toolbar form.prim input:not([type=hidden]):not([disabled]), #toolbar form.prim select:not([disabled]), #toolbar form.prim button:not([disabled])");
+      if (first) first.focus();
+    }
+  });
 
   htmx.onLoad(function (root) { drawPlots(root); });
   document.addEventListener("DOMContentLoaded", refreshHighlights);

@@ -65,6 +65,8 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     j.focus()
     page.keyboard.press("Enter")
     page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    # keyboard users land in the toolbar: the first input (split's factors) has the focus
+    page.wait_for_function("document.activeElement && document.activeElement.name === 'factors'")
     assert page.locator("#program-pane .node.selected").count() >= 1
     assert page.locator('#diagram-pane .dnode.selected').count() == 1
     shot(page, "03-j-selected")
