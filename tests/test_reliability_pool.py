@@ -314,3 +314,13 @@ def test_worker_killed_while_idle_is_replaced(pool):
     assert wait_until(lambda: not _alive(r.worker_pid), 10)
     for _ in range(4):                                     # whichever worker gets them
         echo_ok(pool)
+
+
+def test_workers_are_recycled_after_many_jobs():
+    p = make_pool(workers=1, max_jobs_per_worker=2)
+    try:
+        pids = [p.run(Job.debug("echo", i), timeout=60).data["pid"] for i in range(5)]
+    finally:
+        p.close()
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
+    assert p.stats()["recycled"] == 2
