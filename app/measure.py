@@ -105,9 +105,17 @@ def build(mod, h: str | None = None):
 
 
 def cached(mod, workload: str | None, params: dict) -> dict | None:
+    """The stored result of :func:`measure_step` for this program, or None (never measures)."""
     key = (program_hash(mod), workload, tuple(sorted(params.items())))
     with _LOCK:
         return _CACHE.get(key)
+
+
+def cached_cache_step(mod, func_name: str | None = None) -> dict | None:
+    """The stored result of :func:`cache_step`, or None (never simulates)."""
+    key = f"{program_hash(mod)}:{func_name or mod.names()[0]}"
+    with _LOCK:
+        return _CACHE_SIM.get(key)
 
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -334,54 +335,90 @@ def refusal_highlight(exc, trees: list[FuncTree]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- measurements
-def measurements(session: Session) -> dict:
-    rows = []
+# Each measurement request works at most this long before answering with what it has;
+# the pane then asks again (htmx), so a shared link with many steps fills in progressively
+# instead of keeping the learner waiting for all of them.
+STEP_BUDGET_S = 1.5
+
+
+def _step_order(session: Session) -> list[int]:
+    """The current step first (what the learner looks at), then the rest in order."""
+    return [session.at] + [k for k in range(session.nsteps + 1) if k != session.at]
+
+
+def measurements(session: Session, budget_s: float | None = None) -> dict:
+    budget = STEP_BUDGET_S if budget_s is None else budget_s
+    t0 = time.perf_counter()
+    by_step: dict[int, dict] = {}
+    pending: list[int] = []
+    fresh = 0          # measurements made by this request (always at least one)
     unavailable = None
     baseline = session.mod0 if session.workload_arg() is None else None
     wl = session.workload_arg()
-    for k in range(0, session.nsteps + 1):
+    name, params = (wl[0], wl[1]) if wl else (None, {})
+    for k in _step_order(session):
         try:
             mod = session.mod_at(k)
         except bridge.NotAvailable as e:
             unavailable = str(e)
             break
-        res = measure.measure_step(mod, wl[0] if wl else None, wl[1] if wl else {},
-                                   func_name=session.func_name, baseline=baseline)
+        res = measure.cached(mod, name, params)
+        if res is None:
+            if fresh and time.perf_counter() - t0 > budget:
+                pending.append(k)
+                continue
+            res = measure.measure_step(mod, name, params, func_name=session.func_name,
+                                       baseline=baseline)
+            fresh += 1
         if res.get("stage") == "unavailable":
             unavailable = res.get("error")
             break
         r = dict(res)
         r["step"] = k
-        rows.append(r)
+        by_step[k] = r
+    rows = [by_step[k] for k in sorted(by_step)]
     fig = plots.runtime_figure(rows, current=session.at) if rows else None
-    cur = next((r for r in rows if r["step"] == session.at), None)
+    cur = by_step.get(session.at)
+    base = by_step.get(0)
     speedup = None
-    if cur is not None and session.at > 0 and rows and rows[0].get("time_ms") and cur.get("time_ms"):
-        speedup = rows[0]["time_ms"] / cur["time_ms"]
+    if cur is not None and session.at > 0 and base and base.get("time_ms") and cur.get("time_ms"):
+        speedup = base["time_ms"] / cur["time_ms"]
     return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
-            "speedup": speedup}
+            "speedup": speedup, "pending": sorted(pending)}
 
 
-def cache(session: Session) -> dict:
+def cache(session: Session, budget_s: float | None = None) -> dict:
     """Simulated cache misses per level at every step, and per buffer at the current one."""
-    rows = []
+    budget = STEP_BUDGET_S if budget_s is None else budget_s
+    t0 = time.perf_counter()
+    by_step: dict[int, dict] = {}
+    pending: list[int] = []
+    fresh = 0
     unavailable = None
-    for k in range(0, session.nsteps + 1):
-        rep = measure.cache_step(session.mod_at(k), session.func_name)
+    for k in _step_order(session):
+        mod = session.mod_at(k)
+        rep = measure.cached_cache_step(mod, session.func_name)
+        if rep is None:
+            if fresh and time.perf_counter() - t0 > budget:
+                pending.append(k)
+                continue
+            rep = measure.cache_step(mod, session.func_name)
+            fresh += 1
         if "unavailable" in rep:
             unavailable = rep["unavailable"]
             break
-        rows.append({"step": k, "levels": rep.get("levels"), "error": rep.get("error"),
-                     "report": rep})
-    cur = next((r["report"] for r in rows if r["step"] == session.at), None)
+        by_step[k] = {"step": k, "levels": rep.get("levels"), "error": rep.get("error"),
+                      "report": rep}
+    rows = [by_step[k] for k in sorted(by_step)]
+    cur = by_step[session.at]["report"] if session.at in by_step else None
     good = [r for r in rows if r.get("levels")]
     fig = plots.cache_figure(good, current=session.at) if good else None
     per_buffer = []
     if cur and cur.get("per_buffer"):
-        for name, levels in cur["per_buffer"].items():
-            per_buffer.append({"name": name, "levels": levels})
+        for bname, levels in cur["per_buffer"].items():
+            per_buffer.append({"name": bname, "levels": levels})
     return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
-            "per_buffer": per_buffer, "npoints": len(good)}
+            "per_buffer": per_buffer, "npoints": len(good), "pending": sorted(pending)}
 
 
 def code(session: Session, kind: str) -> dict:

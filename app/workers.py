@@ -862,8 +862,8 @@ class StepMeasurer:
         pool = self.pool                      # (starts the pool on first use)
         with self._lock:
             t = self._inflight.get(key)
-            if t is not None and not t.done():
-                self.hits += 1
+            if t is not None and (not t.done() or t.result(0).status not in self._TRANSIENT):
+                self.hits += 1                 # running, or finished and being stored
                 return None, t
             self.misses += 1
             ticket = pool.submit(make_job())
@@ -874,15 +874,18 @@ class StepMeasurer:
         return None, ticket
 
     def _done(self, key: tuple, to_value: Callable[[JobResult], Any], result: JobResult) -> None:
-        with self._lock:
-            self._inflight.pop(key, None)
-        if self.store is None or result.status in self._TRANSIENT:
-            return
-        value = to_value(result)
-        if isinstance(value, dict) and value.get("stage") == "unavailable":
-            return
-        h, kind = key
-        self.store.put_result(h, self.fingerprint, kind, value)
+        try:
+            if self.store is None or result.status in self._TRANSIENT:
+                return
+            value = to_value(result)
+            if isinstance(value, dict) and value.get("stage") == "unavailable":
+                return
+            h, kind = key
+            self.store.put_result(h, self.fingerprint, kind, value)
+        finally:
+            # Only now: until the store has it, requests for this key use the ticket.
+            with self._lock:
+                self._inflight.pop(key, None)
 
     def _wait(self, ticket: Ticket, timeout: float | None) -> JobResult:
         try:

@@ -524,3 +524,25 @@ def test_security_headers_and_cross_origin_posts(client):
                                                     "primitive": "parallel"},
                     headers={"Origin": "http://localhost", "HX-Request": "true"})
     assert r.status_code == 200
+
+
+def test_long_measurements_fill_in_progressively(client, monkeypatch):
+    from app import measure, views
+    q = course_steps(client)
+    measure.clear_cache()
+    monkeypatch.setattr(views, "STEP_BUDGET_S", 0.0)   # one new measurement per request
+    url = f"/explore/mm_relu/measure?n={N}&t={q['t']}&at=2"
+    seen = []
+    for _ in range(10):
+        page = html(client.get(url))
+        m = re.search(r'data-points="(\d+)"', page)
+        seen.append(int(m.group(1)))
+        if 'id="measure-pending"' not in page:
+            break
+        assert 'hx-trigger="load delay:200ms"' in page and "Still working on step" in page
+    assert seen == [1, 2, 3, 4, 5]
+    assert "Step 2:" in page                     # the current step was measured first
+    for kind in ("cache",):
+        url = f"/explore/mm_relu/{kind}?n={N}&t={q['t']}"
+        pages = [html(client.get(url)) for _ in range(6)]
+        assert 'id="cache-pending"' in pages[0] and 'id="cache-pending"' not in pages[-1]
