@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import engine
-from engine.ir import (Allocate, Buffer, BufferStore, Call, Evaluate, For, ForKind, IfThenElse,
+from engine.ir import (Allocate, Buffer, BufferStore, Call, Evaluate, For, ForKind, IfThenElse, collect,
                        LetStmt, PrimFunc, StringImm, Var, const, seq)
 from engine.ir import expr as E
 from engine.lower import BuildError, lower
@@ -396,3 +396,57 @@ def test_call_extern_libc():
     z = np.zeros(1, "int32")
     engine.build(lowered_func("labs", (Z,), body), lowered=True)["labs"](z)
     assert z[0] == 42
+
+
+def test_vectorized_predicate_uses_masked_stores():
+    # split 10 by 4 (T.where j0*4 + j1 < 10), inner loop vectorized: masked vector code
+    f = elementwise((3, 10), [F32], F32, lambda a: a * E.FloatImm(F32, 5.0), split=(1, 4),
+                    kinds=[ForKind.SERIAL, ForKind.SERIAL, ForKind.VECTORIZED])
+    lf = lower(f)
+    assert any(lanes_of_cond(x) > 1 for x in collect(lf.body, IfThenElse))
+    rt = engine.build(f)
+    assert "llvm.masked.store" in rt.get_source("ll")
+    assert rt.compile_stats["vectorize_fallbacks"] == 0
+    x = np.random.rand(3, 10).astype(F32)
+    y = np.zeros((3, 10), F32)
+    rt["ew"](x, y)
+    np.testing.assert_allclose(y, x * 5, rtol=1e-6)
+
+
+def lanes_of_cond(s):
+    from engine.ir import lanes_of
+    return lanes_of(s.condition.dtype)
+
+
+@pytest.mark.parametrize("n", [5, 8, 13])
+def test_vectorized_if_then_else_padding(n):
+    # Out[i] = X[i - 1] if 1 <= i < n + 1 else 0, i in [0, n + 2): the pad stage of conv2d,
+    # vectorized; the masked loads never read X[-1] or X[n]
+    X, Out = Buffer("X", (n,)), Buffer("Out", (n + 2,))
+    i, vi = Var("i"), Var("vi")
+    val = Call(F32, "if_then_else", (E.And(vi >= 1, vi < n + 1), X[vi - 1], E.FloatImm(F32, 0.0)))
+    f = PrimFunc("pad", (X, Out), root(loop(i, n + 2, block("pad", [(vi, n + 2, "S")], (i,),
+                                                          BufferStore(Out, val, (vi,))),
+                                             ForKind.VECTORIZED)))
+    rt = engine.build(f)
+    assert rt.compile_stats["vectorize_fallbacks"] == 0
+    assert "llvm.masked.load" in rt.get_source("ll")
+    x = np.random.rand(n).astype(F32)
+    out = np.full(n + 2, 7, F32)
+    rt["pad"](x, out)
+    np.testing.assert_array_equal(out, np.pad(x, 1))
+
+
+def test_vectorized_predicate_with_gather_and_scalar_load():
+    # Out[j] = X[2j] * S[0] for j < 7 with a split of 8 (mask) and a strided (gather) load
+    X, S, Out = Buffer("X", (14,)), Buffer("S", (1,)), Buffer("Out", (7,))
+    j0, j1, vj = Var("j0"), Var("j1"), Var("vj")
+    b = block("B", [(vj, 7, "S")], (j0 * 8 + j1,),
+              BufferStore(Out, X[vj * 2] * S[0], (vj,)), pred=j0 * 8 + j1 < 7)
+    f = PrimFunc("g", (X, S, Out), root(loop(j0, 1, loop(j1, 8, b, ForKind.VECTORIZED))))
+    x = np.random.rand(14).astype(F32)
+    s = np.array([3.0], F32)
+    out = np.zeros(7, F32)
+    rt = engine.build(f)
+    rt["g"](x, s, out)
+    np.testing.assert_allclose(out, x[::2] * 3, rtol=1e-6)

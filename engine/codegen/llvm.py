@@ -154,6 +154,7 @@ class CodeGen:
         self.outline_count = 0
         self.infos: dict[str, FuncInfo] = {}
         self.info: FuncInfo | None = None
+        self.mask: ir.Value | None = None  # active lanes inside a vector-predicated region
 
     # ------------------------------------------------------------------ entry points
     def add_function(self, func: PrimFunc, name: str | None = None) -> FuncInfo:
@@ -284,6 +285,9 @@ class CodeGen:
             self.vars[id(s.var)] = old
 
     def s_IfThenElse(self, s: S.IfThenElse) -> None:
+        if lanes_of(s.condition.dtype) > 1:
+            self._masked_if(s)
+            return
         cond = self.as_i1(self.expr(s.condition), s.condition.dtype)
         b = self.builder
         if s.else_case is None:
@@ -295,6 +299,38 @@ class CodeGen:
                     self.stmt(s.then_case)
                 with otherwise:
                     self.stmt(s.else_case)
+
+    # ---- vector predicates (a T.where on a vectorized loop, if_then_else on lanes) ----
+    def _and_mask(self, cond: ir.Value) -> ir.Value:
+        if self.mask is None:
+            return cond
+        return self.builder.and_(self.mask, cond)
+
+    def _any(self, mask: ir.Value) -> ir.Value:
+        fn = self.declare(f"llvm.vector.reduce.or.v{mask.type.count}i1", I1, [mask.type])
+        return self.builder.call(fn, [mask])
+
+    def _under_mask(self, mask: ir.Value, emit) -> None:
+        """Run ``emit()`` with ``mask`` active, only if some lane is active.
+
+        Vector loads/stores inside become masked (never touching inactive lanes' memory);
+        lane-invariant scalar loads inside run only when some lane is active, i.e. only
+        when the scalar program would have executed them too.
+        """
+        saved = self.mask
+        with self.builder.if_then(self._any(mask)):
+            self.mask = mask
+            try:
+                emit()
+            finally:
+                self.mask = saved
+
+    def _masked_if(self, s: S.IfThenElse) -> None:
+        cond = self.as_i1v(s.condition)
+        b = self.builder
+        self._under_mask(self._and_mask(cond), lambda: self.stmt(s.then_case))
+        if s.else_case is not None:
+            self._under_mask(self._and_mask(b.not_(cond)), lambda: self.stmt(s.else_case))
 
     def s_BufferStore(self, s: S.BufferStore) -> None:
         buf = s.buffer
@@ -522,23 +558,53 @@ class CodeGen:
             b.store(store_val, p, align=esize)
             return None
         vty = ir.VectorType(ety, lanes)
+        mask = self.mask
+        if mask is not None and mask.type.count != lanes:
+            raise self.err(f"access to {buf.name!r} with {lanes} lanes under a predicate "
+                           f"of {mask.type.count} lanes")
         if isinstance(idx_e, E.Ramp) and E.as_const_int(idx_e.stride) == 1:
             p = self._elem_ptr(buf, self.expr(idx_e.base))
+            suffix = f"v{lanes}{_type_suffix(ety)}.p0"
             if store_val is None:
-                return b.load(p, typ=vty, align=esize)
-            b.store(store_val, p, align=esize)
-            return None
-        # gather / scatter lane by lane
-        idx = self.expr(idx_e)
-        out = ir.Constant(vty, ir.Undefined) if store_val is None else None
-        for lane in range(lanes):
-            li = b.extract_element(idx, ir.Constant(I32, lane))
-            p = self._elem_ptr(buf, li)
-            if store_val is None:
-                out = b.insert_element(out, b.load(p, typ=ety, align=esize),
-                                       ir.Constant(I32, lane))
+                if mask is None:
+                    return b.load(p, typ=vty, align=esize)
+                fn = self.declare(f"llvm.masked.load.{suffix}", vty, [PTR, I32, mask.type, vty])
+                return b.call(fn, [p, ir.Constant(I32, esize), mask, ir.Constant(vty, None)])
+            if mask is None:
+                b.store(store_val, p, align=esize)
             else:
-                b.store(b.extract_element(store_val, ir.Constant(I32, lane)), p, align=esize)
+                fn = self.declare(f"llvm.masked.store.{suffix}", ir.VoidType(),
+                                  [vty, PTR, I32, mask.type])
+                b.call(fn, [store_val, p, ir.Constant(I32, esize), mask])
+            return None
+        # gather / scatter lane by lane (a lane masked off is not touched at all)
+        idx = self.expr(idx_e)
+        out = ir.Constant(vty, None) if store_val is None else None
+        for lane in range(lanes):
+            lc = ir.Constant(I32, lane)
+            li = b.extract_element(idx, lc)
+            if mask is None:
+                p = self._elem_ptr(buf, li)
+                if store_val is None:
+                    out = b.insert_element(out, b.load(p, typ=ety, align=esize), lc)
+                else:
+                    b.store(b.extract_element(store_val, lc), p, align=esize)
+                continue
+            on = b.extract_element(mask, lc)
+            if store_val is None:
+                before = b.block
+                with b.if_then(on):
+                    p = self._elem_ptr(buf, li)
+                    loaded = b.insert_element(out, b.load(p, typ=ety, align=esize), lc)
+                    inside = b.block
+                phi = b.phi(vty)
+                phi.add_incoming(loaded, inside)
+                phi.add_incoming(out, before)
+                out = phi
+            else:
+                with b.if_then(on):
+                    b.store(b.extract_element(store_val, lc), self._elem_ptr(buf, li),
+                            align=esize)
         return out
 
     # ------------------------------------------------------------------ expressions
@@ -910,9 +976,27 @@ class CodeGen:
     def _if_then_else(self, e: E.Call) -> ir.Value:
         cond_e, t_e, f_e = e.args
         if lanes_of(cond_e.dtype) > 1:
+            # each branch is evaluated only for its lanes (masked loads), then blended
             c = self.as_i1v(cond_e)
-            t, f = self.match(self.expr(t_e), self.expr(f_e))
-            return self.builder.select(c, t, f)
+            b = self.builder
+            vals = []
+            for m, branch in ((self._and_mask(c), t_e), (self._and_mask(b.not_(c)), f_e)):
+                ty = llvm_type(branch.dtype) if lanes_of(branch.dtype) > 1 else \
+                    ir.VectorType(scalar_type(branch.dtype), c.type.count)
+                before = b.block
+                result = {}
+
+                def emit(branch=branch, result=result):
+                    v = self.expr(branch)
+                    if not isinstance(v.type, ir.VectorType):
+                        v = self.splat(v, c.type.count)
+                    result["v"], result["block"] = v, b.block
+                self._under_mask(m, emit)
+                phi = b.phi(ty)
+                phi.add_incoming(result["v"], result["block"])
+                phi.add_incoming(ir.Constant(ty, None), before)
+                vals.append(phi)
+            return b.select(c, vals[0], vals[1])
         c = self.as_i1(self.expr(cond_e), cond_e.dtype)
         b = self.builder
         with b.if_else(c) as (then, otherwise):

@@ -8,8 +8,11 @@
   becomes ``Ramp(min, 1, lanes)``, affine indices with stride 1 stay ``Ramp`` (contiguous
   vector loads/stores), loop-invariant values become ``Broadcast``. Extents above
   :data:`MAX_LANES` are processed in chunks of :data:`CHUNK_LANES` lanes (+ a scalar tail).
+  A condition on the loop variable (the ``T.where`` of a split that does not divide, an
+  ``if_then_else`` such as padding) becomes a per-lane mask: the code generator emits
+  masked vector loads/stores, so inactive lanes never touch memory.
   When the body is not vectorizable — a store to a loop-invariant location (a reduction
-  over the vectorized loop), a condition that depends on the loop variable, an allocation
+  over the vectorized loop), a loop or allocation under a per-lane condition, an allocation
   or a side-effecting call inside, loop bounds depending on the variable, or a read of a
   buffer that is written at a different index in the same body — the loop stays a serial
   loop annotated ``("vectorize_fallback", reason)`` and the code generator leaves a comment
@@ -54,6 +57,7 @@ class _Vectorizer:
     def __init__(self, var: E.Var, base: E.PrimExpr, lanes: int):
         self.var, self.base, self.lanes = var, base, lanes
         self.vmap: dict[int, E.PrimExpr] = {}
+        self.masked = False
 
     # expressions -----------------------------------------------------------
     def expr(self, e: E.PrimExpr) -> E.PrimExpr:
@@ -115,8 +119,6 @@ class _Vectorizer:
         args = [self.expr(a) for a in e.args]
         if all(lanes_of(a.dtype) == 1 for a in args):
             return E.Call(e.dtype, e.op, tuple(args))
-        if e.op == "if_then_else":
-            raise _NotVectorizable("if_then_else with a condition on the vectorized variable")
         return E.Call(with_lanes(e.dtype, self.lanes), e.op,
                       tuple(_bcast(a, self.lanes) for a in args))
 
@@ -159,7 +161,12 @@ class _Vectorizer:
     def s_IfThenElse(self, s):
         c = self.expr(s.condition)
         if lanes_of(c.dtype) != 1:
-            raise _NotVectorizable("an if-condition depends on the vectorized loop variable")
+            # a per-lane condition (a T.where predicate): the code generator emits masked
+            # loads/stores; only plain stores may sit under it
+            for n in collect(s, (S.For, S.Allocate, S.Evaluate)):
+                raise _NotVectorizable(f"a {type(n).__name__} under a condition that depends "
+                                       "on the vectorized loop variable")
+            self.masked = True
         return S.IfThenElse(c, self.stmt(s.then_case),
                             self.stmt(s.else_case) if s.else_case is not None else None)
 
