@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable
 log = logging.getLogger(__name__)
 
 __all__ = ["Job", "JobResult", "Ticket", "MeasurePool", "PoolConfig", "QueueFull",
-           "PoolClosed", "TimingSlots", "STEP_ACTIONS"]
+           "PoolClosed", "PoolUnavailable", "StepMeasurer", "install", "step_job", "step_dict", "TimingSlots", "STEP_ACTIONS"]
 
 #: The actions of a normal explorer step.
 STEP_ACTIONS = ("compile", "check", "time", "source")
@@ -70,6 +70,10 @@ class QueueFull(RuntimeError):
         super().__init__(f"the server is busy, {waiting} steps are waiting; "
                          f"try again in a moment")
         self.waiting = waiting
+
+
+class PoolUnavailable(RuntimeError):
+    """The worker processes could not be started (``str(e)`` says why, for the page)."""
 
 
 class PoolClosed(RuntimeError):
@@ -398,7 +402,7 @@ class _Worker:
     def replace(self) -> None:
         self.kill()
         self.restarts += 1
-        self.pool._stats["replaced"] += 1
+        self.pool._count("replaced")
         if not self.pool._closing.is_set():
             self.start_process()
 
@@ -433,7 +437,7 @@ class _Worker:
             pool._job_done(self, ticket, result)
             if recycle:
                 # Generated code and compile caches accumulate in a long-lived worker.
-                pool._stats["recycled"] += 1
+                pool._count("recycled")
                 with contextlib.suppress(Exception):
                     self.stop(2.0)
                     if not pool._closing.is_set():
@@ -492,7 +496,7 @@ class _Worker:
                 if not has:
                     busy += time.monotonic() - t0
                     self.replace()
-                    pool._stats["timeouts"] += 1
+                    pool._count("timeouts")
                     return JobResult(
                         "timeout",
                         f"this step took longer than {_fmt_s(limit)} s — measurement "
@@ -534,7 +538,7 @@ class _Worker:
                     if r.get("retire"):
                         self.replace()
                     if r["status"] == "out-of-memory":
-                        pool._stats["oom"] += 1
+                        pool._count("oom")
                     return JobResult(r["status"], r.get("message"), data, busy,
                                      worker_pid=pid, failed_action=r.get("failed_action"),
                                      detail=r.get("detail"))
@@ -553,7 +557,7 @@ class _Worker:
         self.replace()
         if closing:
             return JobResult("shutdown", str(PoolClosed()), data, elapsed, worker_pid=pid)
-        self.pool._stats["crashes"] += 1
+        self.pool._count("crashes")
         if code is not None and code < 0:
             sig = _signal_name(-code)
             if sig == "SIGKILL":
@@ -692,6 +696,10 @@ class MeasurePool:
             with contextlib.suppress(Exception):
                 w.kill()
 
+    def _count(self, key: str) -> None:
+        with self._cond:
+            self._stats[key] += 1
+
     def _remember(self, ticket: Ticket) -> None:
         self._tickets[ticket.id] = ticket
         while len(self._tickets) > self.config.keep_tickets + self.config.queue_length:
@@ -772,10 +780,14 @@ def step_dict(result: JobResult, program_hash: str) -> dict[str, Any]:
            "correct": None, "max_abs_err": None, "detail": ""}
     if isinstance(step, dict):
         out.update(step)
+    if result.status == "error":
+        stage = _STAGE_OF_ACTION.get(result.failed_action or "", out.get("stage") or "time")
+    elif result.status == "unavailable":
+        stage = "unavailable"          # the app shows "measurements are not available"
+    else:
+        stage = "measure"
     out.update(ok=False, error=result.message or f"the step failed ({result.status})",
-               status=result.status,
-               stage=_STAGE_OF_ACTION.get(result.failed_action or "", out.get("stage") or "time")
-               if result.status == "error" else "measure")
+               status=result.status, stage=stage)
     return out
 
 
@@ -809,7 +821,7 @@ class StepMeasurer:
     """
 
     _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled", "busy",
-                  "pending"}
+                  "pending", "unavailable"}
 
     def __init__(self, pool: "MeasurePool | Callable[[], MeasurePool]", store: Any = None,
                  fingerprint: str | None = None, kind: str = "step",
@@ -826,10 +838,18 @@ class StepMeasurer:
 
     @property
     def pool(self) -> "MeasurePool":
+        """The pool, started on first use; :class:`PoolUnavailable` if it cannot start
+        (tried again on the next call)."""
         if not isinstance(self._pool, MeasurePool):
             with self._lock:
                 if not isinstance(self._pool, MeasurePool):
-                    self._pool = self._pool()
+                    try:
+                        self._pool = self._pool()
+                    except Exception as e:  # noqa: BLE001
+                        log.exception("the measurement workers could not be started")
+                        raise PoolUnavailable(
+                            f"the measurement workers could not be started ({e}) — the "
+                            f"step is kept but not measured") from e
         return self._pool  # type: ignore[return-value]
 
     @property
@@ -928,9 +948,9 @@ class StepMeasurer:
         try:
             got, ticket = self.submit(mod, workload, params, func_name=func_name,
                                       baseline=baseline)
-        except (QueueFull, PoolClosed) as e:
-            return step_dict(JobResult("busy" if isinstance(e, QueueFull) else "shutdown",
-                                       str(e)), self.program_hash(mod))
+        except (QueueFull, PoolClosed, PoolUnavailable) as e:
+            status = {QueueFull: "busy", PoolClosed: "shutdown"}.get(type(e), "unavailable")
+            return step_dict(JobResult(status, str(e)), self.program_hash(mod))
         if got is not None:
             return got
         assert ticket is not None
@@ -952,7 +972,7 @@ class StepMeasurer:
                 h, f"cache:{func_name or '-'}",
                 lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
                             func_name=func_name), value)
-        except (QueueFull, PoolClosed) as e:
+        except (QueueFull, PoolClosed, PoolUnavailable) as e:
             return {"error": str(e)}
         if got is not None:
             return got
@@ -973,7 +993,7 @@ class StepMeasurer:
                 h, "source", lambda: Job(actions=("compile", "source"),
                                          module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)),
                 value)
-        except (QueueFull, PoolClosed) as e:
+        except (QueueFull, PoolClosed, PoolUnavailable) as e:
             return None, str(e)
         d = got if got is not None else value(self._wait(ticket, timeout))  # type: ignore[arg-type]
         if "source" in d:

@@ -203,3 +203,19 @@ def test_measurer_cache_and_source_services(pool, tmp_path):
     assert m.source(mod, "ll-opt")[0] == ir                 # from the store now
     bad, err = m.source(out_of_bounds_kernel(), "nonsense-kind", timeout=120)
     assert bad is None and err
+
+
+def test_measurer_without_workers_says_so_and_retries():
+    from app.workers import StepMeasurer
+    calls = []
+
+    def broken_pool():
+        calls.append(1)
+        raise OSError("cannot fork")
+    m = StepMeasurer(broken_pool, None)
+    d = m.measure(scheduled_mm_relu().mod, "mm_relu", {"n": N})
+    assert d["ok"] is False and d["stage"] == "unavailable"
+    assert "could not be started (cannot fork)" in d["error"]
+    assert m.cache(scheduled_mm_relu().mod)["error"].startswith("the measurement workers")
+    assert m.source(scheduled_mm_relu().mod)[1].startswith("the measurement workers")
+    assert len(calls) == 3                                # tried again each time
