@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -82,6 +83,7 @@ def test_explorer_get_never_500(client, name, n, t, at, sel):
         q["t"] = t
     if at is not None:
         q["at"] = at
+    name = quote(name, safe="")
     for path in (f"/explore/{name}", f"/explore/{name}/toolbar"):
         r = client.get(path, query_string=q, headers={"HX-Request": "true"})
         assert_no_500(r, f"GET {path} {q}")
