@@ -342,7 +342,8 @@ class Learner:
             k = int(at) if at is not None else None
         except ValueError:
             k = None
-        q["at"] = str(max(0, (k if k is not None else 3) - 1))
+        # One step back from at=k, or back to the start when the URL is at the last step.
+        q["at"] = str(max(0, k - 1)) if k is not None else "0"
         new = f"{parts.path}?{urlencode(q)}"
         st, _, _ = self.request("page", "GET", new, headers={"HX-Request": "true"})
         self.expect("page", st, (200,))
