@@ -301,3 +301,32 @@ def test_parallel_runtime_survives_fork():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_engine_num_threads_environment_variable(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = ("import engine, numpy as np\n"
+            "from engine.runtime import runtime_info\n"
+            "from test_lower_ir_helpers import mm_relu_tiled\n"
+            "rt = engine.build(mm_relu_tiled(64, ti=16, tj=32))\n"
+            "a = np.random.rand(64, 64).astype('float32'); b = a.copy(); c = np.zeros_like(a)\n"
+            "rt['mm_relu'](a, b, c)\n"
+            "assert np.allclose(c, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5)\n"
+            "print(runtime_info()['pool_size'])\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, ENGINE_NUM_THREADS="3",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3"
+
+
+def test_handle_buffer_parameter_is_refused():
+    from engine.ir import Evaluate
+    H = Buffer("H", (2,), "handle")
+    f = PrimFunc("h", (H,), Evaluate(const(0)), (("lowered", True),))
+    with pytest.raises(BuildError, match="buffer 'H' has dtype handle"):
+        engine.build(f, lowered=True)
