@@ -400,7 +400,11 @@ class CodeGen:
         ty = llvm_type(var.dtype)
         lo = self.cast_int(lo, ty)
         if hi is None:
-            hi = b.add(lo, self.cast_int(ext, ty), flags=["nsw"])
+            ext = self.cast_int(ext, ty)
+            if isinstance(lo, ir.Constant) and isinstance(ext, ir.Constant):
+                hi = ir.Constant(ty, int(lo.constant) + int(ext.constant))
+            else:
+                hi = b.add(lo, ext, flags=["nsw"])
         else:
             hi = self.cast_int(hi, ty)
         pre = b.block
@@ -713,6 +717,8 @@ class CodeGen:
     def cast_int(self, v: ir.Value, ty: ir.IntType) -> ir.Value:
         if v.type == ty:
             return v
+        if isinstance(v, ir.Constant) and isinstance(v.constant, int):
+            return ir.Constant(ty, v.constant)
         if v.type.width < ty.width:
             return self.builder.sext(v, ty)
         return self.builder.trunc(v, ty)

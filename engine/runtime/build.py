@@ -126,6 +126,9 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
             lowered.append((name, lower(f)))
     t1 = time.perf_counter()
     ir_mod, infos = codegen(lowered, fast_math=bool(opts["fast_math"]))
+    tm0 = host_target_machine(opts["opt_level"])
+    ir_mod.triple = tm0.triple
+    ir_mod.data_layout = str(tm0.target_data)
     ll_text = str(ir_mod)
     t2 = time.perf_counter()
     with _compile_lock:
