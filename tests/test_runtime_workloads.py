@@ -104,3 +104,11 @@ def test_random_schedules_are_correct(data):
         except engine.ScheduleError:
             continue
     check(name, sch.mod, params)
+
+
+@pytest.mark.parametrize("name", ["mm_relu", "softmax", "window_sum"])
+def test_check_correctness_against_interpreter(name):
+    params = {"mm_relu": {"n": 6}, "softmax": {"m": 3, "n": 5}, "window_sum": {"n": 9}}[name]
+    mod = engine.workloads.get(name, **params)
+    rep = check_correctness(mod, engine.workloads.info(name).func_name, None)
+    assert rep.ok, rep.message
