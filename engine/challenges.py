@@ -271,6 +271,18 @@ def _catalogue() -> list[Challenge]:
             description="Make an outermost loop of mm_relu a parallel loop.",
             workload="mm_relu", params={"n": 128},
             pattern=["for * in parallel(*)", "..."]),
+        ReachNest(
+            id="softmax_one_row_at_a_time",
+            title="Softmax one row at a time",
+            description=("Move softmax's max, exp and sum stages into the row loop of the "
+                         "final division (compute_at), so each row is finished while it is "
+                         "still in cache: one outer loop with the four stages inside."),
+            workload="softmax", params={"m": 128, "n": 128},
+            pattern=["for * in *",
+                     "  for * in *", "    block T_softmax_maxelem",
+                     "  for * in *", "    block T_softmax_exp",
+                     "  for * in *", "    block T_softmax_expsum",
+                     "  for * in *", "    block T_softmax_norm"]),
         BeatTime(
             id="mm_relu_beat_naive",
             title="Make mm_relu 2x faster than the original",

@@ -143,3 +143,22 @@ def test_bad_challenge_definitions():
     with pytest.raises(ChallengeError, match="unknown primitive"):
         ReachNest(id="x", title="x", description="x", workload="mm_relu",
                   target=[{"primitive": "twist"}])
+
+
+def test_softmax_fusion_challenge():
+    ch = challenges.get("softmax_one_row_at_a_time")
+    p = {"m": 8, "n": 16}
+    sch = engine.Schedule(engine.workloads.get("softmax", **p), workload=("softmax", p))
+    assert not ch.check(sch).ok
+    norm = sch.get_block("T_softmax_norm", func_name="softmax")
+    for name in ("T_softmax_expsum", "T_softmax_exp"):
+        sch.compute_at(sch.get_block(name, func_name="softmax"), sch.get_loops(norm)[0])
+    half = ch.check(sch)
+    assert not half.ok and "required shape" in half.message
+    sch.compute_at(sch.get_block("T_softmax_maxelem", func_name="softmax"),
+                   sch.get_loops(norm)[0])
+    res = ch.check(sch)
+    assert res.ok, res.message
+    assert res.link.startswith("/explore/softmax?m=8&n=16&t=")
+    # a trace recorded on this workload but checked at its own (small) params
+    assert ch.check(sch.trace.as_json()).ok
