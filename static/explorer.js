@@ -153,5 +153,12 @@
   });
 
   htmx.onLoad(function (root) { drawPlots(root); });
-  document.addEventListener("DOMContentLoaded", refreshHighlights);
+  document.addEventListener("DOMContentLoaded", function () {
+    refreshHighlights();
+    // the gallery's import form opens when linked to (/#import)
+    if (location.hash === "#import") {
+      var d = document.getElementById("import");
+      if (d) { d.open = true; d.scrollIntoView(); }
+    }
+  });
 })();

@@ -162,7 +162,7 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     doc = json.loads(open(path).read())
     assert doc["format"] == "schedule-explorer/trace" and doc["workload"]["name"] == "mm_relu"
     page.goto(server + "/#import")
-    page.click("#import summary")
+    page.wait_for_function("document.getElementById('import').open")   # opened by the link
     page.set_input_files("#import input[type=file]", path)
     page.click("#import button[type=submit]")
     page.wait_for_url(re.compile(r"/explore/mm_relu\?.*t="))
