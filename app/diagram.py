@@ -44,9 +44,9 @@ def _height(n) -> int:
     if isinstance(n, LoopNode):
         inner = sum(_height(c) for c in n.children) + GAP * max(0, len(n.children) - 1)
         return HEAD + (inner + PAD if n.children else 6)
-    lines = 2 + (1 if n.reads else 0) + (1 if n.writes else 0)
+    lines = 1 + (1 if n.reads else 0) + (1 if n.writes else 0)
     inner = sum(_height(c) for c in n.children) + GAP * max(0, len(n.children) - 1)
-    return lines * BLOCK_LINE + 6 + (inner + PAD if n.children else 0)
+    return lines * BLOCK_LINE + 8 + (inner + PAD if n.children else 0)
 
 
 def _text(x, y, s, *, size=FONT, weight="normal", fill="#1b1f24", anchor="start", cls="") -> str:

@@ -142,8 +142,18 @@
     var msg = $("#message");
     if (msg) { msg.className = "message msg-error"; msg.textContent = "The server cannot be reached. Is it still running?"; }
   });
+  function reveal(el) {
+    if (el && el.scrollIntoView) el.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }
+
   document.addEventListener("htmx:afterSettle", function (ev) {
     refreshHighlights();
+    // a refusal names loops/blocks: bring the first of them into view in both panes
+    if (ev.detail && ev.detail.elt && ev.detail.elt.id === "message" &&
+        ev.detail.elt.getAttribute("data-highlight")) {
+      reveal($("#diagram-pane .dnode.offending"));
+      reveal($("#program-pane .node.offending"));
+    }
     // keyboard users: after selecting with Enter, continue in the toolbar
     if (focusToolbar && ev.detail && ev.detail.elt && ev.detail.elt.id === "toolbar") {
       focusToolbar = false;

@@ -133,6 +133,10 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     reason = page.inner_text("#message")
     assert "parallel refused" in reason and "reduction" in reason
     assert page.locator('#diagram-pane .dnode.offending').count() >= 1
+    # the offending loop is scrolled into view in the diagram
+    box = page.locator('#diagram-pane .dnode.offending').first.bounding_box()
+    wrap = page.locator('#diagram-pane .svgwrap').bounding_box()
+    assert wrap["y"] - 1 <= box["y"] <= wrap["y"] + wrap["height"]
     assert page.url == url_before and n_steps(page) == 4
     shot(page, "09-illegal-parallel-refused")
 
