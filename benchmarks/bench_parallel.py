@@ -36,6 +36,19 @@ def launch_kernel(outer: int, kind: ForKind) -> PrimFunc:
     return PrimFunc("launch", (out,), body, (("lowered", True),))
 
 
+def work_kernel(outer: int, work: int, kind: ForKind) -> PrimFunc:
+    """for r in serial(outer): for t in <kind>(2): for w in serial(work): Out[t] = tid()
+    (each chunk calls the runtime `work` times, ~2 ns each, so both threads take part)."""
+    from engine.ir import Call, StringImm
+    out = Buffer("Out", (2,), "int32")
+    r, t, w = Var("r"), Var("t"), Var("w")
+    tid = Call("int32", "call_extern", (StringImm("engine_runtime_thread_index"),))
+    body = For(r, const(0), const(outer), ForKind.SERIAL,
+               For(t, const(0), const(2), kind,
+                   For(w, const(0), const(work), ForKind.SERIAL, BufferStore(out, tid, (t,)))))
+    return PrimFunc("work", (out,), body, (("lowered", True),))
+
+
 def best_of(fn, repeat=5) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -61,6 +74,16 @@ def main() -> None:
     tp = best_of(lambda: par(out))
     ts = best_of(lambda: ser(out))
     print(f"empty launch, from compiled code: {(tp - ts) / outer * 1e6:8.2f} us per launch")
+
+    # a launch in which both threads really work: 2 chunks of ~10 us each
+    outer, work = 2000, 5000
+    wp = engine.build(work_kernel(outer, work, ForKind.PARALLEL), lowered=True)["work"]
+    ws = engine.build(work_kernel(outer, work, ForKind.SERIAL), lowered=True)["work"]
+    t_par = best_of(lambda: wp(out), 3)
+    t_ser = best_of(lambda: ws(out), 3)
+    print(f"launch with 2 x {t_ser / outer / 2 * 1e6:.1f} us chunks: {t_par / outer * 1e6:.2f} us "
+          f"(serial {t_ser / outer * 1e6:.2f} us) -> overhead "
+          f"{(t_par - t_ser / 2) / outer * 1e6:.2f} us per launch, speed-up {t_ser / t_par:.2f}x")
 
     calls = 20000
     empty = engine.build(launch_kernel(0, ForKind.SERIAL), lowered=True)["launch"]
