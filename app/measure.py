@@ -146,6 +146,41 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
         return res
 
 
+_PREFETCH = None
+
+
+def prefetch(mod, workload: str | None, params: dict, *, func_name: str | None = None,
+             baseline=None) -> None:
+    """Start measuring (and cache-simulating) ``mod`` in the background.
+
+    Called right after a step is applied, so the work is under way while the browser swaps
+    the panes and asks for the measurement pane; that request then waits on the same per-key
+    lock instead of starting over. Never raises.
+    """
+    global _PREFETCH
+    from concurrent.futures import ThreadPoolExecutor
+    with _LOCK:
+        if _PREFETCH is None:
+            _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="measure-prefetch")
+        pool = _PREFETCH
+
+    def run():
+        try:
+            measure_step(mod, workload, params, func_name=func_name, baseline=baseline)
+            cache_step(mod, func_name)
+        except Exception:  # noqa: BLE001 - the pane's own request will report any failure
+            pass
+    pool.submit(run)
+
+
+def drain_prefetch(timeout: float = 120.0) -> None:
+    """Wait until the background measurements queued so far are done (tests, shutdown)."""
+    with _LOCK:
+        pool = _PREFETCH
+    if pool is not None:
+        pool.submit(lambda: None).result(timeout=timeout)
+
+
 def _result(h: str, **kw) -> dict:
     base = {"hash": h, "ok": False, "stage": "compile", "error": None, "compile_ms": None,
             "time_ms": None, "gflops": None, "numpy_ms": None, "correct": None,

@@ -18,11 +18,11 @@ import json
 import logging
 import re
 
-from flask import Blueprint, Flask, Response, redirect, render_template, request
+from flask import Blueprint, Flask, Response, current_app, redirect, render_template, request
 from htmx_flask import make_response
 from werkzeug.exceptions import HTTPException
 
-from . import bridge, primitives, views
+from . import bridge, measure, primitives, views
 from .errors import AppError
 from .nodes import module_trees
 from .session import CUSTOM, Session, encode_src, parse_program, trace_json, workload_info
@@ -95,6 +95,10 @@ def apply(workload: str):
     token = sch.trace.encode()
     s.set_trace(sch.trace, token)
     s._mods[s.at] = sch.mod
+    if current_app.config.get("PREFETCH_MEASUREMENTS", True):
+        wl = s.workload_arg()
+        measure.prefetch(sch.mod, wl[0] if wl else None, wl[1] if wl else {},
+                         func_name=s.func_name, baseline=s.mod0 if wl is None else None)
     ctx = views.explorer(s, None)
     html = render_template("panes/all_oob.html", **ctx,
                            message={"kind": "ok", "text": f"applied: {summary}"})
@@ -108,14 +112,14 @@ def _refusal(text: str, highlight: list[str], status: int, **extra):
 
 
 @bp.get("/explore/<workload>/measure")
-def measure(workload: str):
+def measure_pane(workload: str):
     s = Session.from_request(workload, request.args)
     ctx = views.measurements(s)
     return render_template("panes/measure.html", s=s, **ctx)
 
 
 @bp.get("/explore/<workload>/cache")
-def cache(workload: str):
+def cache_pane(workload: str):
     s = Session.from_request(workload, request.args)
     return render_template("panes/cache.html", s=s, **views.cache(s))
 

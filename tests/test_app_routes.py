@@ -528,7 +528,9 @@ def test_security_headers_and_cross_origin_posts(client):
 
 def test_long_measurements_fill_in_progressively(client, monkeypatch):
     from app import measure, views
+    monkeypatch.setitem(client.application.config, "PREFETCH_MEASUREMENTS", False)
     q = course_steps(client)
+    measure.drain_prefetch()
     measure.clear_cache()
     monkeypatch.setattr(views, "STEP_BUDGET_S", 0.0)   # one new measurement per request
     url = f"/explore/mm_relu/measure?n={N}&t={q['t']}&at=2"
@@ -546,3 +548,17 @@ def test_long_measurements_fill_in_progressively(client, monkeypatch):
         url = f"/explore/mm_relu/{kind}?n={N}&t={q['t']}"
         pages = [html(client.get(url)) for _ in range(6)]
         assert 'id="cache-pending"' in pages[0] and 'id="cache-pending"' not in pages[-1]
+
+
+def test_applying_a_step_starts_measuring_it_in_the_background(client):
+    from app import measure
+    from app.session import Session
+    measure.drain_prefetch()
+    measure.clear_cache()
+    r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
+    assert r.status_code == 200
+    measure.drain_prefetch()
+    s = Session.from_request("mm_relu", state_of(r.headers["HX-Push-Url"]))
+    res = measure.cached(s.mod_at(1), "mm_relu", {"n": N})
+    assert res is not None and res["correct"] is True
+    assert measure.cached_cache_step(s.mod_at(1), "mm_relu") is not None
