@@ -264,3 +264,36 @@ def test_repr_node():
 def test_script_rejects_non_ir_objects():
     with pytest.raises(TypeError, match="IRModule or a PrimFunc"):
         script(42)
+
+
+def test_buffer_options_allocate_and_let_expression():
+    from engine.ir import Allocate, Let
+    A = Buffer("A", (4, 4), "float32", "global", strides=(8, 1), elem_offset=2, align=16)
+    B = Buffer("B", (4,), "int32", "local")
+    S = Buffer("S", (4,), "float32", "local")
+    x, i = Var("x"), Var("i")
+    body = For(i, 0, 4, ForKind.SERIAL, Allocate(S, seq(
+        BufferStore(S, FloatImm("float32", 1), (i,)),
+        BufferStore(A, S[i] + Let(x, i + 1, Cast("float32", x * x)), (i, i)))))
+    f = PrimFunc("f", (A, B), body)
+    text = script(f)
+    assert ('def f(A: T.Buffer((4, 4), "float32", strides=(8, 1), elem_offset=2, align=16), '
+            'B: T.Buffer((4,), "int32", scope="local")):') in text
+    assert 'with T.allocate((4,), "float32", scope="local") as S:' in text
+    assert 'A[i, i] = S[i] + T.Let(x, i + 1, T.Cast("float32", x * x))' in text
+    assert structural_roundtrip(f)
+
+
+def test_limits_and_empty_module():
+    mod = parse('''
+@T.prim_func
+def g(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "int8")):
+    A[0] = T.max_value("float32")
+    A[2] = T.infinity("float32")
+    B[0] = T.min_value("int8")
+''')
+    text = script(mod)
+    assert "A[0] = T.float32(3.4028234663852886e+38)" in text
+    assert 'A[2] = T.float32("inf")' in text
+    assert "B[0] = T.int8(-128)" in text
+    assert script(IRModule(())).endswith("class Module:\n    pass\n")

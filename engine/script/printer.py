@@ -707,6 +707,8 @@ class _Printer:
         self.lines.append("# from tvm.script import tir as T")
         self.lines.append("@tvm.script.ir_module")
         self.lines.append("class Module:")
+        if not mod.functions:
+            self.lines.append("    pass")
         for k, (name, f) in enumerate(mod.functions):
             if k:
                 self.lines.append("")
