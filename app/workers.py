@@ -956,27 +956,47 @@ class StepMeasurer:
         assert ticket is not None
         return step_dict(self._wait(ticket, timeout), ticket.program_hash)  # type: ignore[attr-defined]
 
+    def prefetch(self, mod: Any, workload: str | None, params: dict[str, Any], *,
+                 func_name: str | None = None, baseline: Any = None,
+                 cache: bool = True) -> None:
+        """Start measuring (and cache-simulating) a step without waiting; never raises.
+
+        Called right after a step is applied: the pane's own request then finds the job
+        running (it shares the ticket) or the result stored."""
+        try:
+            self.submit(mod, workload, params, func_name=func_name, baseline=baseline)
+            if cache:
+                self._submit_cache(mod, func_name)
+        except (QueueFull, PoolClosed, PoolUnavailable):
+            pass
+        except Exception:  # noqa: BLE001 - the pane's request will report any failure
+            log.exception("prefetching a measurement failed")
+
     # cache_step -------------------------------------------------------------------------------
+    @staticmethod
+    def _cache_value(r: JobResult) -> dict[str, Any]:
+        if r.ok and isinstance(r.data.get("cache"), dict):
+            return r.data["cache"]
+        return {"error": f"cache simulation failed: {r.message or r.status}"}
+
+    def _submit_cache(self, mod: Any, func_name: str | None):
+        h = self.program_hash(mod)
+        return self._lookup_or_submit(
+            h, f"cache:{func_name or '-'}",
+            lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+                        func_name=func_name), self._cache_value)
+
     def cache(self, mod: Any, func_name: str | None = None,
               timeout: float | None = None) -> dict[str, Any]:
         """``engine.cache.simulate(mod, func_name).to_dict()`` from a worker (or the store);
         ``{"error": sentence}`` when it cannot be simulated."""
-        h = self.program_hash(mod)
-
-        def value(r: JobResult) -> dict[str, Any]:
-            if r.ok and isinstance(r.data.get("cache"), dict):
-                return r.data["cache"]
-            return {"error": f"cache simulation failed: {r.message or r.status}"}
         try:
-            got, ticket = self._lookup_or_submit(
-                h, f"cache:{func_name or '-'}",
-                lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
-                            func_name=func_name), value)
+            got, ticket = self._submit_cache(mod, func_name)
         except (QueueFull, PoolClosed, PoolUnavailable) as e:
             return {"error": str(e)}
         if got is not None:
             return got
-        return value(self._wait(ticket, timeout))  # type: ignore[arg-type]
+        return self._cache_value(self._wait(ticket, timeout))  # type: ignore[arg-type]
 
     # code pane --------------------------------------------------------------------------------
     def source(self, mod: Any, kind: str = "ll-opt",

@@ -219,3 +219,17 @@ def test_measurer_without_workers_says_so_and_retries():
     assert m.cache(scheduled_mm_relu().mod)["error"].startswith("the measurement workers")
     assert m.source(scheduled_mm_relu().mod)[1].startswith("the measurement workers")
     assert len(calls) == 3                                # tried again each time
+
+
+def test_prefetch_starts_jobs_the_pane_then_shares(pool, tmp_path):
+    from app.store import Store
+    from app.workers import StepMeasurer
+    m = StepMeasurer(pool, Store(str(tmp_path / "s.sqlite3")), fingerprint="fp")
+    mod = scheduled_mm_relu(40).mod
+    before = pool.stats()["submitted"]
+    m.prefetch(mod, "mm_relu", {"n": 40}, func_name="mm_relu")
+    assert pool.stats()["submitted"] == before + 2          # the step and its cache simulation
+    d = m.measure(mod, "mm_relu", {"n": 40}, func_name="mm_relu", timeout=120)
+    c = m.cache(mod, "mm_relu", timeout=120)
+    assert d["ok"] is True and "levels" in c
+    assert pool.stats()["submitted"] == before + 2          # nothing measured twice
