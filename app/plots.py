@@ -112,8 +112,11 @@ def cache_figure(rows: list[dict], current: int | None = None) -> str:
                                 "line": {"width": [3 if x == current else 0 for x in xs],
                                          "color": "#1b1f24"}},
                      "hovertemplate": f"step %{{x}}: %{{y:,}} {name} misses (%{{text}})<extra></extra>"})
-    layout = _layout("", barmode="group",
-                     xaxis={"title": {"text": "step"}, "dtick": 1},
-                     yaxis={"title": {"text": "misses"}, "type": "log"})
+    values = [y for d in data for y in d["y"] if y > 0]
+    spread = (max(values) / min(values)) if values else 1
+    yaxis = ({"title": {"text": "misses (log)"}, "type": "log"} if spread > 20 else
+             {"title": {"text": "misses"}, "rangemode": "tozero"})
+    layout = _layout("", barmode="group", xaxis={"title": {"text": "step"}, "dtick": 1},
+                     yaxis=yaxis)
     layout["height"] = 190
     return json.dumps({"data": data, "layout": layout}, default=_jsonable)

@@ -167,3 +167,18 @@ def test_diagram_shows_loop_footprints_against_cache_levels():
     assert tags("L/mm_relu/1/Y") == []            # no footprint given: no tag
     assert "fits in L2" in by_sel["L/mm_relu/0/Y"].get("aria-label")
     assert diagram.human_bytes(1023) == "1023 B" and diagram.human_bytes(3 << 20) == "3.0 MiB"
+
+
+def test_cache_figure_groups_levels_per_step():
+    rows = [{"step": 0, "levels": [{"name": "L1", "misses": 2_000_000, "accesses": 8_000_000, "miss_rate": 0.25},
+                                   {"name": "L2", "misses": 4000, "accesses": 2_000_000, "miss_rate": 0.002}]},
+            {"step": 1, "levels": [{"name": "L1", "misses": 500_000, "accesses": 8_000_000, "miss_rate": 0.06},
+                                   {"name": "L2", "misses": 4000, "accesses": 500_000, "miss_rate": 0.008}]}]
+    fig = json.loads(plots.cache_figure(rows, current=1))
+    l1, l2 = fig["data"]
+    assert l1["name"] == "L1 misses" and l1["x"] == [0, 1] and l1["y"] == [2_000_000, 500_000]
+    assert l2["y"] == [4000, 4000]
+    assert l1["marker"]["line"]["width"] == [0, 3]          # the current step is outlined
+    assert fig["layout"]["yaxis"]["type"] == "log"          # a 500x spread needs a log axis
+    flat = json.loads(plots.cache_figure(rows[:1][:1] and [{"step": 0, "levels": rows[0]["levels"][:1]}]))
+    assert flat["layout"]["yaxis"].get("type") != "log"
