@@ -70,8 +70,10 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     assert page.locator("#program-pane .node.selected").count() >= 1
     assert page.locator('#diagram-pane .dnode.selected').count() == 1
     shot(page, "03-j-selected")
-    page.fill('#toolbar form.prim:has(button[data-prim="split"]) input[name="factors"]', "None, 4")
-    apply(page, "split")
+    # ... and can apply it without the mouse: type the factors, press Enter
+    page.keyboard.press("Control+a")
+    page.keyboard.type("None, 4")
+    page.keyboard.press("Enter")
     wait_steps(page, 1)
     assert "j_0" in program_text(page) and "j_1" in program_text(page)
     assert "for j_1 in 4" in page.inner_text("#diagram-pane")
