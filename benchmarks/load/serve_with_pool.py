@@ -6,6 +6,7 @@ seams through :class:`app.workers.StepMeasurer` (worker processes + the SQLite s
 
 * ``app.measure.measure_step`` -> ``measurer.measure``
 * ``app.measure.cache_step``   -> ``measurer.cache``
+* ``app.measure.prefetch``     -> ``measurer.prefetch`` (no waiting server thread)
 * ``app.measure.build``        -> an object whose ``get_source(kind)`` asks ``measurer.source``
   (the code pane), so the server process never compiles;
 
@@ -55,7 +56,12 @@ def build_app(config: dict | None = None):
     def build(mod, h=None):
         return RemoteSource(measurer, mod), 0.0
 
+    def prefetch(mod, workload, params, *, func_name=None, baseline=None):
+        measurer.prefetch(mod, workload, params, func_name=func_name, baseline=baseline)
+
     measure.measure_step = measure_step
+    if hasattr(measure, "prefetch"):
+        measure.prefetch = prefetch
     measure.cache_step = cache_step
     measure.build = build
     return app, measurer
