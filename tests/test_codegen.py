@@ -450,3 +450,22 @@ def test_vectorized_predicate_with_gather_and_scalar_load():
     rt = engine.build(f)
     rt["g"](x, s, out)
     np.testing.assert_allclose(out, x[::2] * 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("auto_vectorize", [
+    False,
+    pytest.param(True, marks=pytest.mark.xfail(
+        reason="LLVM 22's loop vectorizer miscompiles this program; that is why "
+               "auto_vectorize is off by default", strict=False))])
+def test_reduction_outside_fused_loop_n16(auto_vectorize):
+    # regression: LLVM 22's loop vectorizer miscompiles this legal program (k outside the
+    # fused i*j loop, n=16: `if k == 0: Y[f] = 0; Y[f] += A[f // 16 * 16 + k] * B[k * 16 +
+    # f % 16]`); with it off (the default) the result is right
+    sch = engine.Schedule(engine.workloads.get("mm_relu", n=16))
+    i, j, k = sch.get_loops(sch.get_block("Y", func_name="mm_relu"))
+    sch.reorder(k, sch.fuse(i, j))
+    rt = engine.build(sch.mod, auto_vectorize=auto_vectorize)
+    a, b = np.random.rand(16, 16).astype(F32), np.random.rand(16, 16).astype(F32)
+    c = np.zeros((16, 16), F32)
+    rt["mm_relu"](a, b, c)
+    np.testing.assert_allclose(c, np.maximum(a @ b, 0), rtol=1e-5)

@@ -3,6 +3,7 @@
 :func:`lower_simplify` runs :func:`engine.arith.simplify` and then folds what lowering
 produces most often:
 
+* ``(x // c) * c + x % c -> x`` (a fused loop's flattened index);
 * constants: ``Cast`` of a constant, comparisons/``And``/``Or``/``Not``/``Select`` of
   constants, ``(x + c1) + c2 -> x + (c1 + c2)``, ``(x * c1) * c2``;
 * integer division by a positive constant ``c`` of a sum whose terms split into multiples
@@ -186,6 +187,13 @@ class _LowerSimplifier(Mutator):
         e = self.generic_visit(e)
         a, b = e.a, e.b
         if is_int(e.dtype) and lanes_of(e.dtype) == 1:
+            # (x // c) * c + x % c -> x   (what a fused loop's flattened index looks like)
+            if isinstance(a, E.Mul) and isinstance(a.a, E.FloorDiv) and isinstance(b, E.FloorMod):
+                c1, c2, c3 = _c(a.b), _c(a.a.b), _c(b.b)
+                if c1 is not None and c1 == c2 == c3 and c1 > 0:
+                    from engine.ir.structural import structural_equal
+                    if structural_equal(a.a.a, b.a):
+                        return b.a
             cb = _c(b)
             if cb == 0:
                 return a

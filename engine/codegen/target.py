@@ -3,7 +3,8 @@
 * :func:`host_target_machine` — a TargetMachine for the host CPU (``llvm.get_host_cpu_name()``)
   with all its features (``llvm.get_host_cpu_features()``: AVX2, FMA, AVX-512, ...).
 * :func:`optimize` — runs LLVM's ``default<O{n}>`` module pipeline through
-  ``PassBuilder`` / ``PipelineTuningOptions`` (loop vectorizer, SLP vectorizer, unrolling).
+  ``PassBuilder`` / ``PipelineTuningOptions`` (SLP vectorizer, unrolling; LLVM's loop
+  vectorizer only with ``auto_vectorize=True``).
 * :func:`emit_assembly` — x86 assembly of a module, for the explorer's code pane.
 """
 from __future__ import annotations
@@ -60,12 +61,19 @@ def new_target_machine(opt_level: int = 3):
                                         reloc="default", codemodel="jitdefault")
 
 
-def optimize(mod, tm, opt_level: int = 3) -> None:
-    """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place."""
+def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False) -> None:
+    """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place.
+
+    LLVM's *loop* vectorizer is off unless ``auto_vectorize`` is True: what gets vectorized
+    is decided by the schedule's ``vectorize`` loops (what the learner sees is what runs),
+    and LLVM 22's loop vectorizer miscompiles at least one legal program (mm_relu at n=16
+    with the reduction loop outside the fused i*j loop; see tests/test_codegen.py). The SLP
+    vectorizer (straight-line code, e.g. unrolled loops) stays on.
+    """
     if opt_level <= 0:
         return
     pto = llvm.PipelineTuningOptions(speed_level=min(opt_level, 3))
-    pto.loop_vectorization = opt_level >= 2
+    pto.loop_vectorization = auto_vectorize and opt_level >= 2
     pto.slp_vectorization = opt_level >= 2
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)

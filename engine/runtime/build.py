@@ -13,6 +13,9 @@ Options:
   possibly rewritten by an instrumentation pass); it is compiled as is;
 * ``extra_modules`` (None) — ``llvmlite.ir.Module`` objects (or LLVM IR text) added to the
   same JIT, so symbols they define resolve for ``call_extern``;
+* ``auto_vectorize`` (False) — also run LLVM's loop vectorizer (by default only the
+  schedule's ``vectorize`` loops become vector code, plus LLVM's SLP vectorizer; see
+  :func:`engine.codegen.target.optimize` for why);
 * ``cache`` (True) — reuse a previous build of a structurally equal module with the same
   options (a bounded LRU of :data:`CACHE_SIZE` entries keyed by
   ``engine.structural_hash`` + options).
@@ -40,7 +43,7 @@ _compile_lock = threading.RLock()
 _stats = {"hits": 0, "misses": 0}
 
 _OPTIONS = {"fast_math": False, "opt_level": 3, "lowered": False, "extra_modules": None,
-            "cache": True}
+            "cache": True, "auto_vectorize": False}
 
 
 def cache_info() -> dict:
@@ -89,7 +92,8 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     if opts["cache"]:
         h = structural_hash(tuple(funcs))
         ex = hashlib.sha256("\0".join(extra_texts).encode()).hexdigest() if extra_texts else ""
-        key = (h, bool(opts["fast_math"]), opt_level, bool(opts["lowered"]), ex)
+        key = (h, bool(opts["fast_math"]), opt_level, bool(opts["lowered"]), ex,
+               bool(opts["auto_vectorize"]))
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
@@ -140,7 +144,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
             raise BuildError(f"internal error: generated LLVM IR is invalid: {exc}") from exc
         llmod.triple = tm.triple
         llmod.data_layout = str(tm.target_data)
-        optimize(llmod, tm, opts["opt_level"])
+        optimize(llmod, tm, opts["opt_level"], auto_vectorize=bool(opts["auto_vectorize"]))
         t3 = time.perf_counter()
         ee = llvm.create_mcjit_compiler(llmod, new_target_machine(opts["opt_level"]))
         for text in extra_texts:
