@@ -21,8 +21,14 @@ against this interpreter, so it defines what each IR node means:
 * Any access outside a buffer raises :class:`OutOfBoundsError` naming the buffer, the
   index and the block (never a silent wrap-around).
 
-The IR is compiled once into nested Python closures (cached per PrimFunc), so running a
-32x32x32 matmul takes a fraction of a second.
+The IR is compiled once into nested Python closures (cached per PrimFunc).  Innermost
+perfect loop nests ("bands") whose body is a single store run as numpy operations over all
+their iterations at once when that cannot change the result: either every iteration writes
+a different element and reads the stored buffer only at that element (checked again at run
+time; otherwise the band runs serially), or the band is a +/max/min reduction into one
+element, combined in the serial order (``np.add.accumulate``), so float32 rounding is the
+same bit for bit.  ``interpret(..., vectorize=False)`` turns this off.  mm_relu at n=128
+runs in about half a second, the default conv2d in about one.
 """
 from __future__ import annotations
 

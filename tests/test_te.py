@@ -399,3 +399,11 @@ def test_const_all_any_and_value_limits():
     np.testing.assert_array_equal(b, [10, 1, 2, 3, 0, 10])
     with pytest.raises(te.TeError, match="at least one"):
         te.all()
+
+
+def test_elementwise_max_accepts_a_number_first():
+    A = te.placeholder((3,), name="A")
+    e = te.max(0, A[0])
+    assert isinstance(e, Max) and isinstance(e.a, E.FloatImm) and e.a.dtype == "float32"
+    with pytest.raises(te.TeError, match="only apply to reductions"):
+        te.max(A[0], 1.0, init=0.0)

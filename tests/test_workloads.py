@@ -162,3 +162,11 @@ def test_large_limits_build():
     func = W.get("matmul", n=2048)["matmul"]
     assert func.params[0].const_shape() == (2048, 2048)
     assert W.info("matmul").flops(n=2048) == 2 * 2048 ** 3
+
+
+def test_cost_model_validates_parameters_too():
+    with pytest.raises(W.WorkloadError, match="must be from 1 to 2048"):
+        W.info("matmul").flops(n=0)
+    with pytest.raises(W.WorkloadError, match="no parameter 'x'"):
+        W.info("add").bytes(x=1)
+    assert W.info("add").bytes(m=2, n=3) == 4 * 3 * 6
