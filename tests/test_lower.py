@@ -184,3 +184,22 @@ def test_extent_one_loops(kind):
     y = np.zeros((3, 1), "float32")
     engine.build(f)["ew"](x, y)
     np.testing.assert_allclose(y, x + 2)
+
+
+def test_init_not_hoisted_over_unused_inner_loop():
+    # for i, k, r: Y[i] (init at k == 0) += X[i, k]; r is used by no axis, so the init runs
+    # again for every r at k == 0 (literal TensorIR semantics, as the interpreter does)
+    n, m, rr = 2, 3, 2
+    X, Y = Buffer("X", (n, m)), Buffer("Y", (n,))
+    i, k, r = Var("i"), Var("k"), Var("r")
+    vi, vk = Var("vi"), Var("vk")
+    b = block("S", [(vi, n, "S"), (vk, m, "R")], (i, k),
+              BufferStore(Y, Y[vi] + X[vi, vk], (vi,)),
+              init=BufferStore(Y, E.FloatImm("float32", 0.0), (vi,)))
+    f = PrimFunc("odd", (X, Y), root(loop(i, n, loop(k, m, loop(r, rr, b)))))
+    x = np.random.rand(n, m).astype("float32")
+    y = np.zeros(n, "float32")
+    engine.build(f)["odd"](x, y)
+    y_ref = np.zeros(n, "float32")
+    engine.interpret(f, "odd", x.copy(), y_ref)
+    np.testing.assert_allclose(y, y_ref, rtol=1e-6)

@@ -192,6 +192,10 @@ class _BlockLowerer:
         suffix_ids = {id(f.loop_var) for f in suffix_loops}
         if spatial_vars & suffix_ids:
             return None
+        if suffix_ids - red_vars:
+            # a loop between the reduction loops that no reduce axis uses: the block runs
+            # its init once per iteration of that loop (at reduce == min); keep the if-form
+            return None
         pred = self.sub(br.predicate, vmap)
         if {id(x) for x in collect_vars(pred)} & suffix_ids:
             return None
