@@ -112,3 +112,16 @@ def test_check_correctness_against_interpreter(name):
     mod = engine.workloads.get(name, **params)
     rep = check_correctness(mod, engine.workloads.info(name).func_name, None)
     assert rep.ok, rep.message
+
+
+@pytest.mark.parametrize("order", ["ijk", "ikj", "jik", "jki", "kij", "kji"])
+def test_every_loop_order_with_init(order):
+    n = 7
+    mod = engine.workloads.get("matmul", n=n)
+    sch = engine.Schedule(mod)
+    fname = engine.workloads.info("matmul").func_name
+    blk = [b for b in block_names(sch.mod)][0]
+    i, j, k = sch.get_loops(sch.get_block(blk, func_name=fname))
+    loops = {"i": i, "j": j, "k": k}
+    sch.reorder(*[loops[c] for c in order])
+    check("matmul", sch.mod, {"n": n})
