@@ -60,6 +60,37 @@ class OldSyntax:
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
 
 
+import engine as tvm  # noqa: E402 - course code spells the module decorator tvm.script.ir_module
+
+
+@tvm.script.ir_module
+class CourseSpelling:
+    @T.prim_func
+    def relu0(X: T.Buffer((1, 128), "float32"), Y: T.Buffer((1, 128), "float32")):
+        T.func_attr({"global_symbol": "relu0", "tir.noalias": True})
+        for i, j in T.grid(1, 128):
+            with T.block("Y"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Y[vi, vj] = T.max(X[vi, vj], T.float32(0))
+
+    @T.prim_func
+    def linear0(X: T.Buffer((1, 784), "float32"), W: T.Buffer((128, 784), "float32"),
+                B: T.Buffer((128,), "float32"), Z: T.Buffer((1, 128), "float32")):
+        T.func_attr({"global_symbol": "linear0", "tir.noalias": True})
+        Y = T.alloc_buffer((1, 128), "float32")
+        for i, j, k in T.grid(1, 128, 784):
+            with T.block("Y"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vj, vk]
+
+        for i, j in T.grid(1, 128):
+            with T.block("Z"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Z[vi, vj] = Y[vi, vj] + B[vj]
+
+
 @T.prim_func
 def add_one(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
     for i in T.grid(8):
@@ -128,3 +159,11 @@ def test_ir_module_needs_prim_funcs():
         @I.ir_module
         class Empty:
             x = 1
+
+
+def test_tvm_script_ir_module_spelling_and_two_functions():
+    assert CourseSpelling.names() == ["relu0", "linear0"]
+    text = CourseSpelling.script()
+    assert "T.reads(X[vi, vk], W[vj, vk])" in text   # inferred, Y excluded (reduction)
+    assert "T.reads(Y[vi, vj], B[vj])" in text
+    assert engine.structural_equal(engine.parse(text), CourseSpelling)

@@ -9,7 +9,8 @@ from hypothesis import given, strategies as st
 
 from engine.script import ScriptError, parse
 
-from test_script_irgen import MM_RELU_TEXT
+from engine.script import script
+from test_script_irgen import MM_RELU_TEXT, programs
 
 FUNC = '''@T.prim_func
 def f(A: T.Buffer((4, 4), "float32")):
@@ -223,3 +224,8 @@ def test_fuzz_random_text(text):
 def test_fuzz_token_soup(tokens):
     _parse_or_script_error("@T.prim_func\ndef f(A: T.Buffer((4, 4), 'float32')):\n    "
                            + "".join(tokens))
+
+
+@given(programs(), st.lists(_mutation, min_size=1, max_size=3))
+def test_fuzz_mutated_random_programs(mod, mutations):
+    _parse_or_script_error(_apply(script(mod), mutations))

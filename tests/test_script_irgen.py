@@ -8,7 +8,7 @@ from engine.ir import (Add, And, Block, BlockRealize, Buffer, BufferLoad, Buffer
                        BufferStore, Cast, Call, Div, EQ, FloatImm, FloorDiv, FloorMod, For,
                        ForKind, GE, GT, IfThenElse, IntImm, IRModule, IterType, IterVar, LE,
                        LT, Max, Min, Mod, Mul, NE, Not, Or, PrimFunc, Range, Select, Sub, Var,
-                       binary, seq)
+                       seq)
 
 TRUE = IntImm("bool", 1)
 
@@ -310,8 +310,27 @@ def statement(draw, ctx, loops, depth):
         v = Var(draw(st.sampled_from(["x", "i", "x"])), dt)
         return LetStmt(v, index_expr(draw, ctx, dt, 2),
                        statements(draw, ctx.child([v]), loops, depth - 1))
+    if choice == 7 and draw(st.booleans()):
+        return vector_store(draw, ctx)
     from engine.ir import Evaluate
     return Evaluate(value_expr(draw, ctx, draw(st.sampled_from(BUF_TYPES)), 2))
+
+
+def vector_store(draw, ctx):
+    """``A[T.Ramp(b, s, n), ...] = T.Broadcast(v, n) + A[T.Ramp(...), ...]`` (vectorized code)."""
+    from engine.ir import Broadcast, Ramp
+    buf = draw(st.sampled_from(ctx.buffers))
+    if not buf.shape:
+        return store(draw, ctx)
+    lanes = draw(st.sampled_from([2, 4, 8]))
+    ramp = lambda: Ramp(index_expr(draw, ctx, "int32", 1),  # noqa: E731
+                        IntImm("int32", draw(st.integers(0, 3))), lanes)
+    idx = (ramp(),) + tuple(index_expr(draw, ctx, "int32", 1) for _ in buf.shape[1:])
+    value = Broadcast(value_expr(draw, ctx, buf.dtype, 1), lanes)
+    if draw(st.booleans()):
+        load_idx = (ramp(),) + tuple(index_expr(draw, ctx, "int32", 1) for _ in buf.shape[1:])
+        value = Add(value, BufferLoad(buf, load_idx))
+    return BufferStore(buf, value, idx)
 
 
 def statements(draw, ctx, loops, depth):
