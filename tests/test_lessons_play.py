@@ -177,3 +177,19 @@ def test_lesson4_fusion_removes_the_pad_buffer_and_nests_relu():
     assert match_nest(mods[3], ["for oh in serial(*)", "  for * in serial(*)",
                                 "    for * in serial(3)", "      for * in serial(*)",
                                 "        block pad"])
+
+
+@pytest.mark.parametrize("lid", LESSONS)
+def test_apply_for_me_on_a_schedule_rebuilt_from_a_link(lid):
+    """The web app rebuilds the learner's schedule from a link, then "apply for me":
+    names bound by earlier steps (j0, k1, ...) must still resolve, without the handles."""
+    les = lessons.get(lid)
+    p = les._params(les.test_params)
+    mods = _mods(les)
+    for k in range(len(les.steps)):
+        token = les.trace_at(k, les.test_params).encode()
+        sch = engine.Schedule(engine.workloads.get(les.workload, **p),
+                              workload=(les.workload, p))
+        engine.Trace.decode(token).apply_to_schedule(sch)
+        les.apply_step(sch, k)                       # no env: aliases are used
+        assert engine.structural_equal(sch.mod, mods[k + 1]), f"{lid} step {k}"

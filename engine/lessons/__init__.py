@@ -32,6 +32,7 @@ __all__ = ["Lesson", "Step", "Question", "LessonError", "names", "get", "all_les
            "loop_nest", "nest_lines", "nest_text", "match_nest", "first_difference"]
 
 DATA_DIR = Path(__file__).with_name("data")
+ALIASES = ("aliases",)  # env key: names of earlier steps' outputs, see Lesson.apply_step
 FORMAT = "schedule-explorer/lesson"
 VERSION = 1
 #: panes a step can point the learner at
@@ -163,13 +164,21 @@ class Lesson:
                               self.id)
 
     def apply_step(self, sch: Any, k: int, env: dict | None = None) -> Any:
-        """Apply step ``k``'s action to ``sch`` ("apply for me"); returns the schedule."""
+        """Apply step ``k``'s action to ``sch`` ("apply for me"); returns the schedule.
+
+        ``env`` carries the handles earlier steps bound with ``outputs``; pass the same dict
+        when applying steps in order. Without it (e.g. on a learner's schedule rebuilt from
+        a link), names such as ``j0`` are translated to the loops/blocks they denote after
+        the lesson's first ``k`` steps (``j0`` -> loop ``j_0`` of block ``Y``).
+        """
         self._check_k(k, len(self.steps) - 1)
         step = self.steps[k]
         if step.action is None:
             return sch
+        if env is None:
+            env = {ALIASES: self._aliases(k)}
         try:
-            apply_action(sch, step.action, env if env is not None else {})
+            apply_action(sch, step.action, env)
         except ActionError as exc:
             raise LessonError(str(exc), self.id, f"step {k} ({step.title})", k) from exc
         except Exception as exc:  # ScheduleError and friends: say which step broke
@@ -178,6 +187,34 @@ class Lesson:
                                   f"step {k} ({step.title})", k) from exc
             raise
         return sch
+
+    def _aliases(self, k: int) -> dict:
+        """``outputs`` names bound by steps ``0..k-1`` -> (kind, node name, owner block)."""
+        key = ("aliases", k)
+        cached = self._mods.get(key)
+        if cached is not None:
+            return cached
+        from engine.ir import Block, For, collect  # noqa: PLC0415
+        sch = self.new_schedule(self.test_params or None)
+        env: dict = {}
+        for i in range(k):
+            self.apply_step(sch, i, env)
+        out = {}
+        for name, rv in env.items():
+            if not isinstance(name, str):
+                continue
+            try:
+                node = sch.get(rv)
+            except Exception:  # noqa: BLE001 - the handle died in a later step
+                continue
+            if isinstance(node, For):
+                inner = collect(node.body, Block)
+                out[name] = ("loop", node.loop_var.name,
+                             inner[0].name_hint if inner else None)
+            elif isinstance(node, Block):
+                out[name] = ("block", node.name_hint, None)
+        self._mods[key] = out
+        return out
 
     def schedule_at(self, k: int, params: dict | None = None):
         """A fresh Schedule with steps ``0 .. k-1`` applied (``k = 0``: the original)."""
@@ -190,7 +227,7 @@ class Lesson:
 
     def modules(self, params: dict | None = None) -> list:
         """The program before step 0 and after every step (``len(steps) + 1`` IRModules)."""
-        key = _params_key(self._params(params))
+        key = ("modules", _params_key(self._params(params)))
         mods = self._mods.get(key)
         if mods is None:
             sch = self.new_schedule(params)

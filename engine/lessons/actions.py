@@ -185,9 +185,22 @@ def _node_name(sch: Any, rv: Any) -> str | None:
     return getattr(node, "name_hint", None)
 
 
+def _alias(env: dict, name: Any, kind: str):
+    """(node name, owner block) for a name bound by an earlier step in another session."""
+    if not isinstance(name, str) or name in env:
+        return None
+    a = env.get(("aliases",), {}).get(name)
+    if a is None or a[0] != kind:
+        return None
+    return a[1], a[2]
+
+
 def _get_block(sch: Any, name: str, env: dict, action: dict):
     if name in env:
         return env[name]
+    alias = _alias(env, name, "block")
+    if alias is not None:
+        name = alias[0]
     # handles found earlier are reused while they still name the same block, so a lesson's
     # trace reads like the course's code (one get_block per block, not one per step)
     cache = env.setdefault(("blocks",), {})
@@ -221,6 +234,9 @@ def _get_loop(sch: Any, ref: Any, env: dict, action: dict):
     if isinstance(ref, str) and ref in env:
         return env[ref]
     owner = action.get("loop_block") or action.get("block")
+    alias = _alias(env, ref, "loop")
+    if alias is not None:
+        ref, owner = alias[0], alias[1] or owner
     if owner is None:
         raise ActionError(f"loop {ref!r} is not a name bound by an earlier step; say which "
                           "block it belongs to with \"block\" or \"loop_block\"")
