@@ -159,6 +159,16 @@ def test_softmax_fusion_challenge():
                    sch.get_loops(norm)[0])
     res = ch.check(sch)
     assert res.ok, res.message
-    assert res.link.startswith("/explore/softmax?m=8&n=16&t=")
+    assert res.link.startswith("/explore/softmax?m=128&n=128&t=")  # the challenge's size
+    assert ch.check(sch, params=p).link.startswith("/explore/softmax?m=8&n=16&t=")
     # a trace recorded on this workload but checked at its own (small) params
     assert ch.check(sch.trace.as_json()).ok
+
+
+def test_solutions_are_judged_at_the_challenge_size():
+    ch = challenges.get("mm_relu_course_nest")     # n = 128
+    small = _course(_sch(16))                      # the learner explored at n = 16
+    res = ch.check(small)
+    assert res.ok, res.message
+    assert res.link.startswith("/explore/mm_relu?n=128&t=")
+    assert "serial(32)" in "\n".join(res.details["nest"])   # j_0 runs 128 / 4 times

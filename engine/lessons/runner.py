@@ -264,11 +264,20 @@ def _label(line: str | None, method: str, names: dict | None = None) -> str:
     return call
 
 
+def _resolved(workload: str, params: dict) -> dict:
+    import engine  # noqa: PLC0415
+    try:
+        return dict(engine.workloads.resolve_params(workload, **params))
+    except Exception:  # noqa: BLE001 - reported when the schedule is built
+        return dict(params)
+
+
 def schedule_of(solution: Any, workload: str, params: dict | None = None):
     """The learner's Schedule from a Schedule, Trace, trace document or link token.
 
-    A trace recorded on another workload is refused; its own params win unless
-    ``params`` is given.
+    A trace recorded on another workload is refused. With ``params``, the learner's steps
+    are replayed at those parameters (a Schedule built at other sizes included), so a
+    solution is always judged at the challenge's size; without, its own params are used.
     """
     if hasattr(solution, "mod") and hasattr(solution, "trace"):
         try:
@@ -277,7 +286,13 @@ def schedule_of(solution: Any, workload: str, params: dict | None = None):
             wl_name = None
         if wl_name not in (None, workload):
             raise ReplayError(f"this schedule is of workload {wl_name!r}, not {workload!r}")
-        return solution
+        if params is None or wl_name is None:
+            return solution
+        _, own = trace_workload(solution.trace)
+        want = _resolved(workload, params)
+        if _resolved(workload, own) == want:
+            return solution
+        solution = solution.trace  # same steps, replayed at the requested size below
     trace = load_trace(solution, workload=workload)
     doc = trace_doc(trace)
     wl = doc.get("workload") or {}
