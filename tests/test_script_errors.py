@@ -143,7 +143,7 @@ def test_brief_example_format():
     ("x = 1\n", r"expected a @tvm.script.ir_module class"),
     ("@T.prim_func\ndef f(A: T.Buffer((4,), 'float32')):\n    A[0] = " + "+".join(["1.0"] * 20000),
      r"too deeply nested"),
-])
+], ids=["empty", "null byte", "not a module", "too deeply nested"])
 def test_errors_without_single_position(text, pattern):
     err = _error(text)
     assert re.search(pattern, str(err))
