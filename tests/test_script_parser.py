@@ -380,3 +380,17 @@ def test_tvm_027_printed_text():
     mod = parse(TVM027_TEXT)
     assert engine.structural_equal(mod, mm_relu())
     assert "v_i, v_j, v_k = T.axis.remap(\"SSR\", [i, j, k])" in script(mod)
+
+
+def test_region_inference_of_vector_accesses():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer((4,), "float32")):
+    for i in T.serial(4):
+        with T.block("b"):
+            vi = T.axis.spatial(4, i)
+            B[T.Ramp(vi * 4, 1, 4)] = A[T.Ramp(vi * 4, 2, 2)] + T.Broadcast(C[vi], 4) + T.Broadcast(C[T.Broadcast(vi, 1)], 4)
+'''
+    out = parse(text)["f"].script()
+    assert "T.reads(A[vi * 4:vi * 4 + 3], C[vi])" in out
+    assert "T.writes(B[vi * 4:vi * 4 + 4])" in out

@@ -20,7 +20,7 @@ from typing import Any
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.buffer import Buffer, BufferRegion, Range
-from engine.ir.dtype import is_int
+from engine.ir.dtype import is_int, lanes_of
 from engine.ir.functor import pre_order_visit, substitute
 from engine.ir.structural import structural_equal
 
@@ -59,6 +59,20 @@ def linear_form(e: Any) -> tuple[dict, int] | None:
     return None
 
 
+def _index_access(i: Any) -> tuple:
+    """One dimension of an access as ``(start, extent)``; a vector index ``T.Ramp(b, s, n)``
+    with a constant stride covers ``s * (n - 1) + 1`` elements from ``b``."""
+    if type(i) is E.Ramp:
+        if type(i.stride) is E.IntImm and i.stride.value >= 0 and lanes_of(i.base.dtype) == 1:
+            return i.base, i.stride.value * (i.lanes - 1) + 1
+        return None, None
+    if type(i) is E.Broadcast and lanes_of(i.value.dtype) == 1:
+        return i.value, 1
+    if lanes_of(i.dtype) != 1:
+        return None, None
+    return i, 1
+
+
 class _Access:
     __slots__ = ("buffer", "dims")
 
@@ -89,7 +103,7 @@ class _Collector:
 
         def fn(x: Any) -> None:
             if type(x) is E.BufferLoad:
-                self.add(self.reads, x.buffer, [(i, 1) for i in x.indices])
+                self.add(self.reads, x.buffer, [_index_access(i) for i in x.indices])
 
         pre_order_visit(e, fn)
 
@@ -101,7 +115,7 @@ class _Collector:
             for x in s.seq:
                 self.stmt(x)
         elif t is S.BufferStore:
-            self.add(self.writes, s.buffer, [(i, 1) for i in s.indices])
+            self.add(self.writes, s.buffer, [_index_access(i) for i in s.indices])
             for i in s.indices:
                 self.expr(i)
             self.expr(s.value)
