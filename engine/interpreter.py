@@ -820,6 +820,9 @@ class _Compiler:
 
     def s_BlockRealize(self, s: S.BlockRealize) -> _Fn:
         blk = s.block
+        if lanes_of(s.predicate.dtype) > 1:
+            raise InterpretError(f"the predicate of block {blk.name_hint!r} is a vector "
+                                 f"({s.predicate.dtype}); it must be a single bool")
         if len(s.iter_values) != len(blk.iter_vars):
             raise InterpretError(f"block {blk.name_hint!r} has {len(blk.iter_vars)} iter vars "
                                  f"but {len(s.iter_values)} bindings")
@@ -991,6 +994,11 @@ class _Compiler:
         return storen
 
     def s_IfThenElse(self, s: S.IfThenElse) -> _Fn:
+        if lanes_of(s.condition.dtype) > 1:
+            raise InterpretError(
+                f"the condition of an if statement{self.where()} is a vector "
+                f"({s.condition.dtype}); it must be a single bool — per-lane conditions "
+                "belong in T.Select / T.if_then_else or a scalar loop")
         fc = self.expr(s.condition)
         ft = self.stmt(s.then_case)
         if s.else_case is None:

@@ -597,3 +597,13 @@ def test_course_schedule_and_its_lowered_form_run_the_same():
     np.testing.assert_allclose(scheduled[2], want, rtol=1e-5, atol=1e-5)
     low = run_both(lowered, *args)
     np.testing.assert_array_equal(low[2], scheduled[2])
+
+
+def test_vector_if_condition_is_refused_clearly():
+    A = Buffer("A", (4,), "float32")
+    lanes = Ramp(IntImm("int32", 0), IntImm("int32", 1), 4)
+    f = func_of([A], IfThenElse(lanes < Broadcast(IntImm("int32", 2), 4),
+                                BufferStore(A, Broadcast(E.FloatImm("float32", 1.0), 4),
+                                            (lanes,))))
+    with pytest.raises(InterpretError, match="condition of an if statement.*vector"):
+        interpret(f, None, np.zeros(4, "float32"))
