@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import engine
 from engine.ir import structural_equal
@@ -254,3 +256,37 @@ def test_enter_postproc_and_preserve_unit_loops_round_trip():
     again = fresh("mm_relu")
     Trace.decode(sch.trace.encode()).apply_to_schedule(again)
     assert structural_equal(again.mod, sch.mod)
+
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 200), st.floats(-2, 2),
+                  st.sampled_from(["l1", "l4", "b0", "b99", '"x"', "None", "", "Split",
+                                   "GetBlock", "Y", "mm_relu"]),
+                  st.lists(st.integers(-1, 5), max_size=3))
+
+
+@given(data=st.data())
+def test_mutated_documents_fail_cleanly_or_replay(data):
+    """Any corruption of a valid trace either replays or raises TraceError, and a
+    failed replay leaves the schedule exactly as it was."""
+    doc = json.loads(json.dumps(course().trace.as_json()))
+    for _ in range(data.draw(st.integers(1, 3))):
+        inst = data.draw(st.sampled_from(doc["insts"]))
+        part = data.draw(st.integers(0, 3))
+        if part == 0:
+            inst[0] = data.draw(st.sampled_from(["Split", "Fuse", "Reorder", "Parallel",
+                                                 "GetLoops", "Bogus", "ComputeAt"]))
+        elif isinstance(inst[part], list):
+            if inst[part] and data.draw(st.booleans()):
+                i = data.draw(st.integers(0, len(inst[part]) - 1))
+                inst[part][i] = data.draw(_JUNK)
+            else:
+                inst[part].append(data.draw(_JUNK))
+    target = fresh("mm_relu")
+    mod, n = target.mod, len(target.trace)
+    try:
+        Trace.from_json(doc).apply_to_schedule(target)
+    except TraceError as e:
+        assert str(e)
+        assert target.mod is mod and len(target.trace) == n
+    else:
+        run_and_check(target.mod, "mm_relu", SMALL["mm_relu"])
