@@ -55,6 +55,11 @@ def clear_cache() -> None:
         _CACHE_SIM.clear()
 
 
+def cpu_heavy():
+    """Context manager: hold the timing lock (CPU-heavy work never overlaps a timing run)."""
+    return _TIMING
+
+
 def cache_step(mod, func_name: str | None = None) -> dict:
     """Simulated cache behaviour of ``mod`` (``engine.cache.simulate(...).to_dict()``),
     cached by program hash. Never raises: ``{"error": sentence}`` when it cannot be

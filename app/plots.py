@@ -120,3 +120,61 @@ def cache_figure(rows: list[dict], current: int | None = None) -> str:
                      yaxis=yaxis)
     layout["height"] = 190
     return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+
+
+MAX_CELLS = 128 * 128
+
+
+def _downsample(first_touch):
+    """(rows of first-touch times, -1 = untouched) -> (2-D float array with NaN for
+    untouched, (row block, col block)): at most MAX_CELLS cells, each the earliest touch of
+    its block of elements."""
+    import numpy as np
+    a = np.asarray(first_touch, dtype=float)
+    if a.ndim == 0:
+        a = a.reshape(1, 1)
+    elif a.ndim == 1:
+        a = a.reshape(1, -1)
+    elif a.ndim > 2:
+        a = a.reshape(-1, a.shape[-1])
+    a[a < 0] = np.nan
+    rb = cb = 1
+    while (a.shape[0] // rb) * (a.shape[1] // cb) > MAX_CELLS:
+        if a.shape[0] // rb >= a.shape[1] // cb:
+            rb *= 2
+        else:
+            cb *= 2
+    if rb > 1 or cb > 1:
+        rows = -(-a.shape[0] // rb) * rb
+        cols = -(-a.shape[1] // cb) * cb
+        pad = np.full((rows, cols), np.nan)
+        pad[:a.shape[0], :a.shape[1]] = a
+        blocks = pad.reshape(rows // rb, rb, cols // cb, cb)
+        with np.errstate(all="ignore"):
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                a = np.nanmin(np.nanmin(blocks, axis=3), axis=1)
+    return a, (rb, cb)
+
+
+def pattern_figure(name: str, first_touch, events: int) -> tuple[str, tuple[int, int]]:
+    """Heatmap of when each element of a buffer is first touched during one iteration
+    (dark = early, bright = late, blank = not touched)."""
+    import numpy as np
+    a, block = _downsample(first_touch)
+    z = [[None if np.isnan(v) else int(v) for v in row] for row in a]
+    unit = "element" if block == (1, 1) else f"{block[0]}x{block[1]} block"
+    data = [{
+        "type": "heatmap", "z": z, "colorscale": "Viridis", "reversescale": False,
+        "zmin": 0, "zmax": max(events - 1, 1), "hoverongaps": False,
+        "colorbar": {"title": {"text": "access #", "side": "right"}, "thickness": 10},
+        "hovertemplate": f"{name}[%{{y}}, %{{x}}] ({unit}): first touched at access %{{z}}<extra></extra>",
+    }]
+    layout = _layout("", height=300, margin={"l": 48, "r": 10, "t": 10, "b": 44},
+                     xaxis={"title": {"text": "column" if block[1] == 1 else f"column / {block[1]}"},
+                            "constrain": "domain"},
+                     yaxis={"autorange": "reversed", "scaleanchor": "x",
+                            "title": {"text": "row" if block[0] == 1 else f"row / {block[0]}"}})
+    layout.pop("legend", None)
+    return json.dumps({"data": data, "layout": layout}, default=_jsonable), block

@@ -124,6 +124,13 @@ def cache_pane(workload: str):
     return render_template("panes/cache.html", s=s, **views.cache(s))
 
 
+@bp.get("/explore/<workload>/pattern")
+def pattern_pane(workload: str):
+    s = Session.from_request(workload, request.args, frozenset({"iteration"}))
+    ctx = views.pattern(s, request.args.get("sel"), request.args.get("iteration"))
+    return render_template("panes/pattern.html", s=s, **ctx)
+
+
 @bp.get("/explore/<workload>/code")
 def code(workload: str):
     s = Session.from_request(workload, request.args, frozenset({"kind"}))

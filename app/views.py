@@ -15,7 +15,7 @@ from typing import Any
 from markupsafe import Markup
 
 from . import bridge, diagram, diffview, measure, plots
-from .nodes import FuncTree, loops_of_block, module_trees, names_to_sels, parse_sel
+from .nodes import FuncTree, loops_of_block, module_trees, names_to_sels, parse_sel, walk_tree
 from .primitives import block_prims, loop_prims
 from .session import Session, is_lookup
 
@@ -419,6 +419,54 @@ def cache(session: Session, budget_s: float | None = None) -> dict:
             per_buffer.append({"name": bname, "levels": levels})
     return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
             "per_buffer": per_buffer, "npoints": len(good), "pending": sorted(pending)}
+
+
+def pattern(session: Session, sel: str | None, iteration_raw: str | None) -> dict:
+    """Which elements of each buffer one iteration of a loop touches, and in which order
+    (``engine.cache.access_pattern``): the course's "the j1 loop walks B contiguously"."""
+    mod = session.mod_at(session.at)
+    trees = module_trees(mod)
+    parsed = parse_sel(sel) if sel else None
+    tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), trees[0])
+    node = tree.by_sel.get(sel) if sel else None
+    if node is None or not node.is_loop:
+        node = next((n for n in walk_tree(tree.roots) if n.is_loop and n.sel), None)
+    ctx: dict[str, Any] = {"loop": node, "unavailable": None, "error": None, "figs": [],
+                           "sel": node.sel if node is not None else None}
+    if node is None:
+        ctx["error"] = "This program has no loop to look at."
+        return ctx
+    extent = node.extent or 1
+    try:
+        iteration = int(iteration_raw) if iteration_raw not in (None, "") else 0
+    except ValueError:
+        iteration = -1
+    if not 0 <= iteration < extent:
+        ctx["error"] = (f"Iteration must be a whole number from 0 to {extent - 1} "
+                        f"(loop {node.name} has {extent} iterations).")
+        iteration = 0
+    ctx["iteration"] = iteration
+    ctx["extent"] = extent
+    try:
+        ap = bridge.attr("cache", "access_pattern")
+    except bridge.NotAvailable as e:
+        ctx["unavailable"] = str(e)
+        return ctx
+    try:
+        with measure.cpu_heavy():
+            d = ap(mod, tree.func_name, node.node, iteration).to_dict()
+    except Exception as e:  # noqa: BLE001 - e.g. the loop was unrolled away by lowering
+        ctx["error"] = f"No access pattern for loop {node.name}: {e}"
+        return ctx
+    ctx["events"] = d.get("events", 0)
+    ctx["truncated"] = d.get("truncated", False)
+    for bname, b in (d.get("buffers") or {}).items():
+        if not b.get("touched"):
+            continue
+        fig, block = plots.pattern_figure(bname, b["first_touch"], max(ctx["events"], 1))
+        ctx["figs"].append({"name": bname, "fig": fig, "shape": b.get("shape"),
+                            "touched": b.get("touched"), "block": block})
+    return ctx
 
 
 def code(session: Session, kind: str) -> dict:

@@ -39,6 +39,22 @@
 
   var focusToolbar = false;
 
+  function patternVisible() {
+    var panel = document.getElementById("panel-pattern");
+    return panel && !panel.hidden;
+  }
+
+  function loadPattern() {
+    var pane = $("#pattern-pane");
+    if (!pane) return;
+    var url = pane.getAttribute("data-url");
+    var tb = $("#toolbar");
+    var sel = tb ? tb.getAttribute("data-selected") : "";
+    if (sel && sel.indexOf("L/") === 0) url += (url.indexOf("?") >= 0 ? "&" : "?") + "sel=" + encodeURIComponent(sel);
+    pane.setAttribute("data-loaded", "");
+    htmx.ajax("GET", url, { target: "#pattern-pane", swap: "innerHTML" });
+  }
+
   function select(sel, fromKeyboard) {
     focusToolbar = !!fromKeyboard;
     var tb = $("#toolbar");
@@ -49,6 +65,7 @@
     if (!url) return;
     if (sel) url += (url.indexOf("?") >= 0 ? "&" : "?") + "sel=" + encodeURIComponent(sel);
     htmx.ajax("GET", url, { target: "#toolbar", swap: "outerHTML" });
+    if (patternVisible() && sel && sel.indexOf("L/") === 0) loadPattern();
   }
 
   document.addEventListener("click", function (ev) {
@@ -89,6 +106,7 @@
       var panel = document.getElementById(b.getAttribute("data-tab"));
       if (panel) panel.hidden = !on;
     });
+    if (id === "panel-pattern") loadPattern();
   }
 
   // ------------------------------------------------------------------ copy link
@@ -148,6 +166,9 @@
 
   document.addEventListener("htmx:afterSettle", function (ev) {
     refreshHighlights();
+    // a new step replaced the access-pattern pane: reload it if it is on screen
+    var pp = $("#pattern-pane");
+    if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
     // a refusal names loops/blocks: bring the first of them into view in both panes
     if (ev.detail && ev.detail.elt && ev.detail.elt.id === "message" &&
         ev.detail.elt.getAttribute("data-highlight")) {

@@ -42,7 +42,7 @@ def test_apply_never_fails_with_a_server_error(sel, prim, factors, order, loop, 
 
 @given(params=st.dictionaries(st.sampled_from(["n", "m", "k", "t", "at", "sel", "src", "x<y>"]),
                               text, max_size=4),
-       path=st.sampled_from(["", "/toolbar", "/measure", "/cache", "/code", "/export/json",
+       path=st.sampled_from(["", "/toolbar", "/measure", "/cache", "/code", "/pattern", "/export/json",
                              "/export/tvm"]),
        workload=st.sampled_from(["mm_relu", "matmul", "custom", "nope", "<i>x</i>"]))
 def test_links_never_fail_with_a_server_error(params, path, workload):

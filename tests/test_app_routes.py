@@ -462,6 +462,7 @@ def test_no_route_answers_500(client):
             f"/explore/mm_relu/measure?n={N}&t={t}&at=1", f"/explore/mm_relu/code?n={N}&t={t}",
             f"/explore/mm_relu/export/course?n={N}&t={t}", "/explore/custom?src=",
             f"/explore/mm_relu/cache?n={N}&t={t}&at=3",
+            f"/explore/mm_relu/pattern?n={N}&t={t}&sel=L/mm_relu/3/Y_update&iteration=x",
             "/explore/matmul?n=8", "/explore/softmax", "/explore/mm_relu?n=-1&t=&at=",
             "/explore/mm_relu/export/json", "/favicon.ico", "/static/nope.js"]
     for name in engine.workloads.names():
@@ -562,3 +563,36 @@ def test_applying_a_step_starts_measuring_it_in_the_background(client):
     res = measure.cached(s.mod_at(1), "mm_relu", {"n": N})
     assert res is not None and res["correct"] is True
     assert measure.cached_cache_step(s.mod_at(1), "mm_relu") is not None
+
+
+def test_access_pattern_of_a_loop(client):
+    r = client.get(f"/explore/mm_relu/pattern?n={N}&sel=L/mm_relu/1/Y&iteration=3")
+    assert r.status_code == 200
+    page = html(r)
+    assert "loop j" in page and 'value="3"' in page
+    caps = re.findall(r"<figcaption><strong>(\w+)</strong>", page)
+    assert caps == ["A", "B", "Y"]
+    figs = re.findall(r'data-plotly="([^"]+)" data-buffer="B"', page)
+    fig = json.loads(figs[0].replace("&#34;", '"').replace("&quot;", '"').replace("&#39;", "'")
+                     .replace("&amp;", "&"))
+    z = fig["data"][0]["z"]
+    # one iteration of j (j = 3) reads column 3 of B, in order of k
+    col = [row[3] for row in z]
+    assert all(v is not None for v in col) and col == sorted(col)
+    assert all(row[c] is None for row in z for c in range(N) if c != 3)
+    # no loop selected: the first loop; a bad iteration is explained
+    page = html(client.get(f"/explore/mm_relu/pattern?n={N}&iteration=99"))
+    assert "loop i" in page and "from 0 to 15" in page
+    page = html(client.get(f"/explore/mm_relu/pattern?n={N}&sel=B/mm_relu/Y"))
+    assert "loop i" in page
+
+
+def test_pattern_downsampling_keeps_the_earliest_touch():
+    from app.plots import _downsample
+    import numpy as np
+    big = np.arange(512 * 512).reshape(512, 512)
+    big[0, 0] = -1
+    a, block = _downsample(big.tolist())
+    assert a.shape[0] * a.shape[1] <= 128 * 128 and block == (4, 4)
+    assert a[0, 0] == 1            # -1 (untouched) ignored, earliest of the block kept
+    assert a[1, 1] == 4 * 512 + 4

@@ -239,3 +239,23 @@ def test_back_button_returns_to_the_previous_step(page, server, shot):
     # the selection survives nothing stale: selecting after navigation still works
     select(page, "B/mm_relu/C")
     shot(page, "15-back-forward")
+
+
+def test_access_pattern_tab_follows_the_selected_loop(page, server, shot):
+    page.goto(server + "/explore/mm_relu?n=32")
+    page.wait_for_selector("#program-pane .node")
+    page.click("#tab-pattern")
+    page.wait_for_selector("#pattern-pane .pattern-plot[data-drawn]")
+    assert "loop i" in page.inner_text("#pattern-pane")
+    select(page, "L/mm_relu/1/Y", where="#diagram-pane")
+    page.wait_for_function("document.querySelector('#pattern-pane').innerText.includes('loop j')")
+    page.wait_for_selector("#pattern-pane .pattern-plot[data-drawn]")
+    captions = page.locator("#pattern-pane figcaption").all_inner_texts()
+    assert [c.split()[0] for c in captions] == ["A", "B", "Y"]
+    # another iteration of j, typed into the form
+    page.fill("#pattern-pane input[name=iteration]", "5")
+    page.press("#pattern-pane input[name=iteration]", "Enter")
+    page.wait_for_function("document.querySelector('#pattern-pane input[name=iteration]').value === '5'"
+                           " && document.querySelector('#pattern-pane .pattern-plot[data-drawn]')")
+    shot(page, "16-access-pattern")
+    assert page.js_errors == []
