@@ -146,8 +146,20 @@ class Unroll(Primitive):
 
         It requires: 1) ``loop`` is a valid loop handle.
 
-        Before::  ``for k in range(4): ...``   Call:: ``sch.unroll(k)``
-        After::   ``for k in T.unroll(4): ...``
+        Before::
+
+            for i, j_0, k, j_1 in T.grid(128, 32, 128, 4):
+                with T.block("Y"): ...
+
+        Call::
+
+            sch.unroll(j1)
+
+        After::
+
+            for i, j_0, k in T.grid(128, 32, 128):
+                for j_1 in T.unroll(4):
+                    with T.block("Y"): ...
         """
         sch._run(self, [loop], [])
 
@@ -181,8 +193,21 @@ class Annotate(Primitive):
         It requires: 1) ``ann_key`` is a non-empty string; 2) ``ann_val`` is a str,
         int, float or bool. An existing value for the key is replaced.
 
-        Call::  ``sch.annotate(i, "pragma_auto_unroll_max_step", 16)``
-        After:: ``for i in T.serial(128, annotations={"pragma_auto_unroll_max_step": 16})``
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("C"): ...
+
+        Call::
+
+            i, j = sch.get_loops(sch.get_block("C"))
+            sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+
+        After::
+
+            for i in T.serial(128, annotations={"pragma_auto_unroll_max_step": 16}):
+                for j in range(128):
+                    with T.block("C"): ...
         """
         sch._run(self, [block_or_loop, ann_val], [ann_key])
 
@@ -215,6 +240,18 @@ class Unannotate(Primitive):
         """Remove an annotation from a block or a loop.
 
         It requires: 1) the block or loop has an annotation with key ``ann_key``.
+
+        Before::
+
+            for i in T.serial(128, annotations={"pragma_auto_unroll_max_step": 16}): ...
+
+        Call::
+
+            sch.unannotate(i, "pragma_auto_unroll_max_step")
+
+        After::
+
+            for i in range(128): ...
         """
         sch._run(self, [block_or_loop], [ann_key])
 
