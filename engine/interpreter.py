@@ -197,6 +197,8 @@ class _Compiler:
         self.blocks: list[str] = []          # enclosing block names (for messages)
         self.lenient = [0]                   # >0 while evaluating masked vector branches
         self.stored: set[int] = set()        # buffers written (params must be writable)
+        self.nbands = 0                      # loop nests compiled to numpy operations
+        self.in_fallback = 0                 # >0 while compiling a band's serial fallback
 
     # slots ----------------------------------------------------------------
     def slot(self, obj: Any) -> int:
@@ -755,17 +757,23 @@ class _Compiler:
         return seqn
 
     def s_For(self, s: S.For) -> _Fn:
-        scalar = self._scalar_for(s)
-        if self.vectorize and not self.varying:
+        if self.vectorize and not self.varying and not self.in_fallback:
             plan = self._band_plan(s)
             if plan is not None and plan.loops[0] is s:
                 band = self._compile_band(plan)
                 if band is not None:
+                    self.nbands += 1
+                    self.in_fallback += 1  # the fallback runs the nest iteration by iteration
+                    try:
+                        scalar = self._scalar_for(s)
+                    finally:
+                        self.in_fallback -= 1
+
                     def for_band(env):
                         if not band(env):  # lanes not independent at run time: go serial
                             scalar(env)
                     return for_band
-        return scalar
+        return self._scalar_for(s)
 
     def _scalar_for(self, s: S.For) -> _Fn:
         cmin, cext = self.const_value(s.min), self.const_value(s.extent)
@@ -1276,7 +1284,7 @@ def _check_vector_index(arr: np.ndarray, idx: tuple, buf: Buffer, what: str, whe
         oob(buf, first, what, where)
     return tuple(out)
 
-_BAND_MIN_LANES = 8          # below this, numpy's per-call overhead outweighs the gain
+_BAND_MIN_LANES = 16          # below this, numpy's per-call overhead outweighs the gain
 _BAND_MAX_LANES = 1 << 17    # bounds the temporary arrays of one band
 
 
@@ -1522,6 +1530,7 @@ class CompiledFunc:
                     self._shape_binds.append((p_i, d, comp.bind(s)))
         self._shape_fns = [[comp.expr(s) for s in buf.shape] for buf in func.params]
         self._body = comp.stmt(func.body)
+        self.bands = comp.nbands  # how many loop nests run as numpy operations
         self._nslots = comp.nslots
         self._stored = [id(b) in comp.stored for b in func.params]
         self._dtypes = [_np_dtype(b.dtype) for b in func.params]

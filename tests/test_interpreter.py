@@ -449,8 +449,10 @@ def test_module_with_several_functions():
 
 
 # --------------------------------------------------------------------- numpy bands
-def run_both(f, *arrays):
+def run_both(f, *arrays, need_band=True):
     """Run ``f`` lane-vectorised and iteration by iteration; results must be identical."""
+    assert compile_func(f).bands >= 1 or not need_band, "the program should use a numpy band"
+    assert compile_func(f, vectorize=False).bands == 0
     fast = [a.copy() for a in arrays]
     slow = [a.copy() for a in arrays]
     interpret(f, None, *fast)
@@ -469,7 +471,8 @@ def test_vectorised_bands_are_bit_exact(name, data):
     except W.WorkloadError:
         return
     inf = W.info(name)
-    run_both(W.get(name, **params)[inf.func_name], *W.random_args(name, 1, **params))
+    run_both(W.get(name, **params)[inf.func_name], *W.random_args(name, 1, **params),
+             need_band=False)
 
 
 def _reduce_func(k_binding, extent=16, dtype="float32", op=E.Add, init=True, predicate=None,
@@ -593,9 +596,9 @@ def test_course_schedule_and_its_lowered_form_run_the_same():
         pytest.skip(f"schedule or lower unavailable: {type(exc).__name__}: {exc}")
     args = W.random_args("mm_relu", n=16)
     want = W.reference("mm_relu", n=16)(*args[:2])
-    scheduled = run_both(sch.mod["mm_relu"], *args)
+    scheduled = run_both(sch.mod["mm_relu"], *args, need_band=False)
     np.testing.assert_allclose(scheduled[2], want, rtol=1e-5, atol=1e-5)
-    low = run_both(lowered, *args)
+    low = run_both(lowered, *args, need_band=False)
     np.testing.assert_array_equal(low[2], scheduled[2])
 
 
@@ -607,3 +610,9 @@ def test_vector_if_condition_is_refused_clearly():
                                             (lanes,))))
     with pytest.raises(InterpretError, match="condition of an if statement.*vector"):
         interpret(f, None, np.zeros(4, "float32"))
+
+
+def test_default_workloads_use_bands_where_it_pays():
+    assert compile_func(W.get("mm_relu")["mm_relu"]).bands == 2      # k reduction, C nest
+    assert compile_func(W.get("conv2d")["conv2d"]).bands == 2        # pad nest, ci-kh-kw
+    assert compile_func(W.get("mm_relu", n=4)["mm_relu"]).bands == 1  # only the 16-lane C
