@@ -170,3 +170,12 @@ def test_cost_model_validates_parameters_too():
     with pytest.raises(W.WorkloadError, match="no parameter 'x'"):
         W.info("add").bytes(x=1)
     assert W.info("add").bytes(m=2, n=3) == 4 * 3 * 6
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_workload_prints_and_parses_back(name):
+    script = pytest.importorskip("engine.script")
+    mod = W.get(name, **({"n": 8} if "n" in W.info(name).defaults else {}))
+    fname = W.info(name).func_name
+    back = script.parse(mod.script())
+    assert structural_equal(back[fname], mod[fname])
