@@ -36,9 +36,15 @@ class PrimFunc(Node):
                 return v
         return default
 
-    def with_attr(self, key: str, value: Any) -> "PrimFunc":
-        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
-        return self.replace(attrs=attrs)
+    def with_attr(self, key: Any, value: Any = None) -> "PrimFunc":
+        """A copy with one attribute set, or several: ``with_attr({"global_symbol": "f"})``
+        (the course's form). Setting ``global_symbol`` also renames the function."""
+        items = list(key.items()) if isinstance(key, dict) else [(key, value)]
+        out = self
+        for k, v in items:
+            attrs = tuple((a, b) for a, b in out.attrs if a != k) + ((k, v),)
+            out = out.replace(attrs=attrs, name=v if k == "global_symbol" else out.name)
+        return out
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         return self.replace(body=body)
