@@ -42,7 +42,9 @@ class PrimFunc(Node):
         items = list(key.items()) if isinstance(key, dict) else [(key, value)]
         out = self
         for k, v in items:
-            attrs = tuple((a, b) for a, b in out.attrs if a != k) + ((k, v),)
+            keys = [a for a, _ in out.attrs]
+            attrs = (tuple((a, v if a == k else b) for a, b in out.attrs) if k in keys
+                     else out.attrs + ((k, v),))
             out = out.replace(attrs=attrs, name=v if k == "global_symbol" else out.name)
         return out
 
