@@ -66,7 +66,7 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     page.keyboard.press("Enter")
     page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
     # keyboard users land in the toolbar: the first input (split's factors) has the focus
-    page.wait_for_function("document.activeElement && document.activeElement.name === 'factors'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.name === 'factors'")
     assert page.locator("#program-pane .node.selected").count() >= 1
     assert page.locator('#diagram-pane .dnode.selected').count() == 1
     shot(page, "03-j-selected")
@@ -168,7 +168,7 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     doc = json.loads(open(path).read())
     assert doc["format"] == "schedule-explorer/trace" and doc["workload"]["name"] == "mm_relu"
     page.goto(server + "/#import")
-    page.wait_for_function("document.getElementById('import').open")   # opened by the link
+    page.wait_for_function("() => document.getElementById('import').open")   # opened by the link
     page.set_input_files("#import input[type=file]", path)
     page.click("#import button[type=submit]")
     page.wait_for_url(re.compile(r"/explore/mm_relu\?.*t="))
@@ -231,10 +231,10 @@ def test_back_button_returns_to_the_previous_step(page, server, shot):
     wait_steps(page, 2)
     assert "T.parallel" in program_text(page)
     page.go_back()
-    page.wait_for_function("document.querySelectorAll('#trace-pane li.step').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#trace-pane li.step').length === 2")
     assert "T.parallel" not in program_text(page) and "j_1" in program_text(page)
     page.go_forward()
-    page.wait_for_function("document.querySelectorAll('#trace-pane li.step').length === 3")
+    page.wait_for_function("() => document.querySelectorAll('#trace-pane li.step').length === 3")
     assert "T.parallel" in program_text(page)
     # the selection survives nothing stale: selecting after navigation still works
     select(page, "B/mm_relu/C")
@@ -248,14 +248,14 @@ def test_access_pattern_tab_follows_the_selected_loop(page, server, shot):
     page.wait_for_selector("#pattern-pane .pattern-plot[data-drawn]")
     assert "loop i" in page.inner_text("#pattern-pane")
     select(page, "L/mm_relu/1/Y", where="#diagram-pane")
-    page.wait_for_function("document.querySelector('#pattern-pane').innerText.includes('loop j')")
+    page.wait_for_function("() => document.querySelector('#pattern-pane').innerText.includes('loop j')")
     page.wait_for_selector("#pattern-pane .pattern-plot[data-drawn]")
     captions = page.locator("#pattern-pane figcaption").all_inner_texts()
     assert [c.split()[0] for c in captions] == ["A", "B", "Y"]
     # another iteration of j, typed into the form
     page.fill("#pattern-pane input[name=iteration]", "5")
     page.press("#pattern-pane input[name=iteration]", "Enter")
-    page.wait_for_function("document.querySelector('#pattern-pane input[name=iteration]').value === '5'"
+    page.wait_for_function("() => document.querySelector('#pattern-pane input[name=iteration]').value === '5'"
                            " && document.querySelector('#pattern-pane .pattern-plot[data-drawn]')")
     shot(page, "16-access-pattern")
     assert page.js_errors == []
