@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from markupsafe import Markup, escape
 
-from .nodes import BlockNode, FuncTree, LoopNode
+from .nodes import FuncTree, LoopNode
 
 WIDTH = 560
 PAD = 12           # inset of children inside a loop box
@@ -174,7 +174,3 @@ def render_svg(tree: FuncTree, *, title: str | None = None, footprints: dict | N
            f'font-family="DejaVu Sans, Verdana, sans-serif">'
            + _DEFS + "".join(out) + "</svg>")
     return Markup(svg)
-
-
-LEGEND = [("serial", "serial"), ("parallel", "parallel"), ("vectorized", "vectorized"),
-          ("unroll", "unrolled")]

@@ -342,9 +342,6 @@ class Session:
         q = self.query(token, at)
         return base + ("?" + urlencode(q) if q else "")
 
-    def with_(self, token: str, at: int | None = None) -> str:
-        return self.url(token=token, at=at)
-
     # -- programs
     def prefix_trace(self, k: int):
         """An engine Trace of the first ``k`` steps."""

@@ -12,12 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from markupsafe import Markup
 
 from . import bridge, diagram, diffview, measure, plots
 from .nodes import FuncTree, loops_of_block, module_trees, names_to_sels, parse_sel, walk_tree
 from .primitives import block_prims, loop_prims
-from .session import Session, is_lookup
+from .session import Session
 
 
 # ---------------------------------------------------------------------------- gallery
@@ -258,7 +257,6 @@ def explorer(session: Session, sel: str | None = None) -> dict:
         ctx["program_error"] = str(e)
     ctx["svgs"] = [diagram.render_svg(t, title=t.func_name, footprints=footprints(mod, t))
                    for t in trees]
-    ctx["legend"] = diagram.KIND_STYLE
     try:
         ctx["steps"] = steps(session)
     except Exception as e:  # noqa: BLE001
@@ -486,7 +484,3 @@ def code(session: Session, kind: str) -> dict:
     truncated = len(lines) > limit
     return {"unavailable": None, "error": None, "kind": kind,
             "text": "\n".join(lines[:limit]), "truncated": truncated, "nlines": len(lines)}
-
-
-def tojson_attr(v) -> Markup:
-    return Markup(json.dumps(v))
