@@ -596,3 +596,21 @@ def test_pattern_downsampling_keeps_the_earliest_touch():
     assert a.shape[0] * a.shape[1] <= 128 * 128 and block == (4, 4)
     assert a[0, 0] == 1            # -1 (untouched) ignored, earliest of the block kept
     assert a[1, 1] == 4 * 512 + 4
+
+
+def test_a_step_that_fails_to_compile_is_reported_on_the_step(client, monkeypatch):
+    from app import measure
+    measure.drain_prefetch()
+    measure.clear_cache()
+
+    def broken_build(mod, target="llvm", **kw):
+        raise RuntimeError("LLVM says no")
+    import engine.runtime
+    monkeypatch.setattr(engine.runtime, "build", broken_build)
+    page = html(client.get(f"/explore/mm_relu/measure?n={N}"))
+    assert "compile failed: LLVM says no" in page and "failed: compile" in page
+    page = html(client.get(f"/explore/mm_relu/code?n={N}&kind=asm"))
+    assert "compile failed: LLVM says no" in page
+    monkeypatch.undo()
+    measure.clear_cache()
+    assert "matches numpy" in html(client.get(f"/explore/mm_relu/measure?n={N}"))
