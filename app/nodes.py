@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.ir import (Block, BlockRealize, For, ForKind, IfThenElse, IRModule, LetStmt, PrimFunc,
-                       SeqStmt, as_const_int)
+                       SeqStmt, as_const_int, collect_vars)
 from engine.ir.stmt import Allocate
 
 
@@ -49,6 +49,7 @@ class BlockNode:
     children: list = field(default_factory=list)   # nested blocks/loops (rare)
     depth: int = 0
     predicate: bool = False
+    reduce_loop_vars: tuple = ()   # loop variables bound to the block's reduction axes
 
     is_loop = False
 
@@ -110,6 +111,11 @@ def build_tree(func: PrimFunc, func_name: str | None = None) -> FuncTree:
             pred = as_const_int(stmt.predicate)
             bn = BlockNode(blk, blk.name_hint, _region_names(blk.reads), _region_names(blk.writes),
                            blk.init is not None, kinds, depth=depth, predicate=pred != 1)
+            red: list = []
+            for iv, value in zip(blk.iter_vars, stmt.iter_values):
+                if getattr(iv.iter_type, "value", "") == "R":
+                    red.extend(v for v in collect_vars(value) if all(v is not r for r in red))
+            bn.reduce_loop_vars = tuple(red)
             bn.sel = f"B/{fname}/{blk.name_hint}"
             by_sel[bn.sel] = bn
             by_node[id(blk)] = bn

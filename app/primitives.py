@@ -77,6 +77,10 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
     others = [n for n in walk_tree(tree.roots) if n.is_loop and n.sel and id(n) not in own_ids]
     target_choices = [(n.sel, f"{n.name} (above {n.block})") for n in others]
     own_choices = [(l.sel or "", l.name) for l in own if l.sel]
+    # decompose_reduction is usually wanted above the first reduction loop (the course's k)
+    red_vars = node.reduce_loop_vars if node else ()
+    first_red = next((l.sel for l in own if l.sel and any(l.node.loop_var is v for v in red_vars)),
+                     own_choices[0][0] if own_choices else "")
     reads = [(str(i), b) for i, b in enumerate(node.reads)] if node else []
     writes = [(str(i), b) for i, b in enumerate(node.writes)] if node else []
     no_target = "" if target_choices else "no loop of another block to move under"
@@ -91,7 +95,7 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
              "Inline this block into its producer."),
         Prim("decompose_reduction", "decompose_reduction",
              "Separate the reduction's initialisation into its own block, above the given loop.",
-             [Arg("loop", "init above loop", "select", choices=own_choices)],
+             [Arg("loop", "init above loop", "select", first_red, choices=own_choices)],
              disabled="" if own_choices else "this block has no loops"),
         Prim("cache_read", "cache_read", "Copy a buffer this block reads into a new buffer first.",
              [Arg("buffer", "read buffer", "select", choices=reads),

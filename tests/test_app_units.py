@@ -132,6 +132,10 @@ def test_toolbar_offers_primitives_by_selection_kind():
     assert [v for v, _ in bprims["decompose_reduction"].args[0].choices] == ["L/mm_relu/0/C",
                                                                              "L/mm_relu/1/C"]
     assert [lab for _, lab in bprims["cache_read"].args[0].choices] == ["Y"]
+    # decompose_reduction proposes the reduction loop k by default
+    yprims = {p.name: p for p in block_prims(tree, "Y")}
+    assert yprims["decompose_reduction"].args[0].default == "L/mm_relu/2/Y"
+    assert tree.by_sel["B/mm_relu/Y"].reduce_loop_vars[0].name == "k"
 
 
 def test_custom_program_links_roundtrip_and_refuse_damage():
