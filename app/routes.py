@@ -188,12 +188,7 @@ def import_trace():
     if not text.strip():
         raise AppError(400, "Import failed", "Paste a trace or choose a file to import.",
                        back="/", back_label="the gallery")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise AppError(400, "Import failed",
-                       f"This is not JSON (line {e.lineno}, column {e.colno}: {e.msg}).",
-                       back="/", back_label="the gallery") from None
+    doc = _load_user_json(text)
     try:
         trace = Trace.from_json(doc)
     except Exception as e:  # noqa: BLE001 - the document is the user's
@@ -226,6 +221,25 @@ def import_trace():
                        back="/", back_label="the gallery") from None
     s.set_trace(sch.trace, sch.trace.encode())
     return redirect(s.url(), code=303)
+
+
+def _load_user_json(text: str):
+    """Parse an uploaded/pasted JSON document within the server's size and depth limits
+    (``app.limits``); every problem is a 400 with a sentence."""
+    try:
+        from .limits import InputError as LimitsInputError, Limits
+    except ImportError:  # pragma: no cover - the module ships with the app
+        Limits = None
+    if Limits is not None:
+        try:
+            return Limits.from_config(current_app.config).load_json(text)
+        except LimitsInputError as e:
+            raise AppError(400, "Import failed", str(e), back="/", back_label="the gallery") from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise AppError(400, "Import failed", f"This is not JSON ({e}).", back="/",
+                       back_label="the gallery") from None
 
 
 def _parse_param_text(text: str) -> dict:

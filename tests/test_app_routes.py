@@ -323,7 +323,8 @@ def test_import_tvm_trace_list_with_chosen_workload(client):
 
 @pytest.mark.parametrize("data, words", [
     ({"text": ""}, "Paste a trace"),
-    ({"text": "{not json"}, "not JSON"),
+    ({"text": "{not json"}, "not valid JSON"),
+    ({"text": "[" * 5000 + "]" * 5000}, "nested more than"),
     ({"text": '{"format": "other"}'}, "not a schedule trace"),
     ({"text": json.dumps({"format": "schedule-explorer/trace", "version": 1,
                           "workload": {"name": "nope", "params": {}}, "insts": []})},
