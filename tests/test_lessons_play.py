@@ -193,3 +193,17 @@ def test_apply_for_me_on_a_schedule_rebuilt_from_a_link(lid):
         engine.Trace.decode(token).apply_to_schedule(sch)
         les.apply_step(sch, k)                       # no env: aliases are used
         assert engine.structural_equal(sch.mod, mods[k + 1]), f"{lid} step {k}"
+
+
+def test_lesson5_row_fusion_halves_the_misses():
+    les = lessons.get("05_softmax_reductions")
+    mods = les.modules()                              # m = 256, n = 1024: 1 MB per matrix
+    levels = [{"name": "L1", "size": 32768, "ways": 8, "line": 64},
+              {"name": "L2", "size": 262144, "ways": 8, "line": 64}]
+    before = engine.cache.simulate(mods[0], "softmax", levels=levels, hardware=False)
+    fused = engine.cache.simulate(mods[4], "softmax", levels=levels, hardware=False)
+    for lv in ("L1", "L2"):
+        assert 3 * fused.level(lv).misses < 2 * before.level(lv).misses, lv   # about half
+    # the exp row is read back from cache: its misses fall to the compulsory ones
+    assert fused.per_buffer["T_softmax_exp"][0].misses < \
+        before.per_buffer["T_softmax_exp"][0].misses
