@@ -212,9 +212,31 @@ def trace_json(trace) -> dict:
     return j
 
 
+def limits():
+    """The server's input limits (``app.limits.Limits`` from the app config), or None."""
+    try:
+        from flask import current_app
+
+        from .limits import Limits
+        return Limits.from_config(current_app.config)
+    except (ImportError, RuntimeError):   # no app context (unit use) or no limits module
+        return None
+
+
+def _check_limit(check, *args, back: str | None = None, back_label: str | None = None) -> None:
+    try:
+        check(*args)
+    except ValueError as e:   # app.limits' InputError/LimitError: one sentence naming the limit
+        raise AppError(400, "Over a limit", str(e), back=back or "/",
+                       back_label=back_label or "the gallery") from None
+
+
 def decode_token(token: str, back: str | None = None, back_label: str | None = None):
-    """Trace token -> engine Trace (400 when it is corrupt)."""
+    """Trace token -> engine Trace (400 when it is corrupt or over the length limit)."""
     Trace = bridge.attr("schedule", "Trace")
+    lim = limits()
+    if lim is not None:
+        _check_limit(lim.check_token, token, back=back, back_label=back_label)
     if len(token) > MAX_TOKEN:
         raise AppError(400, "Trace too long",
                        f"The trace in this link is longer than {MAX_TOKEN} characters.",
@@ -298,6 +320,10 @@ class Session:
                            f"This trace was recorded on “{name}”, not on “{self.workload}”.",
                            back=f"/explore/{name}", back_label=f"open it on {name}")
         self.insts = list(j.get("insts", []))
+        lim = limits()
+        if lim is not None:
+            _check_limit(lim.check_trace_length, len(self.insts),
+                         back=self.url(token="", at=None), back_label="the initial program")
         self.step_ends = [i + 1 for i, inst in enumerate(self.insts)
                           if not is_lookup(str(inst[0]) if inst else "")]
         self.token = token if token is not None else encode_trace(trace)

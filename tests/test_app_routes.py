@@ -384,7 +384,7 @@ def test_custom_program_errors(client):
     ("/explore/mm_relu?size=3", 400, "has no parameter"),
     ("/explore/mm_relu?t=%%%", 400, "cannot be read"),
     ("/explore/mm_relu?t=eyJhIjoxfQ", 400, "cannot be read"),
-    ("/explore/mm_relu?t=" + "A" * 20000, 400, "longer than"),
+    ("/explore/mm_relu?t=" + "A" * 20000, 400, "over the limit"),
     ("/explore/mm_relu?at=3", 400, "outside 0..0"),
     ("/explore/mm_relu?at=x", 400, "step number"),
     ("/explore/mm_relu/toolbar?n=x", 400, "whole number"),
@@ -615,3 +615,15 @@ def test_a_step_that_fails_to_compile_is_reported_on_the_step(client, monkeypatc
     monkeypatch.undo()
     measure.clear_cache()
     assert "matches numpy" in html(client.get(f"/explore/mm_relu/measure?n={N}"))
+
+
+def test_trace_length_limit_is_explained(app):
+    from app import create_app as make
+    small = make({"TESTING": True, "EXPLORER_LIMITS": {"max_trace_insts": 4}})
+    c = small.test_client()
+    r = apply(c, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4")
+    assert r.status_code == 200
+    t = state_of(r.headers["HX-Push-Url"])["t"]
+    r = apply(c, {"n": str(N), "t": t}, "L/mm_relu/0/Y", "parallel")    # 6 instructions
+    page = html(c.get(r.headers["HX-Push-Url"])) if r.status_code == 200 else html(r)
+    assert "max_trace_insts" in page
