@@ -77,6 +77,10 @@
     var tab = t.closest(".tab[data-tab]");
     if (tab) { showTab(tab.getAttribute("data-tab")); return; }
     if (t.closest("#copy-link")) { copyLink(); return; }
+    var menu = t.closest(".menu-items a");
+    if (menu) { var d = menu.closest("details"); if (d) setTimeout(function () { d.open = false; }, 0); }
+    // a click elsewhere closes an open menu
+    $all("details.menu[open]").forEach(function (d) { if (!d.contains(t)) d.open = false; });
   });
 
   document.addEventListener("keydown", function (ev) {
