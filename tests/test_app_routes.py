@@ -627,3 +627,13 @@ def test_trace_length_limit_is_explained(app):
     r = apply(c, {"n": str(N), "t": t}, "L/mm_relu/0/Y", "parallel")    # 6 instructions
     page = html(c.get(r.headers["HX-Push-Url"])) if r.status_code == 200 else html(r)
     assert "max_trace_insts" in page
+
+
+def test_custom_program_by_file_upload_and_upload_size_limit(client):
+    text = engine.workloads.get("mm_relu", n=8).script()
+    r = client.post("/explore/custom", data={"file": (io.BytesIO(text.encode()), "prog.py")},
+                    content_type="multipart/form-data")
+    assert r.status_code == 303 and r.headers["Location"].startswith("/explore/custom?src=")
+    big = io.BytesIO(b"x" * (3 * 1024 * 1024))
+    r = client.post("/import", data={"file": (big, "huge.json")}, content_type="multipart/form-data")
+    assert r.status_code == 413 and "larger than" in html(r)
