@@ -330,3 +330,27 @@ def test_handle_buffer_parameter_is_refused():
     f = PrimFunc("h", (H,), Evaluate(const(0)), (("lowered", True),))
     with pytest.raises(BuildError, match="buffer 'H' has dtype handle"):
         engine.build(f, lowered=True)
+
+
+def test_serial_fallback_without_c_compiler(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = ("import warnings, engine, numpy as np\n"
+            "from engine.runtime import runtime_info\n"
+            "from test_lower_ir_helpers import mm_relu_tiled\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    rt = engine.build(mm_relu_tiled(64, ti=16, tj=32))\n"
+            "assert any('parallel runtime unavailable' in str(x.message) for x in w)\n"
+            "a = np.random.rand(64, 64).astype('float32'); b = a.copy(); c = np.zeros_like(a)\n"
+            "rt['mm_relu'](a, b, c)\n"
+            "assert np.allclose(c, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-5)\n"
+            "print(runtime_info()['native'])\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, CC=str(tmp_path / "no-such-cc"), ENGINE_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
