@@ -74,6 +74,9 @@ class Primitive:
     dialect_method: dict = {}
     # Index in attrs holding the function name (GetBlock), else None.
     func_name_attr: int | None = None
+    # Positions in inputs that hold a *list* of handles (TVM's CacheRead/CacheWrite
+    # ``consumer_blocks``: ``["CacheRead", ["b0", ["b3"]], [0, "global"], ["b4"]]``).
+    list_inputs: tuple = ()
 
     def call(self, sch, *args, **kwargs):  # pragma: no cover - overridden
         raise NotImplementedError

@@ -284,7 +284,22 @@ class Schedule:
             func_name = self._resolve_func_name(attrs[prim.func_name_attr], method)
         resolved = []
         for x in inputs:
-            if isinstance(x, _RV):
+            if isinstance(x, (list, tuple)) and any(isinstance(y, _RV) for y in x):
+                items = []
+                for y in x:  # a list of handles (cache_read's consumer_blocks)
+                    if not isinstance(y, _RV):
+                        raise ScheduleError(method, repr(y), "a list of blocks must hold only "
+                                            "block handles", "get them with sch.get_block(...)")
+                    fn, node = self._lookup(y, method)
+                    if func_name is None:
+                        func_name = fn
+                    elif fn != func_name:
+                        raise ScheduleError(method, self._describe(y), "all handles given to "
+                                            "one primitive must be in the same function "
+                                            f"({func_name})", "")
+                    items.append(node)
+                resolved.append(items)
+            elif isinstance(x, _RV):
                 fn, node = self._lookup(x, method)
                 if func_name is None:
                     func_name = fn
@@ -341,7 +356,10 @@ class Schedule:
         for cls, key in pending:
             out_rvs.append(self._new_rv(cls, key))
         enc_inputs = [self._names[x] if isinstance(x, _RV)
-                      else (registry.quote(x) if isinstance(x, str) else x) for x in inputs]
+                      else (registry.quote(x) if isinstance(x, str) else
+                            (tuple(self._names[y] if isinstance(y, _RV) else y for y in x)
+                             if isinstance(x, (list, tuple))
+                             else x)) for x in inputs]
         self._insts.append(Instruction(prim.kind, tuple(enc_inputs), tuple(attrs),
                                        tuple(self._names[r] for r in out_rvs)))
         return out_rvs

@@ -217,7 +217,13 @@ class Trace:
                 raise TraceError(f"instruction {n}: unknown instruction kind {inst.kind!r}")
             inputs = []
             for x in inst.inputs:
-                if _is_ref(x):
+                if isinstance(x, (list, tuple)):  # a list of handles (consumer_blocks)
+                    for y in x:
+                        if not _is_ref(y) or y not in env:
+                            raise TraceError(f"instruction {n} ({inst.kind}) refers to {y!r}, "
+                                             "which no earlier instruction defines")
+                    inputs.append([env[y] for y in x])
+                elif _is_ref(x):
                     if x not in env:
                         raise TraceError(f"instruction {n} ({inst.kind}) refers to {x!r}, which no "
                                          "earlier instruction defines")
@@ -297,7 +303,13 @@ def _check_insts(insts: list, tvm: bool) -> list[Instruction]:
                     raise TraceError(f"instruction {n} ({kind}): bad string literal {x!r}") \
                         from None
             elif isinstance(x, list):
-                raise TraceError(f"instruction {n} ({kind}): nested lists are not valid inputs")
+                if len(ins) not in prim.list_inputs:
+                    raise TraceError(f"instruction {n} ({kind}): nested lists are not valid "
+                                     "inputs")
+                for y in x:  # a list of handles (CacheRead's consumer_blocks)
+                    if not isinstance(y, str) or y.startswith('"') or y not in defined:
+                        raise TraceError(f"instruction {n} ({kind}): input {len(ins)} must be "
+                                         f"a list of earlier handle names, got {x!r}")
             ins.append(_check_value(x, f"instruction {n} ({kind})"))
         at = [_check_value(x, f"instruction {n} ({kind})") for x in attrs]
         for o in outputs:
