@@ -266,3 +266,20 @@ def test_random_primitive_sequences_stay_correct(name, steps):
     sch2 = fresh(name)
     Trace.from_json(sch.trace.as_json()).apply_to_schedule(sch2)
     assert structural_equal(sch2.mod, sch.mod)
+
+
+def test_in_place_update_moves_only_where_each_element_is_computed_once():
+    # after decompose_reduction the update block has no init: recomputing would add twice
+    sch = fresh("layernorm")
+    upd = sch.get_block("row_sqdev")
+    sch.decompose_reduction(upd, sch.get_loops(upd)[1])
+    mod = sch.mod
+    with pytest.raises(ScheduleError, match="computed more than once"):
+        sch.compute_at(upd, sch.get_loops(sch.get_block("norm"))[1])
+    assert sch.mod is mod
+    # ... but where every element is computed exactly once it is allowed (as in TVM)
+    def act(s):
+        y = s.get_block("Y")
+        s.decompose_reduction(y, s.get_loops(y)[0])
+        s.compute_at(y, s.get_loops(s.get_block("C"))[1])
+    assert _attempt("mm_relu", act)

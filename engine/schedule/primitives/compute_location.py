@@ -293,6 +293,17 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         raise ctx.error(f"block {blk.name_hint}", f"index must be an integer, got {index!r}", "")
     realize, hl = _common_checks(ctx, blk, loop, name)
     bname, lname = blk.name_hint, loop.loop_var.name
+    rmw = sorted({r.buffer.name for r in blk.reads} & {w.buffer.name for w in blk.writes})
+    in_place = bool(rmw) and blk.init is None
+
+    def check_once(nest):
+        if in_place and not _executes_once(ctx, loop, nest, blk):
+            raise ctx.error(f"block {bname}", f"block {bname} updates {rmw[0]} in place (it "
+                            "reads what it writes, without an init part), and at loop "
+                            f"{lname} some of its elements would be computed more than once, "
+                            "accumulating twice", "choose a loop whose iterations need "
+                            f"disjoint parts of {rmw[0]}, or move the block before "
+                            "decompose_reduction", highlight=hl)
     if not reverse:
         params = {id(p) for p in ctx.func.params}
         outs = [w.buffer.name for w in blk.writes if id(w.buffer) in params]
@@ -333,6 +344,7 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
             if iv.iter_type is IterType.REDUCE:
                 var_ranges.pop(iv.var, None)
         nest = _new_nest(ctx, blk, var_ranges, an, preserve)
+        check_once(nest)
         return Result(_insert(ctx, blk, loop, nest, pos, children), [])
 
     # ---- reverse_compute_at: what the producers under the loop finish per iteration
@@ -369,8 +381,49 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         if iv.iter_type is IterType.REDUCE:
             var_ranges.pop(iv.var, None)
     nest = _new_nest(ctx, blk, var_ranges, an, preserve)
+    check_once(nest)
     _verify_reads(ctx, blk, nest, regions, loop, an, hl)
     return Result(_insert(ctx, blk, loop, nest, pos, children), [])
+
+
+def _executes_once(ctx: Ctx, loop: For, nest, blk: Block) -> bool:
+    """True when, over all iterations of ``loop`` and the loops around it, the new nest
+    runs every instance of ``blk`` exactly once (the loop-to-axis map is a bijection)."""
+    from engine.arith.simplify import Analyzer as _An
+    loops = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)]
+    loops = list(reversed(loops)) + [loop]
+    cur = nest
+    while isinstance(cur, For):
+        loops.append(cur)
+        cur = cur.body
+    realize = cur
+    if not (isinstance(realize.predicate, E.IntImm) and realize.predicate.value == 1):
+        return False
+    extents = {}
+    for lp in loops:
+        e = E.as_const_int(lp.extent)
+        if e is None or not E.is_const_int(lp.min, 0):
+            return False
+        extents[id(lp.loop_var)] = e
+    used: set = set()
+    for iv, val in zip(blk.iter_vars, realize.iter_values):
+        terms, const = _An().linear(val)
+        radix = []
+        for atom, coef in terms.values():
+            if not isinstance(atom, E.Var) or id(atom) not in extents or id(atom) in used:
+                return False
+            used.add(id(atom))
+            if extents[id(atom)] > 1:
+                radix.append((coef, extents[id(atom)]))
+        radix.sort()
+        stride = 1
+        for coef, ext in radix:
+            if coef != stride:
+                return False
+            stride *= ext
+        if not (E.is_const_int(iv.dom.min, const) and E.is_const_int(iv.dom.extent, stride)):
+            return False
+    return all(id(lp.loop_var) in used or extents[id(lp.loop_var)] == 1 for lp in loops)
 
 
 def _check_dense(ctx: Ctx, x: Block, w, inner: list, blk: Block, loop: For, hl: list):
