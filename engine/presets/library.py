@@ -1,0 +1,178 @@
+"""The shipped presets. Each recipe calls toolbar primitives only, reading sizes from the
+workload parameters so it replays (correctly, if not fast) at small sizes too."""
+from __future__ import annotations
+
+from . import Preset, _register
+
+#: conv2d parameters of the benchmarks (a ResNet-like 3x3 layer, 64 -> 64 channels, 56x56)
+CONV_PARAMS = dict(batch=1, in_channels=64, out_channels=64, size=56, kernel=3, pad=1, stride=1)
+
+
+def _fit(factor: int, extent: int) -> int:
+    """``factor`` clamped to a loop's extent (at least 1), so a recipe stays legal at small n."""
+    return max(1, min(int(factor), int(extent)))
+
+
+# --------------------------------------------------------------------------- mm_relu course
+def _course(sch, p) -> None:
+    """The course's TensorIR chapter: split j by 4, reorder, reverse_compute_at, decompose."""
+    y = sch.get_block("Y", func_name="mm_relu")
+    i, j, k = sch.get_loops(y)
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(j0, k, j1)
+    sch.reverse_compute_at(sch.get_block("C", func_name="mm_relu"), j0)
+    sch.decompose_reduction(y, k)
+
+
+_register(Preset(
+    "mm_relu-course", "mm_relu: the course's four steps",
+    "The MLC course's TensorIR walk-through: split the column loop j by 4, reorder it so the "
+    "reduction k sits between the two halves, move the ReLU block C under j0 "
+    "(reverse_compute_at) and separate Y's initialisation (decompose_reduction).",
+    "mm_relu", {"n": 128}, _course, tags=("course",)))
+
+
+# --------------------------------------------------------------------------- tiled
+def _tiled(block_name: str, func: str, relu: bool):
+    def apply(sch, p) -> None:
+        """32x64 tiles; 4 rows x 64 columns accumulated per step of k (vectorized, unrolled)."""
+        n = p["n"]
+        ti, tj = _fit(32, n), _fit(64, n)
+        rows = _fit(4, ti)
+        blk = sch.get_block(block_name, func_name=func)
+        i, j, k = sch.get_loops(blk)
+        i0, i1 = sch.split(i, factors=[None, ti])
+        j0, j1 = sch.split(j, factors=[None, tj])
+        i1o, i1i = sch.split(i1, factors=[None, rows])
+        sch.reorder(i0, j0, i1o, k, i1i, j1)
+        if relu:
+            sch.reverse_compute_at(sch.get_block("C", func_name=func), j0)
+        init = sch.decompose_reduction(blk, i1o)
+        sch.vectorize(j1)
+        sch.vectorize(sch.get_loops(init)[-1])
+        if relu:
+            sch.vectorize(sch.get_loops(sch.get_block("C", func_name=func))[-1])
+        sch.unroll(i1i)
+        sch.parallel(i0)
+    return apply
+
+
+_register(Preset(
+    "matmul-tiled", "matmul: 32x64 tiles, vectorized, parallel",
+    "Tile C into 32x64 blocks; inside a tile, 4 rows of 64 columns are updated for each k "
+    "(the 64 columns vectorized, the 4 rows unrolled); the tile-row loop runs in parallel.",
+    "matmul", {"n": 1024}, _tiled("C", "matmul", relu=False), tags=("tiling",)))
+
+_register(Preset(
+    "mm_relu-tiled", "mm_relu: 32x64 tiles, vectorized, parallel, ReLU fused per tile",
+    "matmul-tiled's schedule for Y, with the ReLU block C moved into each 32x64 tile "
+    "(reverse_compute_at) while the tile is still in cache.",
+    "mm_relu", {"n": 1024}, _tiled("Y", "mm_relu", relu=True), tags=("tiling",)))
+
+
+# --------------------------------------------------------------------------- best
+#: the register-blocked micro-kernel: R rows x (V x 16) columns of accumulators (16 zmm
+#: registers for R=4, V=4), in 32x64 tiles of C with the reduction cut into 256-long panels.
+BEST = dict(TI=32, TJ=64, TK=256, R=4, V=4, LANES=16)
+
+
+def _best(block_name: str, func: str, relu: bool):
+    def apply(sch, p) -> None:
+        """Tiles for L2/L1, register block with k innermost-but-one, vectorize, unroll,
+        parallel over the fused tile loops."""
+        n = p["n"]
+        lanes = _fit(BEST["LANES"], n)
+        ti = _fit(BEST["TI"], n)
+        r = _fit(BEST["R"], ti)
+        tj = _fit(BEST["TJ"], n)
+        v = _fit(BEST["V"], max(1, tj // lanes))
+        tk = _fit(BEST["TK"], n)
+        blk = sch.get_block(block_name, func_name=func)
+        i, j, k = sch.get_loops(blk)
+        # i: tile rows / register-block rows;  j: tile / vectors per row / 16 lanes
+        i0, i1, i2 = sch.split(i, factors=[None, max(1, ti // r), r])
+        j0, j1, j2, j3 = sch.split(j, factors=[None, max(1, tj // (v * lanes)), v, lanes])
+        k0, k1 = sch.split(k, factors=[None, tk])
+        # micro-kernel: for k1: for i2 (unrolled): for j2 (unrolled): 16-wide FMA on C[i, j]
+        sch.reorder(i0, j0, k0, i1, j1, k1, i2, j2, j3)
+        if relu:
+            sch.reverse_compute_at(sch.get_block("C", func_name=func), j0)
+        init = sch.decompose_reduction(blk, k0)
+        sch.vectorize(j3)
+        sch.unroll(j2)
+        sch.unroll(i2)
+        sch.vectorize(sch.get_loops(init)[-1])
+        if relu:
+            c = sch.get_block("C", func_name=func)
+            cj = sch.get_loops(c)[-1]
+            _, cj1 = sch.split(cj, factors=[None, lanes])
+            sch.vectorize(cj1)
+        sch.parallel(sch.fuse(i0, j0))
+    return apply
+
+
+_BEST_TEXT = (
+    "Register-blocked matmul in the style of BLAS micro-kernels, with toolbar primitives only: "
+    "C is cut into 32x64 tiles (the fused tile loops run in parallel), the reduction into "
+    "256-long panels so a panel of A and B stays in L2; inside, 4 rows x 64 columns of C "
+    "(16 AVX-512 registers) are updated for each k — the 16-wide column loop vectorized, the "
+    "4 rows and 4 vectors unrolled — with the reduction innermost-but-one.")
+
+_register(Preset(
+    "matmul-best", "matmul 1024: register-blocked, vectorized, parallel (fastest)",
+    _BEST_TEXT, "matmul", {"n": 1024}, _best("C", "matmul", relu=False),
+    tags=("performance",)))
+
+_register(Preset(
+    "mm_relu-best", "mm_relu 1024: matmul-best with the ReLU fused per tile",
+    _BEST_TEXT + " The ReLU block C is computed per tile (reverse_compute_at), vectorized.",
+    "mm_relu", {"n": 1024}, _best("Y", "mm_relu", relu=True), tags=("performance",)))
+
+
+# --------------------------------------------------------------------------- conv2d
+def _conv_tiled(sch, p) -> None:
+    """Reduction (ci, kh, kw) outside the vectorized output row; (n, co) fused, parallel."""
+    conv = sch.get_block("conv", func_name="conv2d")
+    n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
+    sch.reorder(n, co, oh, ci, kh, kw, ow)
+    sch.decompose_reduction(conv, ci)
+    sch.vectorize(ow)
+    sch.parallel(sch.fuse(n, co))
+    pad = sch.get_block("pad", func_name="conv2d")
+    pn, pc, _, _ = sch.get_loops(pad)
+    sch.parallel(sch.fuse(pn, pc))
+
+
+def _conv_best(sch, p) -> None:
+    """Register block of 4 output channels x one output row (vectors of 8 along ow),
+    reduction outside it; (n, co-blocks, oh) fused and parallel."""
+    conv = sch.get_block("conv", func_name="conv2d")
+    n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
+    cb = _fit(4, p["out_channels"])
+    wv = _fit(8, (p["size"] + 2 * p["pad"] - p["kernel"]) // p["stride"] + 1)
+    co0, co1 = sch.split(co, factors=[None, cb])
+    ow0, ow1 = sch.split(ow, factors=[None, wv])
+    sch.reorder(n, co0, oh, ci, kh, kw, co1, ow0, ow1)
+    init = sch.decompose_reduction(conv, ci)
+    sch.vectorize(ow1)
+    sch.unroll(ow0)
+    sch.unroll(co1)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.parallel(sch.fuse(n, co0, oh))
+    pad = sch.get_block("pad", func_name="conv2d")
+    pn, pc, _, _ = sch.get_loops(pad)
+    sch.parallel(sch.fuse(pn, pc))
+
+
+_register(Preset(
+    "conv2d-tiled", "conv2d: reduction outside a vectorized row, parallel channels",
+    "For each output row, accumulate over input channels and the 3x3 window with the output "
+    "row vectorized; batch and output channels fused and run in parallel.",
+    "conv2d", dict(CONV_PARAMS), _conv_tiled, tags=("tiling",)))
+
+_register(Preset(
+    "conv2d-best", "conv2d: 4 channels x one row in registers, parallel",
+    "A register block of 4 output channels x one output row (vectors of 8 columns, all "
+    "unrolled) is accumulated over input channels and the 3x3 window; the loops over "
+    "batch, channel blocks and rows are fused and run in parallel.",
+    "conv2d", dict(CONV_PARAMS), _conv_best, tags=("performance",)))
