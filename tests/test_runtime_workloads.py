@@ -87,8 +87,9 @@ def test_random_schedules_are_correct(data):
             continue
         if not loops:
             continue
-        op = data.draw(st.sampled_from(["split", "parallel", "vectorize", "unroll", "fuse"]),
-                       label="op")
+        op = data.draw(st.sampled_from(["split", "parallel", "vectorize", "unroll", "fuse",
+                                        "reorder", "decompose_reduction", "compute_inline",
+                                        "compute_at", "reverse_compute_at"]), label="op")
         idx = data.draw(st.integers(0, len(loops) - 1), label="loop")
         try:
             if op == "split":
@@ -101,6 +102,19 @@ def test_random_schedules_are_correct(data):
                 sch.unroll(loops[idx])
             elif op == "fuse" and len(loops) >= 2 and idx + 1 < len(loops):
                 sch.fuse(loops[idx], loops[idx + 1])
+            elif op == "reorder" and idx + 1 < len(loops):
+                sch.reorder(loops[idx + 1], loops[idx])
+            elif op == "decompose_reduction":
+                sch.decompose_reduction(blk, loops[idx])
+            elif op == "compute_inline":
+                sch.compute_inline(blk)
+            elif op in ("compute_at", "reverse_compute_at"):
+                other = data.draw(st.sampled_from(blocks), label="target block")
+                target_loops = sch.get_loops(sch.get_block(other, func_name=fname))
+                if target_loops:
+                    tl = target_loops[data.draw(st.integers(0, len(target_loops) - 1),
+                                                label="target loop")]
+                    getattr(sch, op)(blk, tl)
         except engine.ScheduleError:
             continue
     check(name, sch.mod, params)
