@@ -400,7 +400,7 @@ class TransformLayout(Primitive):
         if alloc_site(ctx.func, ctx.index, buf) is None:
             raise ctx.error(f"block {bname}", f"{buf.name} is a parameter of the function, and "
                             "its layout is fixed by the array the caller passes",
-                            f"cache_read {buf.name} first, then transform the cache's layout",
+                            f"first cache_read {buf.name}, then transform the cache's layout",
                             highlight=[bname])
         try:
             if isinstance(text, str) and text.lstrip().startswith("{"):

@@ -183,7 +183,7 @@ class RFactor(Primitive):
         realize = idx.realize[id(blk)]
         if blk.init is None or not any(iv.iter_type is IterType.REDUCE for iv in blk.iter_vars):
             raise ctx.error(f"loop {lname}", f"block {bname} is not a reduction block with a "
-                            "T.init()", "rfactor a reduction before decompose_reduction",
+                            "T.init()", "apply rfactor before decompose_reduction",
                             highlight=hl)
         if loop.kind is not ForKind.SERIAL:
             raise ctx.error(f"loop {lname}", f"loop {lname} is {loop.kind.value}, and rfactor "
@@ -236,8 +236,8 @@ class RFactor(Primitive):
         m = match_combiner(blk)
         if isinstance(m, str):
             raise ctx.error(f"block {bname}", f"block {bname} is not a reduction rfactor can "
-                            f"factor: {m}", "rfactor applies to sums, maxima and minima that "
-                            "start from the identity", highlight=hl)
+                            f"factor: {m}", "only sums, maxima and minima that start from "
+                            "the identity can be factored", highlight=hl)
         kind, store, lhs, rhs = m
         buf = store.buffer
         nd = buf.ndim

@@ -662,7 +662,7 @@ def _allocated_write_buffer(ctx: Ctx, blk: Block, index: Any, prim: str) -> tupl
         raise ctx.error(f"block {blk.name_hint}", f"{buf.name} is a parameter of the function "
                         f"(its input or output), and {prim} only applies to intermediate "
                         "buffers the function allocates",
-                        f"cache_write the block into a new buffer first, then {prim} that "
+                        f"first cache_write the block into a new buffer, then {prim} that "
                         "buffer", highlight=[blk.name_hint])
     return buf, site
 
