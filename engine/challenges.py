@@ -283,6 +283,14 @@ def _catalogue() -> list[Challenge]:
                      "  for * in *", "    block T_softmax_exp",
                      "  for * in *", "    block T_softmax_expsum",
                      "  for * in *", "    block T_softmax_norm"]),
+        ReachNest(
+            id="sum_vectorized_reduction",
+            title="Vectorize a reduction",
+            description=("B[i] = sum over k of A[i, k]: make the sum use vector instructions. "
+                         "The reduction loop itself cannot be vectorized; rfactor gives you "
+                         "partial sums that can."),
+            workload="sum", params={"m": 128, "n": 1024},
+            pattern=["for * in vectorized(*)", "  block B_rf*"]),
         BeatTime(
             id="mm_relu_beat_naive",
             title="Make mm_relu 2x faster than the original",

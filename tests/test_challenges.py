@@ -172,3 +172,12 @@ def test_solutions_are_judged_at_the_challenge_size():
     assert res.ok, res.message
     assert res.link.startswith("/explore/mm_relu?n=128&t=")
     assert "serial(32)" in "\n".join(res.details["nest"])   # j_0 runs 128 / 4 times
+
+
+def test_rfactor_challenge_solved_by_lesson7():
+    from engine import lessons
+    les = lessons.get("07_rfactor")
+    ch = challenges.get("sum_vectorized_reduction")
+    assert not ch.check(les.trace_at(3)).ok          # rfactor + decompose, not vectorized yet
+    res = ch.check(les.trace_at(len(les.steps)))
+    assert res.ok, res.message

@@ -35,8 +35,9 @@ def test_minimal_lesson_parses():
 
 def test_shipped_lessons_load_in_order():
     ids = lessons.names()
-    assert len(ids) >= 4
-    assert ids[0] == "01_tensorir_mm_relu"
+    assert len(ids) >= 7
+    assert ids[:7] == ["01_tensorir_mm_relu", "02_tiling_and_cache", "03_vectorize_parallel",
+                       "04_fusion", "05_softmax_reductions", "06_packing", "07_rfactor"]
     for lid in ids:
         les = lessons.get(lid)
         assert les.title and les.steps

@@ -207,3 +207,35 @@ def test_lesson5_row_fusion_halves_the_misses():
     # the exp row is read back from cache: its misses fall to the compulsory ones
     assert fused.per_buffer["T_softmax_exp"][0].misses < \
         before.per_buffer["T_softmax_exp"][0].misses
+
+
+def test_lesson7_rfactor_makes_the_reduction_vectorizable():
+    les = lessons.get("07_rfactor")
+    p = les._params(les.test_params)
+    # the original k cannot be vectorized: the schedule refuses and says why
+    sch = les.schedule_at(0, les.test_params)
+    k = sch.get_loops(sch.get_block("B", func_name="sum"))[1]
+    with pytest.raises(engine.ScheduleError, match="reduction"):
+        sch.vectorize(k)
+    mods = _mods(les)
+    rf = next(b for b in engine.ir.collect(mods[3]["sum"].body, engine.ir.Block)
+              if b.name_hint == "B_rf")
+    kinds = [iv.iter_type for iv in rf.iter_vars]
+    assert kinds.count(engine.ir.IterType.SPATIAL) == 2   # vi and the new vk_1
+    alloc = {b.name: b.const_shape() for b in mods[3]["sum"].body.block.alloc_buffers}
+    assert alloc == {"B_rf": (p["m"], 8)}
+    assert match_nest(mods[-1], ["for * in vectorized(8)", "  block B_rf_update"])
+
+
+def test_lesson6_packing_removes_the_conflict_misses():
+    les = lessons.get("06_packing")
+    mods = les.modules()                               # n = 256
+    fn = mods[-1]["matmul"]
+    alloc = {b.name: b.const_shape() for b in fn.body.block.alloc_buffers}
+    assert alloc == {"B_global": (16, 256, 16)}        # the answer to the step's question
+    levels = [{"name": "L1", "size": 32768, "ways": 8, "line": 64}]
+    strip = engine.cache.simulate(mods[2], "matmul", levels=levels, hardware=False)
+    packed = engine.cache.simulate(mods[4], "matmul", levels=levels, hardware=False)
+    # the strip of B now lies in consecutive lines: L1 misses fall more than 5x (~14x)
+    assert 5 * packed.level("L1").misses < strip.level("L1").misses
+    assert 20 * packed.per_buffer["B_global"][0].misses < strip.per_buffer["B"][0].misses

@@ -351,6 +351,8 @@ def action_python(action: dict) -> str:
             parts.append(f"block_{v}")
         elif p.name == "factors":
             parts.append(f"factors={_py(v)}")
+        elif p.name == "index_map" and isinstance(v, str) and v.lstrip().startswith("lambda"):
+            parts.append(v.strip())  # shown as the lambda it is, as in TVM's API
         elif p.positional:
             parts.append(_py(v))
         else:
