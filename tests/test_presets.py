@@ -1,0 +1,83 @@
+"""engine.presets: every preset applies, is correct at small sizes, and ships as a trace."""
+import json
+
+import numpy as np
+import pytest
+
+import engine
+from engine import presets
+from engine.schedule.trace import replay
+
+
+def _small(p):
+    if "n" in p.params:
+        return [{"n": 64}, {"n": 48}]        # 48: not divisible by the tile sizes
+    return [dict(size=10, in_channels=8, out_channels=8)]
+
+
+def test_names_and_required_presets():
+    names = presets.names()
+    assert len(names) == len(set(names))
+    for required in ("matmul-best", "mm_relu-course", "matmul-tiled"):
+        assert required in names
+
+
+def test_matmul_best_is_a_1024_matmul_schedule():
+    sch = presets.get("matmul-best")
+    assert sch.workload == ("matmul", {"n": 1024})
+    assert "C: T.Buffer((1024, 1024)" in sch.mod.script()
+    kinds = [i.kind for i in sch.trace]
+    # only toolbar primitives (plus the handle look-ups)
+    toolbar = {"GetBlock", "GetLoops", "Split", "Reorder", "Fuse", "Parallel", "Vectorize",
+               "Unroll", "ComputeAt", "ReverseComputeAt", "DecomposeReduction", "CacheRead",
+               "CacheWrite", "TransformLayout"}
+    assert set(kinds) <= toolbar, set(kinds) - toolbar
+    for k in ("Split", "Reorder", "Vectorize", "Unroll", "Parallel", "DecomposeReduction"):
+        assert k in kinds
+    text = sch.mod.script()
+    assert "T.parallel" in text and "T.vectorized" in text and "T.unroll" in text
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_preset_correct_at_small_sizes(name):
+    p = presets.info(name)
+    for params in _small(p):
+        sch = presets.get(name, **params)
+        assert sch.workload == (p.workload, {**p.params, **params})
+        rep = engine.runtime.check_correctness(sch.mod, p.workload)
+        assert rep.ok, (name, params, rep.message)
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_trace_json_round_trip_replays(name):
+    p = presets.info(name)
+    params = _small(p)[0]
+    doc = presets.trace_json(name, **params)
+    doc = json.loads(json.dumps(doc))                  # really JSON
+    assert doc["format"] == "schedule-explorer/trace"
+    assert doc["workload"] == {"name": p.workload, "params": {**p.params, **params}}
+    sch = replay(doc["workload"]["name"], doc["workload"]["params"], doc)
+    assert engine.structural_equal(sch.mod, presets.get(name, **params).mod)
+
+
+def test_best_trace_recorded_at_1024_replays_correctly_at_128():
+    """The shipped 1024 trace itself (fixed factors) is legal and correct on a smaller n."""
+    doc = presets.trace_json("matmul-best")
+    sch = replay("matmul", {"n": 128}, doc)
+    rep = engine.runtime.check_correctness(sch.mod, "matmul")
+    assert rep.ok, rep.message
+
+
+def test_preset_metadata():
+    for p in presets.all_presets():
+        d = p.as_dict()
+        assert d["workload"] in engine.workloads.names()
+        assert d["title"] and d["description"]
+        json.dumps(d)
+
+
+def test_unknown_preset_and_parameter_are_explained():
+    with pytest.raises(presets.PresetError, match="no preset called 'nope'.*matmul-best"):
+        presets.get("nope")
+    with pytest.raises(presets.PresetError, match="no parameter 'size'"):
+        presets.get("matmul-best", size=3)
