@@ -90,7 +90,10 @@ def _to_expr(n: ast.AST, env: dict) -> E.PrimExpr:
             not isinstance(n.value, bool):
         return E.const(n.value, "int32")
     if isinstance(n, ast.BinOp) and type(n.op) in _BINOPS:
-        return _BINOPS[type(n.op)](_to_expr(n.left, env), _to_expr(n.right, env))
+        a, b = _to_expr(n.left, env), _to_expr(n.right, env)
+        if isinstance(n.op, (ast.FloorDiv, ast.Mod)) and E.is_const_int(b, 0):
+            raise IndexMapError("the index map divides by zero")
+        return _BINOPS[type(n.op)](a, b)
     if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
         v = _to_expr(n.operand, env)
         if isinstance(v, E.IntImm):
@@ -119,8 +122,7 @@ def expr_text(e: E.PrimExpr) -> str:
     if t in _PREC:
         p = _PREC[t]
         left = expr_text(e.a)
-        if type(e.a) in _PREC and _PREC[type(e.a)] < p or \
-                (isinstance(e.a, E.IntImm) and e.a.value < 0 and p > 1):
+        if type(e.a) in _PREC and _PREC[type(e.a)] < p:
             left = f"({left})"
         right = expr_text(e.b)
         if type(e.b) in _PREC and _PREC[type(e.b)] <= p or \
@@ -453,6 +455,11 @@ class TransformLayout(Primitive):
         btype = _NAMES.get(attrs[1], "write")
         buf = f'("{btype}", {attrs[0]})'
         text = attrs[2]
+        if isinstance(text, str) and text.lstrip().startswith("{"):  # imported from TVM
+            try:
+                text = normalize_index_map(text)
+            except IndexMapError:
+                pass
         pad = fmt(attrs[3]) if len(attrs) > 3 else "None"
         if dialect == "engine":
             args = [fmt(inputs[0]), buf, json.dumps(text)]
