@@ -57,6 +57,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     from . import routes
     app.register_blueprint(routes.bp)
+    from . import lessons_views; app.register_blueprint(lessons_views.bp)  # lessons, challenges, compare, presenter
     routes.register_error_handlers(app)
     # Security headers (CSP that works with locally served htmx/plotly) and the same-origin
     # check on POSTs, from app.security (the reliability work); skipped only if it is absent.

@@ -1,0 +1,201 @@
+"""Comparing two explorer states side by side (``/compare?a=<link>&b=<link>``).
+
+A *side* is anything a learner can paste: a full explorer link
+(``http://host/explore/mm_relu?n=128&t=...&at=2``), its path, or a bare trace token (the
+``t=`` part; the workload is read from the trace itself). :func:`session_of` turns it into
+an :class:`app.session.Session`, with the same 4xx errors the explorer gives for a bad link.
+
+:func:`runtime_overlay` and :func:`cache_overlay` draw both sides' measurements (the rows
+:func:`app.views.measurements` and :func:`app.views.cache` return) in one plotly figure.
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from werkzeug.datastructures import MultiDict
+
+from . import bridge, diffview
+from .errors import AppError
+from .plots import _jsonable, _layout
+from .session import Session, trace_json
+
+#: longest side text accepted (a link with a long trace token)
+MAX_SIDE = 20000
+COLORS = {"A": "#1f6feb", "B": "#e16f24"}
+
+
+def parse_side(text: str, label: str) -> tuple[str, MultiDict]:
+    """A pasted link or token -> (workload, query arguments). 400 when it is neither."""
+    text = (text or "").strip()
+    back = "/compare"
+    if not text:
+        raise AppError(400, f"Nothing to compare as {label}",
+                       f"Give {label} as an explorer link (…/explore/mm_relu?t=…) or a trace token.",
+                       back=back, back_label="the compare form")
+    if len(text) > MAX_SIDE:
+        raise AppError(400, f"{label} is too long",
+                       f"The link given as {label} is longer than {MAX_SIDE} characters.",
+                       back=back, back_label="the compare form")
+    if "/explore/" in text or text.startswith(("http://", "https://", "/")):
+        parts = urlsplit(text)
+        path = parts.path.rstrip("/")
+        segs = path.split("/")
+        if "explore" not in segs or segs.index("explore") + 1 >= len(segs):
+            raise AppError(400, f"{label} is not an explorer link",
+                           f"The link given as {label} does not point to /explore/<workload>.",
+                           back=back, back_label="the compare form")
+        i = segs.index("explore")
+        workload = segs[i + 1]
+        if len(segs) > i + 2 and segs[i + 2] not in ("present",):
+            raise AppError(400, f"{label} is not an explorer link",
+                           f"The link given as {label} points to a part of the explorer page "
+                           f"(/{'/'.join(segs[i + 2:])[:40]}), not to a state.",
+                           back=back, back_label="the compare form")
+        args = MultiDict(parse_qsl(parts.query, keep_blank_values=True))
+        args.pop("sel", None)
+        return workload, args
+    # a bare token: the trace says which workload (and parameters) it was recorded on
+    Trace = bridge.attr("schedule", "Trace")
+    try:
+        trace = Trace.decode(text)
+    except Exception as e:  # noqa: BLE001 - any decoding failure is the input's fault
+        raise AppError(400, f"{label} cannot be read",
+                       f"The text given as {label} is neither an explorer link nor a trace "
+                       f"token ({e}).", back=back, back_label="the compare form") from None
+    wl = trace_json(trace).get("workload") or {}
+    name = wl.get("name") if isinstance(wl, dict) else None
+    if not name:
+        raise AppError(400, f"{label} names no workload",
+                       f"The trace given as {label} does not say which workload it was "
+                       "recorded on; paste the whole explorer link instead.",
+                       back=back, back_label="the compare form")
+    args = MultiDict({k: str(v) for k, v in (wl.get("params") or {}).items()})
+    args["t"] = text
+    return name, args
+
+
+def session_of(text: str, label: str) -> Session:
+    workload, args = parse_side(text, label)
+    try:
+        return Session.from_request(workload, args)
+    except AppError as e:
+        # keep the explorer's sentence, but offer the way back to the compare form
+        raise AppError(e.status, f"{label}: {e.title}", e.message, back="/compare",
+                       back_label="the compare form") from None
+
+
+def link_of(s: Session) -> str:
+    """The explorer path of a session's current state."""
+    return s.url()
+
+
+def compare_url(a: str, b: str, present: bool = False, **extra) -> str:
+    q = {"a": a, "b": b}
+    if present:
+        q["present"] = "1"
+    q.update({k: v for k, v in extra.items() if v is not None})
+    return "/compare?" + urlencode(q)
+
+
+def common_prefix(sa: Session, sb: Session) -> int:
+    """How many steps the two traces share (same workload and parameters, same
+    instructions): the step where one is a fork of the other."""
+    if sa.workload != sb.workload or sa.params != sb.params or sa.src != sb.src:
+        return 0
+    n = 0
+    ia = ib = 0
+    for k in range(min(sa.at, sb.at)):
+        ea, eb = sa.step_ends[k], sb.step_ends[k]
+        if json.dumps(sa.insts[ia:ea], default=str) != json.dumps(sb.insts[ib:eb], default=str):
+            break
+        n, ia, ib = k + 1, ea, eb
+    return n
+
+
+def changed_lines(text_a: str, text_b: str) -> tuple[set[int], set[int], str]:
+    """Line numbers that differ in A and in B, and a one-line summary of the difference."""
+    rows = diffview.diff_rows(text_a, text_b)
+    in_a = {r.old for r in rows if r.kind == "del" and r.old}
+    in_b = {r.new for r in rows if r.kind == "add" and r.new}
+    if not in_a and not in_b:
+        return in_a, in_b, "The two programs are identical."
+    return in_a, in_b, (f"{len(in_a)} line{'s' if len(in_a) != 1 else ''} only in A, "
+                        f"{len(in_b)} line{'s' if len(in_b) != 1 else ''} only in B.")
+
+
+def runtime_overlay(rows_a: list[dict], rows_b: list[dict]) -> str | None:
+    """Runtime (ms) per step of both traces in one figure, numpy's time as a reference."""
+    data = []
+    all_ms: list[float] = []
+    for label, rows in (("A", rows_a), ("B", rows_b)):
+        pts = [r for r in rows if r.get("time_ms") is not None]
+        if not pts:
+            continue
+        xs = [r["step"] for r in pts]
+        ms = [r["time_ms"] for r in pts]
+        all_ms.extend(ms)
+        corr = [r.get("correct") for r in pts]
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{label} runtime ms",
+            "x": xs, "y": ms, "line": {"color": COLORS[label],
+                                        "dash": "solid" if label == "A" else "dash"},
+            "marker": {"size": 9, "color": COLORS[label],
+                       "symbol": ["circle" if c is True else "x" if c is False
+                                  else "circle-open" for c in corr]},
+            "text": [("correct" if c is True else "WRONG result" if c is False else "not checked")
+                     for c in corr],
+            "hovertemplate": f"{label} step %{{x}}: %{{y:.3f}} ms (%{{text}})<extra></extra>",
+        })
+    if not data:
+        return None
+    numpy_ms = next((r.get("numpy_ms") for r in rows_a + rows_b if r.get("numpy_ms")), None)
+    xs_all = [x for d in data for x in d["x"]]
+    if numpy_ms:
+        data.append({"type": "scatter", "mode": "lines", "name": f"numpy {numpy_ms:.3f} ms",
+                     "x": [min(xs_all) - 0.3, max(xs_all) + 0.3], "y": [numpy_ms, numpy_ms],
+                     "line": {"color": "#8250df", "dash": "dot"}, "hoverinfo": "skip"})
+    spread = max(all_ms) / max(min(all_ms), 1e-9)
+    layout = _layout("", xaxis={"title": {"text": "step"}, "dtick": 1, "zeroline": False},
+                     yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
+                            "rangemode": "tozero"})
+    layout["height"] = 240
+    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+
+
+LEVEL_DASH = ["solid", "dot", "dashdot", "longdash"]
+
+
+def cache_overlay(rows_a: list[dict], rows_b: list[dict]) -> str | None:
+    """Simulated misses per cache level and step: A solid blue-ish, B dashed orange-ish,
+    one line per level (L1, L2, L3)."""
+    data = []
+    values: list[float] = []
+    for label, rows in (("A", rows_a), ("B", rows_b)):
+        names: list[str] = []
+        for r in rows:
+            for lv in r.get("levels") or []:
+                if lv["name"] not in names:
+                    names.append(lv["name"])
+        for i, name in enumerate(names):
+            xs, ys = [], []
+            for r in rows:
+                lv = next((x for x in r.get("levels") or [] if x["name"] == name), None)
+                if lv is not None:
+                    xs.append(r["step"])
+                    ys.append(max(lv["misses"], 0))
+            values.extend(y for y in ys if y > 0)
+            data.append({"type": "scatter", "mode": "lines+markers",
+                         "name": f"{label} {name} misses", "x": xs, "y": ys,
+                         "line": {"color": COLORS[label], "dash": LEVEL_DASH[i % 4],
+                                  "width": 3 - min(i, 2) * 0.7},
+                         "marker": {"size": 7, "color": COLORS[label]},
+                         "hovertemplate": f"{label} step %{{x}}: %{{y:,}} {name} misses<extra></extra>"})
+    if not data:
+        return None
+    spread = (max(values) / min(values)) if values else 1
+    yaxis = ({"title": {"text": "misses (log)"}, "type": "log"} if spread > 20 else
+             {"title": {"text": "misses"}, "rangemode": "tozero"})
+    layout = _layout("", xaxis={"title": {"text": "step"}, "dtick": 1}, yaxis=yaxis)
+    layout["height"] = 240
+    return json.dumps({"data": data, "layout": layout}, default=_jsonable)

@@ -1,0 +1,42 @@
+/* Lesson player: the explorer's own toolbar, sent to the lesson's endpoint.
+ * On a lesson page (#lesson-config present) a primitive form posts to
+ * /lessons/<id>/apply?step=k instead of /explore/<w>/apply, so the step is checked against
+ * the lesson and the address bar keeps the lesson URL. Nothing here builds HTML from text. */
+(function () {
+  "use strict";
+  function config() { return document.getElementById("lesson-config"); }
+
+  document.addEventListener("htmx:configRequest", function (ev) {
+    var cfg = config();
+    if (!cfg) return;
+    var path = ev.detail.path || "";
+    if (ev.detail.verb === "post" && /^\/explore\/[^/]+\/apply$/.test(path)) {
+      ev.detail.path = cfg.getAttribute("data-apply-url");
+    }
+  });
+
+  // the pane the current step points at gets a frame, and comes into view
+  function markLook() {
+    var pane = document.getElementById("lesson-pane");
+    if (!pane) return;
+    document.querySelectorAll(".look-here").forEach(function (e) { e.classList.remove("look-here"); });
+    var look = pane.getAttribute("data-look");
+    var target = {
+      program: "#col-program", diff: "#col-program", code: "#col-program",
+      diagram: "#diagram-pane", runtime: "#measure-pane", cache: "#measure-pane",
+      trace: "#lesson-pane"
+    }[look];
+    var el = target && document.querySelector(target);
+    if (el) el.classList.add("look-here");
+    if (look === "diff" || look === "code") {
+      var tab = document.querySelector('.tab[data-tab="' + (look === "diff" ? "panel-diff" : "panel-ll") + '"]');
+      if (tab && !pane.hasAttribute("data-tab-opened")) { pane.setAttribute("data-tab-opened", "1"); tab.click(); }
+    }
+    if (look === "cache") {
+      var c = document.getElementById("cache-body");
+      if (c && c.scrollIntoView) c.scrollIntoView({ block: "nearest" });
+    }
+  }
+  document.addEventListener("DOMContentLoaded", markLook);
+  document.addEventListener("htmx:afterSettle", markLook);
+})();
