@@ -283,3 +283,27 @@ def test_in_place_update_moves_only_where_each_element_is_computed_once():
         s.decompose_reduction(y, s.get_loops(y)[0])
         s.compute_at(y, s.get_loops(s.get_block("C"))[1])
     assert _attempt("mm_relu", act)
+
+
+def test_parallel_refuses_loops_whose_iterations_repeat_an_accumulation():
+    sch = fresh("softmax")
+    i, j = sch.get_loops(sch.get_block("T_softmax_norm"))
+    for b in ("T_softmax_expsum", "T_softmax_exp", "T_softmax_maxelem"):
+        sch.compute_at(sch.get_block(b), j)
+    run_and_check(sch.mod, "softmax", SMALL["softmax"])
+    mod = sch.mod
+    with pytest.raises(ScheduleError, match="update the same elements of block "
+                                            "T_softmax_maxelem at the same time"):
+        sch.parallel(j)
+    assert sch.mod is mod
+    sch.parallel(i)   # rows are independent
+    run_and_check(sch.mod, "softmax", SMALL["softmax"])
+
+
+@pytest.mark.parametrize("n_fused", [2, 3])
+def test_parallel_on_fused_spatial_loops_of_a_reduction(n_fused):
+    sch = fresh("batch_matmul")
+    blk = sch.index().all_blocks()[0].name_hint
+    loops = sch.get_loops(sch.get_block(blk))
+    sch.parallel(sch.fuse(*loops[:n_fused]))
+    run_and_check(sch.mod, "batch_matmul", SMALL["batch_matmul"])
