@@ -35,7 +35,7 @@ from werkzeug.datastructures import MultiDict
 from . import bridge, compare, diagram, measure, primitives, views
 from .errors import AppError
 from .nodes import module_trees, parse_sel
-from .session import Session
+from .session import Session, decode_token
 
 bp = Blueprint("lessons", __name__)
 log = logging.getLogger("app.lessons")
@@ -317,6 +317,8 @@ def solution_of(ch, text: str) -> tuple[str, dict]:
         token = s.prefix_token(s.at) if s.at < s.nsteps else s.token
         given = {k: v for k, v in s.params.items()}
         return token, given
+    # a bare token: refuse now (400) if it cannot be read at all
+    decode_token(text, back=f"/challenges/{ch.id}", back_label="the challenge")
     return text, {}
 
 
