@@ -55,6 +55,11 @@ class PrimFunc(Node):
         from engine.script.printer import script
         return script(self)
 
+    def _repr_html_(self) -> str:
+        """Jupyter rendering: highlighted script and loop-nest picture."""
+        from engine.notebook import repr_html  # lazy: notebook sits above ir
+        return repr_html(self)
+
 
 @node
 class IRModule(Node):
@@ -111,3 +116,8 @@ class IRModule(Node):
     def script(self) -> str:
         from engine.script.printer import script
         return script(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter rendering: highlighted script and loop-nest picture."""
+        from engine.notebook import repr_html  # lazy: notebook sits above ir
+        return repr_html(self)
