@@ -334,7 +334,7 @@ class RFactor(Primitive):
         wb_block = Block(tuple(wb_ivs), (BufferRegion(rf_buf, tuple(Range(i, 1)
                                                                    for i in wb_rf_idx)),),
                          (BufferRegion(buf, tuple(Range(i, 1) for i in wb_out_idx)),), bname,
-                         wb_body, wb_init, (), ())
+                         wb_body, wb_init, (), blk.annotations)
         wb_realize = BlockRealize(tuple(wb_vals), pred, wb_block)
 
         # --- rebuild: drop the reduction loops (except the rfactor loop) around the block

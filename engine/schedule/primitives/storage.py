@@ -286,6 +286,10 @@ def relaxed_region(ctx: Ctx, blk: Block, region: BufferRegion, loops: list[For])
             out.append(full)
             continue
         lo, hi = a[0], b[1]
+        clo, chi = E.as_const_int(lo), E.as_const_int(hi)
+        size = E.as_const_int(region.buffer.shape[d])
+        if clo is not None and chi is not None and size is not None:  # clamp to the buffer
+            lo, hi = E.const(max(clo, 0), "int32"), E.const(min(chi, size - 1), "int32")
         ext = an.simplify(hi - lo + 1)
         if E.as_const_int(ext) is None:
             out.append(full)
