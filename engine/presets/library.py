@@ -94,8 +94,10 @@ def _best(block_name: str, func: str, relu: bool):
         pack = sch.cache_read(blk, 1, "global")
         sch.transform_layout(pack, ("write", 0), f"lambda k, j: (j // {tj}, k, j % {tj})")
         pk, pj = sch.get_loops(pack)
-        _, pj1 = sch.split(pj, factors=[None, lanes])
-        sch.vectorize(pj1)
+        # split by the panel width first, so each 16-lane vector provably stays in one
+        # panel and the packed store is one contiguous vector (not 16 scalar stores)
+        _, _, pj2 = sch.split(pj, factors=[None, max(1, tj // lanes), lanes])
+        sch.vectorize(pj2)
         sch.parallel(pk)
         # 2. tiles and the register block
         i, j, k = sch.get_loops(blk)
