@@ -4,7 +4,7 @@
 127.0.0.1:5000. Routes live in :mod:`app.routes` (thin), pane view-models in :mod:`app.views`,
 URL state in :mod:`app.session`, the SVG loop diagram in :mod:`app.diagram`, the step diff in
 :mod:`app.diffview`, plotly figures in :mod:`app.plots` and measurements in
-:mod:`app.measure` (the seam a worker pool will replace).
+:mod:`app.measure` (answered by the worker processes of :mod:`app.workers`).
 """
 from __future__ import annotations
 
@@ -42,12 +42,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         static_url_path="/static",
     )
     app.config.update(
-        MAX_CONTENT_LENGTH=2 * 1024 * 1024,   # uploads: traces and programs are small
         SEND_FILE_MAX_AGE_DEFAULT=3600,
         JSON_SORT_KEYS=False,
     )
     if config:
         app.config.update(config)
+    _measurement_config(app, set(config or ()))
     # Autoescape every template, whatever its extension (program text is user-controlled).
     app.jinja_env.autoescape = True
     app.jinja_env.trim_blocks = True
@@ -68,5 +68,36 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
             init_security = None
         if init_security is not None:
             init_security(app)
+    # Measurements: worker processes (compile, check, time, cache simulation, code text)
+    # behind a bounded queue, results in the SQLite store, input limits (app.workers.install).
+    # The server process itself never compiles or runs generated code.
+    from . import measure as _m
+    from .workers import install
+    measurer = install(app)
+    if measurer is not None:
+        _m.MEASURER = measurer
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     return app
+
+
+def _measurement_config(app: Flask, given: set) -> None:
+    """Defaults that depend on the configuration given to :func:`create_app`.
+
+    * ``MEASURE_IN_PROCESS``: measure in the web process instead of worker processes. Only
+      the Flask test-client unit tests use it (``TESTING`` without ``EXPLORER_POOL``), so that
+      they can patch the engine and stay fast; ``python -m app`` and the browser tests always
+      use the worker pool.
+    * ``EXPLORER_INSTANCE``: the folder of the SQLite store (default: the Flask instance
+      folder; a fresh temporary folder for test apps, so tests never share a store).
+    * ``MAX_CONTENT_LENGTH``: the upload limit of :class:`app.limits.Limits`
+      (``max_upload_bytes``) unless the config sets it.
+    """
+    from .limits import Limits
+    testing = bool(app.config.get("TESTING"))
+    app.config.setdefault("MEASURE_IN_PROCESS", testing and "EXPLORER_POOL" not in app.config)
+    if testing and not app.config.get("EXPLORER_INSTANCE"):
+        import tempfile
+        app.config["EXPLORER_INSTANCE"] = tempfile.mkdtemp(prefix="explorer-test-")
+    lim = Limits.from_config(app.config)
+    if "MAX_CONTENT_LENGTH" not in given:
+        app.config["MAX_CONTENT_LENGTH"] = lim.max_upload_bytes

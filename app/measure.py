@@ -1,8 +1,15 @@
 """Measurements of one program state: compile, check against numpy, time.
 
-:func:`measure_step` is the single seam between the web app and measurement: today it runs in
-the server process and caches results in memory keyed by the program's structural hash;
-a later issue moves it into worker processes with a SQLite store without changing callers.
+:func:`measure_step`, :func:`cache_step`, :func:`prefetch` (and the code pane's source text)
+are the seam between the web app and measurement. In the real server (``python -m app``)
+they are answered by a :class:`app.workers.StepMeasurer`: worker processes compile, check and
+time, results are kept in the SQLite store, and the server process never compiles or runs
+generated code. The measurer is the Flask app's ``app.extensions["measurer"]`` (see
+:func:`active`), or the module global :data:`MEASURER` outside a request.
+
+Without a measurer (inside a worker process, and in the Flask test-client unit tests, which
+ask for it with ``MEASURE_IN_PROCESS``) the functions below do the work here and cache
+results in memory keyed by the program's structural hash.
 
 The result is a plain dict (JSON-friendly)::
 
@@ -29,6 +36,27 @@ _KEY_LOCKS: dict[tuple, threading.Lock] = {}
 # would each measure the other's interference.
 _TIMING = threading.Lock()
 MAX_ENTRIES = 512
+#: The StepMeasurer used outside a Flask app context (set by ``create_app`` for a pooled app);
+#: None means "measure in this process" (worker processes, unit tests).
+MEASURER = None
+_NO_APP = object()
+
+
+def active():
+    """The :class:`app.workers.StepMeasurer` answering measurements here, or None.
+
+    In a request, the current app's ``extensions["measurer"]`` (None for an app that
+    measures in-process); elsewhere the module global :data:`MEASURER`.
+    """
+    try:
+        from flask import current_app, has_app_context
+    except ImportError:  # pragma: no cover - Flask ships with the app
+        return MEASURER
+    if has_app_context():
+        m = current_app.extensions.get("measurer", _NO_APP)
+        if m is not _NO_APP:
+            return m
+    return MEASURER
 MAX_BUILDS = 16
 # Timing budget: enough repeats for a stable median without blocking a click for long.
 TARGET_SECONDS = 0.15
@@ -64,6 +92,13 @@ def cache_step(mod, func_name: str | None = None) -> dict:
     """Simulated cache behaviour of ``mod`` (``engine.cache.simulate(...).to_dict()``),
     cached by program hash. Never raises: ``{"error": sentence}`` when it cannot be
     simulated, ``{"unavailable": sentence}`` when the cache part has not landed."""
+    m = active()
+    if m is not None:
+        return m.cache(mod, func_name)
+    return _local_cache_step(mod, func_name)
+
+
+def _local_cache_step(mod, func_name: str | None = None) -> dict:
     h = program_hash(mod)
     fname = func_name or mod.names()[0]
     key = f"{h}:{fname}"
@@ -109,8 +144,68 @@ def build(mod, h: str | None = None):
     return rt, dt
 
 
-def cached(mod, workload: str | None, params: dict) -> dict | None:
+def source(mod, kind: str = "ll-opt") -> tuple[str | None, str | None]:
+    """The code pane's text: ``(LLVM IR or assembly, None)`` or ``(None, sentence)``.
+
+    Compiled by a worker when a measurer is active; here otherwise. Raises
+    :class:`app.bridge.NotAvailable` only when the backend is missing (in-process).
+    """
+    m = active()
+    if m is not None:
+        return m.source(mod, kind)
+    try:
+        rt, _ = build(mod)
+    except bridge.NotAvailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - shown in the pane
+        return None, f"compile failed: {e}"
+    try:
+        return rt.get_source(kind), None
+    except Exception as e:  # noqa: BLE001
+        return None, f"no {kind} text: {e}"
+
+
+def loop_index(func, loop) -> int | None:
+    """The position of ``loop`` among ``func``'s ``For`` nodes in post-order (the same in a
+    worker's unpickled copy, so a loop can be named across processes)."""
+    from engine.ir import For, post_order_visit
+    found: list = []
+    post_order_visit(func, lambda n: found.append(n) if isinstance(n, For) else None)
+    for i, n in enumerate(found):
+        if n is loop:
+            return i
+    return None
+
+
+def loop_at(func, index: int):
+    """The ``For`` node at ``index`` in post-order (see :func:`loop_index`), or None."""
+    from engine.ir import For, post_order_visit
+    found: list = []
+    post_order_visit(func, lambda n: found.append(n) if isinstance(n, For) else None)
+    return found[index] if 0 <= index < len(found) else None
+
+
+def access_pattern(mod, func_name: str, loop, iteration: int) -> dict:
+    """``engine.cache.access_pattern(...).to_dict()`` (it builds and runs instrumented
+    code: a worker does it when a measurer is active). Raises ``ValueError`` with the
+    engine's sentence when there is no pattern for this loop."""
+    m = active()
+    if m is not None:
+        idx = loop_index(mod[func_name], loop)
+        if idx is None:
+            raise ValueError("the loop is not part of this program")
+        return m.pattern(mod, func_name, idx, iteration)
+    ap = bridge.attr("cache", "access_pattern")
+    with _TIMING:
+        return ap(mod, func_name, loop, iteration).to_dict()
+
+
+def cached(mod, workload: str | None, params: dict, func_name: str | None = None
+           ) -> dict | None:
     """The stored result of :func:`measure_step` for this program, or None (never measures)."""
+    m = active()
+    if m is not None:
+        return m.cached(mod, workload, params, func_name)
     key = (program_hash(mod), workload, tuple(sorted(params.items())))
     with _LOCK:
         return _CACHE.get(key)
@@ -118,20 +213,36 @@ def cached(mod, workload: str | None, params: dict) -> dict | None:
 
 def cached_cache_step(mod, func_name: str | None = None) -> dict | None:
     """The stored result of :func:`cache_step`, or None (never simulates)."""
+    m = active()
+    if m is not None:
+        return m.cached_cache(mod, func_name)
     key = f"{program_hash(mod)}:{func_name or mod.names()[0]}"
     with _LOCK:
         return _CACHE_SIM.get(key)
 
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
-                 baseline=None) -> dict:
+                 baseline=None, timing_slot=None) -> dict:
     """Compile ``mod``, check its result, time it. Never raises for a bad program: failures
     are reported in the dict (``ok`` False, ``stage`` where it failed, ``error`` sentence).
 
     ``workload`` names a preset (its numpy reference and random inputs are used); for a
     custom program pass ``None`` and ``baseline`` (the unscheduled module): its output on the
     same random inputs is the expected result.
+
+    With a measurer (the real server) the work is done by a worker process and this call
+    waits for it. ``timing_slot`` (used inside a worker) is a context-manager factory held
+    around the timed runs only, so that no other worker times anything on the same core.
     """
+    m = active()
+    if m is not None:
+        return m.measure(mod, workload, params, func_name=func_name, baseline=baseline)
+    return _local_measure_step(mod, workload, params, func_name=func_name, baseline=baseline,
+                               timing_slot=timing_slot)
+
+
+def _local_measure_step(mod, workload, params, *, func_name=None, baseline=None,
+                        timing_slot=None) -> dict:
     h = program_hash(mod)
     key = (h, workload, tuple(sorted(params.items())))
     with _LOCK:
@@ -142,7 +253,7 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
         with _LOCK:
             if key in _CACHE:
                 return _CACHE[key]
-        res = _measure(mod, h, workload, params, func_name, baseline)
+        res = _measure(mod, h, workload, params, func_name, baseline, timing_slot)
         if res.get("stage") != "unavailable":
             with _LOCK:
                 _CACHE[key] = res
@@ -160,9 +271,13 @@ def prefetch(mod, workload: str | None, params: dict, *, func_name: str | None =
 
     Called right after a step is applied, so the work is under way while the browser swaps
     the panes and asks for the measurement pane; that request then waits on the same per-key
-    lock instead of starting over. Never raises.
+    lock instead of starting over (with a measurer: the same job). Never raises.
     """
     global _PREFETCH
+    m = active()
+    if m is not None:
+        m.prefetch(mod, workload, params, func_name=func_name, baseline=baseline)
+        return
     from concurrent.futures import ThreadPoolExecutor
     with _LOCK:
         if _PREFETCH is None:
@@ -171,8 +286,8 @@ def prefetch(mod, workload: str | None, params: dict, *, func_name: str | None =
 
     def run():
         try:
-            measure_step(mod, workload, params, func_name=func_name, baseline=baseline)
-            cache_step(mod, func_name)
+            _local_measure_step(mod, workload, params, func_name=func_name, baseline=baseline)
+            _local_cache_step(mod, func_name)
         except Exception:  # noqa: BLE001 - the pane's own request will report any failure
             pass
     pool.submit(run)
@@ -194,7 +309,7 @@ def _result(h: str, **kw) -> dict:
     return base
 
 
-def _measure(mod, h, workload, params, func_name, baseline) -> dict:
+def _measure(mod, h, workload, params, func_name, baseline, timing_slot=None) -> dict:
     import numpy as np
     fname = func_name or mod.names()[0]
     try:
@@ -229,21 +344,22 @@ def _measure(mod, h, workload, params, func_name, baseline) -> dict:
         return out
     out["stage"] = "time"
     try:
-        with _TIMING:
+        nkey = (workload, tuple(sorted(params.items())))
+        with _LOCK:
+            np_s = _NUMPY.get(nkey)
+        # Only the timed runs hold the timing slot (a core of their own in a worker).
+        with (timing_slot() if timing_slot is not None else _TIMING):
             sec = _time(rt, fname, run_args)
+            if ref_fn is not None and np_s is None:
+                with blas_threads(1):
+                    np_s = _time_python(lambda: ref_fn(*ref_args))
+                with _LOCK:
+                    _NUMPY[nkey] = np_s
         out["time_ms"] = sec * 1e3
         flops = _flops(workload, params)
         if flops:
             out["gflops"] = flops / sec / 1e9
         if ref_fn is not None:
-            nkey = (workload, tuple(sorted(params.items())))
-            with _LOCK:
-                np_s = _NUMPY.get(nkey)
-            if np_s is None:
-                with _TIMING, blas_threads(1):
-                    np_s = _time_python(lambda: ref_fn(*ref_args))
-                with _LOCK:
-                    _NUMPY[nkey] = np_s
             out["numpy_ms"] = np_s * 1e3
             out["numpy_note"] = numpy_threads_note()
     except Exception as e:  # noqa: BLE001

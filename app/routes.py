@@ -95,7 +95,8 @@ def apply(workload: str):
     token = sch.trace.encode()
     s.set_trace(sch.trace, token)
     s._mods[s.at] = sch.mod
-    if current_app.config.get("PREFETCH_MEASUREMENTS", True):
+    plan = views.measure_plan(s)
+    if current_app.config.get("PREFETCH_MEASUREMENTS", True) and (plan is None or plan.measure):
         wl = s.workload_arg()
         measure.prefetch(sch.mod, wl[0] if wl else None, wl[1] if wl else {},
                          func_name=s.func_name, baseline=s.mod0 if wl is None else None)
@@ -261,16 +262,22 @@ def custom():
     up = request.files.get("file")
     if up is not None and up.filename:
         try:
-            text = up.read(200_001).decode("utf-8")
+            text = up.read().decode("utf-8")    # (bounded by MAX_CONTENT_LENGTH)
         except UnicodeDecodeError:
             raise AppError(400, "The program does not parse", "The file is not UTF-8 text.",
                            back="/", back_label="the gallery") from None
     if not text.strip():
         raise AppError(400, "No program", "Paste a TVMScript program (a @T.prim_func) first.",
                        back="/", back_label="the gallery")
-    if len(text) > 100_000:
-        raise AppError(413, "Program too long", "Programs are limited to 100 000 characters.",
-                       back="/", back_label="the gallery")
+    from .limits import InputError as LimitsInputError
+    from .session import limits
+    lim = limits()
+    try:
+        if lim is not None:
+            lim.check_script(text)
+    except LimitsInputError as e:
+        raise AppError(413, "Program too long", str(e), back="/",
+                       back_label="the gallery") from None
     parse_program(text)  # refuse now, with the parser's line/column, rather than on the next page
     return redirect(f"/explore/{CUSTOM}?src={encode_src(text)}", code=303)
 
@@ -290,9 +297,12 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):
         titles = {404: "Page not found", 405: "Not allowed here", 413: "Upload too large"}
+        limit = current_app.config.get("MAX_CONTENT_LENGTH") or 0
         text = {404: "There is no page at this address.",
                 405: "This address does not accept that kind of request.",
-                413: "The upload is larger than the 2 MB limit."}.get(e.code or 0, e.description)
+                413: f"The upload is larger than the limit of {limit / 1048576:g} MiB "
+                     f"(max_upload_bytes); a trace or a program is a few kilobytes."
+                }.get(e.code or 0, e.description)
         return _error_response(e.code or 500, titles.get(e.code or 0, e.name), text, "/",
                                "the gallery")
 

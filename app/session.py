@@ -231,6 +231,22 @@ def _check_limit(check, *args, back: str | None = None, back_label: str | None =
                        back_label=back_label or "the gallery") from None
 
 
+def check_size(info: dict, params: dict) -> None:
+    """Refuse sizes over the server's FLOP budget (``max_flops``; 400 naming the limit).
+    Sizes over the *measurement* budget are accepted in "simulate only" mode
+    (see ``app.views.measure_plan``)."""
+    lim = limits()
+    f = info.get("flops")
+    if lim is None or f is None:
+        return
+    try:
+        flops = float(f(**params) if callable(f) else f)
+    except Exception:  # noqa: BLE001 - no FLOP count: nothing to check
+        return
+    _check_limit(lim.measure_plan, flops, back=f"/explore/{info['name']}",
+                 back_label=f"{info['name']} at its default sizes")
+
+
 def decode_token(token: str, back: str | None = None, back_label: str | None = None):
     """Trace token -> engine Trace (400 when it is corrupt or over the length limit)."""
     Trace = bridge.attr("schedule", "Trace")
@@ -286,6 +302,7 @@ class Session:
         else:
             info = workload_info(workload)
             params = parse_params(info, args, ignore)
+            check_size(info, params)
             mod0 = load_workload(workload, params)
             src = None
         s = cls(workload, params, info, mod0, src=src)

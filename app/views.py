@@ -344,8 +344,106 @@ def _step_order(session: Session) -> list[int]:
     return [session.at] + [k for k in range(session.nsteps + 1) if k != session.at]
 
 
+# With worker processes: how many steps besides the current one a single pane request may
+# queue (a long shared link must not fill the classroom's queue on its own), and how often
+# the page asks again while steps are queued.
+POOL_AHEAD = 3
+POOL_POLL = "1s"
+
+
+def measure_plan(session: Session):
+    """``app.limits.Limits.measure_plan`` for this workload and sizes (None for a pasted
+    program, whose FLOP count is unknown): ``plan.measure`` False means "simulate only"."""
+    wl = session.workload_arg()
+    if wl is None:
+        return None
+    from .limits import LimitError, MeasurePlan
+    from .session import limits
+    lim = limits()
+    f = session.info.get("flops")
+    try:
+        flops = float(f(**session.params) if callable(f) else f)
+    except Exception:  # noqa: BLE001 - no FLOP count: nothing to plan with
+        return None
+    if lim is None:
+        return None
+    try:
+        return lim.measure_plan(flops)
+    except LimitError as e:     # (the session refuses these sizes before we get here)
+        return MeasurePlan(False, flops, str(e))
+
+
+def _pooled(session: Session, lookup, submit, value_of, budget: float):
+    """Collect one value per step from the measurement workers without blocking for long.
+
+    For every step (the current one first): the stored value (``lookup``), or a job —
+    shared with every other request for the same program (``submit``). At most
+    :data:`POOL_AHEAD` other steps are queued by one request. Waits up to ``budget``
+    seconds in all, then reports the rest as queued with their queue position (0: running,
+    None: not queued yet). Returns ``(by_step, queued, busy)`` where ``busy`` is the
+    "server is busy" sentence when the queue was full.
+    """
+    from .workers import PoolClosed, PoolUnavailable, QueueFull
+    t_end = time.monotonic() + budget
+    by_step: dict[int, Any] = {}
+    tickets: dict[int, Any] = {}
+    queued: dict[int, int | None] = {}
+    busy = None
+    for k in _step_order(session):
+        mod = session.mod_at(k)
+        got = lookup(mod)
+        if got is not None:
+            by_step[k] = got
+            continue
+        if busy is not None or (k != session.at and
+                                len([j for j in tickets if j != session.at]) >= POOL_AHEAD):
+            queued[k] = None
+            continue
+        try:
+            got, ticket = submit(mod)
+        except QueueFull as e:
+            busy = str(e)
+            queued[k] = None
+            continue
+        except (PoolClosed, PoolUnavailable) as e:
+            by_step[k] = e
+            continue
+        if got is not None:
+            by_step[k] = got
+        else:
+            tickets[k] = ticket
+    for k, ticket in tickets.items():          # the current step first
+        left = t_end - time.monotonic()
+        if not ticket.done() and left > 0:
+            try:
+                ticket.result(left)
+            except TimeoutError:
+                pass
+        if ticket.done():
+            by_step[k] = value_of(ticket)
+        else:
+            queued[k] = ticket.position()
+    return by_step, queued, busy
+
+
+def _queued_text(position) -> str:
+    if position is None:
+        return "waiting"
+    if position == 0:
+        return "measuring"
+    return f"queued (position {position})"
+
+
 def measurements(session: Session, budget_s: float | None = None) -> dict:
     budget = STEP_BUDGET_S if budget_s is None else budget_s
+    plan = measure_plan(session)
+    if plan is not None and not plan.measure:
+        # Simulate only: scheduled, printed, drawn and cache-simulated, never run for timing.
+        return {"rows": [], "fig": None, "unavailable": None, "current": None,
+                "speedup": None, "pending": [], "simulate_only": plan.reason}
+    m = measure.active()
+    if m is not None:
+        return _measurements_pooled(session, m, budget)
     t0 = time.perf_counter()
     by_step: dict[int, dict] = {}
     pending: list[int] = []
@@ -360,7 +458,7 @@ def measurements(session: Session, budget_s: float | None = None) -> dict:
         except bridge.NotAvailable as e:
             unavailable = str(e)
             break
-        res = measure.cached(mod, name, params)
+        res = measure.cached(mod, name, params, session.func_name)
         if res is None:
             if fresh and time.perf_counter() - t0 > budget:
                 pending.append(k)
@@ -374,6 +472,11 @@ def measurements(session: Session, budget_s: float | None = None) -> dict:
         r = dict(res)
         r["step"] = k
         by_step[k] = r
+    return _measurement_ctx(session, by_step, pending, unavailable)
+
+
+def _measurement_ctx(session: Session, by_step: dict[int, dict], pending: list[int],
+                     unavailable) -> dict:
     rows = [by_step[k] for k in sorted(by_step)]
     fig = plots.runtime_figure(rows, current=session.at) if rows else None
     cur = by_step.get(session.at)
@@ -385,9 +488,47 @@ def measurements(session: Session, budget_s: float | None = None) -> dict:
             "speedup": speedup, "pending": sorted(pending)}
 
 
+def _measurements_pooled(session: Session, m, budget: float) -> dict:
+    """The measurement pane when worker processes measure (the real server)."""
+    from .workers import JobResult, step_dict
+    wl = session.workload_arg()
+    name, params = (wl[0], wl[1]) if wl else (None, {})
+    baseline = session.mod0 if wl is None else None
+    fname = session.func_name
+    try:
+        found, queued, busy = _pooled(
+            session,
+            lambda mod: m.cached(mod, name, params, fname),
+            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline),
+            m.result_of, budget)
+    except bridge.NotAvailable as e:
+        return {"rows": [], "fig": None, "unavailable": str(e), "current": None,
+                "speedup": None, "pending": []}
+    by_step: dict[int, dict] = {}
+    unavailable = None
+    for k, res in found.items():
+        if isinstance(res, Exception):
+            res = step_dict(JobResult("unavailable", str(res)), "")
+        if res.get("stage") == "unavailable":
+            unavailable = res.get("error")
+            continue
+        r = dict(res)
+        r["step"] = k
+        by_step[k] = r
+    ctx = _measurement_ctx(session, by_step, list(queued), unavailable)
+    ctx.update(queued={k: _queued_text(p) for k, p in queued.items()}, busy=busy,
+               poll_delay=POOL_POLL)
+    if session.at in queued:
+        ctx["current_queued"] = ctx["queued"][session.at]
+    return ctx
+
+
 def cache(session: Session, budget_s: float | None = None) -> dict:
     """Simulated cache misses per level at every step, and per buffer at the current one."""
     budget = STEP_BUDGET_S if budget_s is None else budget_s
+    m = measure.active()
+    if m is not None:
+        return _cache_pooled(session, m, budget)
     t0 = time.perf_counter()
     by_step: dict[int, dict] = {}
     pending: list[int] = []
@@ -407,6 +548,34 @@ def cache(session: Session, budget_s: float | None = None) -> dict:
             break
         by_step[k] = {"step": k, "levels": rep.get("levels"), "error": rep.get("error"),
                       "report": rep}
+    return _cache_ctx(session, by_step, pending, unavailable)
+
+
+def _cache_pooled(session: Session, m, budget: float) -> dict:
+    """The cache pane when worker processes simulate (the real server)."""
+    fname = session.func_name
+    found, queued, busy = _pooled(
+        session, lambda mod: m.cached_cache(mod, fname),
+        lambda mod: m.submit_cache(mod, fname), m.cache_result_of, budget)
+    by_step: dict[int, dict] = {}
+    unavailable = None
+    for k, rep in found.items():
+        if isinstance(rep, Exception):
+            unavailable = str(rep)
+            continue
+        if "unavailable" in rep:
+            unavailable = rep["unavailable"]
+            continue
+        by_step[k] = {"step": k, "levels": rep.get("levels"), "error": rep.get("error"),
+                      "report": rep}
+    ctx = _cache_ctx(session, by_step, list(queued), unavailable)
+    ctx.update(queued={k: _queued_text(p) for k, p in queued.items()}, busy=busy,
+               poll_delay=POOL_POLL)
+    return ctx
+
+
+def _cache_ctx(session: Session, by_step: dict[int, dict], pending: list[int],
+               unavailable) -> dict:
     rows = [by_step[k] for k in sorted(by_step)]
     cur = by_step[session.at]["report"] if session.at in by_step else None
     good = [r for r in rows if r.get("levels")]
@@ -446,13 +615,11 @@ def pattern(session: Session, sel: str | None, iteration_raw: str | None) -> dic
     ctx["iteration"] = iteration
     ctx["extent"] = extent
     try:
-        ap = bridge.attr("cache", "access_pattern")
+        # (builds and runs instrumented code: in a worker process in the real server)
+        d = measure.access_pattern(mod, tree.func_name, node.node, iteration)
     except bridge.NotAvailable as e:
         ctx["unavailable"] = str(e)
         return ctx
-    try:
-        with measure.cpu_heavy():
-            d = ap(mod, tree.func_name, node.node, iteration).to_dict()
     except Exception as e:  # noqa: BLE001 - e.g. the loop was unrolled away by lowering
         ctx["error"] = f"No access pattern for loop {node.name}: {e}"
         return ctx
@@ -470,15 +637,12 @@ def pattern(session: Session, sel: str | None, iteration_raw: str | None) -> dic
 def code(session: Session, kind: str) -> dict:
     mod = session.mod_at(session.at)
     try:
-        rt, _ = measure.build(mod)
+        # (compiled by a worker process in the real server)
+        text, err = measure.source(mod, kind)
     except bridge.NotAvailable as e:
         return {"unavailable": str(e), "text": None, "kind": kind}
-    except Exception as e:  # noqa: BLE001
-        return {"unavailable": None, "error": f"compile failed: {e}", "text": None, "kind": kind}
-    try:
-        text = rt.get_source(kind)
-    except Exception as e:  # noqa: BLE001
-        return {"unavailable": None, "error": f"no {kind} text: {e}", "text": None, "kind": kind}
+    if text is None:
+        return {"unavailable": None, "error": err, "text": None, "kind": kind}
     lines = text.splitlines()
     limit = 3000
     truncated = len(lines) > limit

@@ -26,6 +26,7 @@ Actions (a job lists several, in order):
   computation as a reference;
 * ``source``  — the optimised LLVM IR and the assembly text;
 * ``cache``   — the cache simulation (``engine.cache.simulate``);
+* ``pattern`` — the access pattern of one loop iteration (``engine.cache.access_pattern``);
 * ``debug:*`` — test hooks that crash, abort, hang, hog memory... (only when the pool was
   created with ``allow_debug=True``).
 """
@@ -66,7 +67,9 @@ except Exception:  # noqa: BLE001
 
 # Exceptions whose message is meant for the learner (the engine's error classes).
 USER_ERRORS = {"ScriptError", "ScheduleError", "BuildError", "ArgumentError", "TraceError",
-               "WorkloadError", "InputError", "LimitError", "DTypeError", "CheckError"}
+               "WorkloadError", "InputError", "LimitError", "DTypeError", "CheckError",
+               "AccessPatternError", "CacheSimError", "InstrumentError", "ReplayError",
+               "IndexMapError", "OutOfBoundsError"}
 
 SOURCE_KINDS = ("ll-opt", "asm")
 
@@ -364,6 +367,20 @@ def act_cache(ctx: JobContext) -> None:
     ctx.emit(cache=_plain(res))
 
 
+def act_pattern(ctx: JobContext) -> None:
+    """Which elements one iteration of a loop touches (``engine.cache.access_pattern``);
+    the loop is named by its post-order index among the function's ``For`` nodes."""
+    import engine
+    from app.measure import loop_at
+    mod, func_name = _load(ctx)
+    idx = ctx.job.get("loop_index")
+    loop = loop_at(mod[func_name], int(idx)) if idx is not None else None
+    if loop is None:
+        raise ValueError(f"this program has no loop number {idx}")
+    res = engine.cache.access_pattern(mod, func_name, loop, int(ctx.job.get("iteration") or 0))
+    ctx.emit(pattern=_plain(res))
+
+
 def act_step(ctx: JobContext) -> None:
     """One explorer step exactly as the web app measures it (``app.measure.measure_step``),
     run here instead of in the server; its timing runs inside a timing slot."""
@@ -387,7 +404,7 @@ def act_step(ctx: JobContext) -> None:
 ACTIONS: dict[str, Callable[[JobContext], None]] = {
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
-    "source": act_source, "cache": act_cache,
+    "source": act_source, "cache": act_cache, "pattern": act_pattern,
 }
 DEBUG_ACTIONS = ("segfault", "abort", "exit", "sleep", "spin", "alloc", "raise", "echo", "timed")
 for _k in DEBUG_ACTIONS:

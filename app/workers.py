@@ -60,7 +60,7 @@ __all__ = ["Job", "JobResult", "Ticket", "MeasurePool", "PoolConfig", "QueueFull
 
 #: The actions of a normal explorer step.
 STEP_ACTIONS = ("compile", "check", "time", "source")
-_ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache"}
+_ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern"}
 
 
 class QueueFull(RuntimeError):
@@ -112,6 +112,8 @@ class Job:
     time_limit_s: float | None = None
     debug_arg: Any = None
     debug_cores: int | None = None
+    loop_index: int | None = None       # "pattern": the loop (post-order index of its For)
+    iteration: int = 0                  # "pattern": which iteration of that loop
 
     @classmethod
     def for_trace(cls, workload: str, params: dict[str, Any], trace: Any,
@@ -822,6 +824,10 @@ class StepMeasurer:
 
     _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled", "busy",
                   "pending", "unavailable"}
+    _REMEMBER = {"timeout", "crashed", "out-of-memory"}
+    #: How long a crash/timeout/out-of-memory result is answered from memory before the
+    #: step is tried again.
+    failure_ttl_s = 600.0
 
     def __init__(self, pool: "MeasurePool | Callable[[], MeasurePool]", store: Any = None,
                  fingerprint: str | None = None, kind: str = "step",
@@ -833,6 +839,8 @@ class StepMeasurer:
         self.wait_s = wait_s
         self._lock = threading.RLock()
         self._inflight: dict[tuple, Ticket] = {}
+        self._failed: "collections.OrderedDict[tuple, tuple[float, Any]]" = \
+            collections.OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -879,6 +887,14 @@ class StepMeasurer:
                     self.hits += 1
                 return got, None
         key = (h, kind)
+        with self._lock:
+            failed = self._failed.get(key)
+            if failed is not None:
+                when, value = failed
+                if time.monotonic() - when < self.failure_ttl_s:
+                    self.hits += 1
+                    return value, None
+                del self._failed[key]
         pool = self.pool                      # (starts the pool on first use)
         with self._lock:
             t = self._inflight.get(key)
@@ -895,6 +911,15 @@ class StepMeasurer:
 
     def _done(self, key: tuple, to_value: Callable[[JobResult], Any], result: JobResult) -> None:
         try:
+            if result.status in self._REMEMBER:
+                # A crash, a timeout or running out of memory would happen again: remember
+                # the sentence for a while (in memory only — a restart tries again) instead
+                # of re-running the program every time its page asks.
+                with self._lock:
+                    self._failed[key] = (time.monotonic(), to_value(result))
+                    while len(self._failed) > 1000:
+                        self._failed.popitem(last=False)
+                return
             if self.store is None or result.status in self._TRANSIENT:
                 return
             value = to_value(result)
@@ -931,10 +956,16 @@ class StepMeasurer:
     def cached(self, mod: Any, workload: str | None, params: dict[str, Any],
                func_name: str | None = None, program_hash: str | None = None
                ) -> dict[str, Any] | None:
+        """The stored (or remembered failed) step dict, or None; never submits."""
+        h = program_hash or self.program_hash(mod)
+        kind = self._kind(workload, params, func_name)
+        with self._lock:
+            failed = self._failed.get((h, kind))
+        if failed is not None and time.monotonic() - failed[0] < self.failure_ttl_s:
+            return failed[1]
         if self.store is None:
             return None
-        h = program_hash or self.program_hash(mod)
-        return self.store.get_result(h, self.fingerprint, self._kind(workload, params, func_name))
+        return self.store.get_result(h, self.fingerprint, kind)
 
     def result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
         """The step dict of a finished (or, with ``timeout``, awaited) ticket."""
@@ -986,6 +1017,42 @@ class StepMeasurer:
             lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
                         func_name=func_name), self._cache_value)
 
+    def submit_cache(self, mod: Any, func_name: str | None = None
+                     ) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored cache report, None) or (None, ticket); :meth:`cache_result_of` reads a
+        finished ticket.  Raises :class:`QueueFull` when the queue is full."""
+        return self._submit_cache(mod, func_name)
+
+    def cache_result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
+        return self._cache_value(ticket.result(timeout))
+
+    def cached_cache(self, mod: Any, func_name: str | None = None) -> dict[str, Any] | None:
+        """The stored (or remembered failed) cache report, or None; never submits."""
+        h = self.program_hash(mod)
+        key = (h, f"cache:{func_name or '-'}")
+        with self._lock:
+            failed = self._failed.get(key)
+        if failed is not None and time.monotonic() - failed[0] < self.failure_ttl_s:
+            return failed[1]
+        if self.store is None:
+            return None
+        return self.store.get_result(h, self.fingerprint, key[1])
+
+    def pattern(self, mod: Any, func_name: str, loop_index: int, iteration: int,
+                timeout: float | None = None) -> dict[str, Any]:
+        """``engine.cache.access_pattern(...).to_dict()`` computed by a worker (it builds
+        and runs instrumented code).  Raises ``ValueError`` with a sentence when the worker
+        could not compute it (the engine's refusal, a crash, a timeout, a busy queue)."""
+        job = Job(actions=("pattern",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+                  func_name=func_name, loop_index=int(loop_index), iteration=int(iteration))
+        try:
+            r = self._wait(self.pool.submit(job), timeout)
+        except (QueueFull, PoolClosed, PoolUnavailable) as e:
+            raise ValueError(str(e)) from None
+        if r.ok and isinstance(r.data.get("pattern"), dict):
+            return r.data["pattern"]
+        raise ValueError(r.message or f"the access pattern could not be computed ({r.status})")
+
     def cache(self, mod: Any, func_name: str | None = None,
               timeout: float | None = None) -> dict[str, Any]:
         """``engine.cache.simulate(mod, func_name).to_dict()`` from a worker (or the store);
@@ -1022,15 +1089,17 @@ class StepMeasurer:
         return None, d.get("error") or "no code"
 
 
-def install(app: Any) -> StepMeasurer:
+def install(app: Any) -> StepMeasurer | None:
     """Wire the reliability parts into a Flask app; returns the :class:`StepMeasurer`.
 
     * ``app.extensions["limits"]``   — :class:`app.limits.Limits` from ``EXPLORER_LIMITS``;
     * ``app.extensions["store"]``    — :class:`app.store.Store` in the instance folder
-      (``EXPLORER_STORE=False`` disables it, e.g. in tests);
+      (``EXPLORER_INSTANCE`` names another folder; ``EXPLORER_STORE=False`` disables it);
     * ``app.extensions["measurer"]`` — a :class:`StepMeasurer` whose pool starts on first
       use (so an app that never measures starts no process); ``EXPLORER_POOL`` (a dict of
-      :class:`PoolConfig` fields) overrides the pool settings.
+      :class:`PoolConfig` fields) overrides the pool settings.  With
+      ``MEASURE_IN_PROCESS`` (Flask test-client unit tests only) it is None: ``app.measure``
+      then compiles and times in the calling process, and None is returned.
     The pool is closed at interpreter exit.
     """
     import atexit
@@ -1038,7 +1107,15 @@ def install(app: Any) -> StepMeasurer:
     from .limits import Limits
     from .store import Store
     limits = Limits.from_config(app.config)
-    store = Store.for_app(app) if app.config.get("EXPLORER_STORE", True) else None
+    store = None
+    if app.config.get("EXPLORER_STORE", True):
+        folder = app.config.get("EXPLORER_INSTANCE") or app.instance_path
+        store = Store(os.path.join(folder, "explorer.sqlite3"))
+    app.extensions["limits"] = limits
+    app.extensions["store"] = store
+    if app.config.get("MEASURE_IN_PROCESS"):
+        app.extensions["measurer"] = None
+        return None
     overrides = dict(app.config.get("EXPLORER_POOL") or {})
     created: list[MeasurePool] = []
 
