@@ -766,25 +766,29 @@ class StorageAlign(Primitive):
 
         Before::
 
-            B_shared = T.alloc_buffer((16, 16))
+            B_global = T.alloc_buffer((16, 16))
             for ax0, ax1 in T.grid(16, 16):
-                with T.block("B_shared"):
+                with T.block("B_global"):
                     v0, v1 = T.axis.remap("SS", [ax0, ax1])
-                    ...
+                    T.reads(B[v0, v1])
+                    T.writes(B_global[v0, v1])
+                    B_global[v0, v1] = B[v0, v1]
 
         Call::
 
-            sch.storage_align(sch.get_block("B_shared"), 0, axis=0, factor=16, offset=1)
+            B_global = sch.cache_read(sch.get_block("C"), 1, "global")
+            sch.storage_align(B_global, 0, axis=0, factor=16, offset=1)
 
-        After::
+        After (rows of B_global are 17 elements apart)::
 
-            B_shared = T.alloc_buffer((16, 16))
+            B_global = T.alloc_buffer((16, 16))
             for ax0, ax1 in T.grid(16, 16):
-                with T.block("B_shared"):
+                with T.block("B_global"):
                     v0, v1 = T.axis.remap("SS", [ax0, ax1])
-                    ...
+                    T.reads(B[v0, v1])
+                    T.writes(B_global[v0, v1])
                     T.block_attr({"buffer_dim_align": [[0, 0, 16, 1]]})
-                    ...
+                    B_global[v0, v1] = B[v0, v1]
         """
         index = buffer_index_of(sch, block, buffer_index, "write", "storage_align",
                                 "buffer_index")
