@@ -226,3 +226,21 @@ def test_traces_and_tvm_import():
     assert structural_equal(target.mod, sch.mod)
     assert PACK in tr.as_python()
     run_and_check(target.mod, "matmul", SMALL["matmul"])
+
+
+@given(data=st.data())
+def test_separable_injectivity_check_agrees_with_enumeration(data):
+    from engine.arith import bound_of
+    from engine.schedule.primitives.layout import _injective, _injective_enum
+    params = [E.Var("i", "int32"), E.Var("j", "int32")]
+    exprs = data.draw(st.lists(_exprs(params), min_size=1, max_size=3))
+    shape = (data.draw(st.integers(1, 6)), data.draw(st.integers(1, 5)))
+    ranges = {p: (0, s - 1) for p, s in zip(params, shape)}
+    new_shape = []
+    for x in exprs:
+        lo, hi = bound_of(x, ranges)
+        if lo is None or hi is None or lo < 0:
+            return
+        new_shape.append(hi + 1)
+    assert _injective(params, exprs, shape, tuple(new_shape)) == \
+        _injective_enum(params, exprs, shape, tuple(new_shape))

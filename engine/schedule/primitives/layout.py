@@ -258,6 +258,32 @@ def _np_eval(e: E.PrimExpr, env: dict):
 
 
 def _injective(params: list, exprs: list, shape: tuple, new_shape: tuple) -> bool:
+    """True when no two old indices map to the same new index.
+
+    A *separable* map (each new index uses at most one old index, as in ``(j // 16, k,
+    j % 16)``) is one-to-one exactly when, for every old index, the new indices using it
+    are one-to-one along that dimension — checked in time linear in the extents. Other
+    maps are checked by enumerating the old index space."""
+    from engine.ir.functor import collect_vars
+    uses = [[p for p in params if any(v is p for v in collect_vars(x))] for x in exprs]
+    if all(len(u) <= 1 for u in uses):
+        for p, n in zip(params, shape):
+            mine = [(x, ns) for x, u, ns in zip(exprs, uses, new_shape) if u and u[0] is p]
+            if not mine:
+                if n > 1:
+                    return False
+                continue
+            vals = np.arange(n, dtype=np.int64)
+            lin = np.zeros(n, dtype=np.int64)
+            for x, ns in mine:
+                lin = lin * ns + np.broadcast_to(_np_eval(x, {p: vals}), (n,)).astype(np.int64)
+            if np.unique(lin).size != n:
+                return False
+        return True
+    return _injective_enum(params, exprs, shape, new_shape)
+
+
+def _injective_enum(params: list, exprs: list, shape: tuple, new_shape: tuple) -> bool:
     """Enumerate the old index space (in chunks along the first dimension) and check that
     no two old indices map to the same new index."""
     total_new = int(np.prod(new_shape, dtype=np.int64))
