@@ -148,6 +148,8 @@ def check_learner(les, k: int, s: Session) -> dict | None:
     except Exception as e:  # noqa: BLE001 - the checker must not take the page down
         log.exception("check_step failed")
         return {"state": "wrong", "text": f"Your step could not be checked: {e}"}
+    # the engine counts steps from 0; the page shows them from 1
+    msg = msg.replace(f"step {k} (", f"step {k + 1} (")
     return {"state": "ok" if ok else "wrong", "text": msg}
 
 
@@ -261,7 +263,10 @@ def lesson_apply(lesson_id: str):
     ctx = player_context(les, k, token=token, present=present)
     chk = ctx["check"] or {"state": "ok", "text": ""}
     kind = "ok" if chk["state"] == "ok" else "wrong"
-    text = f"applied: {summary}. " + (chk["text"] or "")
+    text = f"applied: {summary}. " + {
+        "ok": "✓ This is the lesson's step.",
+        "waiting": "The program is the one before this step.",
+    }.get(chk["state"], "✗ Not the lesson's step yet: see the lesson pane.")
     html = render_template("lessons/panes_oob.html", **ctx,
                            message={"kind": kind, "text": text, "highlight": []})
     return make_response(html, push_url=lesson_url(les, k, token=token, present=present))

@@ -60,7 +60,7 @@
   document.addEventListener("keydown", function (ev) {
     if (!presenting()) return;
     var t = ev.target;
-    if (t instanceof Element && t.closest("input, textarea, select, [contenteditable]")) return;
+    if (t instanceof Element && t.closest("textarea, select, [contenteditable], input:not([type=checkbox]):not([type=radio]):not([type=button])")) return;
     if (ev.altKey || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
     var fwd = ev.key === "ArrowRight" || ev.key === "PageDown";
     var back = ev.key === "ArrowLeft" || ev.key === "PageUp";

@@ -1,0 +1,161 @@
+"""The lesson player in a real Chromium: play lesson 1 through with "apply for me", do one
+step yourself with the explorer toolbar (checked against the lesson), presenter mode with
+keyboard stepping, and a comparison of two branches of one trace. Screenshots go to
+test-artifacts/screenshots/lessons-*.png."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+L1 = "01_tensorir_mm_relu"
+
+
+def program_text(page) -> str:
+    return page.inner_text("#program-pane")
+
+
+def wait_plot(page, sel: str = "#runtime-plot[data-drawn]", timeout: int = 180_000) -> None:
+    page.wait_for_selector(sel, timeout=timeout)
+
+
+def test_play_lesson_one_with_apply_for_me(page, server, shot):
+    page.goto(server + "/")
+    page.click('a[href="/lessons"]')
+    page.wait_for_selector(f"#lesson-{L1}")
+    shot(page, "lessons-01-list")
+    page.click(f"#lesson-{L1} a.button")
+    page.wait_for_url(re.compile(rf"/lessons/{L1}"))
+    page.wait_for_selector("#lesson-pane")
+    assert "Step 1 of 6" in page.inner_text("#lesson-pane")
+    # the question and its reveal
+    page.click("#question > summary")
+    page.click("#answer > summary")
+    assert page.locator("#answer p").is_visible()
+    wait_plot(page)
+    shot(page, "lessons-02-step1-question")
+    page.click("#lesson-next")
+    # steps 2..5 apply a primitive each: "apply for me", look, then next
+    for k in range(1, 5):
+        page.wait_for_url(re.compile(rf"step={k}(&|$)"))
+        page.wait_for_selector("#apply-for-me")
+        before = program_text(page)
+        page.click("#apply-for-me")
+        page.wait_for_url(re.compile(rf"step={k}&applied=1"))
+        page.wait_for_selector(".lesson-applied")
+        assert program_text(page) != before
+        if k == 1:
+            assert "j_0" in program_text(page)
+            shot(page, "lessons-03-split-applied")
+        if k == 3:
+            wait_plot(page)
+            shot(page, "lessons-04-reverse-compute-at")
+        page.click("#lesson-next")
+    page.wait_for_url(re.compile(r"step=5(&|$)"))
+    assert "Y_init" in program_text(page) and "Y_update" in program_text(page)
+    # the runtime chart has one point per step of the lesson's trace (0..4)
+    page.wait_for_function(
+        "() => { const e = document.querySelector('#runtime-plot[data-drawn]');"
+        " return e && parseInt(e.dataset.points) === 5; }", timeout=240_000)
+    shot(page, "lessons-05-measure-step")
+    page.click("#lesson-next")
+    page.wait_for_selector("text=Lesson finished")
+    # the state opens in the free explorer with the whole trace
+    href = page.get_attribute("#open-explorer", "href")
+    page.goto(server + href)
+    page.wait_for_selector("#trace-pane li.step")
+    assert page.locator("#trace-pane li.step").count() == 5
+    assert not page.js_errors, page.js_errors
+
+
+def test_try_it_yourself_with_the_toolbar(page, server, shot):
+    page.goto(server + f"/lessons/{L1}?step=1")
+    page.wait_for_selector("#try-yourself")
+    page.click("#try-yourself > summary")
+    # select loop j (the second loop of block Y) in the program text, split it by 8: wrong
+    page.click('#program-pane [data-sel="L/mm_relu/1/Y"]')
+    page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    page.fill('#toolbar form.prim input[name="factors"]', "None, 8")
+    page.click('#toolbar button[data-prim="split"]')
+    page.wait_for_selector("#lesson-check.wrong")
+    assert "serial(32)" in page.inner_text("#lesson-check")
+    assert re.search(rf"/lessons/{L1}\?step=1&t=", page.url)
+    shot(page, "lessons-06-try-wrong")
+    # start again and do it right
+    page.click("#lesson-check a.linkish")
+    page.wait_for_selector("#try-yourself")
+    assert "j_0" not in program_text(page)
+    page.click('#program-pane [data-sel="L/mm_relu/1/Y"]')
+    page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    page.fill('#toolbar form.prim input[name="factors"]', "None, 4")
+    page.click('#toolbar button[data-prim="split"]')
+    page.wait_for_selector("#lesson-check.ok")
+    assert "j_0" in program_text(page)
+    shot(page, "lessons-07-try-right")
+    # "next" continues with the learner's own trace
+    page.click("#lesson-next")
+    page.wait_for_url(re.compile(r"step=2&t="))
+    page.wait_for_selector("#lesson-check.waiting")
+    # reload keeps the state (the URL is the state)
+    page.reload()
+    page.wait_for_selector("#lesson-check.waiting")
+    assert "j_0" in program_text(page)
+    assert not page.js_errors, page.js_errors
+
+
+def test_presenter_mode_keyboard_stepping(page, server, shot):
+    page.goto(server + f"/lessons/{L1}?step=1&present=1")
+    page.wait_for_selector("#presentbar")
+    size = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('.lesson-pane')).fontSize)")
+    assert size >= 19
+    page.click("#presentbar [data-font='1']")
+    bigger = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('.lesson-pane')).fontSize)")
+    assert bigger > size
+    # hide the measurements pane
+    page.uncheck('#presentbar input[data-pane="#measure-pane"]')
+    assert not page.locator("#measure-pane").is_visible()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(re.compile(r"step=2&present=1"))
+    page.wait_for_selector("#presentbar")
+    assert not page.locator("#measure-pane").is_visible()      # the choice is remembered
+    shot(page, "lessons-08-presenter")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url(re.compile(r"step=1&present=1"))
+    page.check('#presentbar input[data-pane="#measure-pane"]')
+    page.click("#presentbar [data-font='-1']")
+    # the explorer in presenter mode: arrows step through a shared trace
+    page.goto(server + f"/lessons/{L1}?step=5")
+    href = page.get_attribute("#open-explorer", "href")
+    page.goto(server + href.replace("/explore/mm_relu?", "/explore/mm_relu/present?") + "&at=0")
+    page.wait_for_selector("#presentbar")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => /at=1/.test(location.href)")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => /at=2/.test(location.href)")
+    assert "/present?" in page.url
+    assert "j_0" in program_text(page)
+    shot(page, "lessons-09-present-explorer")
+    assert not page.js_errors, page.js_errors
+
+
+def test_compare_two_branches(page, server, shot):
+    # the lesson's final state (A) and a fork of it after the split (B)
+    page.goto(server + f"/lessons/{L1}?step=5")
+    a = server + page.get_attribute("#open-explorer", "href")
+    page.goto(server + "/compare")
+    page.fill('input[name="a"]', a)
+    page.click("#compare-go")
+    page.wait_for_selector(".fork-compare")
+    page.click('.fork-compare[data-k="1"]')
+    page.wait_for_selector("#side-A")
+    page.wait_for_selector("#side-B")
+    assert "share their first 1 step" in page.inner_text("#cmp-summary")
+    assert "Y_init" in page.inner_text("#side-A") and "Y_init" not in page.inner_text("#side-B")
+    page.wait_for_selector("#cmp-runtime-plot[data-drawn]", timeout=240_000)
+    page.wait_for_selector("#cmp-pending", state="detached", timeout=240_000)
+    shot(page, "lessons-10-compare")
+    page.evaluate("() => document.querySelector('#cmp-measure').scrollIntoView()")
+    shot(page, "lessons-11-compare-plots")
+    assert not page.js_errors, page.js_errors
