@@ -19,12 +19,13 @@ from .ir import IRModule, PrimFunc, structural_equal, structural_hash
 
 __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
-    "build", "Schedule", "ScheduleError", "Trace", "ScriptError", "workloads", "te", "script",
+    "build", "Schedule", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
     "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
 ]
 
 _SUBMODULES = {"workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
-               "runtime", "schedule", "ir", "interpreter"}
+               "runtime", "schedule", "ir", "interpreter", "lessons", "challenges",
+               "notebook", "roofline"}
 
 _LAZY = {
     "parse": ("engine.script", "parse"),
@@ -34,6 +35,9 @@ _LAZY = {
     "Schedule": ("engine.schedule", "Schedule"),
     "ScheduleError": ("engine.schedule", "ScheduleError"),
     "Trace": ("engine.schedule", "Trace"),
+    "TraceError": ("engine.schedule", "TraceError"),
+    "BuildError": ("engine.runtime", "BuildError"),
+    "ArgumentError": ("engine.runtime", "ArgumentError"),
 }
 
 

@@ -165,6 +165,11 @@ class Schedule:
         wl = f" workload={self.workload[0]}" if self.workload else ""
         return f"<Schedule{wl} funcs={self._mod.names()} steps={len(self._insts)}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter rendering: the current program (highlighted), loop nest and trace."""
+        from engine.notebook import repr_html  # lazy: notebook sits above schedule
+        return repr_html(self)
+
     def copy(self) -> "Schedule":
         """An independent copy; handles of this schedule are valid in the copy too."""
         new = Schedule.__new__(Schedule)
