@@ -492,8 +492,10 @@ class TransformLayout(Primitive):
             if len(attrs) > 3 and attrs[3] is not None:
                 args.append(f"pad_value={pad}")
             return args
-        return [f"block={fmt(inputs[0])}", f"buffer={buf}", f"index_map={text}",
-                f"pad_value={pad}"]
+        args = [f"block={fmt(inputs[0])}", f"buffer={buf}", f"index_map={text}"]
+        if dialect == "tvm" or (len(attrs) > 3 and attrs[3] is not None):
+            args.append(f"pad_value={pad}")  # the 2022 API had no pad_value yet
+        return args
 
 
 def _buffer_arg(sch, block, buffer, method: str) -> tuple[int, int]:
