@@ -268,3 +268,30 @@ def test_tvm_exports_with_layout_and_rfactor_rerun_on_our_api(dialect, monkeypat
     ns["apply_trace"](target)
     assert structural_equal(target.mod, sch.mod)
     run_and_check(target.mod, "matmul", SMALL["matmul"])
+
+
+def test_tvm_ffi_index_map_json():
+    """The tvm-ffi object-graph layout (``root_index``, plain values as their own nodes)."""
+    from engine.schedule.primitives.layout import tvm_index_map_from_json
+    nodes = [
+        {"type": "tir.IndexMap", "data": {"initial_indices": 1, "final_indices": 6,
+                                          "inverse_index_map": 11}},
+        {"type": "ffi.Array", "data": [2, 4]},
+        {"type": "tir.Var", "data": {"name": 3, "dtype": 12, "span": 11}},
+        {"type": "ffi.String", "data": "k"},
+        {"type": "tir.Var", "data": {"name": 5, "dtype": 12, "span": 11}},
+        {"type": "ffi.String", "data": "j"},
+        {"type": "ffi.Array", "data": [7, 2, 10]},
+        {"type": "tir.FloorDiv", "data": {"a": 4, "b": 8, "span": 11}},
+        {"type": "ir.IntImm", "data": {"dtype": 12, "value": 9, "span": 11}},
+        {"type": "int", "data": 4},
+        {"type": "tir.FloorMod", "data": {"a": 4, "b": 8, "span": 11}},
+        {"type": "None"},
+        {"type": "DataType", "data": "int32"},
+    ]
+    params, exprs = tvm_index_map_from_json(json.dumps({"root_index": 0, "nodes": nodes}))
+    assert map_text(params, exprs) == PACK
+    with pytest.raises(IndexMapError, match="not a TVM IndexMap"):
+        tvm_index_map_from_json(json.dumps({"root_index": 1, "nodes": nodes}))
+    with pytest.raises(IndexMapError, match="neither a lambda string"):
+        tvm_index_map_from_json("{not json")

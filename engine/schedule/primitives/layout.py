@@ -183,37 +183,54 @@ _TVM_BIN = {"tir.Add": E.Add, "tir.Sub": E.Sub, "tir.Mul": E.Mul, "tir.FloorDiv"
 
 
 def tvm_index_map_from_json(text: str) -> tuple[list, list]:
-    """Read the IndexMap of a TVM trace (``tvm.ir.save_json`` of ``tir.IndexMap``)."""
+    """Read the IndexMap of a TVM trace (``tvm.ir.save_json`` of ``tir.IndexMap``).
+
+    Two layouts of that object graph are understood: the classic one (``{"root": i,
+    "nodes": [{"type_key": ..., "attrs": {field: "index or value"}}]}``) and tvm-ffi's
+    (``{"root_index": i, "nodes": [{"type": ..., "data": {field: index}}]}``, where plain
+    values such as ints and strings are nodes of their own)."""
     try:
         doc = json.loads(text)
         nodes = doc["nodes"]
-        root = int(doc.get("root", doc.get("root_index", 1)))
+        ffi = "root_index" in doc
+        root = int(doc["root_index"] if ffi else doc.get("root", 1))
     except (ValueError, KeyError, TypeError):
         raise IndexMapError("the index map is neither a lambda string nor a TVM IndexMap "
                             "JSON object") from None
     memo: dict = {}
 
-    def attrs(node):
-        return node.get("attrs") or node.get("data") or {}
+    def kind(node):
+        return node.get("type_key") or node.get("type")
 
-    def ref(v):
-        return int(v)
+    def fields(node):
+        a = node.get("attrs") if "attrs" in node else node.get("data")
+        return a if isinstance(a, dict) else {}
+
+    def plain(v):
+        """A plain field value (an int or a string)."""
+        if ffi:
+            node = nodes[int(v)]
+            return node.get("data")
+        return v
 
     def get(i):
+        i = int(i)
         if i in memo:
             return memo[i]
         node = nodes[i]
-        key = node.get("type_key") or node.get("type")
-        a = attrs(node)
+        key = kind(node)
+        a = fields(node)
         if key == "tir.Var":
-            out = E.Var(str(a.get("name", f"i{i}")), "int32")
-        elif key == "IntImm":
-            out = E.const(int(a["value"]), "int32")
+            out = E.Var(str(plain(a.get("name", a.get("name_hint"))) or f"i{i}"), "int32")
+        elif key in ("IntImm", "ir.IntImm"):
+            out = E.const(int(plain(a["value"])), "int32")
         elif key in _TVM_BIN:
-            out = _TVM_BIN[key](get(ref(a["a"])), get(ref(a["b"])))
-        elif key in ("Array", "ffi.Array"):
-            data = node.get("data") if isinstance(node.get("data"), list) else a.get("data", [])
-            out = [get(ref(x)) for x in data]
+            out = _TVM_BIN[key](get(a["a"]), get(a["b"]))
+        elif key in ("Array", "ffi.Array", "array"):
+            data = node.get("data")
+            if not isinstance(data, list):
+                data = a.get("data", [])
+            out = [get(x) for x in data]
         else:
             raise IndexMapError(f"unsupported node {key!r} in the TVM index map")
         memo[i] = out
@@ -221,15 +238,17 @@ def tvm_index_map_from_json(text: str) -> tuple[list, list]:
 
     try:
         top = nodes[root]
-        a = attrs(top)
-        if (top.get("type_key") or top.get("type")) != "tir.IndexMap":
+        if kind(top) != "tir.IndexMap":
             raise IndexMapError("the JSON object is not a TVM IndexMap")
-        params = get(ref(a["initial_indices"]))
-        exprs = get(ref(a["final_indices"]))
+        a = fields(top)
+        params = get(a["initial_indices"])
+        exprs = get(a["final_indices"])
     except (KeyError, IndexError, TypeError, ValueError) as e:
         if isinstance(e, IndexMapError):
             raise
         raise IndexMapError(f"cannot read the TVM IndexMap JSON ({e})") from None
+    if not all(isinstance(p, E.Var) for p in params):
+        raise IndexMapError("the TVM IndexMap's initial indices are not variables")
     return params, exprs
 
 
