@@ -159,3 +159,33 @@ def test_compare_two_branches(page, server, shot):
     page.evaluate("() => document.querySelector('#cmp-measure').scrollIntoView()")
     shot(page, "lessons-11-compare-plots")
     assert not page.js_errors, page.js_errors
+
+
+def test_challenge_checks_my_link(page, server, shot):
+    page.goto(server + "/")
+    page.wait_for_selector('a[href="/challenges"]')
+    shot(page, "lessons-12-gallery-links")
+    page.click('a[href="/challenges"]')
+    page.wait_for_selector("#challenge-mm_relu_course_nest")
+    page.click("#challenge-mm_relu_course_nest a.button")
+    page.wait_for_selector("#solution")
+    # a half-done trace first: "not yet", with both loop nests
+    page.goto(server + f"/lessons/{L1}?step=3")
+    half = server + page.get_attribute("#open-explorer", "href")
+    page.goto(server + f"/lessons/{L1}?step=5")
+    full = server + page.get_attribute("#open-explorer", "href")
+    page.goto(server + "/challenges/mm_relu_course_nest")
+    page.fill("#solution", half)
+    page.click("#check-solution")
+    page.wait_for_selector("#challenge-result.wrong")
+    assert "Not yet" in page.inner_text("#challenge-result")
+    shot(page, "lessons-13a-challenge-not-yet")
+    page.fill("#solution", full)
+    page.click("#check-solution")
+    page.wait_for_selector("#challenge-result.ok")
+    shot(page, "lessons-13-challenge-solved")
+    # the share link of the solution opens it in the explorer
+    page.click("#solution-link")
+    page.wait_for_selector("#trace-pane li.step")
+    assert page.locator("#trace-pane li.step").count() == 5
+    assert not page.js_errors, page.js_errors
