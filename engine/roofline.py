@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["machine_peaks", "point", "intensity", "fma_kernel_text", "copy_kernel_text",
+__all__ = ["machine_peaks", "point", "intensity", "flops_bytes", "roof_curve", "fma_kernel_text", "copy_kernel_text",
            "RooflineError"]
 
 #: independent accumulator vectors per thread in the FMA kernel (x 16 lanes)
@@ -146,7 +146,8 @@ def machine_peaks(refresh: bool = False) -> dict:
         return dict(_cached)
 
 
-def _flops_bytes(workload: str, params: dict | None) -> tuple[float, float, dict]:
+def flops_bytes(workload: str, params: dict | None = None) -> tuple[float, float, dict]:
+    """``(flops, minimum bytes, full parameters)`` of a workload (defaults filled in)."""
     import engine
     if not isinstance(workload, str):
         raise RooflineError(f"workload must be a workload name (one of "
@@ -176,7 +177,7 @@ def _flops_bytes(workload: str, params: dict | None) -> tuple[float, float, dict
 def intensity(workload: str, params: dict | None = None) -> float:
     """Arithmetic intensity: flops / minimum bytes moved (inputs read once, outputs written
     once), from :func:`engine.workloads.info`."""
-    flops, nbytes, _ = _flops_bytes(workload, params)
+    flops, nbytes, _ = flops_bytes(workload, params)
     return flops / nbytes
 
 
@@ -193,7 +194,7 @@ def point(workload: str, params: dict | None, seconds: float,
             not np.isfinite(seconds) or seconds <= 0:
         raise RooflineError(f"seconds must be a positive number (the measured run time), "
                             f"got {seconds!r}")
-    flops, nbytes, p = _flops_bytes(workload, params)
+    flops, nbytes, p = flops_bytes(workload, params)
     pk = peaks if peaks is not None else machine_peaks()
     ai = flops / nbytes
     memory_roof = pk["bandwidth_gbs"] * ai

@@ -47,13 +47,15 @@ def _tiled(block_name: str, func: str, relu: bool):
         sch.reorder(i0, j0, i1o, k, i1i, j1)
         if relu:
             sch.reverse_compute_at(sch.get_block("C", func_name=func), j0)
-        init = sch.decompose_reduction(blk, i1o)
         sch.vectorize(j1)
-        sch.vectorize(sch.get_loops(init)[-1])
         if relu:
             sch.vectorize(sch.get_loops(sch.get_block("C", func_name=func))[-1])
         sch.unroll(i1i)
         sch.parallel(i0)
+        # last, as TVM requires (afterwards the update block is no longer a reduction
+        # block, and TVM refuses loop annotations over it); the init loops copy the
+        # kinds (unrolled, vectorized) of the loops they are copied from
+        sch.decompose_reduction(blk, i1o)
     return apply
 
 
@@ -109,11 +111,9 @@ def _best(block_name: str, func: str, relu: bool):
         sch.reorder(i0, j0, k0, i1, j1, k1, i2, j2, j3)
         if relu:
             sch.reverse_compute_at(sch.get_block("C", func_name=func), j0)
-        init = sch.decompose_reduction(blk, k0)
         sch.vectorize(j3)
         sch.unroll(j2)
         sch.unroll(i2)
-        sch.vectorize(sch.get_loops(init)[-1])
         if relu:
             c = sch.get_block("C", func_name=func)
             cj = sch.get_loops(c)[-1]
@@ -122,6 +122,9 @@ def _best(block_name: str, func: str, relu: bool):
         # the tile-row loop runs in parallel (32 rows of tiles at n=1024: balanced on 2-8
         # threads, and each thread streams its own rows of A and C)
         sch.parallel(i0)
+        # last (TVM's order): C = 0 for the tile before the k panels; the init loops copy
+        # the unrolled/vectorized kinds of the loops they are copied from
+        sch.decompose_reduction(blk, k0)
     return apply
 
 
@@ -150,12 +153,12 @@ def _conv_tiled(sch, p) -> None:
     conv = sch.get_block("conv", func_name="conv2d")
     n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
     sch.reorder(n, co, oh, ci, kh, kw, ow)
-    sch.decompose_reduction(conv, ci)
     sch.vectorize(ow)
     sch.parallel(sch.fuse(n, co))
     pad = sch.get_block("pad", func_name="conv2d")
     pn, pc, _, _ = sch.get_loops(pad)
     sch.parallel(sch.fuse(pn, pc))
+    sch.decompose_reduction(conv, ci)
 
 
 def _conv_best(sch, p) -> None:
@@ -168,15 +171,14 @@ def _conv_best(sch, p) -> None:
     co0, co1 = sch.split(co, factors=[None, cb])
     ow0, ow1 = sch.split(ow, factors=[None, wv])
     sch.reorder(co0, n, oh, ci, kh, kw, co1, ow0, ow1)
-    init = sch.decompose_reduction(conv, ci)
     sch.vectorize(ow1)
     sch.unroll(ow0)
     sch.unroll(co1)
-    sch.vectorize(sch.get_loops(init)[-1])
     sch.parallel(co0)
     pad = sch.get_block("pad", func_name="conv2d")
     pn, pc, _, _ = sch.get_loops(pad)
     sch.parallel(sch.fuse(pn, pc))
+    sch.decompose_reduction(conv, ci)
 
 
 _register(Preset(

@@ -1,0 +1,351 @@
+"""Our generated code vs Apache TVM 0.27 on the same schedules, timed in one run.
+
+    python benchmarks/bench_vs_tvm.py                 # uses /tmp/tvm-venv if it exists
+    python benchmarks/bench_vs_tvm.py --setup         # first create it (pip, ~1 min)
+    python benchmarks/bench_vs_tvm.py --tvm-python /path/to/python --quick
+
+For each case (mm_relu: the course's schedule, the tiled preset, the best preset; conv2d:
+unscheduled, the tiled preset, the best preset) it
+
+1. builds the schedule with this engine (``engine.presets``), checks it against numpy and
+   times it;
+2. exports the program text and the trace with ``trace.export('tvm')`` (TVM 0.27's
+   ``tvm.s_tir`` API), and runs a small driver in a *separate Python* that has
+   ``apache-tvm==0.27.0.post1`` installed (a throwaway venv outside the repository — TVM
+   is never a dependency of this project). The driver parses the same program with TVM's
+   TVMScript parser (after renaming the 2022 syntax to 0.27's: ``T.block`` ->
+   ``T.sblock``, ...), applies the exported trace, compiles with ``tvm.compile`` for the
+   host CPU, checks the result against the same numpy reference and times it;
+3. prints both times, both GFLOP/s and the ratio (TVM time / our time: > 1 means ours is
+   faster).
+
+Both sides are timed the same way (best over rounds of the mean of repeated calls from
+Python, on the same input arrays) and use all cores (``TVM_NUM_THREADS`` = our pool size).
+If TVM is missing or fails, the script says exactly why and still prints our figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import engine  # noqa: E402
+from engine import presets, roofline  # noqa: E402
+from engine.runtime import as_aligned, runtime_info  # noqa: E402
+
+DEFAULT_VENV = Path("/tmp/tvm-venv")
+TVM_REQUIREMENT = "apache-tvm==0.27.0.post1"
+
+# ---------------------------------------------------------------------------- the driver
+# Runs inside the TVM venv (never imported here). Input: a JSON job file; output: JSON.
+DRIVER = r'''
+import json, sys, time, traceback
+import numpy as np
+
+
+def to_027(text):
+    """Our course-2022 TVMScript -> TVM 0.27 spelling (same program)."""
+    text = text.replace("# from tvm.script import tir as T", "")
+    text = text.replace("@tvm.script.ir_module", "@I.ir_module")
+    text = text.replace("@T.prim_func", "@T.prim_func(s_tir=True)")
+    text = text.replace("T.block(", "T.sblock(").replace("T.alloc_buffer(", "T.sblock_alloc_buffer(")
+    return text.replace('"tir.noalias"', '"tirx.noalias"')
+
+
+def timeit(fn, budget, rounds=5):
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            t = time.perf_counter() - t0
+            if t >= budget / rounds:
+                break
+        best = min(best, t / n)
+    return best
+
+
+def reply(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    """A line protocol on stdin/stdout, so the caller can interleave its own timings:
+    {"op": "init", "target": {...}} -> {"tvm_version", "target"} or {"fatal"};
+    {"op": "prepare", "job": {...}} -> {"label", "compile_s", "max_abs_err"} or {"error"};
+    {"op": "time", "label": ..., "budget": s} -> {"seconds"}; {"op": "quit"}."""
+    built = {}
+    dev = target = None
+    for line in sys.stdin:
+        msg = json.loads(line)
+        op = msg["op"]
+        if op == "quit":
+            return
+        try:
+            if op == "init":
+                import tvm
+                from tvm.script import tirx as T, ir as I
+                globals().update(tvm=tvm, T=T, I=I)
+                target = tvm.target.Target(msg["target"])
+                dev = tvm.cpu()
+                reply({"tvm_version": tvm.__version__, "target": str(target)})
+            elif op == "prepare":
+                job = msg["job"]
+                res = {"label": job["label"]}
+                mod = tvm.script.from_source(to_027(job["script"]), extra_vars={"T": T, "I": I})
+                sch = tvm.s_tir.Schedule(mod)
+                ns = {}
+                exec(job["trace"], ns)
+                ns["apply_trace"](sch)
+                t0 = time.perf_counter()
+                ex = tvm.compile(sch.mod, target=target)
+                res["compile_s"] = time.perf_counter() - t0
+                arrays = [np.load(p) for p in job["inputs"]]
+                args = [tvm.runtime.tensor(a, dev) for a in arrays]
+                fn = ex[job["func"]]
+                fn(*args)
+                got = args[job["out_index"]].numpy()
+                res["max_abs_err"] = float(np.abs(got - np.load(job["expected"])).max())
+                built[job["label"]] = (ex, fn, args)
+                reply(res)
+            elif op == "time":
+                _, fn, args = built[msg["label"]]
+                reply({"seconds": timeit(lambda: fn(*args), msg["budget"])})
+        except Exception as e:  # noqa: BLE001
+            text = str(e).strip()
+            first = [ln for ln in text.splitlines() if ln.strip()][-1:] or [""]
+            reply({"fatal" if op == "init" else "error":
+                   f"{type(e).__name__}: {first[0].strip()[:300]}",
+                   "traceback": traceback.format_exc()[-3000:]})
+
+
+main()
+'''
+
+
+# ---------------------------------------------------------------------------- cases
+def course_mm_relu(n: int):
+    return presets.get("mm_relu-course", n=n)
+
+
+def cases(quick: bool) -> list[dict]:
+    """(label, workload, params, schedule factory) — the same schedule for both compilers."""
+    from engine.presets.library import CONV_PARAMS
+    big = 512 if quick else 1024
+    out = [
+        dict(label="mm_relu n=128 course", workload="mm_relu", params={"n": 128},
+             make=lambda: presets.get("mm_relu-course", n=128)),
+        dict(label=f"mm_relu n={big} course", workload="mm_relu", params={"n": big},
+             make=lambda: presets.get("mm_relu-course", n=big)),
+        dict(label=f"mm_relu n={big} tiled", workload="mm_relu", params={"n": big},
+             make=lambda: presets.get("mm_relu-tiled", n=big)),
+        dict(label=f"mm_relu n={big} best", workload="mm_relu", params={"n": big},
+             make=lambda: presets.get("mm_relu-best", n=big)),
+        dict(label="conv2d unscheduled", workload="conv2d", params=dict(CONV_PARAMS),
+             make=lambda: engine.Schedule(engine.workloads.get("conv2d", **CONV_PARAMS),
+                                          workload=("conv2d", dict(CONV_PARAMS)))),
+        dict(label="conv2d tiled", workload="conv2d", params=dict(CONV_PARAMS),
+             make=lambda: presets.get("conv2d-tiled")),
+        dict(label="conv2d best", workload="conv2d", params=dict(CONV_PARAMS),
+             make=lambda: presets.get("conv2d-best")),
+    ]
+    return out
+
+
+def timeit(fn, budget: float, rounds: int = 5) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        n, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            t = time.perf_counter() - t0
+            if t >= budget / rounds:
+                break
+        best = min(best, t / n)
+    return best
+
+
+def host_target() -> dict:
+    """TVM 0.27 target for this CPU (JSON-dict form, the only form 0.27 accepts)."""
+    from engine.codegen import host_cpu
+    return {"kind": "llvm", "mcpu": host_cpu()[0], "num-cores": int(runtime_info()["pool_size"])}
+
+
+# ---------------------------------------------------------------------------- TVM venv
+def setup_venv(venv: Path) -> str | None:
+    """Create ``venv`` with TVM; returns None or the reason it failed."""
+    print(f"creating {venv} and installing {TVM_REQUIREMENT} numpy (throwaway venv) ...",
+          flush=True)
+    r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
+    if r.returncode:
+        return f"python -m venv failed: {r.stderr.strip()[-500:]}"
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", TVM_REQUIREMENT, "numpy"],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return f"pip install {TVM_REQUIREMENT} failed: {r.stderr.strip()[-800:]}"
+    return None
+
+
+def check_tvm(python: Path) -> str | None:
+    """None if ``python`` can import TVM 0.27, else the reason."""
+    if not python.exists():
+        return (f"no Python at {python}; create the throwaway TVM environment with "
+                f"`python benchmarks/bench_vs_tvm.py --setup` (or: python -m venv "
+                f"{DEFAULT_VENV} && {DEFAULT_VENV}/bin/pip install {TVM_REQUIREMENT} numpy)")
+    r = subprocess.run([str(python), "-c", "import tvm, tvm.s_tir; print(tvm.__version__)"],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode:
+        return f"`import tvm` fails in {python}: {r.stderr.strip().splitlines()[-1:]}"
+    if not r.stdout.strip().startswith("0.27"):
+        return f"{python} has TVM {r.stdout.strip()}, not 0.27"
+    return None
+
+
+# ---------------------------------------------------------------------------- main
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tvm-python", type=Path, default=DEFAULT_VENV / "bin" / "python")
+    ap.add_argument("--setup", action="store_true",
+                    help=f"create {DEFAULT_VENV} with {TVM_REQUIREMENT} first")
+    ap.add_argument("--quick", action="store_true", help="n=512 instead of 1024, shorter timing")
+    args = ap.parse_args()
+    budget = 0.3 if args.quick else 1.0
+    rounds = 2 if args.quick else 3
+    threads = int(runtime_info()["pool_size"])
+    print(f"engine: {threads} threads; load average {os.getloadavg()[0]:.2f}")
+
+    reason = None
+    if args.setup and not args.tvm_python.exists():
+        reason = setup_venv(args.tvm_python.parent.parent)
+    if reason is None:
+        reason = check_tvm(args.tvm_python)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-vs-tvm-"))
+    ours: dict[str, dict] = {}
+    jobs = []
+    for case in cases(args.quick):
+        label, wl, params = case["label"], case["workload"], case["params"]
+        sch = case["make"]()
+        info = engine.workloads.info(wl)
+        flops = roofline.flops_bytes(wl, params)[0]
+        arrays = [as_aligned(a) for a in engine.workloads.random_args(wl, **params)]
+        ref = engine.workloads.reference(wl, **params)
+        n_in = info.num_inputs
+        expected = ref(*arrays[:n_in])
+        expected = expected[-1] if isinstance(expected, (tuple, list)) else expected
+        out_index = len(arrays) - 1
+        rt = engine.build(sch.mod)
+        fn = rt[info.func_name]
+        fn(*arrays)
+        err = float(np.abs(arrays[out_index] - expected).max())
+        t = timeit(lambda: fn(*arrays), budget)
+        ours[label] = {"seconds": t, "err": err, "flops": flops,
+                       "compile_s": rt.compile_stats["total"], "call": (fn, arrays)}
+        paths = []
+        for i, a in enumerate(arrays):
+            p = work / f"{len(jobs)}_{i}.npy"
+            np.save(p, np.ascontiguousarray(a))
+            paths.append(str(p))
+        exp_path = work / f"{len(jobs)}_expected.npy"
+        np.save(exp_path, np.ascontiguousarray(expected))
+        jobs.append({"label": label, "script": engine.workloads.get(wl, **params).script(),
+                     "trace": sch.trace.export("tvm"), "func": info.func_name,
+                     "inputs": paths, "expected": str(exp_path), "out_index": out_index,
+                     "budget": budget})
+        print(f"  ours: {label:<24} {t * 1e3:9.3f} ms  (max err {err:.2g})", flush=True)
+
+    tvm_results: dict[str, dict] = {}
+    if reason is None:
+        (work / "driver.py").write_text(DRIVER)
+        env = dict(os.environ, TVM_NUM_THREADS=str(threads))
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.Popen([str(args.tvm_python), str(work / "driver.py")], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def ask(msg: dict) -> dict:
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the TVM driver exited (code {proc.wait()})")
+            return json.loads(line)
+
+        try:
+            hello = ask({"op": "init", "target": host_target()})
+            if "fatal" in hello:
+                reason = hello["fatal"]
+            else:
+                print(f"TVM {hello['tvm_version']}, target {hello['target']}, "
+                      f"TVM_NUM_THREADS={threads}", flush=True)
+                for job in jobs:
+                    res = ask({"op": "prepare", "job": job})
+                    tvm_results[job["label"]] = res
+                # interleaved timing: ours, TVM, ours, TVM, ... (best of each side)
+                for job in jobs:
+                    label = job["label"]
+                    if "error" in tvm_results[label]:
+                        continue
+                    fn, arrays = ours[label].pop("call")
+                    best_t = ours[label]["seconds"]
+                    best_tvm = float("inf")
+                    for _ in range(rounds):
+                        r = ask({"op": "time", "label": label, "budget": budget})
+                        best_tvm = min(best_tvm, r["seconds"])
+                        best_t = min(best_t, timeit(lambda: fn(*arrays), budget))
+                    ours[label]["seconds"] = best_t
+                    tvm_results[label]["seconds"] = best_tvm
+            ask_quit = {"op": "quit"}
+            proc.stdin.write(json.dumps(ask_quit) + "\n")
+            proc.stdin.flush()
+        except (RuntimeError, ValueError, BrokenPipeError) as e:
+            reason = f"the TVM driver failed: {e}"
+        finally:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    print()
+    print(f"  {'case':<24} {'ours ms':>9} {'TVM ms':>9} {'ours GF/s':>9} {'TVM GF/s':>9} "
+          f"{'TVM/ours':>8}  notes")
+    for label, o in ours.items():
+        res = tvm_results.get(label)
+        g = o["flops"] / o["seconds"] / 1e9
+        if res is None or "seconds" not in res:
+            note = res.get("error", "") if res else "TVM not run"
+            o.pop("call", None)
+            print(f"  {label:<24} {o['seconds'] * 1e3:9.3f} {'-':>9} {g:9.1f} {'-':>9} "
+                  f"{'-':>8}  {note}")
+            continue
+        tg = o["flops"] / res["seconds"] / 1e9
+        note = f"TVM err {res['max_abs_err']:.2g}, TVM compile {res['compile_s']:.2f}s, " \
+               f"ours {o['compile_s']:.2f}s"
+        print(f"  {label:<24} {o['seconds'] * 1e3:9.3f} {res['seconds'] * 1e3:9.3f} {g:9.1f} "
+              f"{tg:9.1f} {res['seconds'] / o['seconds']:8.2f}  {note}")
+    if reason is not None:
+        print()
+        print(f"TVM COMPARISON NOT RUN: {reason}")
+    else:
+        bad = [lb for lb, r in tvm_results.items() if "seconds" not in r]
+        for lb in bad:
+            print(f"\nTVM failed on {lb!r}: {tvm_results[lb].get('error')}\n"
+                  f"{tvm_results[lb].get('traceback', '')}")
+    print(f"(work files in {work})")
+
+
+if __name__ == "__main__":
+    main()
