@@ -190,7 +190,8 @@ def player_context(les, k: int, *, token: str = "", applied: bool = False,
         look_label=LOOK_AT_LABELS.get(step.look_at, step.look_at) if step else None,
         apply_url=lesson_url(les, k, applied=True, present=present),
         before_url=lesson_url(les, k, present=present),
-        post_url=lesson_url(les, k, present=present, path="/apply"),
+        post_url=lesson_url(les, _apply_step(les, k, step, applied, check), present=present,
+                            path="/apply"),
         toggle_present_url=lesson_url(les, k, token=token, applied=applied,
                                       present=not present),
         explorer_link=s.url(),
@@ -201,6 +202,15 @@ def player_context(les, k: int, *, token: str = "", applied: bool = False,
                      "url": lesson_url(les, i, present=present)} for i, st in enumerate(les.steps)],
     )
     return ctx
+
+
+def _apply_step(les, k: int, step, applied: bool, check: dict | None) -> int:
+    """The step a toolbar click on this page is checked against: this step, or the next
+    one once this step is done (applied for the learner, matched, or narrative only)."""
+    if step is None:
+        return max(k - 1, 0)
+    finished = step.action is None or applied or (check is not None and check["state"] == "ok")
+    return k + 1 if finished and k + 1 < len(les.steps) else k
 
 
 def _md(text: str) -> str:
@@ -261,12 +271,16 @@ def lesson_apply(lesson_id: str):
         except Exception:  # noqa: BLE001 - measuring is the pane's job; this only starts early
             pass
     ctx = player_context(les, k, token=token, present=present)
-    chk = ctx["check"] or {"state": "ok", "text": ""}
-    kind = "ok" if chk["state"] == "ok" else "wrong"
-    text = f"applied: {summary}. " + {
-        "ok": "✓ This is the lesson's step.",
-        "waiting": "The program is the one before this step.",
-    }.get(chk["state"], "✗ Not the lesson's step yet: see the lesson pane.")
+    chk = ctx["check"]
+    if chk is None:   # a narrative-only step: nothing to compare with
+        kind, text = "ok", (f"applied: {summary}. This step applies nothing itself; the program "
+                            "on screen is now your own.")
+    else:
+        kind = "ok" if chk["state"] == "ok" else "wrong"
+        text = f"applied: {summary}. " + {
+            "ok": "✓ This is the lesson's step.",
+            "waiting": "The program is the one before this step.",
+        }.get(chk["state"], "✗ Not the lesson's step yet: see the lesson pane.")
     html = render_template("lessons/panes_oob.html", **ctx,
                            message={"kind": kind, "text": text, "highlight": []})
     return make_response(html, push_url=lesson_url(les, k, token=token, present=present))

@@ -284,3 +284,23 @@ def test_challenge_bad_solutions(client, solution, status):
 
 def test_unknown_challenge_404(client):
     assert client.get("/challenges/nope").status_code == 404
+
+
+def test_toolbar_posts_to_the_step_it_is_checked_against(client):
+    # a narrative step (0) and an applied step (1) send the next click to the next step
+    for url, want in ((f"/lessons/{L1}?step=0", 1), (f"/lessons/{L1}?step=1&applied=1", 2),
+                      (f"/lessons/{L1}?step=2", 2)):
+        page = html(client.get(url))
+        assert f'data-apply-url="/lessons/{L1}/apply?step={want}"' in page, url
+
+
+def test_learner_step_on_the_last_narrative_step_is_not_called_correct(client):
+    les = lessons.get(L1)
+    last = len(les.steps) - 1
+    assert les.steps[last].action is None
+    state = f"/explore/mm_relu/toolbar?t={les.schedule_at(last).trace.encode()}"
+    fields = toolbar_form(client, "L/mm_relu/0/Y_init", "parallel", state)
+    r = client.post(f"/lessons/{L1}/apply?step={last}", data=fields, headers=HX)
+    assert r.status_code == 200
+    page = html(r)
+    assert "applies nothing itself" in page and "This is the lesson" not in page
