@@ -102,7 +102,7 @@ def measure_peak_gflops(threads: int | None = None, iters: int = 1_000_000,
     return {"gflops": flops / t / 1e9, "seconds": t, "flops": flops, "threads": threads}
 
 
-def measure_bandwidth_gbs(megabytes: int = 128, repeat: int = 5) -> dict:
+def measure_bandwidth_gbs(megabytes: int = 64, repeat: int = 5) -> dict:
     """Run the streaming copy on two arrays of ``megabytes`` MiB each (far above the L3
     size); returns ``{"gbs", "seconds", "bytes"}`` with bytes = read + written."""
     import engine

@@ -81,3 +81,15 @@ def test_unknown_preset_and_parameter_are_explained():
         presets.get("nope")
     with pytest.raises(presets.PresetError, match="no parameter 'size'"):
         presets.get("matmul-best", size=3)
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_preset_exports_for_tvm_and_python(name):
+    """The TVM 0.27 export (used by benchmarks/bench_vs_tvm.py) names every instruction."""
+    tr = presets.info(name).trace(**_small(presets.info(name))[0])
+    tvm = tr.export("tvm")
+    assert tvm.startswith("import tvm") and "get_sblock" in tvm
+    assert tvm.count("\n    ") >= len(tr)          # one line per instruction
+    compile(tvm, f"<{name}>", "exec")              # valid Python
+    py = tr.export("python")
+    compile(py, f"<{name}>", "exec")
