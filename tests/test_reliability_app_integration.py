@@ -1,10 +1,12 @@
-"""The web app with its measurement seams routed through the worker pool (the wiring the
-report asks app/measure.py to adopt, done here with monkeypatch): a crashing or endless
-generated kernel is reported on the page while the server keeps serving, results come back
-from the store, and the server process itself never compiles."""
+"""The web app as ``create_app`` wires it for the real server: measurements, cache simulation,
+code text and access patterns come from worker processes (app.workers), never from the web
+process. A crashing or endless generated kernel is reported on its step while the app keeps
+serving, a pending step shows "queued (position k)" and polls, results come back from the
+store after a restart, and sizes over the budgets are refused or "simulate only"."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -30,48 +32,46 @@ def slow(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
             B[vi] = B[vi] + A[vi]
 '''
 
+HX = {"HX-Request": "true"}
 
-class _RemoteSource:
-    def __init__(self, measurer, mod):
-        self.measurer, self.mod = measurer, mod
 
-    def get_source(self, kind="ll-opt"):
-        text, err = self.measurer.source(self.mod, kind)
-        if text is None:
-            raise RuntimeError(err)
-        return text
+def _no_compiling_here(mp):
+    """Make any compilation in this (the web) process fail loudly."""
+    import llvmlite.binding as llvm
+
+    import engine.runtime
+
+    def refuse(*a, **k):
+        raise AssertionError("the web process compiled a program")
+    mp.setattr(engine.runtime, "build", refuse)
+    mp.setattr(llvm, "parse_assembly", refuse)
 
 
 @pytest.fixture(scope="module")
-def wired(tmp_path_factory):
+def instance(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("instance"))
+
+
+@pytest.fixture(scope="module")
+def wired(instance):
     from app import measure
-    from app.workers import install
     mp = pytest.MonkeyPatch()
+    before = measure.MEASURER
     app = app_pkg.create_app({
         "TESTING": True,
+        "EXPLORER_INSTANCE": instance,
         "EXPLORER_LIMITS": {"step_time_limit_s": 1.0},
-        "EXPLORER_POOL": {"workers": 2},
+        "EXPLORER_POOL": {"workers": 2, "allow_debug": True},
     })
-    app.instance_path = str(tmp_path_factory.mktemp("instance"))
-    m = install(app)
-    mp.setattr(measure, "measure_step",
-               lambda mod, workload, params, *, func_name=None, baseline=None:
-               m.measure(mod, workload, params, func_name=func_name, baseline=baseline))
-    mp.setattr(measure, "cache_step", lambda mod, func_name=None: m.cache(mod, func_name))
-    mp.setattr(measure, "build", lambda mod, h=None: (_RemoteSource(m, mod), 0.0))
-
-    # The server process must never compile: make any build here fail loudly.
-    import engine.runtime
-
-    def no_build(*a, **k):
-        raise AssertionError("the server process compiled a program")
-    mp.setattr(engine.runtime, "build", no_build)
+    m = app.extensions["measurer"]
+    _no_compiling_here(mp)
     try:
         yield app.test_client(), m
     finally:
         if not callable(m._pool):
             m.pool.close(5)
         mp.undo()
+        measure.MEASURER = before
 
 
 def text_of(r) -> str:
@@ -84,42 +84,132 @@ def custom_url(client, program: str) -> str:
     return r.headers["Location"]
 
 
-def test_crashing_kernel_is_reported_and_the_server_keeps_serving(wired):
+def settled(client, url: str, polls: int = 400):
+    """GET a pane until it stops polling (no ``-pending`` element); returns the response."""
+    for _ in range(polls):
+        r = client.get(url, headers=HX)
+        assert r.status_code == 200, text_of(r)[:300]
+        if "-pending" not in r.get_data(as_text=True):
+            return r
+        time.sleep(0.25)
+    raise AssertionError(f"{url} still pending: {text_of(r)[:300]}")
+
+
+def test_the_real_server_configuration_measures_in_workers(wired):
+    client, m = wired
+    from app.workers import StepMeasurer
+    assert isinstance(m, StepMeasurer)
+    assert client.application.config["MEASURE_IN_PROCESS"] is False
+    # python -m app builds the same app (no TESTING): never in-process
+    plain = app_pkg.create_app({"EXPLORER_STORE": False})
+    assert plain.config["MEASURE_IN_PROCESS"] is False
+    assert isinstance(plain.extensions["measurer"], StepMeasurer)
+
+
+def test_crashing_kernel_is_reported_and_the_app_keeps_serving(wired):
     client, m = wired
     url = custom_url(client, CRASH)
-    r = client.get(url.replace("/explore/custom?", "/explore/custom/measure?"),
-                   headers={"HX-Request": "true"})
-    assert r.status_code == 200
+    r = settled(client, url.replace("/explore/custom?", "/explore/custom/measure?"))
     assert ("the compiled program crashed (signal SIGSEGV) — the step is kept but not measured"
             in text_of(r))
-    assert m.pool.stats()["crashes"] >= 1
-    ok = client.get("/explore/mm_relu/measure?n=16", headers={"HX-Request": "true"})
-    assert ok.status_code == 200 and "matches numpy" in text_of(ok)
-    code = client.get("/explore/mm_relu/code?n=16&kind=ll-opt", headers={"HX-Request": "true"})
+    crashes = m.pool.stats()["crashes"]
+    assert crashes >= 1
+    # asked again: the failure is remembered, the kernel is not run (and crashed) again
+    again = client.get(url.replace("/explore/custom?", "/explore/custom/measure?"), headers=HX)
+    assert "crashed (signal SIGSEGV)" in text_of(again)
+    assert m.pool.stats()["crashes"] == crashes
+    ok = settled(client, "/explore/mm_relu/measure?n=16")
+    assert "matches numpy" in text_of(ok)
+    code = client.get("/explore/mm_relu/code?n=16&kind=ll-opt", headers=HX)
     assert code.status_code == 200 and "define" in code.get_data(as_text=True)
 
 
 def test_endless_kernel_is_cut_at_the_time_limit(wired):
     client, m = wired
     url = custom_url(client, ENDLESS)
-    r = client.get(url.replace("/explore/custom?", "/explore/custom/measure?"),
-                   headers={"HX-Request": "true"})
-    assert r.status_code == 200
+    r = settled(client, url.replace("/explore/custom?", "/explore/custom/measure?"))
     assert ("this step took longer than 1 s — measurement skipped, the trace is kept"
             in text_of(r))
-    assert client.get("/explore/relu/measure", headers={"HX-Request": "true"}).status_code == 200
+    assert m.pool.stats()["timeouts"] >= 1
+    assert "matches numpy" in text_of(settled(client, "/explore/relu/measure?m=8&n=8"))
 
 
-def test_results_come_back_from_the_store(wired):
+def test_a_waiting_step_shows_its_queue_position_and_polls(wired, monkeypatch):
     client, m = wired
-    first = client.get("/explore/transpose/measure", headers={"HX-Request": "true"})
-    assert first.status_code == 200
-    before = m.pool.stats()["submitted"]
-    import time
+    from app import views
+    from app.workers import Job
+    monkeypatch.setattr(views, "STEP_BUDGET_S", 0.0)     # answer at once, do not wait
+    pool = m.pool
+    # occupy both workers, then one more job ahead in the queue
+    busy = [pool.submit(Job.debug("sleep", 2.0)) for _ in range(3)]
+    submitted = pool.stats()["submitted"]
+    url = "/explore/transpose/measure?m=24&n=40"
+    page = client.get(url, headers=HX).get_data(as_text=True)
+    assert re.search(r"Step 0: queued \(position [1-9]\)", page), page[:500]
+    assert 'hx-trigger="load delay:1s"' in page and 'id="measure-pending"' in page
+    assert pool.stats()["submitted"] == submitted + 1
+    # the repeat call (what the page's poll does) shares the job
+    client.get(url, headers=HX)
+    assert pool.stats()["submitted"] == submitted + 1
+    for t in busy:
+        t.result(60)
+    assert "Step 0:" in text_of(settled(client, url))
+    assert pool.stats()["submitted"] == submitted + 1
+
+
+def test_cache_code_and_pattern_panes_come_from_workers(wired):
+    client, _ = wired
+    page = text_of(settled(client, "/explore/mm_relu/cache?n=16"))
+    assert "Step 0, simulated:" in page and "L1" in page
+    asm = client.get("/explore/mm_relu/code?n=16&kind=asm", headers=HX)
+    assert "x86 assembly of step 0" in text_of(asm)
+    r = client.get("/explore/mm_relu/pattern?n=16&sel=L/mm_relu/1/Y&iteration=3")
+    assert re.findall(r"<figcaption><strong>(\w+)</strong>", r.get_data(as_text=True)) == \
+        ["A", "B", "Y"]
+    r = client.get("/explore/mm_relu/pattern?n=16&sel=L/mm_relu/1/Y&iteration=99")
+    assert "from 0 to 15" in text_of(r)
+
+
+def test_results_come_back_from_the_store_after_a_restart(wired, instance):
+    client, m = wired
+    first = settled(client, "/explore/add/measure?m=8&n=8")
+    assert "matches numpy" in text_of(first)
     end = time.monotonic() + 30
     while m._inflight and time.monotonic() < end:     # the store write follows the result
         time.sleep(0.01)
-    again = client.get("/explore/transpose/measure", headers={"HX-Request": "true"})
-    assert again.status_code == 200
-    assert m.pool.stats()["submitted"] == before      # nothing measured twice
     assert m.store.count_results() >= 1
+    from app import measure
+    before = measure.MEASURER
+    restarted = app_pkg.create_app({"TESTING": True, "EXPLORER_INSTANCE": instance,
+                                    "EXPLORER_POOL": {"workers": 1}})
+    try:
+        again = restarted.test_client().get("/explore/add/measure?m=8&n=8", headers=HX)
+        assert "matches numpy" in text_of(again)
+        m2 = restarted.extensions["measurer"]
+        assert callable(m2._pool)          # answered from the store: no worker started
+    finally:
+        measure.MEASURER = before
+
+
+def test_sizes_over_the_budgets(wired):
+    client, m = wired
+    submitted = m.pool.stats()["submitted"]
+    r = client.get("/explore/mm_relu/measure?n=2048", headers=HX)
+    assert r.status_code == 200
+    assert "Simulate only" in text_of(r) and "max_flops_measured" in text_of(r)
+    assert m.pool.stats()["submitted"] == submitted      # nothing compiled or timed
+    page = client.get("/explore/mm_relu?n=2048")
+    assert page.status_code == 200                       # the program is still explored
+    r = client.get("/explore/conv2d?in_channels=512&out_channels=512&size=512")
+    assert r.status_code == 400 and "max_flops" in text_of(r)
+
+
+def test_input_limits_name_the_limit():
+    app = app_pkg.create_app({"TESTING": True, "EXPLORER_LIMITS": {
+        "max_script_chars": 300, "max_upload_bytes": 4096}})
+    assert app.config["MAX_CONTENT_LENGTH"] == 4096
+    c = app.test_client()
+    r = c.post("/explore/custom", data={"program": CRASH + "#" * 400})
+    assert r.status_code == 413 and "max_script_chars" in text_of(r)
+    r = c.post("/import", data={"text": "x" * 10_000})
+    assert r.status_code == 413 and "max_upload_bytes" in text_of(r)

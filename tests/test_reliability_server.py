@@ -1,0 +1,222 @@
+"""The real server (``python -m app``: waitress + measurement worker processes + the store)
+over HTTP: a generated kernel that crashes, or runs past the step time limit, is reported on
+its step while the server keeps serving; and user text in names, programs, parameters and
+imported traces renders inert in Chromium (no injected element, no script run)."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from urllib.parse import quote, urlencode, urlsplit
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+CRASH = '''@T.prim_func
+def oob(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    T.func_attr({"global_symbol": "oob", "tir.noalias": True})
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            B[vi] = A[vi * 100000000]
+'''
+
+ENDLESS = '''@T.prim_func
+def slow(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    T.func_attr({"global_symbol": "slow", "tir.noalias": True})
+    for i, j, k in T.grid(100000, 100000, 100000):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i % 4)
+            vj = T.axis.reduce(100000, j)
+            vk = T.axis.reduce(100000, k)
+            B[vi] = B[vi] + A[vi]
+'''
+
+# Markup that would add an element (and run script, were the CSP absent) if it were not escaped.
+PAYLOAD = '<img src=x data-xss=1 onerror="window.__xss=1">'
+EVIL_BLOCK = '''@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    T.func_attr({"global_symbol": "f", "tir.noalias": True})
+    for i in range(8):
+        with T.block("%s"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi]
+''' % PAYLOAD.replace('"', "'")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "--port", str(port), "--measure-workers", "2",
+         "--instance", str(tmp_path_factory.mktemp("instance")),
+         "--limit", "step_time_limit_s=1"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    for _ in range(600):
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"the server exited at start:\n{log.read()}")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/static/favicon.svg")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            time.sleep(0.1)
+    base = f"http://127.0.0.1:{port}"
+    yield base, proc
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    log.close()
+
+
+def request(base: str, method: str, path: str, fields: dict | None = None,
+            headers: dict | None = None) -> tuple[int, dict, str]:
+    u = urlsplit(base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+    h = dict(headers or {})
+    body = None
+    if fields is not None:
+        body = urlencode(fields)
+        h["Content-Type"] = "application/x-www-form-urlencoded"
+        h.setdefault("Origin", base)
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    out = (r.status, dict(r.getheaders()), r.read().decode("utf-8", "replace"))
+    c.close()
+    return out
+
+
+def text_of(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def settled_measure(base: str, url: str, polls: int = 600) -> str:
+    path = url.replace("/explore/custom?", "/explore/custom/measure?") if "/custom?" in url \
+        else url
+    for _ in range(polls):
+        st, _, html = request(base, "GET", path, headers={"HX-Request": "true"})
+        assert st == 200, html[:300]
+        if 'id="measure-pending"' not in html:
+            return text_of(html)
+        time.sleep(0.25)
+    raise AssertionError(f"still pending: {text_of(html)[:300]}")
+
+
+def custom(base: str, program: str) -> str:
+    st, headers, html = request(base, "POST", "/explore/custom", {"program": program})
+    assert st == 303, text_of(html)[:300]
+    return urlsplit(headers["Location"]).path + "?" + urlsplit(headers["Location"]).query
+
+
+def test_a_crashing_kernel_leaves_the_server_serving(server):
+    base, proc = server
+    url = custom(base, CRASH)
+    page = settled_measure(base, url)
+    assert "the compiled program crashed (signal SIGSEGV) — the step is kept but not measured" \
+        in page
+    assert proc.poll() is None
+    st, _, html = request(base, "GET", "/")
+    assert st == 200 and "Pick a tensor program" in html
+    assert "matches numpy" in settled_measure(base, "/explore/mm_relu/measure?n=16")
+
+
+def test_a_step_over_the_time_limit_is_cut_and_reported(server):
+    base, proc = server
+    page = settled_measure(base, custom(base, ENDLESS))
+    assert "this step took longer than 1 s — measurement skipped, the trace is kept" in page
+    assert proc.poll() is None
+    st, _, html = request(base, "GET", custom(base, ENDLESS).replace("/explore/custom?",
+                                                                    "/explore/custom/code?"),
+                          headers={"HX-Request": "true"})
+    assert st == 200 and "define" in html           # compiling it is fine; only runs are cut
+
+
+def _chromium() -> str | None:
+    for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+        if os.path.exists(p):
+            return p
+    return shutil.which("chromium")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.mark.e2e
+def test_user_text_renders_inert_in_chromium(server, browser):
+    base, _ = server
+    program_url = custom(base, EVIL_BLOCK)
+    trace = json.dumps({"format": "schedule-explorer/trace", "version": 1,
+                        "workload": {"name": PAYLOAD, "params": {}}, "insts": []})
+    pages = {   # what -> (url, whether the page quotes the text back)
+        "a block name in a pasted program": (base + program_url, True),
+        "a workload name in the address": (base + "/explore/" + quote(PAYLOAD, safe=""), True),
+        "a parameter name": (base + "/explore/mm_relu?" + quote(PAYLOAD, safe="") + "=1", True),
+        "a parameter value": (base + "/explore/mm_relu?n=" + quote(PAYLOAD, safe=""), True),
+        "a trace token": (base + "/explore/mm_relu?t=" + quote(PAYLOAD, safe=""), False),
+    }
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    for what, (url, quoted) in pages.items():
+        page.goto(url)
+        page.wait_for_load_state("load")
+        assert page.evaluate("() => document.querySelectorAll('[data-xss]').length") == 0, what
+        assert page.evaluate("() => window.__xss === undefined"), what
+        if quoted:
+            assert "<img src=x" in page.inner_text("body"), what     # shown as text
+    # an imported trace naming an evil workload, and a program that does not parse
+    page.goto(base + "/")
+    page.click("#import summary")
+    page.fill("#import-text", trace)
+    page.click("#import button[type=submit]")
+    page.wait_for_load_state("load")
+    assert page.evaluate("() => document.querySelectorAll('[data-xss]').length") == 0
+    assert "<img src=x" in page.inner_text("body")
+    page.goto(base + "/")
+    page.click("details:has(#program) summary")
+    page.fill("#program", "@T.prim_func\ndef f(" + PAYLOAD + "):\n    pass\n")
+    page.click("details:has(#program) button[type=submit]")
+    page.wait_for_load_state("load")
+    assert page.evaluate("() => document.querySelectorAll('[data-xss]').length") == 0
+    assert page.evaluate("() => window.__xss === undefined")
+    assert not dialogs
+    # the block's name is also escaped inside the htmx-swapped panes (program + diagram)
+    page.goto(base + program_url)
+    page.wait_for_selector("#measure-now", timeout=60_000)
+    assert page.evaluate("() => document.querySelectorAll('[data-xss]').length") == 0
+    assert PAYLOAD.replace('"', "'") in page.inner_text("#program-pane") \
+        if page.query_selector("#program-pane") else True
+    ctx.close()
