@@ -304,3 +304,19 @@ def test_learner_step_on_the_last_narrative_step_is_not_called_correct(client):
     assert r.status_code == 200
     page = html(r)
     assert "applies nothing itself" in page and "This is the lesson" not in page
+
+
+def test_beat_time_challenge_measures_both_programs(client):
+    sch = engine.Schedule(engine.workloads.get("mm_relu", n=16), workload=("mm_relu", {"n": 16}))
+    y = sch.get_block("Y")
+    i, j, k = sch.get_loops(y)
+    sch.parallel(i)
+    link = "http://localhost/explore/mm_relu?n=16&t=" + sch.trace.encode()
+    r = client.get("/challenges/mm_relu_beat_naive", query_string={"solution": link})
+    assert r.status_code == 200
+    page = html(r)
+    m = re.search(r'id="challenge-result" class="lesson-check (ok|wrong)"', page)
+    assert m, page[:2000]
+    # the verdict quotes both measured times and the speed-up, and links the attempt
+    assert re.search(r"yours [0-9.]+ ms vs reference [0-9.]+ ms \([0-9.]+x\)", page)
+    assert "explore/mm_relu?n=16" in page
