@@ -41,6 +41,11 @@
   document.addEventListener("click", function (ev) {
     var t = ev.target;
     if (!(t instanceof Element)) return;
+    if (t.closest("[data-leave-present]")) {
+      // the same state in the normal explorer: drop /present from the address
+      location.assign(location.pathname.replace(/\/present$/, "") + location.search);
+      return;
+    }
     var b = t.closest("[data-font]");
     if (!b) return;
     var st = load();

@@ -137,6 +137,11 @@ def test_presenter_mode_keyboard_stepping(page, server, shot):
     assert "/present?" in page.url
     assert "j_0" in program_text(page)
     shot(page, "lessons-09-present-explorer")
+    page.click("[data-leave-present]")
+    page.wait_for_url(re.compile(r"/explore/mm_relu\?.*at=2"))
+    assert "/present" not in page.url
+    page.wait_for_selector("#trace-pane")
+    assert not page.locator("#presentbar").count()
     assert not page.js_errors, page.js_errors
 
 
