@@ -449,7 +449,8 @@ def compare_page():
         })
     shared = compare.common_prefix(sa, sb)
     return render_template("compare/page.html", sides=sides, a=a, b=b, present=present,
-                           summary=summary, shared=shared, forks=_forks(sa, present, b=b),
+                           summary=summary, differs=bool(in_a or in_b), shared=shared,
+                           forks=_forks(sa, present),
                            swap_url=compare.compare_url(b, a, present),
                            measure_url="/compare/measure?" + urlencode({"a": a, "b": b}))
 
@@ -459,7 +460,7 @@ def _plain_svg(svg: str) -> str:
     return svg.replace(' data-sel="', ' data-csel="').replace(' tabindex="0"', "")
 
 
-def _forks(sa: Session, present: bool, b: str | None = None) -> list[dict]:
+def _forks(sa: Session, present: bool) -> list[dict]:
     """Links comparing A with a fork of A at each of its steps."""
     out = []
     host = request.host_url.rstrip("/")
