@@ -157,3 +157,24 @@ def test_bad_links_are_4xx_with_a_way_back(client, a, b):
     assert "<script>alert" not in page
     r = client.get("/compare/measure", query_string={"a": a, "b": b})
     assert 400 <= r.status_code < 500
+
+
+def test_fork_link_include_for_the_trace_pane(app):
+    """templates/compare/_fork_link.html renders a compare link of a trace and its fork."""
+    from flask import render_template
+    from werkzeug.datastructures import MultiDict
+
+    from app.session import Session
+    sch = course(3)
+    with app.test_request_context("/"):
+        s = Session.from_request("mm_relu", MultiDict({"n": str(N), "t": sch.trace.encode()}))
+        out = render_template("compare/_fork_link.html", s=s, st=type("St", (), {"k": 1}))
+        last = render_template("compare/_fork_link.html", s=s, st=type("St", (), {"k": 3}))
+        present = render_template("lessons/_present_link.html", s=s)
+    assert "href" not in last          # no fork after the last step
+    url = unescape(re.search(r'href="([^"]+)"', out).group(1))
+    q = parse_qs(urlsplit(url).query)
+    sa = Session.from_request("mm_relu", MultiDict(parse_qs(urlsplit(q["a"][0]).query)))
+    sb = Session.from_request("mm_relu", MultiDict(parse_qs(urlsplit(q["b"][0]).query)))
+    assert (sa.nsteps, sb.nsteps) == (3, 1)
+    assert 'href="/explore/mm_relu/present?' in present
