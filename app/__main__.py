@@ -75,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         serve(app, host=host, port=args.port, **options)
     finally:
         if measurer is not None and not callable(measurer._pool):
+            stats = measurer.pool.stats()
             measurer.pool.close(5)
+            print("measurement pool: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(stats.items()) if k != "worker_pids") +
+                f"; store hits {measurer.hits}, jobs {measurer.misses}", flush=True)
     return 0
 
 

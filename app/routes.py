@@ -10,6 +10,8 @@
 ``GET  /explore/<w>/export/<fmt>``     download: json | python | tvm | course
 ``POST /import``                       a trace (ours or TVM's as_json) -> redirect to explorer
 ``POST /explore/custom``               pasted TVMScript -> redirect to ``/explore/custom?src=``
+``POST /explore/<w>/save``             save the trace (to the current step) under a name
+``GET  /saved/<id>``                   a saved trace -> redirect to the explorer
 =====================================  =====================================================
 """
 from __future__ import annotations
@@ -219,6 +221,69 @@ def import_trace():
     except Exception as e:  # noqa: BLE001
         raise AppError(400, "Import failed",
                        f"The trace does not replay on {name} {params}: {e}",
+                       back="/", back_label="the gallery") from None
+    s.set_trace(sch.trace, sch.trace.encode())
+    return redirect(s.url(), code=303)
+
+
+# ---------------------------------------------------------------------------- saved traces
+_SAVED_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+def _store():
+    return current_app.extensions.get("store")
+
+
+@bp.post("/explore/<workload>/save")
+def save_trace(workload: str):
+    """Save the trace up to the current step under a name (in the store); the gallery lists
+    saved traces and ``/saved/<id>`` reopens one, also after a restart."""
+    s = Session.from_request(workload, request.form, frozenset({"name"}))
+    store = _store()
+    if store is None:
+        return _refusal("Saving is not available on this server (it runs without a store); "
+                        "copy the link instead — it holds the whole session.", [], 422)
+    if workload == CUSTOM:
+        return _refusal("A pasted program is not saved on the server; copy the link instead — "
+                        "it holds the program and the whole session.", [], 422)
+    from .limits import InputError as LimitsInputError
+    from .session import limits
+    try:
+        name = limits().check_name(request.form.get("name", ""), "name")
+    except LimitsInputError as e:
+        return _refusal(str(e), [], 422)
+    tid = store.save_trace(name, workload, s.params, trace_json(s.prefix_trace(s.at)))
+    if tid is None:
+        return _refusal("The trace could not be saved (the server's store failed); copy the "
+                        "link instead — it holds the whole session.", [], 500)
+    msg = {"kind": "ok", "text": f"saved as “{name}” (step {s.at}); reopen it from the "
+                                 f"gallery or at /saved/{tid}"}
+    return render_template("panes/message.html", message=msg)
+
+
+@bp.get("/saved/<tid>")
+def open_saved(tid: str):
+    store = _store()
+    saved = store.get_trace(tid) if store is not None and _SAVED_ID.fullmatch(tid) else None
+    if saved is None:
+        raise AppError(404, "No such saved trace",
+                       "There is no saved trace at this address; pick one from the gallery.",
+                       back="/", back_label="the gallery")
+    Trace = bridge.attr("schedule", "Trace")
+    try:
+        trace = Trace.from_json(saved.trace)
+    except Exception as e:  # noqa: BLE001 - stored by an older version?
+        raise AppError(400, "The saved trace cannot be read", str(e), back="/",
+                       back_label="the gallery") from None
+    info = workload_info(saved.workload)
+    params = parse_params(info, {k: str(v) for k, v in (saved.params or {}).items()})
+    s = Session(saved.workload, params, info, load_workload(saved.workload, params))
+    sch = s.new_schedule()
+    try:
+        trace.apply_to_schedule(sch)
+    except Exception as e:  # noqa: BLE001
+        raise AppError(400, "The saved trace does not replay",
+                       f"“{saved.name}” does not replay on {saved.workload} {params}: {e}",
                        back="/", back_label="the gallery") from None
     s.set_trace(sch.trace, sch.trace.encode())
     return redirect(s.url(), code=303)

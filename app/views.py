@@ -36,7 +36,23 @@ def gallery() -> dict:
             continue
         cards.append({"name": n, "title": info["title"], "description": info["description"],
                       "params": info["defaults"], "limits": info["limits"]})
-    return {"workloads": cards, "unavailable": None}
+    return {"workloads": cards, "unavailable": None, "saved": saved_traces()}
+
+
+def saved_traces(limit: int = 20) -> list[dict]:
+    """The newest saved traces (name, workload, sizes, steps, link) from the store."""
+    from flask import current_app
+    store = current_app.extensions.get("store")
+    if store is None:
+        return []
+    out = []
+    for t in store.list_traces(limit=limit):
+        insts = t.trace.get("insts", []) if isinstance(t.trace, dict) else []
+        out.append({"id": t.id, "name": t.name, "workload": t.workload,
+                    "params": ", ".join(f"{k}={v}" for k, v in (t.params or {}).items()),
+                    "insts": len(insts), "url": f"/saved/{t.id}",
+                    "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(t.created))})
+    return out
 
 
 # ---------------------------------------------------------------------------- program pane
@@ -264,6 +280,9 @@ def explorer(session: Session, sel: str | None = None) -> dict:
         ctx["steps_error"] = str(e)
     ctx["toolbar"] = toolbar(session, trees, sel)
     ctx["schedule_available"] = bridge.has("schedule", "Schedule")
+    from flask import current_app, has_app_context
+    ctx["can_save"] = (has_app_context() and session.workload != "custom"
+                       and current_app.extensions.get("store") is not None)
     ctx["runtime_available"] = bridge.has("runtime", "build")
     return ctx
 
@@ -426,9 +445,13 @@ def _pooled(session: Session, lookup, submit, value_of, budget: float):
     return by_step, queued, busy
 
 
+#: How long the code pane waits for its compile before answering "queued" and polling.
+CODE_BUDGET_S = 3.0
+
+
 def _queued_text(position) -> str:
     if position is None:
-        return "waiting"
+        return "waiting for room in the queue"
     if position == 0:
         return "measuring"
     return f"queued (position {position})"
@@ -636,9 +659,27 @@ def pattern(session: Session, sel: str | None, iteration_raw: str | None) -> dic
 
 def code(session: Session, kind: str) -> dict:
     mod = session.mod_at(session.at)
+    m = measure.active()
     try:
-        # (compiled by a worker process in the real server)
-        text, err = measure.source(mod, kind)
+        if m is not None:
+            # compiled by a worker; answer "queued" (the pane polls) rather than hold a
+            # server thread while the queue is long
+            from .workers import QueueFull
+            try:
+                got, ticket = m.submit_source(mod)
+            except QueueFull:
+                return {"queued": _queued_text(None), "text": None, "kind": kind}
+            except Exception as e:  # noqa: BLE001 - PoolClosed / PoolUnavailable: say why
+                return {"unavailable": None, "error": str(e), "text": None, "kind": kind}
+            if got is None:
+                try:
+                    got = m.source_result_of(ticket, CODE_BUDGET_S)
+                except TimeoutError:
+                    return {"queued": _queued_text(ticket.position()), "text": None,
+                            "kind": kind}
+            text, err = m.source_text(got, kind)
+        else:
+            text, err = measure.source(mod, kind)
     except bridge.NotAvailable as e:
         return {"unavailable": str(e), "text": None, "kind": kind}
     if text is None:

@@ -610,8 +610,12 @@ class MeasurePool:
                                            self._closing, self._slots)
 
     # public API --------------------------------------------------------------------------
-    def submit(self, job: Job, on_done: Callable[[JobResult], None] | None = None) -> Ticket:
-        """Queue a job; raises :class:`QueueFull` or :class:`PoolClosed` instead of queuing."""
+    def submit(self, job: Job, on_done: Callable[[JobResult], None] | None = None, *,
+               urgent: bool = False) -> Ticket:
+        """Queue a job; raises :class:`QueueFull` or :class:`PoolClosed` instead of queuing.
+
+        ``urgent`` jobs (short, interactive ones: the code pane's compile, an access pattern)
+        go ahead of the measurements waiting in the queue, behind earlier urgent jobs."""
         if not isinstance(job, Job):
             raise TypeError("submit() takes an app.workers.Job")
         bad = [a for a in job.actions
@@ -629,7 +633,14 @@ class MeasurePool:
             if len(self._pending) >= self.config.queue_length:
                 self._stats["refused"] += 1
                 raise QueueFull(len(self._pending))
-            self._pending.append(ticket)
+            if urgent:
+                ticket.urgent = True  # type: ignore[attr-defined]
+                at = 0
+                while at < len(self._pending) and getattr(self._pending[at], "urgent", False):
+                    at += 1
+                self._pending.insert(at, ticket)
+            else:
+                self._pending.append(ticket)
             self._remember(ticket)
             self._stats["submitted"] += 1
             self._cond.notify()
@@ -825,9 +836,10 @@ class StepMeasurer:
     _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled", "busy",
                   "pending", "unavailable"}
     _REMEMBER = {"timeout", "crashed", "out-of-memory"}
-    #: How long a crash/timeout/out-of-memory result is answered from memory before the
-    #: step is tried again.
+    #: How long a crash or out-of-memory result is answered from memory before the step is
+    #: tried again; a timeout (which a busy machine can cause) is retried sooner.
     failure_ttl_s = 600.0
+    timeout_ttl_s = 120.0
 
     def __init__(self, pool: "MeasurePool | Callable[[], MeasurePool]", store: Any = None,
                  fingerprint: str | None = None, kind: str = "step",
@@ -878,7 +890,7 @@ class StepMeasurer:
 
     # generic: stored value, or one shared job ------------------------------------------------
     def _lookup_or_submit(self, h: str, kind: str, make_job: Callable[[], Job],
-                          to_value: Callable[[JobResult], Any]
+                          to_value: Callable[[JobResult], Any], urgent: bool = False
                           ) -> tuple[Any, Ticket | None]:
         if self.store is not None:
             got = self.store.get_result(h, self.fingerprint, kind)
@@ -890,8 +902,8 @@ class StepMeasurer:
         with self._lock:
             failed = self._failed.get(key)
             if failed is not None:
-                when, value = failed
-                if time.monotonic() - when < self.failure_ttl_s:
+                until, value = failed
+                if time.monotonic() < until:
                     self.hits += 1
                     return value, None
                 del self._failed[key]
@@ -902,7 +914,7 @@ class StepMeasurer:
                 self.hits += 1                 # running, or finished and being stored
                 return None, t
             self.misses += 1
-            ticket = pool.submit(make_job())
+            ticket = pool.submit(make_job(), urgent=urgent)
             ticket.program_hash = h  # type: ignore[attr-defined]
             self._inflight[key] = ticket
         ticket.add_done_callback(
@@ -915,8 +927,10 @@ class StepMeasurer:
                 # A crash, a timeout or running out of memory would happen again: remember
                 # the sentence for a while (in memory only — a restart tries again) instead
                 # of re-running the program every time its page asks.
+                ttl = (self.timeout_ttl_s if result.status == "timeout"
+                       else self.failure_ttl_s)
                 with self._lock:
-                    self._failed[key] = (time.monotonic(), to_value(result))
+                    self._failed[key] = (time.monotonic() + ttl, to_value(result))
                     while len(self._failed) > 1000:
                         self._failed.popitem(last=False)
                 return
@@ -961,7 +975,7 @@ class StepMeasurer:
         kind = self._kind(workload, params, func_name)
         with self._lock:
             failed = self._failed.get((h, kind))
-        if failed is not None and time.monotonic() - failed[0] < self.failure_ttl_s:
+        if failed is not None and time.monotonic() < failed[0]:
             return failed[1]
         if self.store is None:
             return None
@@ -1032,7 +1046,7 @@ class StepMeasurer:
         key = (h, f"cache:{func_name or '-'}")
         with self._lock:
             failed = self._failed.get(key)
-        if failed is not None and time.monotonic() - failed[0] < self.failure_ttl_s:
+        if failed is not None and time.monotonic() < failed[0]:
             return failed[1]
         if self.store is None:
             return None
@@ -1046,7 +1060,7 @@ class StepMeasurer:
         job = Job(actions=("pattern",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
                   func_name=func_name, loop_index=int(loop_index), iteration=int(iteration))
         try:
-            r = self._wait(self.pool.submit(job), timeout)
+            r = self._wait(self.pool.submit(job, urgent=True), timeout)
         except (QueueFull, PoolClosed, PoolUnavailable) as e:
             raise ValueError(str(e)) from None
         if r.ok and isinstance(r.data.get("pattern"), dict):
@@ -1066,27 +1080,41 @@ class StepMeasurer:
         return self._cache_value(self._wait(ticket, timeout))  # type: ignore[arg-type]
 
     # code pane --------------------------------------------------------------------------------
-    def source(self, mod: Any, kind: str = "ll-opt",
-               timeout: float | None = None) -> tuple[str | None, str | None]:
-        """(LLVM IR or assembly text, None) or (None, the sentence saying why not)."""
-        h = self.program_hash(mod)
+    @staticmethod
+    def _source_value(r: JobResult) -> dict[str, Any]:
+        if r.ok and isinstance(r.data.get("source"), dict):
+            return {"source": r.data["source"]}
+        return {"error": f"compile failed: {r.message or r.status}"}
 
-        def value(r: JobResult) -> dict[str, Any]:
-            if r.ok and isinstance(r.data.get("source"), dict):
-                return {"source": r.data["source"]}
-            return {"error": f"compile failed: {r.message or r.status}"}
-        try:
-            got, ticket = self._lookup_or_submit(
-                h, "source", lambda: Job(actions=("compile", "source"),
-                                         module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)),
-                value)
-        except (QueueFull, PoolClosed, PoolUnavailable) as e:
-            return None, str(e)
-        d = got if got is not None else value(self._wait(ticket, timeout))  # type: ignore[arg-type]
+    @staticmethod
+    def source_text(d: dict[str, Any], kind: str) -> tuple[str | None, str | None]:
+        """``(text, None)`` or ``(None, sentence)`` from a stored/finished source value."""
         if "source" in d:
             text = d["source"].get(kind)
             return (text, None) if text is not None else (None, f"no {kind} text")
         return None, d.get("error") or "no code"
+
+    def submit_source(self, mod: Any) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored source value, None) or (None, ticket) — an urgent job (it only
+        compiles); read with :meth:`source_text` (``source_result_of`` for a ticket)."""
+        h = self.program_hash(mod)
+        return self._lookup_or_submit(
+            h, "source", lambda: Job(actions=("compile", "source"),
+                                     module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)),
+            self._source_value, urgent=True)
+
+    def source_result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
+        return self._source_value(ticket.result(timeout))
+
+    def source(self, mod: Any, kind: str = "ll-opt",
+               timeout: float | None = None) -> tuple[str | None, str | None]:
+        """(LLVM IR or assembly text, None) or (None, the sentence saying why not)."""
+        try:
+            got, ticket = self.submit_source(mod)
+        except (QueueFull, PoolClosed, PoolUnavailable) as e:
+            return None, str(e)
+        d = got if got is not None else self._source_value(self._wait(ticket, timeout))  # type: ignore[arg-type]
+        return self.source_text(d, kind)
 
 
 def install(app: Any) -> StepMeasurer | None:

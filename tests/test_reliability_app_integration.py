@@ -213,3 +213,25 @@ def test_input_limits_name_the_limit():
     assert r.status_code == 413 and "max_script_chars" in text_of(r)
     r = c.post("/import", data={"text": "x" * 10_000})
     assert r.status_code == 413 and "max_upload_bytes" in text_of(r)
+
+
+def test_the_code_pane_polls_while_queued_and_jumps_the_measurements(wired, monkeypatch):
+    client, m = wired
+    from app import views
+    from app.workers import Job
+    monkeypatch.setattr(views, "CODE_BUDGET_S", 0.0)
+    pool = m.pool
+    busy = [pool.submit(Job.debug("sleep", 2.0)) for _ in range(4)]
+    url = "/explore/relu/code?m=24&n=24&kind=asm"
+    page = client.get(url, headers=HX).get_data(as_text=True)
+    pos = re.search(r"compiling step 0: queued \(position (\d)\)", page)
+    assert pos and 'hx-trigger="load delay:1s"' in page and 'hx-swap="outerHTML"' in page
+    assert int(pos.group(1)) == 1          # ahead of the waiting measurements (urgent)
+    for t in busy:
+        t.result(60)
+    for _ in range(200):
+        page = client.get(url, headers=HX).get_data(as_text=True)
+        if "x86 assembly of step 0" in page:
+            break
+        time.sleep(0.1)
+    assert "x86 assembly of step 0" in page

@@ -402,12 +402,12 @@ def classify_measurement(html: str) -> str:
     text = re.sub(r"<[^>]+>", " ", html)
     text = re.sub(r"\s+", " ", text)
     low = text.lower()
-    if re.search(r"queued|position \d|measuring|pending|in progress", low) and \
+    if re.search(r"queued|position \d|measuring|waiting for room|pending|in progress", low) and \
             "id=\"measure-now\"" not in html:
         return "pending"
     m = re.search(r'id="measure-now"[^>]*>(.*?)</p>', html, re.S)
     now = re.sub(r"<[^>]+>", " ", m.group(1)) if m else ""
-    if re.search(r"queued|position \d|measuring", now.lower()):
+    if re.search(r"queued|position \d|measuring|waiting for room", now.lower()):
         return "pending"
     if re.search(r"\d[\d.]*\s*(ms|µs|μs|us|ns|s)\b", now):
         return "measured"
@@ -457,13 +457,12 @@ def tree_rss(pid: int) -> tuple[int | None, int]:
     return rss_kib(pid), sum(rss_kib(c) or 0 for c in kids)
 
 
-def start_server(port: int, extra: list[str], pooled: bool = False) -> subprocess.Popen:
+def start_server(port: int, extra: list[str]) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     log = open(SERVER_LOG, "w")
-    cmd = ([sys.executable, os.path.join(ROOT, "benchmarks", "load", "serve_with_pool.py")]
-           if pooled else [sys.executable, "-m", "app"])
+    cmd = [sys.executable, "-m", "app"]
     proc = subprocess.Popen([*cmd, "--port", str(port), *extra],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -527,9 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-size", type=int, default=128, help="cap on workload sizes")
     ap.add_argument("--timeout", type=float, default=120.0, help="per request, seconds")
     ap.add_argument("--workloads", default="", help="comma list to restrict to (default: all)")
-    ap.add_argument("--pooled", action="store_true",
-                    help="serve with benchmarks/load/serve_with_pool.py (measurements in "
-                         "worker processes + store) instead of python -m app")
+    ap.add_argument("--warm-store", action="store_true",
+                    help="use the server's default store (./instance) instead of a fresh one")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for python -m app (repeatable)")
     args = ap.parse_args(argv)
@@ -540,8 +538,13 @@ def main(argv: list[str] | None = None) -> int:
 
     port = free_port()
     t_start = time.monotonic()
-    proc = start_server(port, args.server_arg, args.pooled)
-    what = "benchmarks/load/serve_with_pool.py" if args.pooled else "python -m app"
+    extra = list(args.server_arg)
+    if not any(a.startswith("--instance") for a in extra) and not args.warm_store:
+        # a fresh store: every step is really compiled and measured, nothing comes from
+        # an earlier run
+        extra += ["--instance", tempfile.mkdtemp(prefix="explorer-load-")]
+    proc = start_server(port, extra)
+    what = "python -m app " + " ".join(extra)
     print(f"server: {what} --port {port} (pid {proc.pid}), up in "
           f"{time.monotonic() - t_start:.1f} s")
     stats = Stats()
@@ -596,6 +599,13 @@ def main(argv: list[str] | None = None) -> int:
           f"lost: {len(stats.measure_lost)}")
     for e in stats.measure_lost[:5]:
         print(f"  {e}")
+    try:
+        with open(SERVER_LOG) as f:
+            pool_lines = [ln.strip() for ln in f if ln.startswith("measurement pool:")]
+    except OSError:
+        pool_lines = []
+    if pool_lines:
+        print(pool_lines[-1])
     print(f"server log: {SERVER_LOG}")
     print(f"server alive at the end: {alive}; exit code after SIGINT: {code}; "
           f"learners still stuck: {stuck}")
