@@ -14,6 +14,7 @@ and presenter mode.
 ``GET  /compare?a=<link>&b=<link>``        two states side by side
 ``GET  /compare/measure?a=…&b=…``          runtime and cache plots of both, overlaid (lazy)
 ``GET  /explore/<w>/present?<state>``      the explorer in presenter mode
+``GET  /explore/<w>?<state>&present=1``    redirects there (``present=0``: back to the explorer)
 =========================================  ==================================================
 
 Every page takes ``present=1`` (presenter mode: large fonts, pane selection, arrow keys step
@@ -24,10 +25,11 @@ blueprint's ``apply`` instead of the explorer's.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, current_app, redirect, render_template, request
 from htmx_flask import make_response
 from markupsafe import Markup
 from werkzeug.datastructures import MultiDict
@@ -497,6 +499,24 @@ def compare_measure():
 
 
 # ---------------------------------------------------------------------------- presenter
+_EXPLORE_PATH = re.compile(r"^/explore/([^/]+)$")
+
+
+@bp.before_app_request
+def _present_flag_on_the_explorer():
+    """``/explore/<w>?…&present=1`` -> ``/explore/<w>/present?…`` (the explorer's own route
+    takes only workload parameters; ``present=0`` leads back to the plain explorer)."""
+    if request.method != "GET" or "present" not in request.args:
+        return None
+    m = _EXPLORE_PATH.match(request.path)
+    if m is None:
+        return None
+    args = [(k, v) for k, v in request.args.items(multi=True) if k != "present"]
+    on = request.args.get("present", "") in ("1", "true", "on")
+    path = f"/explore/{m.group(1)}" + ("/present" if on else "")
+    return redirect(path + ("?" + urlencode(args) if args else ""), code=302)
+
+
 @bp.get("/explore/<workload>/present")
 def present_explore(workload: str):
     """The explorer page in presenter mode (the same panes; static/present.js adds the

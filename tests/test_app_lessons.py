@@ -320,3 +320,15 @@ def test_beat_time_challenge_measures_both_programs(client):
     # the verdict quotes both measured times and the speed-up, and links the attempt
     assert re.search(r"yours [0-9.]+ ms vs reference [0-9.]+ ms \([0-9.]+x\)", page)
     assert "explore/mm_relu?n=16" in page
+
+
+def test_present_flag_on_the_explorer_redirects(client):
+    r = client.get("/explore/mm_relu?n=64&present=1")
+    assert r.status_code == 302
+    assert r.headers["Location"].endswith("/explore/mm_relu/present?n=64")
+    r = client.get("/explore/mm_relu/present?n=64&present=0")
+    assert r.status_code == 200          # the presenter route itself ignores the flag
+    r = client.get("/explore/mm_relu?n=64&present=0")
+    assert r.status_code == 302 and r.headers["Location"].endswith("/explore/mm_relu?n=64")
+    # other explorer routes are untouched
+    assert client.get("/explore/mm_relu?n=64").status_code == 200

@@ -128,7 +128,7 @@ def test_presenter_mode_keyboard_stepping(page, server, shot):
     # the explorer in presenter mode: arrows step through a shared trace
     page.goto(server + f"/lessons/{L1}?step=5")
     href = page.get_attribute("#open-explorer", "href")
-    page.goto(server + href.replace("/explore/mm_relu?", "/explore/mm_relu/present?") + "&at=0")
+    page.goto(server + href + "&at=0&present=1")      # redirected to /explore/mm_relu/present
     page.wait_for_selector("#presentbar")
     page.keyboard.press("ArrowRight")
     page.wait_for_function("() => /at=1/.test(location.href)")
