@@ -549,6 +549,10 @@ def _measurements_pooled(session: Session, m, budget: float) -> dict:
 def cache(session: Session, budget_s: float | None = None) -> dict:
     """Simulated cache misses per level at every step, and per buffer at the current one."""
     budget = STEP_BUDGET_S if budget_s is None else budget_s
+    plan = measure_plan(session)
+    if plan is not None and not plan.measure:
+        return {"rows": [], "fig": None, "unavailable": None, "current": None,
+                "per_buffer": [], "npoints": 0, "pending": [], "simulate_only": plan.reason}
     m = measure.active()
     if m is not None:
         return _cache_pooled(session, m, budget)

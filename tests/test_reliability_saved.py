@@ -79,3 +79,32 @@ def test_without_a_store_saving_says_so(instance):
     assert 'hx-post="/explore/mm_relu/save"' not in c.get(url).get_data(as_text=True)
     r = c.post("/explore/mm_relu/save", headers=HX, data={"n": "16", "name": "x"})
     assert r.status_code == 422 and "copy the link" in text_of(r)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FUZZ = {}
+
+
+def _fuzz_client(tmp_path_factory):
+    if "c" not in _FUZZ:
+        _FUZZ["c"] = make(str(tmp_path_factory.mktemp("fuzz")))
+    return _FUZZ["c"]
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.text(max_size=120), tid=st.text(max_size=60),
+       at=st.one_of(st.none(), st.integers(-2, 3).map(str), st.text(max_size=5)))
+def test_save_and_open_never_500(tmp_path_factory, name, tid, at):
+    c = _fuzz_client(tmp_path_factory)
+    data = {"n": "16", "name": name}
+    if at is not None:
+        data["at"] = at
+    r = c.post("/explore/mm_relu/save", headers=HX, data=data)
+    assert r.status_code < 500 and "Traceback" not in r.get_data(as_text=True)
+    if r.status_code == 200:
+        assert "saved as" in text_of(r)
+    from urllib.parse import quote
+    r = c.get("/saved/" + quote(tid, safe=""))
+    assert r.status_code in (303, 404), (tid, r.status_code)
