@@ -222,6 +222,7 @@ def main() -> None:
     ap.add_argument("--setup", action="store_true",
                     help=f"create {DEFAULT_VENV} with {TVM_REQUIREMENT} first")
     ap.add_argument("--quick", action="store_true", help="n=512 instead of 1024, shorter timing")
+    ap.add_argument("--only", default="", help="run only cases whose label contains this text")
     args = ap.parse_args()
     budget = 0.3 if args.quick else 1.0
     rounds = 2 if args.quick else 3
@@ -238,6 +239,8 @@ def main() -> None:
     ours: dict[str, dict] = {}
     jobs = []
     for case in cases(args.quick):
+        if args.only not in case["label"]:
+            continue
         label, wl, params = case["label"], case["workload"], case["params"]
         sch = case["make"]()
         info = engine.workloads.info(wl)
