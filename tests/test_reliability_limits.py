@@ -160,7 +160,7 @@ def test_measure_plan_simulate_only_mode():
     big = L.measure_plan(2 * 2048 ** 3)
     assert not big.measure and big.mode == "simulate-only"
     assert "Simulate only" in big.reason and "max_flops_measured" in big.reason
-    assert "17.2 GFLOP" in big.reason and "4 GFLOP" in big.reason
+    assert "17.2 GFLOP" in big.reason and "1 GFLOP" in big.reason
     with pytest.raises(LimitError) as e:
         L.measure_plan(1e12)
     assert e.value.limit == "max_flops"
