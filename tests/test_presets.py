@@ -93,3 +93,14 @@ def test_preset_exports_for_tvm_and_python(name):
     compile(tvm, f"<{name}>", "exec")              # valid Python
     py = tr.export("python")
     compile(py, f"<{name}>", "exec")
+
+
+def test_explore_url_carries_the_trace():
+    from urllib.parse import parse_qs, urlparse
+    url = presets.info("mm_relu-course").explore_url(n=32)
+    u = urlparse(url)
+    assert u.path == "/explore/mm_relu"
+    q = parse_qs(u.query)
+    assert q["n"] == ["32"]
+    tr = engine.Trace.decode(q["t"][0])
+    assert tr == presets.info("mm_relu-course").trace(n=32)

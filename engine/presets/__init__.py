@@ -20,6 +20,7 @@ Public API::
     engine.presets.info("matmul-best")        # Preset(name, title, description, workload, params)
     engine.presets.get("matmul-best", n=256)  # Schedule with the trace applied
     engine.presets.trace_json("mm_relu-course")
+    engine.presets.info("matmul-best").explore_url()   # "/explore/matmul?n=1024&t=..."
 """
 from __future__ import annotations
 
@@ -81,6 +82,15 @@ class Preset:
     def trace_json(self, **overrides) -> dict:
         """The trace document (JSON-serialisable dict) the web app loads."""
         return self.trace(**overrides).as_json()
+
+    def explore_url(self, **overrides) -> str:
+        """The explorer link that opens this preset: ``/explore/<workload>?<params>&t=<trace
+        token>`` (DESIGN.md's URL form; the token is :meth:`engine.Trace.encode`)."""
+        from urllib.parse import urlencode
+        tr = self.trace(**overrides)
+        query = dict(tr.workload[1]) if tr.workload else {}
+        query["t"] = tr.encode()
+        return f"/explore/{self.workload}?{urlencode(query)}"
 
     def as_dict(self) -> dict:
         """Metadata for a menu: name, title, description, workload and parameters."""
