@@ -101,9 +101,37 @@ def _engine_version() -> str:
         return "0"
 
 
+_CODE_DIGEST: str | None = None
+
+
+def code_digest() -> str:
+    """A digest of the compiler's and the measurement's source files (``engine/**`` .py/.c,
+    ``app/measure.py``, ``app/worker_main.py``): a stored result is only reused by the very
+    code that measured it, so a fixed miscompile or a changed timing method never shows a
+    stale figure (the package version alone does not change between commits)."""
+    global _CODE_DIGEST
+    if _CODE_DIGEST is None:
+        import hashlib
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha1()
+        files = [os.path.join(root, "app", "measure.py"), os.path.join(root, "app", "worker_main.py")]
+        for folder, dirs, names in os.walk(os.path.join(root, "engine")):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            files += [os.path.join(folder, n) for n in sorted(names) if n.endswith((".py", ".c"))]
+        for path in files:
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            h.update(os.path.relpath(path, root).encode() + b"\0" + data + b"\0")
+        _CODE_DIGEST = h.hexdigest()[:16]
+    return _CODE_DIGEST
+
+
 def machine_fingerprint(engine_version: str | None = None) -> str:
-    """``cpu model | cores | engine version | llvmlite version`` — results are only reused
-    on the same kind of machine with the same compiler."""
+    """``cpu model | cores | engine version | llvmlite version | code digest`` — results are
+    only reused on the same kind of machine with the same compiler and measuring code."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -114,7 +142,7 @@ def machine_fingerprint(engine_version: str | None = None) -> str:
     except Exception:  # noqa: BLE001
         llvm = "?"
     return (f"{_cpu_model()}|{cores} cores|engine {engine_version or _engine_version()}"
-            f"|llvmlite {llvm}")
+            f"|llvmlite {llvm}|code {code_digest()}")
 
 
 @dataclass(frozen=True)
