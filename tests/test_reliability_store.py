@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import sqlite3
 import threading
 
@@ -191,10 +192,27 @@ def test_two_store_objects_share_one_file(tmp_path):
 
 def test_machine_fingerprint_names_cpu_cores_and_versions():
     fp = machine_fingerprint("1.2.3")
-    cpu, cores, eng, llvm = fp.split("|")
+    cpu, cores, eng, llvm, code = fp.split("|")
     assert cpu and cores.endswith("cores") and int(cores.split()[0]) >= 1
     assert eng == "engine 1.2.3" and llvm.startswith("llvmlite ")
+    assert re.fullmatch(r"code [0-9a-f]{16}", code)
     assert machine_fingerprint("1.2.3") == fp and machine_fingerprint("1.2.4") != fp
+
+
+def test_the_fingerprint_changes_with_the_engine_sources(monkeypatch):
+    import app.store as store_mod
+    before = store_mod.code_digest()
+    monkeypatch.setattr(store_mod, "_CODE_DIGEST", None)
+    real_open = open
+
+    def edited(path, mode="r", *a, **k):
+        f = real_open(path, mode, *a, **k)
+        if str(path).endswith(os.path.join("engine", "codegen", "__init__.py")) and "b" in mode:
+            import io
+            return io.BytesIO(f.read() + b"# edited\n")
+        return f
+    monkeypatch.setattr("builtins.open", edited)
+    assert store_mod.code_digest() != before
 
 
 def test_results_must_be_json(tmp_path):
