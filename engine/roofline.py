@@ -85,7 +85,7 @@ def _best_time(fn, args, repeat: int) -> float:
 
 
 def measure_peak_gflops(threads: int | None = None, iters: int = 1_000_000,
-                        repeat: int = 5) -> dict:
+                        repeat: int = 25) -> dict:
     """Run the FMA kernel; returns ``{"gflops", "seconds", "flops", "threads"}``."""
     import engine
     from engine.runtime import runtime_info
@@ -102,7 +102,7 @@ def measure_peak_gflops(threads: int | None = None, iters: int = 1_000_000,
     return {"gflops": flops / t / 1e9, "seconds": t, "flops": flops, "threads": threads}
 
 
-def measure_bandwidth_gbs(megabytes: int = 64, repeat: int = 5) -> dict:
+def measure_bandwidth_gbs(megabytes: int = 64, repeat: int = 10) -> dict:
     """Run the streaming copy on two arrays of ``megabytes`` MiB each (far above the L3
     size); returns ``{"gbs", "seconds", "bytes"}`` with bytes = read + written."""
     import engine
@@ -122,6 +122,10 @@ def measure_bandwidth_gbs(megabytes: int = 64, repeat: int = 5) -> dict:
 
 def machine_peaks(refresh: bool = False) -> dict:
     """The machine's measured roofs, cached for the process (``refresh=True`` re-measures).
+
+    Each roof is the best of many short runs (a few ms each), so a busy moment on a shared
+    machine does not lower it much; still, a later run can beat a roof measured under load
+    (then :func:`point` reports ``fraction_of_roof`` > 1): ``refresh=True`` re-measures.
 
     Returns ``{"peak_gflops": float, "bandwidth_gbs": float, "ridge_intensity": float
     (flops/byte where the two roofs meet), "threads": int, "cpu": str, "measured_at": float
