@@ -240,6 +240,9 @@ class Ticket:
             if self._done.is_set():
                 return
             self._result = result
+            # The program's bytes are not needed any more (finished tickets are kept a while).
+            self.job = dataclasses.replace(self.job, module=None, baseline=None, program=None,
+                                           trace=None, token=None)
             self._done.set()
             callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
@@ -318,7 +321,7 @@ class PoolConfig:
     startup_timeout_s: float = 120.0
     allow_debug: bool = False              # accept debug:* jobs (tests only)
     source_max_chars: int = 400_000
-    keep_tickets: int = 2000               # finished tickets kept for look-up by id
+    keep_tickets: int = 256                # finished tickets kept for look-up by id
     max_jobs_per_worker: int = 500         # then the worker is recycled (bounds JIT memory)
 
     @classmethod
