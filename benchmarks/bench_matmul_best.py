@@ -44,9 +44,9 @@ class Blas:
         self.lib = None
         self.prefix = ""
         try:
-            paths = sorted({ln.split()[-1] for ln in open("/proc/self/maps")
-                            if "openblas" in ln.lower() and ln.rstrip().endswith(".so")
-                            or "openblas" in ln.lower() and ".so" in ln.split()[-1]})
+            with open("/proc/self/maps") as maps:
+                paths = sorted({ln.split()[-1] for ln in maps
+                                if "openblas" in ln.lower() and ".so" in ln.split()[-1]})
         except OSError:
             paths = []
         for path in paths:

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["machine_peaks", "point", "intensity", "flops_bytes", "roof_curve", "fma_kernel_text", "copy_kernel_text",
-           "RooflineError"]
+__all__ = ["machine_peaks", "point", "intensity", "flops_bytes", "roof_curve",
+           "measure_peak_gflops", "measure_bandwidth_gbs", "fma_kernel_text",
+           "copy_kernel_text", "RooflineError"]
 
 #: independent accumulator vectors per thread in the FMA kernel (x 16 lanes)
 ROWS = 12

@@ -1,7 +1,6 @@
 """engine.presets: every preset applies, is correct at small sizes, and ships as a trace."""
 import json
 
-import numpy as np
 import pytest
 
 import engine
