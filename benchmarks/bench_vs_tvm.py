@@ -5,7 +5,7 @@
     python benchmarks/bench_vs_tvm.py --tvm-python /path/to/python --quick
 
 For each case (mm_relu: the course's schedule, the tiled preset, the best preset; conv2d:
-unscheduled, the tiled preset, the best preset) it
+unscheduled, the course's steps carried over, the tiled preset, the best preset) it
 
 1. builds the schedule with this engine (``engine.presets``), checks it against numpy and
    times it;
@@ -156,6 +156,8 @@ def cases(quick: bool) -> list[dict]:
         dict(label="conv2d unscheduled", workload="conv2d", params=dict(CONV_PARAMS),
              make=lambda: engine.Schedule(engine.workloads.get("conv2d", **CONV_PARAMS),
                                           workload=("conv2d", dict(CONV_PARAMS)))),
+        dict(label="conv2d course", workload="conv2d", params=dict(CONV_PARAMS),
+             make=lambda: presets.get("conv2d-course")),
         dict(label="conv2d tiled", workload="conv2d", params=dict(CONV_PARAMS),
              make=lambda: presets.get("conv2d-tiled")),
         dict(label="conv2d best", workload="conv2d", params=dict(CONV_PARAMS),

@@ -181,6 +181,23 @@ def _conv_best(sch, p) -> None:
     sch.decompose_reduction(conv, ci)
 
 
+def _conv_course(sch, p) -> None:
+    """The course's mm_relu steps carried over to conv2d: split the output column loop by
+    4, move the reduction loops between its halves, separate the initialisation."""
+    conv = sch.get_block("conv", func_name="conv2d")
+    n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
+    ow0, ow1 = sch.split(ow, factors=[None, 4])
+    sch.reorder(ow0, ci, kh, kw, ow1)
+    sch.decompose_reduction(conv, ci)
+
+
+_register(Preset(
+    "conv2d-course", "conv2d: the course's steps on a convolution",
+    "The TensorIR chapter's recipe applied to conv2d: split the output column loop ow by 4 "
+    "and move the reduction loops (ci, kh, kw) between the two halves, so four neighbouring "
+    "outputs are accumulated together; then separate the initialisation "
+    "(decompose_reduction).", "conv2d", dict(CONV_PARAMS), _conv_course, tags=("course",)))
+
 _register(Preset(
     "conv2d-tiled", "conv2d: reduction outside a vectorized row, parallel channels",
     "For each output row, accumulate over input channels and the 3x3 window with the output "
