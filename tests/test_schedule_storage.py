@@ -334,8 +334,6 @@ def test_import_tvm_trace_json_with_cache_stages():
         Trace.from_json(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="engine/lower does not honour the buffer_dim_align "
-                   "annotation yet (reported to the lead); remove this mark when it does")
 def test_lowering_pads_strides_for_storage_align():
     from engine.ir import collect
     from engine.ir.stmt import Allocate

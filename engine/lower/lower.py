@@ -4,6 +4,10 @@
 function by function) and returns a *lowered* PrimFunc that the LLVM code generator
 (:mod:`engine.codegen`) consumes directly. The passes, in order:
 
+0. **Buffer placement, compaction and storage_align** (:mod:`.compact`): each buffer a
+   block allocates moves to the innermost loop enclosing all its accesses (when provably
+   safe), shrinks to the box one iteration touches, and gets the padded strides of a
+   ``buffer_dim_align`` annotation.
 1. **Blocks -> loops** (:class:`_BlockLowerer`). Every ``BlockRealize`` disappears: its
    block axes are replaced by the bound values (``vi -> i``, ``vj -> j0 * 4 + j1``), its
    predicate (``T.where``) becomes an ``IfThenElse``, its ``alloc_buffers`` become
@@ -377,20 +381,26 @@ class _Flattener(Mutator):
 
 
 # ---------------------------------------------------------------------------
-def lower(func: Any, *, legalize: bool = True) -> Any:
+def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     """Lower a PrimFunc (or every function of an IRModule); see the module docstring.
+
+    ``compact=False`` skips buffer placement/compaction (:mod:`.compact`; storage_align
+    strides are then not applied either) — for comparisons only.
 
     Raises :class:`BuildError` (naming the block/buffer/node) for programs that cannot
     be lowered. Lowering an already lowered function returns it unchanged.
     """
     if isinstance(func, IRModule):
-        return IRModule(tuple((name, lower(f, legalize=legalize)) for name, f in func.functions))
+        return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact))
+                              for name, f in func.functions))
     if not isinstance(func, PrimFunc):
         raise BuildError(f"lower() expects a PrimFunc or IRModule, got {type(func).__name__}")
     if func.attr("lowered", False):
         return func
+    from .compact import compact_buffers
     from .legalize import legalize_loops
-    body = _BlockLowerer(func.name).stmt(func.body, {})
+    src = compact_buffers(func) if compact else func
+    body = _BlockLowerer(func.name).stmt(src.body, {})
     if body is None:
         body = S.Evaluate(E.IntImm("int32", 0))
     fl = _Flattener()
