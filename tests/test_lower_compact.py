@@ -301,3 +301,56 @@ def test_random_schedules_compacted_match_numpy_and_uncompacted(name, steps):
                for a in collect(lower(f, compact=False).body, Allocate)}
         for k, v in allocs(f).items():
             assert v <= big[k]
+
+
+def test_k_tiled_micro_kernel_accumulator_is_the_j0_tile():
+    # the preset's shape: reduction split, k0 outside the register block, C_local written
+    # back per j0 tile, init decomposed before k0: the tile is ti x tj, allocated in j0
+    n = 64
+    sch = engine.Schedule(engine.workloads.get("matmul", n=n))
+    c = sch.get_block("C")
+    cl = sch.cache_write(c, 0, "local")
+    i, j, k = sch.get_loops(c)
+    i0, i1, i2 = sch.split(i, [None, 4, 4])
+    j0, j1, j2 = sch.split(j, [None, 2, 16])
+    k0, k1 = sch.split(k, [None, 16])
+    sch.reorder(i0, j0, k0, i1, j1, k1, i2, j2)
+    sch.reverse_compute_at(cl, j0)
+    sch.vectorize(j2)
+    sch.unroll(i2)
+    sch.parallel(i0)
+    sch.decompose_reduction(c, k0)
+    f = sch.mod["matmul"]
+    assert allocs(f) == {"C_local": 16 * 32}
+    assert alloc_loops(f)["C_local"] == ("j_0", ForKind.SERIAL)
+    check_both(sch.mod, "matmul", {"n": n})
+
+
+def test_strided_producer_does_not_cover_its_box():
+    # P writes only the even elements of t; the odd ones Q reads were written by R in the
+    # previous iteration of i, so t may not become per-iteration storage
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((3, 5), "float32"), C: T.Buffer((3, 4), "float32")):
+    t = T.alloc_buffer((9,))
+    for i in range(3):
+        for j in range(5):
+            with T.block("P"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                t[vj * 2] = A[vi, vj]
+        for j in range(4):
+            with T.block("Q"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = t[vj * 2] + t[vj * 2 + 1]
+        for j in range(4):
+            with T.block("R"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                t[vj * 2 + 1] = A[vi, vj] * T.float32(10)
+'''
+    f = parse(text)["f"]
+    assert alloc_loops(f)["t"] is None
+    a = np.random.rand(3, 5).astype("float32")
+    c = np.zeros((3, 4), "float32")
+    engine.build(f)["f"](a, c)
+    want = a[1:, :4] + 10 * a[:-1, :4]
+    np.testing.assert_allclose(c[1:], want, rtol=1e-6)

@@ -26,8 +26,9 @@ one iteration hands to the next). With ``W`` the block of the first access in pr
 order, the move is done only when:
 
 1. ``W`` writes the buffer with a store that fills its box exactly (each index dimension
-   is an outer expression plus at most one loop variable inside L with coefficient +-1,
-   distinct per dimension; no ``if``/``T.where`` between L and the store);
+   is an outer expression plus loop variables inside L whose coefficients are the mixed
+   radix of their extents, e.g. ``i1 * 4 + i2`` with ``i2`` in [0, 4); each such loop in
+   one dimension only; no ``if``/``T.where`` between L and the store);
 2. ``W`` reads the buffer only as the reduction update of its own ``init`` store (same
    indices), and every loop bound to a reduce axis of ``W`` is inside L (TVM's rule: an
    accumulator is never allocated inside its own reduction loop);
@@ -257,17 +258,23 @@ class _Planner:
             if lanes_of(idx.dtype) != 1:
                 return False
             terms, _ = an.linear(an.simplify(idx))
-            rel = 0
+            radix = []
             for atom, coef in terms.values():
                 ids = {id(v) for v in collect_vars(atom)}
                 if not ids & inner_ids:
                     continue
-                if not (isinstance(atom, E.Var) and coef in (1, -1)) or id(atom) in used:
+                if not isinstance(atom, E.Var) or id(atom) in used:
                     return False
                 used.add(id(atom))
-                rel += 1
-            if rel > 1:
-                return False
+                lo, hi = inner[atom]
+                radix.append((abs(coef), hi - lo + 1))
+            # dense: the coefficients are the mixed radix of the extents (i1 * 4 + i2 with
+            # i2 in [0, 4) covers [0, 4 * extent(i1)) without holes)
+            stride = 1
+            for coef, ext in sorted(radix):
+                if coef != stride:
+                    return False
+                stride *= ext
         return True
 
     def inside(self, a_box, w_box, outer: dict) -> bool:
