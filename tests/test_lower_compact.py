@@ -354,3 +354,28 @@ def f(A: T.Buffer((3, 5), "float32"), C: T.Buffer((3, 4), "float32")):
     engine.build(f)["f"](a, c)
     want = a[1:, :4] + 10 * a[:-1, :4]
     np.testing.assert_allclose(c[1:], want, rtol=1e-6)
+
+
+def test_buffer_of_a_nested_block_shrinks_to_its_row():
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4, 8), "float32")):
+    for i in range(4):
+        with T.block("outer"):
+            vi = T.axis.spatial(4, i)
+            t = T.alloc_buffer((4, 8))
+            for j in range(8):
+                with T.block("P"):
+                    vj = T.axis.spatial(8, j)
+                    t[vi, vj] = A[vi, vj] * T.float32(3)
+            for j in range(8):
+                with T.block("Q"):
+                    vj = T.axis.spatial(8, j)
+                    C[vi, vj] = t[vi, 7 - vj]
+'''
+    f = parse(text)["f"]
+    assert allocs(f) == {"t": 8}  # row vi of t only, indexed from the row's start
+    a = np.random.rand(4, 8).astype("float32")
+    c = np.zeros_like(a)
+    engine.build(f)["f"](a, c)
+    np.testing.assert_allclose(c, 3 * a[:, ::-1], rtol=1e-6)

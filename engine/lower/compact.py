@@ -341,26 +341,35 @@ class _Planner:
     def in_place(self, accs: list, depth: int, buf: Buffer):
         """Constant box of all accesses (clamped to the shape) at the owner block."""
         shape = buf.const_shape()
-        lo = [None] * len(shape)
-        hi = [None] * len(shape)
+        boxes = []
         for a in accs:
             b = self.box(a, depth)
             if b is None:
                 return None
-            for d, (l, ext) in enumerate(b):
-                lc = E.as_const_int(l)
-                if lc is None:
-                    return None
-                lo[d] = lc if lo[d] is None else min(lo[d], lc)
-                hi[d] = lc + ext - 1 if hi[d] is None else max(hi[d], lc + ext - 1)
+            boxes.append(b)
+        outer = self.loop_ranges(accs[0].path[:depth]) or {}
+        an = Analyzer(outer)
         out = []
         for d, n in enumerate(shape):
-            if lo[d] is None:
-                return None
-            l, h = max(lo[d], 0), min(hi[d], n - 1)
-            if h < l:
-                return None
-            out.append((E.IntImm("int32", l), h - l + 1))
+            # boxes may start at an expression of the loops outside the owner block
+            # (``t[vi, j]`` in a block under loop i): union them by constant offsets
+            base = boxes[0][d][0]
+            lo = hi = None
+            for b in boxes:
+                off = E.as_const_int(an.simplify(b[d][0] - base))
+                if off is None:
+                    return None
+                lo = off if lo is None else min(lo, off)
+                hi = off + b[d][1] - 1 if hi is None else max(hi, off + b[d][1] - 1)
+            start = an.simplify(base + lo)
+            cs = E.as_const_int(start)
+            if cs is not None:  # clamp a constant box to the buffer
+                l, h = max(cs, 0), min(cs + hi - lo, n - 1)
+                if h < l:
+                    return None
+                out.append((E.IntImm("int32", l), h - l + 1))
+            else:
+                out.append((start, hi - lo + 1))
         return out
 
 
@@ -455,6 +464,8 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
                     break
             if box is None:
                 box = plan.in_place(accs, depth, buf)
+            if box is not None and any(ext > n for (_, ext), n in zip(box, shape)):
+                box, loop = None, None  # a box wider than the buffer: keep it as written
         new_shape = tuple(ext for _, ext in box) if box is not None else shape
         aligns = col.aligns.get(bid)
         if new_shape == shape and loop is None and not aligns:
