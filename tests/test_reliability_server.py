@@ -161,22 +161,39 @@ def _chromium() -> str | None:
     return shutil.which("chromium")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("Debian's chromium is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def in_own_thread(fn, *args):
+    """Run ``fn`` in a thread of its own: Playwright's sync API refuses to start where another
+    sync Playwright (the browser tests' session fixture) is already running."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as ex:
+        return ex.submit(fn, *args).result()
 
 
 @pytest.mark.e2e
-def test_user_text_renders_inert_in_chromium(server, browser):
+def test_user_text_renders_inert_in_chromium(server):
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed")
+    pytest.importorskip("playwright.sync_api")
     base, _ = server
-    program_url = custom(base, EVIL_BLOCK)
+    # a saved trace named with markup (listed on the gallery)
+    st, _, html = request(base, "POST", "/explore/mm_relu/save",
+                          {"n": "16", "name": PAYLOAD}, headers={"HX-Request": "true"})
+    assert st == 200 and "saved as" in html
+    in_own_thread(_xss_checks, exe, base, custom(base, EVIL_BLOCK))
+
+
+def _xss_checks(exe: str, base: str, program_url: str) -> None:
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            _xss_pages(browser, base, program_url)
+        finally:
+            browser.close()
+
+
+def _xss_pages(browser, base: str, program_url: str) -> None:
     trace = json.dumps({"format": "schedule-explorer/trace", "version": 1,
                         "workload": {"name": PAYLOAD, "params": {}}, "insts": []})
     pages = {   # what -> (url, whether the page quotes the text back)
@@ -185,6 +202,7 @@ def test_user_text_renders_inert_in_chromium(server, browser):
         "a parameter name": (base + "/explore/mm_relu?" + quote(PAYLOAD, safe="") + "=1", True),
         "a parameter value": (base + "/explore/mm_relu?n=" + quote(PAYLOAD, safe=""), True),
         "a trace token": (base + "/explore/mm_relu?t=" + quote(PAYLOAD, safe=""), False),
+        "a saved trace's name on the gallery": (base + "/", True),
     }
     ctx = browser.new_context()
     page = ctx.new_page()
