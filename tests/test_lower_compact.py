@@ -379,3 +379,41 @@ def f(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4, 8), "float32")):
     c = np.zeros_like(a)
     engine.build(f)["f"](a, c)
     np.testing.assert_allclose(c, 3 * a[:, ::-1], rtol=1e-6)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(n=st.sampled_from([12, 16, 18]), ti=st.sampled_from([2, 3, 4]),
+       tj=st.sampled_from([4, 5, 8]), tk=st.sampled_from([None, 4, 6]),
+       at=st.integers(0, 4), par=st.integers(0, 4), decompose=st.booleans(),
+       pack=st.booleans(), pack_at=st.integers(0, 4), wl=st.sampled_from(["matmul",
+                                                                           "mm_relu"]))
+def test_random_register_blocked_matmuls(n, ti, tj, tk, at, par, decompose, pack, pack_at,
+                                         wl):
+    """cache_write local + reverse_compute_at / cache_read + compute_at at random loops of a
+    tiled matmul (divisible or not): compacted builds match numpy and the full-buffer build."""
+    params = {"n": n}
+    sch = engine.Schedule(engine.workloads.get(wl, **params))
+    func = engine.workloads.info(wl).func_name
+    name = "Y" if wl == "mm_relu" else "C"
+    c = sch.get_block(name, func_name=func)
+    cl = sch.cache_write(c, 0, "local")
+    bp = sch.cache_read(c, 1, "global") if pack else None
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, ti])
+    j0, j1 = sch.split(j, [None, tj])
+    if tk:
+        k0, k1 = sch.split(k, [None, tk])
+        sch.reorder(i0, j0, k0, i1, k1, j1)
+        loops = [i0, j0, k0, i1, k1]
+    else:
+        sch.reorder(i0, j0, k, i1, j1)
+        loops = [i0, j0, k, i1]
+    for step in (lambda: sch.reverse_compute_at(cl, loops[at % len(loops)]),
+                 lambda: bp is not None and sch.compute_at(bp, loops[pack_at % len(loops)]),
+                 lambda: sch.parallel(loops[par % 2]),
+                 lambda: decompose and sch.decompose_reduction(c, loops[2])):
+        try:
+            step()
+        except ScheduleError:
+            pass
+    check_both(sch.mod, wl, params)
