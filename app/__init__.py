@@ -96,8 +96,12 @@ def _measurement_config(app: Flask, given: set) -> None:
     testing = bool(app.config.get("TESTING"))
     app.config.setdefault("MEASURE_IN_PROCESS", testing and "EXPLORER_POOL" not in app.config)
     if testing and not app.config.get("EXPLORER_INSTANCE"):
+        import atexit
+        import shutil
         import tempfile
-        app.config["EXPLORER_INSTANCE"] = tempfile.mkdtemp(prefix="explorer-test-")
+        folder = tempfile.mkdtemp(prefix="explorer-test-")
+        atexit.register(shutil.rmtree, folder, True)
+        app.config["EXPLORER_INSTANCE"] = folder
     lim = Limits.from_config(app.config)
     if "MAX_CONTENT_LENGTH" not in given:
         app.config["MAX_CONTENT_LENGTH"] = lim.max_upload_bytes
