@@ -542,7 +542,11 @@ def main(argv: list[str] | None = None) -> int:
     if not any(a.startswith("--instance") for a in extra) and not args.warm_store:
         # a fresh store: every step is really compiled and measured, nothing comes from
         # an earlier run
-        extra += ["--instance", tempfile.mkdtemp(prefix="explorer-load-")]
+        fresh = tempfile.mkdtemp(prefix="explorer-load-")
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, fresh, True)
+        extra += ["--instance", fresh]
     proc = start_server(port, extra)
     what = "python -m app " + " ".join(extra)
     print(f"server: {what} --port {port} (pid {proc.pid}), up in "
