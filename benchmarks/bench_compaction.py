@@ -1,7 +1,7 @@
 """Effect of buffer compaction (engine/lower/compact.py) on a register-blocked matmul.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_compaction.py
-    ... --sizes 512 --rows 4 --cols 16
+    ... --sizes 512 --rows 4 --cols 16     (default: 512 and 1024, an 8x32 micro-tile)
 
 The schedule (toolbar primitives only): ``cache_write(C, 0, "local")``; split i by
 ``rows`` and j by ``cols``; ``reorder(i0, j0, k, i1, j1)``; ``reverse_compute_at`` of the
@@ -63,8 +63,8 @@ def best_time(fn, repeat: int, min_seconds: float = 0.2) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
-    ap.add_argument("--rows", type=int, default=4)
-    ap.add_argument("--cols", type=int, default=16)
+    ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--cols", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     print(f"register-blocked matmul, micro-tile {args.rows}x{args.cols}; best of "
