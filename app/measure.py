@@ -36,6 +36,9 @@ _KEY_LOCKS: dict[tuple, threading.Lock] = {}
 # would each measure the other's interference.
 _TIMING = threading.Lock()
 MAX_ENTRIES = 512
+MAX_BUILDS = 16
+# Timing budget: enough repeats for a stable median without blocking a click for long.
+TARGET_SECONDS = 0.15
 #: The StepMeasurer used outside a Flask app context (set by ``create_app`` for a pooled app);
 #: None means "measure in this process" (worker processes, unit tests).
 MEASURER = None
@@ -57,9 +60,6 @@ def active():
         if m is not _NO_APP:
             return m
     return MEASURER
-MAX_BUILDS = 16
-# Timing budget: enough repeats for a stable median without blocking a click for long.
-TARGET_SECONDS = 0.15
 
 
 def _key_lock(key: tuple) -> threading.Lock:
