@@ -44,7 +44,8 @@ def _disjoint_across(ctx: Ctx, loop: For, b, r) -> bool:
 
     The loop must be recoverable from the spatial bindings: either some binding is
     ``c * loop + rest`` with the part of ``rest`` varying inside the loop narrower than
-    ``|c|``, or the bindings hold the digits ``loop // d % m`` of a fused loop."""
+    ``|c|``, or the bindings hold the digits ``loop // d % m`` of a fused loop (each
+    possibly scaled, ``c * (loop // d % m) + rest``, with ``rest`` narrower than ``|c|``)."""
     from engine.arith.simplify import Analyzer
     lv = loop.loop_var
     ext = E.as_const_int(loop.extent)
@@ -76,8 +77,10 @@ def _disjoint_across(ctx: Ctx, loop: For, b, r) -> bool:
             continue
         if atom is lv and width < abs(coef):
             return True
-        if width != 0 or abs(coef) != 1:
+        if width >= abs(coef):
             continue
+        # coef * digit + rest with rest varying by less than |coef|: the digit is
+        # recoverable from the binding (e.g. ``i_0_j_0_fused // 4 * 32 + i_1``)
         d = _digit(atom, lv)
         if d is not None:
             digits.append(d)
