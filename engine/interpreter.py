@@ -1037,11 +1037,7 @@ class _Compiler:
             body = self.stmt(s.body)
         finally:
             self.unbind(s.var)
-
-        def let(env):
-            env[slot] = fv(env)
-            body(env)
-        return let
+        return _set_then_run(slot, fv, body)
 
     def s_Allocate(self, s: S.Allocate) -> _Fn:
         bslot = self.bind_buffer(s.buffer)
@@ -1050,11 +1046,7 @@ class _Compiler:
             body = self.stmt(s.body)
         finally:
             self.unbind_buffer(s.buffer)
-
-        def allocate(env):
-            env[bslot] = alloc(env)
-            body(env)
-        return allocate
+        return _set_then_run(bslot, alloc, body)
 
 
     # bands: innermost loop nests run as numpy operations ---------------------
@@ -1072,15 +1064,8 @@ class _Compiler:
                 return fb(env)
             n = c.shape[0]
             on, off = np.flatnonzero(c), np.flatnonzero(~c)
-            saved = [(sl, env[sl]) for sl in vslots]
-            try:
-                _take_lanes(env, saved, n, on)
-                a = fa(env)
-                _take_lanes(env, saved, n, off)
-                b = fb(env)
-            finally:
-                for sl, v in saved:
-                    env[sl] = v
+            a = _eval_on_lanes(env, vslots, n, on, fa)
+            b = _eval_on_lanes(env, vslots, n, off, fb)
             out = np.empty(n, dtype=dt)
             out[on] = a
             out[off] = b
@@ -1418,6 +1403,27 @@ def _take_lanes(env: list, saved: list, n: int, sel: np.ndarray) -> None:
             env[sl] = v[sel]
 
 
+def _eval_on_lanes(env: list, vslots: list, n: int, sel: np.ndarray, fn: _Fn) -> Any:
+    """``fn(env)`` evaluated with every per-lane slot restricted to the lanes ``sel``;
+    the slots get their full values back afterwards."""
+    saved = [(sl, env[sl]) for sl in vslots]
+    try:
+        _take_lanes(env, saved, n, sel)
+        return fn(env)
+    finally:
+        for sl, v in saved:
+            env[sl] = v
+
+
+def _set_then_run(slot: int, value: _Fn, body: _Fn) -> _Fn:
+    """A statement that stores ``value(env)`` in ``slot`` and then runs ``body``
+    (LetStmt, Allocate)."""
+    def run(env):
+        env[slot] = value(env)
+        body(env)
+    return run
+
+
 def _lane_index(idx: tuple, n: int, shape: tuple, buf: Buffer, what: str, where: str, oob
                 ) -> tuple:
     out = []
@@ -1444,13 +1450,7 @@ def _band_elementwise(env, arr, idx, n, shape, buf, where, oob, mask, init_val, 
         if isinstance(mask, np.ndarray):
             on = np.flatnonzero(mask)
             if on.size:
-                saved = [(sl, env[sl]) for sl in vslots]
-                try:
-                    _take_lanes(env, saved, n, on)
-                    iv = init_val(env)
-                finally:
-                    for sl, v in saved:
-                        env[sl] = v
+                iv = _eval_on_lanes(env, vslots, n, on, init_val)
                 arr[tuple(x[on] for x in idx)] = iv
         elif mask:
             arr[idx] = init_val(env)
@@ -1469,32 +1469,18 @@ def _band_reduce(env, arr, idx, n, buf, where, oob, mask, init_val, term, op, dt
     terms = term(env)
     terms = np.broadcast_to(np.asarray(terms, dtype=dt), (n,))
     start = None
-    if mask is not None:
-        if isinstance(mask, np.ndarray):
-            on = np.flatnonzero(mask)
-            if on.size:
-                last = on[-1:]
-                saved = [(sl, env[sl]) for sl in vslots]
-                try:
-                    _take_lanes(env, saved, n, last)
-                    start = init_val(env)
-                finally:
-                    for sl, v in saved:
-                        env[sl] = v
-                if isinstance(start, np.ndarray):
-                    start = start[0]
-                terms = terms[int(last[0]):]
-        elif mask:
-            saved = [(sl, env[sl]) for sl in vslots]
-            try:
-                _take_lanes(env, saved, n, np.array([n - 1]))
-                start = init_val(env)
-            finally:
-                for sl, v in saved:
-                    env[sl] = v
-            if isinstance(start, np.ndarray):
-                start = start[0]
-            terms = terms[n - 1:]
+    last = None  # the last lane that initialises the accumulator, if any
+    if isinstance(mask, np.ndarray):
+        on = np.flatnonzero(mask)
+        if on.size:
+            last = on[-1:]
+    elif mask is not None and mask:
+        last = np.array([n - 1])
+    if last is not None:
+        start = _eval_on_lanes(env, vslots, n, last, init_val)
+        if isinstance(start, np.ndarray):
+            start = start[0]
+        terms = terms[int(last[0]):]
     if start is None:
         start = arr[idx]
     seq_ = np.concatenate((np.asarray([start], dtype=dt), terms))

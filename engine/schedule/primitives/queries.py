@@ -113,20 +113,26 @@ def scope_siblings(ctx: Ctx, block: Block) -> list[Block]:
     return ctx.index.child_blocks(scope)
 
 
-def producers_of(ctx: Ctx, block: Block) -> list[Block]:
-    reads = {id(r.buffer) for r in block.reads}
+def _linked_siblings(ctx: Ctx, block: Block, after: bool) -> list[Block]:
+    """Blocks of ``block``'s scope linked to it through a buffer: with ``after`` False the
+    blocks before it writing a buffer it reads, with ``after`` True the blocks after it
+    reading a buffer it writes."""
+    mine = {id(x.buffer) for x in (block.writes if after else block.reads)}
     order = ctx.index.order
+    me = order[id(block)]
     return [b for b in scope_siblings(ctx, block)
-            if b is not block and order[id(b)] < order[id(block)]
-            and any(id(w.buffer) in reads for w in b.writes)]
+            if b is not block and (order[id(b)] > me if after else order[id(b)] < me)
+            and any(id(x.buffer) in mine for x in (b.reads if after else b.writes))]
+
+
+def producers_of(ctx: Ctx, block: Block) -> list[Block]:
+    """Blocks of the same scope, before ``block``, that write a buffer it reads."""
+    return _linked_siblings(ctx, block, after=False)
 
 
 def consumers_of(ctx: Ctx, block: Block) -> list[Block]:
-    writes = {id(w.buffer) for w in block.writes}
-    order = ctx.index.order
-    return [b for b in scope_siblings(ctx, block)
-            if b is not block and order[id(b)] > order[id(block)]
-            and any(id(r.buffer) in writes for r in b.reads)]
+    """Blocks of the same scope, after ``block``, that read a buffer it writes."""
+    return _linked_siblings(ctx, block, after=True)
 
 
 @register

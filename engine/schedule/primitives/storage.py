@@ -395,6 +395,38 @@ def _attrs(ctx: Ctx, attrs: list, n: int, what: str) -> list:
     return attrs
 
 
+def _run_cache(prim, sch, block, buffer_index, direction: str, storage_scope: str,
+               consumer_blocks, example: str):
+    """The common ``call`` of cache_read / cache_write: resolve the buffer index (a number
+    or a name), check ``consumer_blocks`` is a list and run the instruction."""
+    method = f"cache_{direction}"
+    index = buffer_index_of(sch, block, buffer_index, direction, method,
+                            f"{direction}_buffer_index")
+    consumers = [] if consumer_blocks is None else consumer_blocks
+    if not isinstance(consumers, (list, tuple)):
+        raise ScheduleError(method, repr(consumer_blocks), "consumer_blocks must be a list "
+                            "of block handles", f"e.g. [sch.get_block(\"{example}\")]")
+    return sch._run(prim, [block, list(consumers)], [index, storage_scope])[0]
+
+
+def _cache_subject(ctx: Ctx, inputs, attrs, direction: str) -> tuple:
+    """The common start of cache_read / cache_write ``apply``: the block, the checked
+    storage scope, the cached buffer, the block's scope block and that scope's blocks."""
+    blk = expect_block(ctx, inputs[0])
+    index, scope = _attrs(ctx, attrs, 2, f"cache_{direction}")[:2]
+    check_scope(ctx, f"block {blk.name_hint}", scope)
+    buf = nth_buffer(ctx, blk, index, direction, f"{direction}_buffer_index")
+    scope_blk = ctx.index.scope_block(ctx.index.realize[id(blk)])
+    return blk, scope, buf, scope_blk, scope_children(ctx, scope_blk)
+
+
+def _new_cache(ctx: Ctx, buf: Buffer, scope: str) -> tuple:
+    """The cache buffer ``<buf>_<scope>`` (a fresh name) and a fresh name for its stage."""
+    cache = Buffer(fresh_name(f"{buf.name}_{scope}", buffer_names(ctx.func)), buf.shape,
+                   buf.dtype, scope, (), 0, buf.align)
+    return cache, fresh_name(cache.name, set(ctx.index.blocks))
+
+
 # ---------------------------------------------------------------------------
 # cache_read
 # ---------------------------------------------------------------------------
@@ -455,23 +487,13 @@ class CacheRead(Primitive):
                         C[vi, vj] = T.float32(0)
                     C[vi, vj] = C[vi, vj] + A_local[vi, vk] * B[vk, vj]
         """
-        index = buffer_index_of(sch, block, read_buffer_index, "read", "cache_read",
-                                "read_buffer_index")
-        consumers = [] if consumer_blocks is None else consumer_blocks
-        if not isinstance(consumers, (list, tuple)):
-            raise ScheduleError("cache_read", repr(consumer_blocks), "consumer_blocks must be "
-                                "a list of block handles", "e.g. [sch.get_block(\"C\")]")
-        return sch._run(self, [block, list(consumers)], [index, storage_scope])[0]
+        return _run_cache(self, sch, block, read_buffer_index, "read", storage_scope,
+                          consumer_blocks, "C")
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        blk = expect_block(ctx, inputs[0])
-        index, scope = _attrs(ctx, attrs, 2, "cache_read")[:2]
+        blk, scope, buf, scope_blk, kids = _cache_subject(ctx, inputs, attrs, "read")
         bname = blk.name_hint
-        check_scope(ctx, f"block {bname}", scope)
-        buf = nth_buffer(ctx, blk, index, "read", "read_buffer_index")
         idx = ctx.index
-        scope_blk = idx.scope_block(idx.realize[id(blk)])
-        kids = scope_children(ctx, scope_blk)
         writers = [b for b in kids if writes_buf(b, buf)]
         if len(writers) > 1:
             names = ", ".join(b.name_hint for b in writers)
@@ -496,10 +518,7 @@ class CacheRead(Primitive):
         if not consumers:
             raise ctx.error(f"block {bname}", f"no block reads {buf.name}", "",
                             highlight=[bname])
-        used = buffer_names(ctx.func)
-        cache = Buffer(fresh_name(f"{buf.name}_{scope}", used), buf.shape, buf.dtype, scope,
-                       (), 0, buf.align)
-        stage_name = fresh_name(cache.name, set(idx.blocks))
+        cache, stage_name = _new_cache(ctx, buf, scope)
         edits: dict = {}
         if writer is None:
             node, pos = scope_blk, 0
@@ -592,23 +611,13 @@ class CacheWrite(Primitive):
                     T.writes(C[v0, v1])
                     C[v0, v1] = C_local[v0, v1]
         """
-        index = buffer_index_of(sch, block, write_buffer_index, "write", "cache_write",
-                                "write_buffer_index")
-        consumers = [] if consumer_blocks is None else consumer_blocks
-        if not isinstance(consumers, (list, tuple)):
-            raise ScheduleError("cache_write", repr(consumer_blocks), "consumer_blocks must "
-                                "be a list of block handles", "e.g. [sch.get_block(\"D\")]")
-        return sch._run(self, [block, list(consumers)], [index, storage_scope])[0]
+        return _run_cache(self, sch, block, write_buffer_index, "write", storage_scope,
+                          consumer_blocks, "D")
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        blk = expect_block(ctx, inputs[0])
-        index, scope = _attrs(ctx, attrs, 2, "cache_write")[:2]
+        blk, scope, buf, scope_blk, kids = _cache_subject(ctx, inputs, attrs, "write")
         bname = blk.name_hint
-        check_scope(ctx, f"block {bname}", scope)
-        buf = nth_buffer(ctx, blk, index, "write", "write_buffer_index")
         idx = ctx.index
-        scope_blk = idx.scope_block(idx.realize[id(blk)])
-        kids = scope_children(ctx, scope_blk)
         others = [b for b in kids if writes_buf(b, buf) and b is not blk]
         if others:
             names = ", ".join(b.name_hint for b in others)
@@ -631,10 +640,7 @@ class CacheWrite(Primitive):
                 raise ctx.error(f"block {c.name_hint}", f"block {c.name_hint} runs before "
                                 f"block {bname}, so it cannot read its cache",
                                 "", highlight=[c.name_hint, bname])
-        used = buffer_names(ctx.func)
-        cache = Buffer(fresh_name(f"{buf.name}_{scope}", used), buf.shape, buf.dtype, scope,
-                       (), 0, buf.align)
-        stage_name = fresh_name(cache.name, set(idx.blocks))
+        cache, stage_name = _new_cache(ctx, buf, scope)
         if related:
             first = min(related, key=lambda b: idx.order[id(b)])
             node, _children, _pa, pos = common_location(ctx, blk, first, scope_blk)
