@@ -159,18 +159,25 @@ def _conv_stages(p):
     return data, weight, conv
 
 
-def _ref_conv(p, relu: bool):
+def _conv_windows(data: np.ndarray, p):
+    """For each kernel tap ``(kh, kw)``: the window of the zero-padded input (float64)
+    that the tap multiplies at every output position, as ``(kh, kw, window)``."""
     K, s, pad = p["kernel"], p["stride"], p["pad"]
+    O = _out_size(p)
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    for kh in range(K):
+        for kw in range(K):
+            yield kh, kw, x[:, :, kh:kh + s * (O - 1) + 1:s, kw:kw + s * (O - 1) + 1:s]
+
+
+def _ref_conv(p, relu: bool):
     O = _out_size(p)
 
     def f(data, weight):
-        x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
         w = weight.astype(np.float64)
         out = np.zeros((data.shape[0], w.shape[0], O, O))
-        for kh in range(K):
-            for kw in range(K):
-                patch = x[:, :, kh:kh + s * (O - 1) + 1:s, kw:kw + s * (O - 1) + 1:s]
-                out += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw])
+        for kh, kw, patch in _conv_windows(data, p):
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, kh, kw])
         if relu:
             out = np.maximum(out, 0.0)
         return _f32(out)
@@ -247,17 +254,13 @@ def _build_depthwise(p):
 
 
 def _ref_depthwise(p):
-    K, s, pad = p["kernel"], p["stride"], p["pad"]
     O = _out_size(p)
 
     def f(data, weight):
-        x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
         w = weight.astype(np.float64)
         out = np.zeros((data.shape[0], data.shape[1], O, O))
-        for kh in range(K):
-            for kw in range(K):
-                patch = x[:, :, kh:kh + s * (O - 1) + 1:s, kw:kw + s * (O - 1) + 1:s]
-                out += patch * w[None, :, kh, kw, None, None]
+        for kh, kw, patch in _conv_windows(data, p):
+            out += patch * w[None, :, kh, kw, None, None]
         return _f32(out)
     return f
 
