@@ -35,6 +35,19 @@ def _readers(ctx: Ctx, buf) -> list[Block]:
     return [b for b in ctx.index.all_blocks() if any(r.buffer is buf for r in b.reads)]
 
 
+def _at_own_axes(indices, blk: Block) -> bool:
+    """True when ``indices`` are exactly the block's axes, one index per axis (each once)."""
+    ivars = {id(iv.var) for iv in blk.iter_vars}
+    return len(indices) == len(blk.iter_vars) and \
+        all(isinstance(i, E.Var) for i in indices) and {id(i) for i in indices} == ivars
+
+
+def _substituted(region: BufferRegion, vmap: dict) -> BufferRegion:
+    """``region`` with ``vmap`` substituted into (and simplified in) each range's start."""
+    return BufferRegion(region.buffer, tuple(
+        Range(simplify(substitute(rg.min, vmap)), rg.extent) for rg in region.region))
+
+
 def _drop_alloc(ctx: Ctx, func, buf):
     """Remove ``buf`` from the alloc_buffers of the block that allocates it."""
     from ..tree import FuncIndex
@@ -99,11 +112,7 @@ class ComputeInline(Primitive):
         bname = blk.name_hint
         store = _single_store(ctx, blk, "compute_inline")
         buf = store.buffer
-        ivars = [iv.var for iv in blk.iter_vars]
-        if len(store.indices) != len(ivars) or \
-                any(not isinstance(i, E.Var) for i in store.indices) or \
-                len({id(i) for i in store.indices}) != len(store.indices) or \
-                {id(i) for i in store.indices} != {id(v) for v in ivars}:
+        if not _at_own_axes(store.indices, blk):
             raise ctx.error(f"block {bname}", f"block {bname} must store to {buf.name} at "
                             "exactly its own axes (one index per axis)", "",
                             highlight=[bname])
@@ -232,17 +241,10 @@ class ReverseComputeInline(Primitive):
                             "store", "", highlight=[bname, prod.name_hint])
         loads = [x for x in collect(store.value, E.BufferLoad) if x.buffer is buf] + \
             [x for i in store.indices for x in collect(i, E.BufferLoad) if x.buffer is buf]
-        ivars = {id(iv.var) for iv in blk.iter_vars}
-        ok = bool(loads)
         first = loads[0].indices if loads else ()
         from engine.ir import structural_equal
-        for ld in loads:
-            if not structural_equal(ld.indices, first):
-                ok = False
-        if ok and (any(not isinstance(i, E.Var) for i in first) or
-                   {id(i) for i in first} != ivars or len(first) != len(ivars)):
-            ok = False
-        if not ok:
+        if not loads or not all(structural_equal(ld.indices, first) for ld in loads) or \
+                not _at_own_axes(first, blk):
             raise ctx.error(f"block {bname}", f"block {bname} must read {buf.name} only at "
                             "its own axes, each once", "", highlight=[bname])
         pstore = prod.body
@@ -259,12 +261,9 @@ class ReverseComputeInline(Primitive):
         new_value = substitute(Repl().visit(store.value), vmap)
         new_idx = tuple(simplify(substitute(i, vmap)) for i in store.indices)
         new_store = BufferStore(store.buffer, new_value, new_idx)
-        writes = tuple(BufferRegion(w.buffer, tuple(
-            Range(simplify(substitute(rg.min, vmap)), rg.extent) for rg in w.region))
-            for w in blk.writes)
-        reads = list(prod.reads) + [BufferRegion(r.buffer, tuple(
-            Range(simplify(substitute(rg.min, vmap)), rg.extent) for rg in r.region))
-            for r in blk.reads if r.buffer is not buf]
+        writes = tuple(_substituted(w, vmap) for w in blk.writes)
+        reads = list(prod.reads) + [_substituted(r, vmap) for r in blk.reads
+                                    if r.buffer is not buf]
         new_prod = prod.replace(body=new_store, writes=writes, reads=_dedup(reads))
         realize = ctx.index.realize[id(blk)]
         func = replace_stmts(ctx.func, {prod: new_prod, ctx.index.removal_root(realize): None})
