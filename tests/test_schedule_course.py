@@ -10,6 +10,8 @@ import numpy as np
 import engine
 from engine.schedule import Schedule
 
+from test_script_irgen import DECOMPOSED_LOOPS, RCA_LOOPS
+
 STEP_SPLIT = """
         for i, j_0, j_1, k in T.grid(128, 32, 4, 128):
             with T.block("Y"):
@@ -32,52 +34,9 @@ STEP_SPLIT = """
 STEP_REORDER = STEP_SPLIT.replace("for i, j_0, j_1, k in T.grid(128, 32, 4, 128):",
                                   "for i, j_0, k, j_1 in T.grid(128, 32, 128, 4):")
 
-STEP_RCA = """
-        for i, j_0 in T.grid(128, 32):
-            for k, j_1 in T.grid(128, 4):
-                with T.block("Y"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
-                    vk = T.axis.reduce(128, k)
-                    T.reads(A[vi, vk], B[vk, vj])
-                    T.writes(Y[vi, vj])
-                    with T.init():
-                        Y[vi, vj] = T.float32(0)
-                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-            for ax0 in T.serial(4):
-                with T.block("C"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + ax0)
-                    T.reads(Y[vi, vj])
-                    T.writes(C[vi, vj])
-                    C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-"""
+STEP_RCA = RCA_LOOPS
 
-STEP_DECOMPOSE = """
-        for i, j_0 in T.grid(128, 32):
-            for j_1_init in T.serial(4):
-                with T.block("Y_init"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + j_1_init)
-                    T.reads()
-                    T.writes(Y[vi, vj])
-                    Y[vi, vj] = T.float32(0)
-            for k, j_1 in T.grid(128, 4):
-                with T.block("Y_update"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
-                    vk = T.axis.reduce(128, k)
-                    T.reads(Y[vi, vj], A[vi, vk], B[vk, vj])
-                    T.writes(Y[vi, vj])
-                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-            for ax0 in T.serial(4):
-                with T.block("C"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + ax0)
-                    T.reads(Y[vi, vj])
-                    T.writes(C[vi, vj])
-                    C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-"""
+STEP_DECOMPOSE = DECOMPOSED_LOOPS
 
 
 def _loops_part(mod) -> str:

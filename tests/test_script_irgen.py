@@ -54,14 +54,9 @@ def mm_relu(n: int = 128) -> IRModule:
     return IRModule((("mm_relu", func),))
 
 
-MM_RELU_TEXT = '''# from tvm.script import tir as T
-@tvm.script.ir_module
-class Module:
-    @T.prim_func
-    def mm_relu(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
-        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
-        # with T.block("root"):
-        Y = T.alloc_buffer((128, 128))
+# The course's mm_relu loop nests (seeds/004), as the printer writes them, one listing per
+# step of the walk-through; the parser, printer, schedule and te tests share these texts.
+MM_RELU_LOOPS = """
         for i, j, k in T.grid(128, 128, 128):
             with T.block("Y"):
                 vi, vj, vk = T.axis.remap("SSR", [i, j, k])
@@ -76,7 +71,84 @@ class Module:
                 T.reads(Y[vi, vj])
                 T.writes(C[vi, vj])
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
+"""
+
+# After split + reorder + reverse_compute_at.
+RCA_LOOPS = """
+        for i, j_0 in T.grid(128, 32):
+            for k, j_1 in T.grid(128, 4):
+                with T.block("Y"):
+                    vi = T.axis.spatial(128, i)
+                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
+                    vk = T.axis.reduce(128, k)
+                    T.reads(A[vi, vk], B[vk, vj])
+                    T.writes(Y[vi, vj])
+                    with T.init():
+                        Y[vi, vj] = T.float32(0)
+                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+            for ax0 in T.serial(4):
+                with T.block("C"):
+                    vi = T.axis.spatial(128, i)
+                    vj = T.axis.spatial(128, j_0 * 4 + ax0)
+                    T.reads(Y[vi, vj])
+                    T.writes(C[vi, vj])
+                    C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+"""
+
+# After decompose_reduction of block Y at loop j_0.
+DECOMPOSED_LOOPS = """
+        for i, j_0 in T.grid(128, 32):
+            for j_1_init in T.serial(4):
+                with T.block("Y_init"):
+                    vi = T.axis.spatial(128, i)
+                    vj = T.axis.spatial(128, j_0 * 4 + j_1_init)
+                    T.reads()
+                    T.writes(Y[vi, vj])
+                    Y[vi, vj] = T.float32(0)
+            for k, j_1 in T.grid(128, 4):
+                with T.block("Y_update"):
+                    vi = T.axis.spatial(128, i)
+                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
+                    vk = T.axis.reduce(128, k)
+                    T.reads(Y[vi, vj], A[vi, vk], B[vk, vj])
+                    T.writes(Y[vi, vj])
+                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+            for ax0 in T.serial(4):
+                with T.block("C"):
+                    vi = T.axis.spatial(128, i)
+                    vj = T.axis.spatial(128, j_0 * 4 + ax0)
+                    T.reads(Y[vi, vj])
+                    T.writes(C[vi, vj])
+                    C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+"""
+
+# What our printer writes for mm_relu (TVM's current course-style output).
+MM_RELU_TEXT = '''# from tvm.script import tir as T
+@tvm.script.ir_module
+class Module:
+    @T.prim_func
+    def mm_relu(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
+        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
+        # with T.block("root"):
+        Y = T.alloc_buffer((128, 128))''' + MM_RELU_LOOPS
+
+# The head of a module as TVM printed it in 2022 (T.Buffer[...], comments, "-> None").
+PRINTED_2022_HEAD = '''
+@tvm.script.ir_module
+class Module:
+    @T.prim_func
+    def mm_relu(A: T.Buffer[(128, 128), "float32"], B: T.Buffer[(128, 128), "float32"], C: T.Buffer[(128, 128), "float32"]) -> None:
+        # function attr dict
+        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
+        # body
+        # with T.block("root")
+        Y = T.alloc_buffer([128, 128], dtype="float32")'''
+
+# The course's listings as TVM printed them in 2022: the original program, after
+# reverse_compute_at, and after decompose_reduction (printed with the `tir.` prefix).
+SEED_PRINTED = PRINTED_2022_HEAD + MM_RELU_LOOPS
+SEED_RCA = PRINTED_2022_HEAD + RCA_LOOPS
+SEED_DECOMPOSED = (PRINTED_2022_HEAD + DECOMPOSED_LOOPS).replace("T.", "tir.")
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,8 @@ from engine.ir import (Block, BlockRealize, BufferStore, For, ForKind, IterType,
                        collect)
 from engine.script import parse, script
 
-from test_script_irgen import MM_RELU_TEXT, mm_relu
+from test_script_irgen import (DECOMPOSED_LOOPS, MM_RELU_TEXT, SEED_DECOMPOSED,
+                               SEED_PRINTED, SEED_RCA, mm_relu)
 
 # The course notebook's first listing: T.Buffer[...] syntax, explicit axes, no reads/writes.
 SEED_ORIGINAL = '''
@@ -33,125 +34,7 @@ class MyModule:
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
 '''
 
-# As TVM printed it in 2022 (remap, reads/writes, comments, "-> None").
-SEED_PRINTED = '''
-@tvm.script.ir_module
-class Module:
-    @T.prim_func
-    def mm_relu(A: T.Buffer[(128, 128), "float32"], B: T.Buffer[(128, 128), "float32"], C: T.Buffer[(128, 128), "float32"]) -> None:
-        # function attr dict
-        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
-        # body
-        # with T.block("root")
-        Y = T.alloc_buffer([128, 128], dtype="float32")
-        for i, j, k in T.grid(128, 128, 128):
-            with T.block("Y"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                T.reads(A[vi, vk], B[vk, vj])
-                T.writes(Y[vi, vj])
-                with T.init():
-                    Y[vi, vj] = T.float32(0)
-                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-        for i, j in T.grid(128, 128):
-            with T.block("C"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                T.reads(Y[vi, vj])
-                T.writes(C[vi, vj])
-                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
-
-# After split + reorder + reverse_compute_at (TVM's 2022 output).
-SEED_RCA = '''
-@tvm.script.ir_module
-class Module:
-    @T.prim_func
-    def mm_relu(A: T.Buffer[(128, 128), "float32"], B: T.Buffer[(128, 128), "float32"], C: T.Buffer[(128, 128), "float32"]) -> None:
-        # function attr dict
-        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
-        # body
-        # with T.block("root")
-        Y = T.alloc_buffer([128, 128], dtype="float32")
-        for i, j_0 in T.grid(128, 32):
-            for k, j_1 in T.grid(128, 4):
-                with T.block("Y"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
-                    vk = T.axis.reduce(128, k)
-                    T.reads(A[vi, vk], B[vk, vj])
-                    T.writes(Y[vi, vj])
-                    with T.init():
-                        Y[vi, vj] = T.float32(0)
-                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-            for ax0 in T.serial(4):
-                with T.block("C"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + ax0)
-                    T.reads(Y[vi, vj])
-                    T.writes(C[vi, vj])
-                    C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
-
-# After decompose_reduction: the course printed it with the `tir.` prefix.
-SEED_DECOMPOSED = '''
-@tvm.script.ir_module
-class Module:
-    @tir.prim_func
-    def mm_relu(A: tir.Buffer[(128, 128), "float32"], B: tir.Buffer[(128, 128), "float32"], C: tir.Buffer[(128, 128), "float32"]) -> None:
-        # function attr dict
-        tir.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
-        # body
-        # with tir.block("root")
-        Y = tir.alloc_buffer([128, 128], dtype="float32")
-        for i, j_0 in tir.grid(128, 32):
-            for j_1_init in tir.serial(4):
-                with tir.block("Y_init"):
-                    vi = tir.axis.spatial(128, i)
-                    vj = tir.axis.spatial(128, j_0 * 4 + j_1_init)
-                    tir.reads()
-                    tir.writes(Y[vi, vj])
-                    Y[vi, vj] = tir.float32(0)
-            for k, j_1 in tir.grid(128, 4):
-                with tir.block("Y_update"):
-                    vi = tir.axis.spatial(128, i)
-                    vj = tir.axis.spatial(128, j_0 * 4 + j_1)
-                    vk = tir.axis.reduce(128, k)
-                    tir.reads(Y[vi, vj], A[vi, vk], B[vk, vj])
-                    tir.writes(Y[vi, vj])
-                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-            for ax0 in tir.serial(4):
-                with tir.block("C"):
-                    vi = tir.axis.spatial(128, i)
-                    vj = tir.axis.spatial(128, j_0 * 4 + ax0)
-                    tir.reads(Y[vi, vj])
-                    tir.writes(C[vi, vj])
-                    C[vi, vj] = tir.max(Y[vi, vj], tir.float32(0))
-'''
-
-EXPECTED_DECOMPOSED_TAIL = '''        Y = T.alloc_buffer((128, 128))
-        for i, j_0 in T.grid(128, 32):
-            for j_1_init in T.serial(4):
-                with T.block("Y_init"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + j_1_init)
-                    T.reads()
-                    T.writes(Y[vi, vj])
-                    Y[vi, vj] = T.float32(0)
-            for k, j_1 in T.grid(128, 4):
-                with T.block("Y_update"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
-                    vk = T.axis.reduce(128, k)
-                    T.reads(Y[vi, vj], A[vi, vk], B[vk, vj])
-                    T.writes(Y[vi, vj])
-                    Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-            for ax0 in T.serial(4):
-                with T.block("C"):
-                    vi = T.axis.spatial(128, i)
-                    vj = T.axis.spatial(128, j_0 * 4 + ax0)
-                    T.reads(Y[vi, vj])
-                    T.writes(C[vi, vj])
-                    C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
+EXPECTED_DECOMPOSED_TAIL = "        Y = T.alloc_buffer((128, 128))" + DECOMPOSED_LOOPS
 
 
 def test_seed_original_listing_infers_regions_and_prints_like_tvm():

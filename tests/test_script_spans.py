@@ -8,8 +8,7 @@ from hypothesis import given
 from engine.ir import Block, BufferStore, For, collect
 from engine.script import Span, parse, script, script_with_spans
 
-from test_script_irgen import mm_relu, programs
-from test_script_parser import SEED_RCA
+from test_script_irgen import SEED_RCA, mm_relu, programs
 
 
 def _check_spans(mod):

@@ -8,6 +8,8 @@ from engine.ir import (Block, BlockRealize, Buffer, BufferStore, For, ForKind, I
                        IterVar, Max, PrimFunc, Range, Var, structural_equal)
 from engine.ir import expr as E
 
+from test_script_irgen import SEED_PRINTED
+
 
 def course_mm_relu(n=128):
     """The course's mm_relu, hand-built with engine.ir (the 'Module' listing of chapter 2)."""
@@ -111,31 +113,7 @@ def test_mm_relu_names_attrs_and_loops_follow_the_course():
 
 def test_printed_mm_relu_parses_back_to_the_same_program():
     script = pytest.importorskip("engine.script")
-    course = '''
-@tvm.script.ir_module
-class Module:
-    @T.prim_func
-    def mm_relu(A: T.Buffer[(128, 128), "float32"], B: T.Buffer[(128, 128), "float32"], C: T.Buffer[(128, 128), "float32"]) -> None:
-        # function attr dict
-        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
-        # body
-        # with T.block("root")
-        Y = T.alloc_buffer([128, 128], dtype="float32")
-        for i, j, k in T.grid(128, 128, 128):
-            with T.block("Y"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                T.reads(A[vi, vk], B[vk, vj])
-                T.writes(Y[vi, vj])
-                with T.init():
-                    Y[vi, vj] = T.float32(0)
-                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-        for i, j in T.grid(128, 128):
-            with T.block("C"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                T.reads(Y[vi, vj])
-                T.writes(C[vi, vj])
-                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
+    course = SEED_PRINTED
     try:
         parsed = script.parse(course)
     except Exception as exc:  # the parser is built in parallel; report, do not hide
