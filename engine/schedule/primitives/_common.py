@@ -94,3 +94,13 @@ def buffers_read(block: Block) -> list:
 
 def buffers_written(block: Block) -> list:
     return [r.buffer for r in block.writes]
+
+
+def fresh_name(name: str, used: set) -> str:
+    """``name``, or ``name_1``, ``name_2``, ... — the first not in ``used``."""
+    if name not in used:
+        return name
+    n = 1
+    while f"{name}_{n}" in used:
+        n += 1
+    return f"{name}_{n}"

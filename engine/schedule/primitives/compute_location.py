@@ -283,6 +283,21 @@ def _insert(ctx: Ctx, blk: Block, loop: For, nest, pos: int, children: list) -> 
     return replace_stmts(ctx.func, {root: None, loop: new_loop})
 
 
+def _axis_ranges(blk: Block, dims: dict, regions: dict) -> dict:
+    """The range each spatial axis of ``blk`` must cover at the new place: ``dims`` maps an
+    axis to (buffer id, dimension) of an access, ``regions`` a buffer id to the needed region
+    per dimension (None where unknown). Reduction axes keep their full range."""
+    var_ranges = {}
+    for var, (bid, d) in dims.items():
+        reg = regions.get(bid)
+        if reg is not None and reg[d] is not None:
+            var_ranges[var] = reg[d]
+    for iv in blk.iter_vars:
+        if iv.iter_type is IterType.REDUCE:
+            var_ranges.pop(iv.var, None)
+    return var_ranges
+
+
 def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
     name = "reverse_compute_at" if reverse else "compute_at"
     blk = expect_block(ctx, inputs[0])
@@ -335,14 +350,7 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                     else:
                         per_buf.setdefault(id(r.buffer), []).append([None] * len(r.region))
         regions = {k: _union(an, v) for k, v in per_buf.items()}
-        var_ranges = {}
-        for var, (bid, d) in _write_dims(blk).items():
-            reg = regions.get(bid)
-            if reg is not None and reg[d] is not None:
-                var_ranges[var] = reg[d]
-        for iv in blk.iter_vars:
-            if iv.iter_type is IterType.REDUCE:
-                var_ranges.pop(iv.var, None)
+        var_ranges = _axis_ranges(blk, _write_dims(blk), regions)
         nest = _new_nest(ctx, blk, var_ranges, an, preserve)
         check_once(nest)
         return Result(_insert(ctx, blk, loop, nest, pos, children), [])
@@ -372,14 +380,7 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                 per_buf.setdefault(id(w.buffer), []).append(
                     b if b is not None else [None] * len(w.region))
     regions = {k: _union(an, v) for k, v in per_buf.items()}
-    var_ranges = {}
-    for var, (bid, d) in _read_dims(blk, set(regions)).items():
-        reg = regions.get(bid)
-        if reg is not None and reg[d] is not None:
-            var_ranges[var] = reg[d]
-    for iv in blk.iter_vars:
-        if iv.iter_type is IterType.REDUCE:
-            var_ranges.pop(iv.var, None)
+    var_ranges = _axis_ranges(blk, _read_dims(blk, set(regions)), regions)
     nest = _new_nest(ctx, blk, var_ranges, an, preserve)
     check_once(nest)
     _verify_reads(ctx, blk, nest, regions, loop, an, hl)

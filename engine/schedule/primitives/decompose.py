@@ -9,7 +9,7 @@ from engine.ir.stmt import Block, BlockRealize, For, IterType, IterVar, seq
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
-from ._common import expect_block, expect_loop
+from ._common import expect_block, expect_loop, fresh_name
 
 
 def _conjuncts(e):
@@ -131,8 +131,8 @@ class DecomposeReduction(Primitive):
         for c in keep:
             pred = c if isinstance(pred, E.IntImm) else E.And(pred, c)
         names = set(idx.blocks)
-        init_name = _fresh(bname + "_init", names)
-        upd_name = _fresh(bname + "_update", names | {init_name})
+        init_name = fresh_name(bname + "_init", names)
+        upd_name = fresh_name(bname + "_update", names | {init_name})
         writes = tuple(substitute(w, var_map) for w in blk.writes)
         init_block = Block(tuple(new_ivs), (), writes, init_name,
                            substitute(blk.init, var_map), None, (), ())
@@ -157,12 +157,3 @@ def replace_stmts_in(root, old, new):
     """``root`` with ``old`` replaced by ``new`` (copy-on-write on the path)."""
     from ..tree import _rebuild
     return _rebuild(root, {id(old): new})
-
-
-def _fresh(name: str, used: set) -> str:
-    if name not in used:
-        return name
-    n = 1
-    while f"{name}_{n}" in used:
-        n += 1
-    return f"{name}_{n}"

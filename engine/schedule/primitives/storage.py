@@ -25,21 +25,11 @@ from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, Iter
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, quote, register
 from ..tree import _STMT_FIELDS, flatten_seq
-from ._common import conj, expect_block, is_int, subject_of
+from ._common import conj, expect_block, fresh_name, is_int, subject_of
 
 # ---------------------------------------------------------------------------
 # shared helpers
 # ---------------------------------------------------------------------------
-
-
-def fresh_name(name: str, used: set) -> str:
-    """``name``, or ``name_1``, ``name_2``, ... — the first not in ``used``."""
-    if name not in used:
-        return name
-    n = 1
-    while f"{name}_{n}" in used:
-        n += 1
-    return f"{name}_{n}"
 
 
 def all_buffers(func) -> list[Buffer]:
