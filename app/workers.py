@@ -321,7 +321,7 @@ class PoolConfig:
     startup_timeout_s: float = 120.0
     allow_debug: bool = False              # accept debug:* jobs (tests only)
     source_max_chars: int = 400_000
-    keep_tickets: int = 256                # finished tickets kept for look-up by id
+    keep_tickets: int = 64                 # finished tickets kept for look-up by id
     max_jobs_per_worker: int = 500         # then the worker is recycled (bounds JIT memory)
 
     @classmethod
