@@ -15,7 +15,7 @@ from engine.ir import structural_equal
 from engine.schedule import Schedule, ScheduleError, Trace
 from engine.schedule.primitives.layout import (IndexMapError, _np_eval, map_text,
                                                normalize_index_map, parse_index_map)
-from test_schedule_support import SMALL, fresh, run_and_check
+from test_schedule_support import SMALL, apply_exported, fresh, run_and_check
 
 PACK = "lambda k, j: (j // 4, k, j % 4)"
 
@@ -248,24 +248,13 @@ def test_separable_injectivity_check_agrees_with_enumeration(data):
 
 @pytest.mark.parametrize("dialect", ["tvm", "course"])
 def test_tvm_exports_with_layout_and_rfactor_rerun_on_our_api(dialect, monkeypatch):
-    import sys
-    import types
-    fake = types.ModuleType("tvm")
-    fake.s_tir = types.SimpleNamespace(Schedule=Schedule)
-    fake.tir = types.SimpleNamespace(Schedule=Schedule)
-    monkeypatch.setitem(sys.modules, "tvm", fake)
-    monkeypatch.setitem(sys.modules, "tvm.s_tir", fake.s_tir)
-    monkeypatch.setitem(sys.modules, "tvm.tir", fake.tir)
     sch, c, bg = _packed()
     i, j, k = sch.get_loops(c)
     k0, k1 = sch.split(k, [None, 4])
     sch.rfactor(k1, factor_axis=0)
     text = sch.trace.export(dialect)
     assert ("pad_value=None" in text) == (dialect == "tvm")
-    ns: dict = {}
-    exec(text, ns)  # our own generated text
-    target = Schedule(engine.workloads.get("matmul", n=16))
-    ns["apply_trace"](target)
+    target = apply_exported(text, Schedule(engine.workloads.get("matmul", n=16)), monkeypatch)
     assert structural_equal(target.mod, sch.mod)
     run_and_check(target.mod, "matmul", SMALL["matmul"])
 

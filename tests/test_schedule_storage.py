@@ -4,8 +4,6 @@ reverse_compute_at, cache_read + compute_at); refusals; traces (JSON, Python, TV
 from __future__ import annotations
 
 import json
-import sys
-import types
 
 import pytest
 
@@ -13,7 +11,7 @@ import engine
 from engine.ir import structural_equal
 from engine.schedule import Schedule, ScheduleError, Trace
 from engine.schedule.primitives.storage import aligned_strides
-from test_schedule_support import SMALL, fresh, run_and_check, workload_names
+from test_schedule_support import SMALL, apply_exported, fresh, run_and_check, workload_names
 
 
 def _blocks(sch):
@@ -288,19 +286,10 @@ def test_trace_round_trips_and_exports():
 
 @pytest.mark.parametrize("dialect", ["tvm", "course"])
 def test_tvm_exports_rerun_on_our_api(dialect, monkeypatch):
-    fake = types.ModuleType("tvm")
-    fake.s_tir = types.SimpleNamespace(Schedule=Schedule)
-    fake.tir = types.SimpleNamespace(Schedule=Schedule)
-    monkeypatch.setitem(sys.modules, "tvm", fake)
-    monkeypatch.setitem(sys.modules, "tvm.s_tir", fake.s_tir)
-    monkeypatch.setitem(sys.modules, "tvm.tir", fake.tir)
     sch = _storage_schedule()
     text = sch.trace.export(dialect)
     assert "cache_write(block=b" in text and 'storage_scope="local"' in text
-    ns: dict = {}
-    exec(text, ns)  # our own generated text
-    target = Schedule(engine.workloads.get("matmul", n=16))
-    ns["apply_trace"](target)
+    target = apply_exported(text, Schedule(engine.workloads.get("matmul", n=16)), monkeypatch)
     assert structural_equal(target.mod, sch.mod)
 
 

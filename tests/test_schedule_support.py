@@ -6,6 +6,9 @@ reference interpreter — and compares the output with the workload's numpy refe
 """
 from __future__ import annotations
 
+import sys
+import types
+
 import numpy as np
 import pytest
 
@@ -40,6 +43,22 @@ def workload_names() -> list[str]:
 def fresh(name: str) -> Schedule:
     params = SMALL[name]
     return Schedule(engine.workloads.get(name, **params), workload=(name, params))
+
+
+def apply_exported(text: str, target: Schedule, monkeypatch) -> Schedule:
+    """Run exported TVM schedule code (``text`` defines ``apply_trace(sch)``) on ``target``,
+    with stand-in ``tvm`` / ``tvm.s_tir`` / ``tvm.tir`` modules whose ``Schedule`` is ours;
+    returns ``target``."""
+    fake = types.ModuleType("tvm")
+    fake.s_tir = types.SimpleNamespace(Schedule=Schedule)
+    fake.tir = types.SimpleNamespace(Schedule=Schedule)
+    monkeypatch.setitem(sys.modules, "tvm", fake)
+    monkeypatch.setitem(sys.modules, "tvm.s_tir", fake.s_tir)
+    monkeypatch.setitem(sys.modules, "tvm.tir", fake.tir)
+    ns: dict = {}
+    exec(text, ns)  # our own generated text
+    ns["apply_trace"](target)
+    return target
 
 
 def _backend():

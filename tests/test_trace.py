@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import engine
 from engine.ir import structural_equal
 from engine.schedule import Schedule, ScheduleError, Trace, TraceError, replay
-from test_schedule_support import SMALL, fresh, run_and_check
+from test_schedule_support import SMALL, apply_exported, fresh, run_and_check
 
 
 def course(n=16):
@@ -228,20 +228,10 @@ def test_get_block_errors():
 def test_tvm_exports_run_against_our_tvm_compatible_api(dialect, make, monkeypatch):
     """The exported TVM code uses TVM's method and keyword names; ours are the same, so
     running it (with stand-in ``tvm`` modules) on our Schedule rebuilds the program."""
-    import sys
-    import types
-    fake = types.ModuleType("tvm")
-    fake.s_tir = types.SimpleNamespace(Schedule=Schedule)
-    fake.tir = types.SimpleNamespace(Schedule=Schedule)
-    monkeypatch.setitem(sys.modules, "tvm", fake)
-    monkeypatch.setitem(sys.modules, "tvm.s_tir", fake.s_tir)
-    monkeypatch.setitem(sys.modules, "tvm.tir", fake.tir)
     sch = make()
-    ns: dict = {}
-    exec(sch.trace.export(dialect), ns)  # our own generated text
     name, params = sch.workload
-    target = Schedule(engine.workloads.get(name, **params))
-    ns["apply_trace"](target)
+    target = apply_exported(sch.trace.export(dialect),
+                            Schedule(engine.workloads.get(name, **params)), monkeypatch)
     assert structural_equal(target.mod, sch.mod)
 
 
