@@ -12,22 +12,13 @@ from hypothesis import strategies as st
 import engine
 from engine.ir import expr as E
 from engine.ir import structural_equal
-from engine.schedule import Schedule, ScheduleError, Trace
+from engine.schedule import Schedule, Trace
 from engine.schedule.primitives.layout import (IndexMapError, _np_eval, map_text,
                                                normalize_index_map, parse_index_map)
 from test_schedule_support import SMALL, apply_exported, fresh, run_and_check
+from test_schedule_support import refused as _refused
 
 PACK = "lambda k, j: (j // 4, k, j % 4)"
-
-
-def _refused(sch, action, *needles):
-    mod, n = sch.mod, len(sch.trace)
-    with pytest.raises(ScheduleError) as ei:
-        action()
-    assert sch.mod is mod and len(sch.trace) == n
-    for needle in needles:
-        assert needle in str(ei.value), str(ei.value)
-    return ei.value
 
 
 def _packed(n=16):

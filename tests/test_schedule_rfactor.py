@@ -10,22 +10,13 @@ import engine
 from engine.ir import structural_equal
 from engine.schedule import Schedule, ScheduleError, Trace
 from test_schedule_support import SMALL, fresh, run_and_check
+from test_schedule_support import refused as _refused
 
 SUM = {"m": 6, "n": 12}
 
 
 def _sum():
     return Schedule(engine.workloads.get("sum", **SUM), workload=("sum", SUM))
-
-
-def _refused(sch, action, *needles):
-    mod, n = sch.mod, len(sch.trace)
-    with pytest.raises(ScheduleError) as ei:
-        action()
-    assert sch.mod is mod and len(sch.trace) == n
-    for needle in needles:
-        assert needle in str(ei.value), str(ei.value)
-    return ei.value
 
 
 def test_rfactor_sum_prints_like_tvm():

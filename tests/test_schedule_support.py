@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.schedule import Schedule
+from engine.schedule import Schedule, ScheduleError
 
 SMALL = {
     "mm_relu": {"n": 16},
@@ -43,6 +43,18 @@ def workload_names() -> list[str]:
 def fresh(name: str) -> Schedule:
     params = SMALL[name]
     return Schedule(engine.workloads.get(name, **params), workload=(name, params))
+
+
+def refused(sch, action, *needles) -> ScheduleError:
+    """Run ``action()``, which must raise ScheduleError and leave ``sch`` (program and
+    trace) unchanged; the message must contain every one of ``needles``."""
+    mod, n = sch.mod, len(sch.trace)
+    with pytest.raises(ScheduleError) as ei:
+        action()
+    assert sch.mod is mod and len(sch.trace) == n
+    for needle in needles:
+        assert needle in str(ei.value), str(ei.value)
+    return ei.value
 
 
 def apply_exported(text: str, target: Schedule, monkeypatch) -> Schedule:
