@@ -443,6 +443,8 @@ def _lin_scale(a: Lin, c: int) -> Lin:
 
 
 class _ExprChildren(Mutator):
+    """Simplify the expressions directly below a node (with the analyzer's known ranges)."""
+
     def __init__(self, an: Analyzer):
         self.an = an
 
@@ -452,16 +454,8 @@ class _ExprChildren(Mutator):
         return super().visit(n)
 
 
-class _StmtSimplifier(Mutator):
+class _StmtSimplifier(_ExprChildren):
     """Simplify every expression inside statements, learning loop ranges on the way."""
-
-    def __init__(self, an: Analyzer):
-        self.an = an
-
-    def visit(self, n):
-        if isinstance(n, E.PrimExpr):
-            return self.an.simplify(n)
-        return super().visit(n)
 
     def visit_For(self, s):
         lo, ext = E.as_const_int(s.min), E.as_const_int(s.extent)

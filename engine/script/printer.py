@@ -271,25 +271,25 @@ class _Printer:
     def _stringimm(self, e):
         return json.dumps(e.value, ensure_ascii=False), _P_ATOM
 
-    def _arith(self, e):
-        sym, p = _ARITH[type(e)]
+    def _infix(self, e, sym: str, p: int, strict_left: bool = False):
+        """``a <sym> b`` at precedence ``p``: the right operand is parenthesised when it
+        binds no tighter than ``p``, the left one when it binds looser (or, with
+        ``strict_left``, no tighter: comparisons do not chain)."""
         a, pa = self.expr(e.a)
         b, pb = self.expr(e.b)
-        if pa < p:
+        if pa < p or (strict_left and pa == p):
             a = f"({a})"
         if pb <= p:
             b = f"({b})"
         return a + sym + b, p
 
+    def _arith(self, e):
+        sym, p = _ARITH[type(e)]
+        return self._infix(e, sym, p)
+
     def _div(self, e):
         if is_float(e.a.dtype):
-            a, pa = self.expr(e.a)
-            b, pb = self.expr(e.b)
-            if pa < _P_MUL:
-                a = f"({a})"
-            if pb <= _P_MUL:
-                b = f"({b})"
-            return f"{a} / {b}", _P_MUL
+            return self._infix(e, " / ", _P_MUL)
         return f"T.truncdiv({self.ex(e.a)}, {self.ex(e.b)})", _P_ATOM
 
     def _mod(self, e):
@@ -300,26 +300,14 @@ class _Printer:
         return f"{fn}({self.ex(e.a)}, {self.ex(e.b)})", _P_ATOM
 
     def _cmp(self, e):
-        a, pa = self.expr(e.a)
-        b, pb = self.expr(e.b)
-        if pa <= _P_CMP:
-            a = f"({a})"
-        if pb <= _P_CMP:
-            b = f"({b})"
-        return a + _CMP[type(e)] + b, _P_CMP
+        return self._infix(e, _CMP[type(e)], _P_CMP, strict_left=True)
 
     def _boolop(self, e):
         if type(e) is E.And:
             sym, p = " and ", _P_AND
         else:
             sym, p = " or ", _P_OR
-        a, pa = self.expr(e.a)
-        b, pb = self.expr(e.b)
-        if pa < p:
-            a = f"({a})"
-        if pb <= p:
-            b = f"({b})"
-        return a + sym + b, p
+        return self._infix(e, sym, p)
 
     def _not(self, e):
         a, pa = self.expr(e.a)
