@@ -104,3 +104,10 @@ def fresh_name(name: str, used: set) -> str:
     while f"{name}_{n}" in used:
         n += 1
     return f"{name}_{n}"
+
+
+def conjuncts(e: E.PrimExpr) -> list:
+    """The terms of a conjunction ``a and b and ...`` (``[e]`` when ``e`` is no ``and``)."""
+    if isinstance(e, E.And):
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]

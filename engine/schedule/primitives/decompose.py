@@ -9,13 +9,7 @@ from engine.ir.stmt import Block, BlockRealize, For, IterType, IterVar, seq
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
-from ._common import expect_block, expect_loop, fresh_name
-
-
-def _conjuncts(e):
-    if isinstance(e, E.And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
+from ._common import conjuncts, expect_block, expect_loop, fresh_name
 
 
 @register
@@ -117,7 +111,7 @@ class DecomposeReduction(Primitive):
         init_loop_vars = {id(nv) for _, nv in init_loops}
         outer_vars = {id(lp.loop_var) for lp in outer}
         keep = []
-        for c in _conjuncts(realize.predicate):
+        for c in conjuncts(realize.predicate):
             if isinstance(c, E.IntImm):
                 continue
             c2 = substitute(c, vmap)

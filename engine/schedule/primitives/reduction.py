@@ -20,7 +20,7 @@ from engine.ir.structural import structural_equal
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
-from ._common import expect_loop, is_int
+from ._common import conjuncts, expect_loop, is_int
 from .storage import buffer_names, compose, fresh_name, rewrite_stmts
 
 
@@ -95,12 +95,6 @@ def uses_load(e: Any, buf: Buffer) -> bool:
 
 def _combine(kind: str, a, b):
     return {"sum": E.Add, "max": E.Max, "min": E.Min}[kind](a, b)
-
-
-def _conjuncts(e):
-    if isinstance(e, E.And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 @register
@@ -322,7 +316,7 @@ class RFactor(Primitive):
         kept = [lp for lp in loops if lp is loop or id(lp.loop_var) not in rd_vars]
         kept_ids = {id(lp.loop_var) for lp in kept}
         pred = E.IntImm("bool", 1)
-        for c in _conjuncts(realize.predicate):
+        for c in conjuncts(realize.predicate):
             if isinstance(c, E.IntImm):
                 continue
             used = {id(v) for v in collect_vars(c)}
