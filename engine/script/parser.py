@@ -533,6 +533,8 @@ class _Parser:
         raise self.err(node, f"T.{dtype} needs a number")
 
     def minmax(self, n: ast.AST, cls, args: list) -> E.PrimExpr:
+        """The two-operand node ``cls(args[0], args[1])`` of T.max, T.min, T.truncdiv,
+        T.floormod, ... (two plain numbers: the first becomes a constant first)."""
         a, b = self.expr(args[0]), self.expr(args[1])
         if not isinstance(a, E.PrimExpr) and not isinstance(b, E.PrimExpr):
             a = self.to_prim(args[0], a)
@@ -594,12 +596,7 @@ class _Parser:
 
     def _int_binary(self, n, f, cls):
         args, _ = self.call_args(n, f, 2, 2)
-        a, b = self.expr(args[0]), self.expr(args[1])
-        if not isinstance(a, E.PrimExpr) and not isinstance(b, E.PrimExpr):
-            a = self.to_prim(args[0], a)
-        for v, nd in ((a, args[0]), (b, args[1])):
-            self.check_value(nd, v)
-        return E.binary(cls, a, b)
+        return self.minmax(n, cls, args)
 
     def f_truncdiv(self, n, f):
         return self._int_binary(n, f, E.Div)
