@@ -280,3 +280,15 @@ def test_fallback_build_through_engine_build_gives_the_same_counts(monkeypatch):
     assert any("not inlined" in n for n in called.notes)
     assert [(lv.accesses, lv.misses) for lv in called.levels] == \
         [(lv.accesses, lv.misses) for lv in linked.levels]
+
+
+def test_tiny_budget_samples_every_big_loop_nest():
+    import engine
+    # regression: a second sampled nest crashed the planner (TypeError), and nests whose
+    # smallest sample exceeded the budget were simulated whole (minutes at n=2048)
+    mod = engine.workloads.get("mm_relu", n=64)
+    rep = engine.cache.simulate(mod, "mm_relu", max_accesses=2000, hardware=False)
+    sampled = {tuple(s["blocks"]) for s in rep.sampling}
+    assert sampled == {("Y",), ("C",)}
+    assert all("estimated from" in s["text"] for s in rep.sampling)
+    assert rep.levels[0].accesses > 0

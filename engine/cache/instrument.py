@@ -246,19 +246,22 @@ def plan_sampling(func: PrimFunc, budget: int, line: int, windows: int = 4) -> S
         if simulated <= budget:
             break
         best = None
-        for f, inst, body, path in cands:
-            n = cnt.trip(f)
-            if n < min_iters + 2 or body <= 0:
-                continue
-            if any(id(c[0]) in path or id(f) in c[3] or c[0] is f for c in chosen):
-                continue  # nested in / around an already sampled loop
-            full = inst * n * body
-            if inst * min_iters * 1.5 * body > budget:
-                continue  # even a small sample of this loop is too big: look deeper
-            # prefer the loop that removes the most work; among equals, the outermost
-            key = (full, -len(path))
-            if best is None or key > best[0]:
-                best = (key, f, inst, body, path)
+        for strict in (True, False):
+            for f, inst, body, path in cands:
+                n = cnt.trip(f)
+                if n < min_iters + 2 or body <= 0:
+                    continue
+                if any(id(c[0]) in path or id(f) in c[5] or c[0] is f for c in chosen):
+                    continue  # nested in / around an already sampled loop
+                full = inst * n * body
+                if strict and inst * min_iters * 1.5 * body > budget:
+                    continue  # even a small sample of this loop is too big: look deeper
+                # prefer the loop that removes the most work; among equals, the outermost
+                key = (full, -len(path))
+                if best is None or key > best[0]:
+                    best = (key, f, inst, body, path)
+            if best is not None:
+                break  # no loop's smallest sample fits: take the smallest sample anyway
         if best is None:
             break
         _, f, inst, body, path = best
