@@ -270,7 +270,12 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
         sampling.append({"loop": sl.name, "k": sl.k, "n": sl.n, "blocks": blocks,
                          "windows": [list(w) for w in sl.windows], "text": sl.describe()})
     hw = None
-    if hardware:
+    if hardware and plan.loops:
+        # the kernel is too big to simulate whole, so two more real runs of it (warm-up
+        # and counted) would cost far more than the sampled simulation did
+        hw = hwcounters.CounterResult(False, "skipped: the program is too large for an "
+                                      "extra full run; its simulation above is sampled")
+    elif hardware:
         hw = _hardware(func, args, geometry)
     return CacheReport(func.name, geometry, levels_out, per_buffer, per_block, buffers,
                        loop_footprints(func, geometry.levels), sampling, hw, simulated, sim_s,
