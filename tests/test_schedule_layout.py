@@ -15,7 +15,8 @@ from engine.ir import structural_equal
 from engine.schedule import Schedule, Trace
 from engine.schedule.primitives.layout import (IndexMapError, _np_eval, map_text,
                                                normalize_index_map, parse_index_map)
-from test_schedule_support import SMALL, apply_exported, fresh, run_and_check
+from test_schedule_support import (SMALL, apply_exported, assert_round_trips, fresh,
+                                   run_and_check)
 from test_schedule_support import refused as _refused
 
 PACK = "lambda k, j: (j // 4, k, j % 4)"
@@ -194,13 +195,7 @@ def test_traces_and_tvm_import():
                                 [0, 1, PACK, None], []]
     assert f'sch.transform_layout(b1, ("write", 0), "{PACK}")' in sch.trace.as_python()
     assert f'buffer=("write", 0), index_map={PACK}, pad_value=None' in sch.trace.export("tvm")
-    for tr in (Trace.from_json(json.dumps(doc)), Trace.decode(sch.trace.encode())):
-        target = fresh("matmul")
-        tr.apply_to_schedule(target)
-        assert structural_equal(target.mod, sch.mod)
-    target = Schedule(engine.workloads.get("matmul", n=16))
-    exec(sch.trace.as_python(), {"sch": target})  # our own generated text
-    assert structural_equal(target.mod, sch.mod)
+    assert_round_trips(sch, lambda: fresh("matmul"))
     ns: dict = {}
     exec("def f(sch, b1):\n    " + sch.trace.export("tvm").splitlines()[-1].strip(), ns)
     t2 = fresh("matmul")

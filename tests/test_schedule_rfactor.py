@@ -2,14 +2,12 @@
 reductions, compiled and checked against numpy; legality refusals; traces."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import engine
 from engine.ir import structural_equal
 from engine.schedule import Schedule, ScheduleError, Trace
-from test_schedule_support import SMALL, fresh, run_and_check
+from test_schedule_support import SMALL, assert_round_trips, fresh, run_and_check
 from test_schedule_support import refused as _refused
 
 SUM = {"m": 6, "n": 12}
@@ -175,13 +173,7 @@ def test_rfactor_trace_round_trips_and_exports():
     assert ["RFactor", [doc["insts"][2][3][1]], [1], [doc["insts"][3][3][0]]] == doc["insts"][3]
     assert "sch.rfactor(l4, factor_axis=1)" in sch.trace.as_python()
     assert "sch.rfactor(loop=l4, factor_axis=1)" in sch.trace.export("tvm")
-    for tr in (Trace.from_json(json.dumps(doc)), Trace.decode(sch.trace.encode())):
-        target = _sum()
-        tr.apply_to_schedule(target)
-        assert structural_equal(target.mod, sch.mod)
-    target = Schedule(engine.workloads.get("sum", **SUM))
-    exec(sch.trace.as_python(), {"sch": target})  # our own generated text
-    assert structural_equal(target.mod, sch.mod)
+    assert_round_trips(sch, _sum)
     tvm_doc = [[["GetBlock", [], ["B", "sum"], ["b0"]],
                 ["GetLoops", ["b0"], [], ["l1", "l2"]],
                 ["Split", ["l2", "None", 4], [1, 0], ["l3", "l4"]],

@@ -11,8 +11,8 @@ import engine
 from engine.ir import structural_equal
 from engine.schedule import Schedule, ScheduleError, Trace
 from engine.schedule.primitives.storage import aligned_strides
-from test_schedule_support import (SMALL, apply_exported, fresh, refused, run_and_check,
-                                   workload_names)
+from test_schedule_support import (SMALL, apply_exported, assert_round_trips, fresh, refused,
+                                   run_and_check, workload_names)
 
 
 def _blocks(sch):
@@ -270,13 +270,7 @@ def test_trace_round_trips_and_exports():
     assert {"CacheRead", "CacheWrite", "StorageAlign"} <= set(kinds)
     cr = [i for i in doc["insts"] if i[0] == "CacheRead"][0]
     assert cr[1][1] == [cr[1][0]] and cr[2] == [0, "global"]
-    for tr in (Trace.from_json(json.dumps(doc)), Trace.decode(sch.trace.encode())):
-        target = fresh("matmul")
-        tr.apply_to_schedule(target)
-        assert structural_equal(target.mod, sch.mod)
-    target = Schedule(engine.workloads.get("matmul", n=16))
-    exec(sch.trace.as_python(), {"sch": target})  # our own generated text
-    assert structural_equal(target.mod, sch.mod)
+    assert_round_trips(sch, lambda: fresh("matmul"))
 
 
 @pytest.mark.parametrize("dialect", ["tvm", "course"])

@@ -6,6 +6,7 @@ reference interpreter — and compares the output with the workload's numpy refe
 """
 from __future__ import annotations
 
+import json
 import sys
 import types
 
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine.schedule import Schedule, ScheduleError
+from engine.ir import structural_equal
+from engine.schedule import Schedule, ScheduleError, Trace
 
 SMALL = {
     "mm_relu": {"n": 16},
@@ -43,6 +45,20 @@ def workload_names() -> list[str]:
 def fresh(name: str) -> Schedule:
     params = SMALL[name]
     return Schedule(engine.workloads.get(name, **params), workload=(name, params))
+
+
+def assert_round_trips(sch: Schedule, make_target) -> None:
+    """Replaying the trace of ``sch`` from its JSON document and from its URL token, and
+    executing its Python text, each on a new schedule ``make_target()``, rebuilds the
+    same program."""
+    doc = sch.trace.as_json()
+    for tr in (Trace.from_json(json.dumps(doc)), Trace.decode(sch.trace.encode())):
+        target = make_target()
+        tr.apply_to_schedule(target)
+        assert structural_equal(target.mod, sch.mod)
+    target = make_target()
+    exec(sch.trace.as_python(), {"sch": target})  # our own generated text
+    assert structural_equal(target.mod, sch.mod)
 
 
 def refused(sch, action, *needles) -> ScheduleError:
