@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.request
@@ -26,12 +27,19 @@ def free_port() -> int:
 def start_server(port: int) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # a fresh store (stored results from earlier runs must not hide compiles) and a log
+    # file rather than a pipe nobody reads (a full pipe would block the server)
+    work = tempfile.mkdtemp(prefix="explorer-e2e-")
+    log = open(os.path.join(work, "server.log"), "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port),
+                             "--instance", os.path.join(work, "instance")],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc.log_path = log.name  # type: ignore[attr-defined]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            with open(log.name, errors="replace") as f:
+                out = f.read()
             raise RuntimeError(f"the server exited early:\n{out}")
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/static/favicon.svg", timeout=2)
