@@ -9,7 +9,7 @@ expressions are never entered.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from engine.ir import expr as E
 from engine.ir.stmt import (Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, SeqStmt,
@@ -181,9 +181,10 @@ def iter_stmts(s: Any) -> Iterator[Any]:
         stack.extend(reversed(stmt_children(c)))
 
 
-def _rebuild(s: Any, mapping: dict[int, Any]) -> Any:
-    if id(s) in mapping:
-        return mapping[id(s)]
+def map_children(s: Any, fn: Callable[[Any], Any]) -> Any:
+    """``s`` with each child statement ``c`` replaced by ``fn(c)`` — ``s`` itself when
+    nothing changes. A child mapped to None leaves its sequence; a SeqStmt becomes the
+    flattened sequence of its new children (None when none is left)."""
     fields = _STMT_FIELDS.get(type(s))
     if not fields:
         return s
@@ -193,22 +194,27 @@ def _rebuild(s: Any, mapping: dict[int, Any]) -> Any:
         if v is None:
             continue
         if isinstance(v, tuple):
-            new_items = [_rebuild(x, mapping) for x in v]
+            new_items = [fn(x) for x in v]
             if any(a is not b for a, b in zip(new_items, v)):
-                changes[f] = seq(*[x for x in new_items if x is not None])
+                changes[f] = seq(*new_items)  # seq drops None items
         else:
-            nv = _rebuild(v, mapping)
+            nv = fn(v)
             if nv is not v:
                 changes[f] = nv
     if not changes:
         return s
     if isinstance(s, SeqStmt):
-        new = changes["seq"]
-        return new
+        return changes["seq"]
     for f, v in changes.items():
         if v is None and f in ("body", "block", "then_case"):
             raise ValueError(f"cannot remove the only statement in the {f} of a {type(s).__name__}")
     return s.replace(**changes)
+
+
+def _rebuild(s: Any, mapping: dict[int, Any]) -> Any:
+    if id(s) in mapping:
+        return mapping[id(s)]
+    return map_children(s, lambda c: _rebuild(c, mapping))
 
 
 def replace_stmts(func: Any, mapping: dict[Any, Any]) -> Any:

@@ -20,11 +20,11 @@ from engine.ir import expr as E
 from engine.ir.buffer import SCOPES, Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, post_order_visit, substitute
 from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
-                            SeqStmt, seq)
+                            seq)
 
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, quote, register
-from ..tree import _STMT_FIELDS, flatten_seq
+from ..tree import flatten_seq, map_children
 from ._common import conj, expect_block, fresh_name, is_int, subject_of
 
 # ---------------------------------------------------------------------------
@@ -109,24 +109,7 @@ def rewrite_stmts(func, edits: dict[int, Callable]) -> Any:
     ``edits[id(s)](s_rebuilt)`` — ``s_rebuilt`` being ``s`` with its children already
     rewritten (post-order), so edits of nested statements compose."""
     def rec(s):
-        fields = _STMT_FIELDS.get(type(s))
-        new = s
-        if fields:
-            changes = {}
-            for f in fields:
-                v = getattr(s, f)
-                if v is None:
-                    continue
-                if isinstance(v, tuple):
-                    items = [rec(x) for x in v]
-                    if any(a is not b for a, b in zip(items, v)):
-                        changes[f] = seq(*items)
-                else:
-                    nv = rec(v)
-                    if nv is not v:
-                        changes[f] = nv
-            if changes:
-                new = changes["seq"] if isinstance(s, SeqStmt) else s.replace(**changes)
+        new = map_children(s, rec)
         fn = edits.get(id(s))
         return fn(new) if fn is not None else new
 
