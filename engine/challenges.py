@@ -78,6 +78,14 @@ class Challenge:
             out.update(params)
         return out
 
+    def _validate_actions(self, actions: list, field_name: str) -> None:
+        """Check every action of ``actions`` (the ``field_name`` list) is well formed."""
+        for i, a in enumerate(actions):
+            try:
+                validate_action(a, f"{field_name}[{i}]")
+            except ActionError as exc:
+                raise ChallengeError(f"challenge {self.id}: {exc}") from exc
+
     def _learner(self, solution: Any, params: dict | None):
         """(schedule, None) or (None, failing ChallengeResult)."""
         try:
@@ -124,11 +132,7 @@ class ReachNest(Challenge):
     def __post_init__(self) -> None:
         if not self.target and not self.pattern:
             raise ChallengeError(f"challenge {self.id}: give a target (actions) or a pattern")
-        for i, a in enumerate(self.target):
-            try:
-                validate_action(a, f"target[{i}]")
-            except ActionError as exc:
-                raise ChallengeError(f"challenge {self.id}: {exc}") from exc
+        self._validate_actions(self.target, "target")
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -187,11 +191,7 @@ class BeatTime(Challenge):
             raise ChallengeError(f"challenge {self.id}: speedup must be a positive number")
         if self.gflops is not None and not self.gflops > 0:
             raise ChallengeError(f"challenge {self.id}: gflops must be positive")
-        for i, a in enumerate(self.reference):
-            try:
-                validate_action(a, f"reference[{i}]")
-            except ActionError as exc:
-                raise ChallengeError(f"challenge {self.id}: {exc}") from exc
+        self._validate_actions(self.reference, "reference")
 
     def to_dict(self) -> dict:
         d = super().to_dict()
