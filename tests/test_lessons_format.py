@@ -4,11 +4,13 @@ import json
 
 import pytest
 
-from engine import lessons, te
+from engine import lessons
 from engine.lessons import LessonError, load, parse_lesson
 from engine.lessons.actions import ActionError, action_python, validate_action
 from engine.lessons.markup import to_html, to_text
 from engine.lessons.nest import first_difference, match_nest, nest_lines
+
+from test_te import te_mm_relu
 
 MIN = {
     "format": "schedule-explorer/lesson", "version": 1, "id": "tiny",
@@ -141,17 +143,8 @@ def test_markup_is_escaped_and_light():
     assert to_html("```\na = 1\n```") == "<pre><code>a = 1</code></pre>"
 
 
-def _mm_relu(n=16):
-    A = te.placeholder((n, n), "float32", name="A")
-    B = te.placeholder((n, n), "float32", name="B")
-    k = te.reduce_axis((0, n), "k")
-    Y = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="Y")
-    C = te.compute((n, n), lambda i, j: te.max(Y[i, j], 0), name="C")
-    return te.create_prim_func([A, B, C], name="mm_relu")
-
-
 def test_nest_lines_and_patterns():
-    f = _mm_relu()
+    f = te_mm_relu(16)
     lines = nest_lines(f)
     assert [ln.strip() for ln in lines] == [
         "for i in serial(16)", "for j in serial(16)", "for k in serial(16)", "block Y",
