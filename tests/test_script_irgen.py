@@ -151,6 +151,16 @@ SEED_RCA = PRINTED_2022_HEAD + RCA_LOOPS
 SEED_DECOMPOSED = (PRINTED_2022_HEAD + DECOMPOSED_LOOPS).replace("T.", "tir.")
 
 
+# A function whose buffer shape is a symbolic variable declared in its body.
+SYMBOLIC_TEXT = '''
+@T.prim_func
+def f(A: T.Buffer((n,), "float32")):
+    n = T.int32()
+    for i in range(n):
+        A[i] = T.float32(0)
+'''
+
+
 # ---------------------------------------------------------------------------
 # Hypothesis strategies: random well-typed programs
 # ---------------------------------------------------------------------------

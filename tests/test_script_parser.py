@@ -7,7 +7,7 @@ from engine.ir import (Block, BlockRealize, BufferStore, For, ForKind, IterType,
 from engine.script import parse, script
 
 from test_script_irgen import (DECOMPOSED_LOOPS, MM_RELU_TEXT, SEED_DECOMPOSED,
-                               SEED_PRINTED, SEED_RCA, mm_relu)
+                               SEED_PRINTED, SEED_RCA, SYMBOLIC_TEXT, mm_relu)
 
 # The course notebook's first listing: T.Buffer[...] syntax, explicit axes, no reads/writes.
 SEED_ORIGINAL = '''
@@ -178,13 +178,7 @@ def f(A: T.Buffer((64,), "float32"), I: T.Buffer((64,), "int64")):
 
 
 def test_symbolic_shapes():
-    text = '''
-@T.prim_func
-def f(A: T.Buffer((n,), "float32")):
-    n = T.int32()
-    for i in range(n):
-        A[i] = T.float32(0)
-'''
+    text = SYMBOLIC_TEXT
     f = parse(text)["f"]
     out = f.script()
     assert out.splitlines()[1:3] == ['def f(A: T.Buffer((n,), "float32")):', "    n = T.int32()"]

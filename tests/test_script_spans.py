@@ -8,7 +8,7 @@ from hypothesis import given
 from engine.ir import Block, BufferStore, For, collect
 from engine.script import Span, parse, script, script_with_spans
 
-from test_script_irgen import SEED_RCA, mm_relu, programs
+from test_script_irgen import SEED_RCA, SYMBOLIC_TEXT, mm_relu, programs
 
 
 def _check_spans(mod):
@@ -71,13 +71,7 @@ def test_reverse_compute_at_spans():
 
 
 def test_symbolic_declarations_shift_spans():
-    text = '''
-@T.prim_func
-def f(A: T.Buffer((n,), "float32")):
-    n = T.int32()
-    for i in range(n):
-        A[i] = T.float32(0)
-'''
+    text = SYMBOLIC_TEXT
     t, spans = _check_spans(parse(text))
     loop = [s for s in spans if s.kind == "loop"][0]
     assert t.splitlines()[loop.start_line - 1] == "        for i in T.serial(n):"
