@@ -17,14 +17,9 @@ def _sch(n=N):
                            workload=("mm_relu", {"n": n}))
 
 
-def _course(sch):
-    b = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(b)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-    sch.reverse_compute_at(sch.get_block("C", func_name="mm_relu"), j0)
-    sch.decompose_reduction(b, k)
-    return sch
+def _course(n=N):
+    """mm_relu at size ``n`` after the course's four steps (the ``mm_relu-course`` preset)."""
+    return engine.presets.get("mm_relu-course", n=n)
 
 
 def test_catalogue():
@@ -41,11 +36,11 @@ def test_catalogue():
 
 def test_reach_nest_course_target_pass_and_fail():
     ch = challenges.get("mm_relu_course_nest")
-    good = ch.check(_course(_sch()), params={"n": N})
+    good = ch.check(_course(), params={"n": N})
     assert good.ok, good.message
     assert good.link and good.link.startswith("/explore/mm_relu?n=32&t=")
     # the same program reached through a trace document and a link token
-    trace = _course(_sch()).trace
+    trace = _course().trace
     assert ch.check(trace.as_json(), params={"n": N}).ok
     assert ch.check(trace.encode(), params={"n": N}).ok
     # a different split factor: not the target, and the message says where it differs
@@ -63,7 +58,7 @@ def test_reach_nest_course_target_pass_and_fail():
 
 def test_reach_nest_pattern():
     ch = challenges.get("mm_relu_vectorized_inner")
-    sch = _course(_sch())
+    sch = _course()
     assert not ch.check(sch, params={"n": N}).ok
     j1 = sch.get_loops(sch.get_block("Y_update", func_name="mm_relu"))[-1]
     sch.vectorize(j1)
@@ -77,7 +72,7 @@ def test_reach_nest_pattern():
 
 def test_learner_inputs_that_do_not_replay():
     ch = challenges.get("mm_relu_course_nest")
-    doc = _course(_sch()).trace.as_json()
+    doc = _course().trace.as_json()
     doc["insts"][2][0] = "Twist"
     res = ch.check(doc, params={"n": N})
     assert not res.ok and "does not replay" in res.message and "Twist" in res.message
@@ -105,14 +100,14 @@ class _FakeTimer:
 def test_beat_time_logic_with_injected_timer():
     ch = BeatTime(id="t", title="t", description="d", workload="mm_relu", params={"n": N},
                   speedup=2.0)
-    win = ch.check(_course(_sch()), timer=_FakeTimer(0.25))
+    win = ch.check(_course(), timer=_FakeTimer(0.25))
     assert win.ok and win.details["speedup"] == pytest.approx(4.0)
     assert "gflops" in win.details and win.details["gflops"] > 0
-    lose = ch.check(_course(_sch()), timer=_FakeTimer(0.8))
+    lose = ch.check(_course(), timer=_FakeTimer(0.8))
     assert not lose.ok and "goal is 2x" in lose.message
     ch2 = BeatTime(id="t2", title="t", description="d", workload="mm_relu", params={"n": N},
                    speedup=1.0, gflops=1e9)
-    res = ch2.check(_course(_sch()), timer=_FakeTimer(0.5))
+    res = ch2.check(_course(), timer=_FakeTimer(0.5))
     assert not res.ok and "GFLOP/s" in res.message
 
 
@@ -122,13 +117,13 @@ def test_beat_time_refuses_wrong_programs_before_timing(monkeypatch):
     monkeypatch.setattr(runner, "check_module",
                         lambda *a, **k: runner.Check(False, "3 of 1024 output elements differ"))
     timer = _FakeTimer(0.1)
-    res = ch.check(_course(_sch()), timer=timer)
+    res = ch.check(_course(), timer=timer)
     assert not res.ok and "not correct" in res.message and timer.calls == []
 
 
 def test_beat_time_real_measurement_produces_figures():
     ch = challenges.get("mm_relu_beat_naive")
-    res = ch.check(_course(_sch()), params={"n": N})
+    res = ch.check(_course(), params={"n": N})
     d = res.details
     assert d["correct"] and d["seconds"] > 0 and d["reference_seconds"] > 0
     assert d["speedup"] == pytest.approx(d["reference_seconds"] / d["seconds"])
@@ -167,7 +162,7 @@ def test_softmax_fusion_challenge():
 
 def test_solutions_are_judged_at_the_challenge_size():
     ch = challenges.get("mm_relu_course_nest")     # n = 128
-    small = _course(_sch(16))                      # the learner explored at n = 16
+    small = _course(16)                      # the learner explored at n = 16
     res = ch.check(small)
     assert res.ok, res.message
     assert res.link.startswith("/explore/mm_relu?n=128&t=")

@@ -20,15 +20,9 @@ N = 32  # small sizes keep compile+check fast
 
 
 def _course_trace(n=N):
-    mod = engine.workloads.get("mm_relu", n=n)
-    sch = engine.Schedule(mod, workload=("mm_relu", {"n": n}))
-    b = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(b)
-    j0, j1 = sch.split(j, factors=[None, 4])
-    sch.reorder(j0, k, j1)
-    sch.reverse_compute_at(sch.get_block("C", func_name="mm_relu"), j0)
-    sch.decompose_reduction(b, k)
-    return sch.trace.as_json()
+    """The trace document of the course's four steps (split, reorder, reverse_compute_at,
+    decompose_reduction) on mm_relu at size ``n``."""
+    return engine.presets.trace_json("mm_relu-course", n=n)
 
 
 def _run(*args, stdin=None):

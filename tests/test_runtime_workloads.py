@@ -51,14 +51,7 @@ def test_workload_fast_math_and_o1(name):
 
 def test_course_schedule_all_sizes():
     for n in (8, 10, 16):
-        mod = engine.workloads.get("mm_relu", n=n)
-        sch = engine.Schedule(mod)
-        b = sch.get_block("Y", func_name="mm_relu")
-        i, j, k = sch.get_loops(b)
-        j0, j1 = sch.split(j, factors=[None, 4])
-        sch.reorder(j0, k, j1)
-        sch.reverse_compute_at(sch.get_block("C"), j0)
-        sch.decompose_reduction(b, k)
+        sch = engine.presets.get("mm_relu-course", n=n)
         check("mm_relu", sch.mod, {"n": n})
 
 
