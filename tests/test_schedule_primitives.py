@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.schedule import ScheduleError
-from test_schedule_support import SMALL, fresh, run_and_check, workload_names
+from test_schedule_support import SMALL, fresh, run_and_check, try_step, workload_names
 
 
 def _blocks(sch):
@@ -247,15 +247,7 @@ def _random_step(sch, op, picks):
 def test_random_primitive_sequences_stay_correct(name, steps):
     sch = fresh(name)
     for op, picks in steps:
-        step = _random_step(sch, op, picks)
-        mod, trace, handles = sch.mod, sch.trace, sch.handles()
-        try:
-            step()
-        except ScheduleError as e:
-            assert sch.mod is mod, f"{op} refused but changed the module: {e}"
-            assert sch.trace == trace and len(sch.trace) == len(trace)
-            assert sch.handles() == handles
-            assert str(e).startswith(f"{op} refused")
+        try_step(sch, op, _random_step(sch, op, picks))
     # the schedule's semantics: the reference interpreter and the compiled code must
     # both agree with numpy
     run_and_check(sch.mod, name, SMALL[name], use_build=False)

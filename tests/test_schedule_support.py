@@ -61,6 +61,22 @@ def assert_round_trips(sch: Schedule, make_target) -> None:
     assert structural_equal(target.mod, sch.mod)
 
 
+def try_step(sch: Schedule, op: str, step) -> bool:
+    """Run ``step()``, a call of primitive ``op`` on ``sch``: True when it applies; when it is
+    refused the message starts with "<op> refused" and ``sch`` (program, trace, handles)
+    is unchanged, and the result is False."""
+    mod, trace, handles = sch.mod, sch.trace, sch.handles()
+    try:
+        step()
+    except ScheduleError as e:
+        assert sch.mod is mod, f"{op} refused but changed the module: {e}"
+        assert sch.trace == trace and len(sch.trace) == len(trace)
+        assert sch.handles() == handles
+        assert str(e).startswith(f"{op} refused")
+        return False
+    return True
+
+
 def refused(sch, action, *needles) -> ScheduleError:
     """Run ``action()``, which must raise ScheduleError and leave ``sch`` (program and
     trace) unchanged; the message must contain every one of ``needles``."""
