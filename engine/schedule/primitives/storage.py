@@ -400,6 +400,22 @@ def _new_cache(ctx: Ctx, buf: Buffer, scope: str) -> tuple:
     return cache, fresh_name(cache.name, set(ctx.index.blocks))
 
 
+def _place_cache(ctx: Ctx, scope_blk: Block, node, pos: int, nest, stage: Block, buf: Buffer,
+                 cache: Buffer, readers: list, writer: Block | None = None) -> Result:
+    """The common end of cache_read / cache_write: insert the copy stage ``nest`` at
+    position ``pos`` among ``node``'s children, make ``writer`` (if any) write ``cache``
+    instead of ``buf`` and ``readers`` read it, and allocate ``cache`` in the scope block."""
+    edits: dict = {}
+    compose(edits, id(node), lambda s, p=pos, n=nest: _insert_at(s, p, n))
+    if writer is not None:
+        compose(edits, id(writer), BufferSwap(buf, cache).visit)
+    swap = BufferSwap(buf, cache, loads=True, stores=False, reads=True, writes=False)
+    for c in readers:
+        compose(edits, id(c), swap.visit)
+    compose(edits, id(scope_blk), _add_alloc(cache))
+    return Result(rewrite_stmts(ctx.func, edits), [stage])
+
+
 # ---------------------------------------------------------------------------
 # cache_read
 # ---------------------------------------------------------------------------
@@ -492,7 +508,6 @@ class CacheRead(Primitive):
             raise ctx.error(f"block {bname}", f"no block reads {buf.name}", "",
                             highlight=[bname])
         cache, stage_name = _new_cache(ctx, buf, scope)
-        edits: dict = {}
         if writer is None:
             node, pos = scope_blk, 0
             region = [(E.const(0, "int32"), s) for s in buf.shape]
@@ -510,12 +525,7 @@ class CacheRead(Primitive):
             region = relaxed_region(ctx, writer, wreg, loops_between(ctx, writer, node))
             an = outer_analyzer(ctx, node)
         nest, stage = copy_stage(stage_name, buf, cache, region, an)
-        compose(edits, id(node), lambda s, p=pos, n=nest: _insert_at(s, p, n))
-        swap = BufferSwap(buf, cache, loads=True, stores=False, reads=True, writes=False)
-        for c in consumers:
-            compose(edits, id(c), swap.visit)
-        compose(edits, id(scope_blk), _add_alloc(cache))
-        return Result(rewrite_stmts(ctx.func, edits), [stage])
+        return _place_cache(ctx, scope_blk, node, pos, nest, stage, buf, cache, consumers)
 
     def python_args(self, inputs, attrs, dialect):
         return _cache_python_args(inputs, attrs, dialect, "read_buffer_index")
@@ -622,14 +632,8 @@ class CacheWrite(Primitive):
         wreg = next(w for w in blk.writes if w.buffer is buf)
         region = relaxed_region(ctx, blk, wreg, loops_between(ctx, blk, node))
         nest, stage = copy_stage(stage_name, cache, buf, region, outer_analyzer(ctx, node))
-        edits: dict = {}
-        compose(edits, id(node), lambda s, p=pos, n=nest: _insert_at(s, p, n))
-        compose(edits, id(blk), BufferSwap(buf, cache).visit)
-        swap = BufferSwap(buf, cache, loads=True, stores=False, reads=True, writes=False)
-        for c in listed:
-            compose(edits, id(c), swap.visit)
-        compose(edits, id(scope_blk), _add_alloc(cache))
-        return Result(rewrite_stmts(ctx.func, edits), [stage])
+        return _place_cache(ctx, scope_blk, node, pos, nest, stage, buf, cache, listed,
+                            writer=blk)
 
     def python_args(self, inputs, attrs, dialect):
         return _cache_python_args(inputs, attrs, dialect, "write_buffer_index")
