@@ -1,7 +1,7 @@
 """Measurements of one program state: compile, check against numpy, time.
 
-:func:`measure_step`, :func:`cache_step`, :func:`prefetch` (and the code pane's source text)
-are the seam between the web app and measurement. In the real server (``python -m app``)
+:func:`measure_step`, :func:`cache_step`, :func:`prefetch`, :func:`machine_peaks` (and the code
+pane's source text) are the seam between the web app and measurement. In the real server (``python -m app``)
 they are answered by a :class:`app.workers.StepMeasurer`: worker processes compile, check and
 time, results are kept in the SQLite store, and the server process never compiles or runs
 generated code. The measurer is the Flask app's ``app.extensions["measurer"]`` (see
@@ -124,6 +124,32 @@ def _local_cache_step(mod, func_name: str | None = None) -> dict:
             while len(_CACHE_SIM) > MAX_ENTRIES:
                 _CACHE_SIM.popitem(last=False)
         return res
+
+
+def machine_peaks() -> dict:
+    """The machine's roofs for the roofline view: ``engine.roofline.machine_peaks()``
+    (``peak_gflops``, ``bandwidth_gbs``, ``ridge_intensity``, ``threads``, ``cpu``, ...).
+
+    Measured by kernels the engine compiles and runs, so with a measurer a worker does it
+    (once per machine: the result is stored). Never raises: ``{"error": sentence}`` when the
+    peaks cannot be measured, ``{"unavailable": sentence}`` when ``engine.roofline`` is
+    missing."""
+    m = active()
+    if m is not None:
+        return m.roofline()
+    return _local_machine_peaks()
+
+
+def _local_machine_peaks() -> dict:
+    try:
+        roofline = bridge.part("roofline")
+    except bridge.NotAvailable as e:
+        return {"unavailable": str(e)}
+    try:
+        with _TIMING:      # the peak kernels use every core: never alongside a timing run
+            return dict(roofline.machine_peaks())    # (the engine caches it per process)
+    except Exception as e:  # noqa: BLE001 - shown in the roofline tab, not raised
+        return {"error": f"the machine's peaks could not be measured: {e}"}
 
 
 def build(mod, h: str | None = None):

@@ -178,3 +178,157 @@ def pattern_figure(name: str, first_touch, events: int) -> tuple[str, tuple[int,
                             "title": {"text": "row" if block[0] == 1 else f"row / {block[0]}"}})
     layout.pop("legend", None)
     return json.dumps({"data": data, "layout": layout}, default=_jsonable), block
+
+
+def _fmt_num(v: float) -> str:
+    """3 significant figures, no exponent for the sizes a roofline shows (0.0123 .. 12300)."""
+    if v >= 100:
+        return f"{v:,.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
+                    reference: dict | None = None) -> str:
+    """The roofline of this machine with one marker per measured trace step (log-log).
+
+    ``peaks``: ``engine.roofline.machine_peaks()`` (``peak_gflops``, ``bandwidth_gbs``,
+    ``ridge_intensity``, ``threads``). ``rows``: one dict per measured step with ``step``,
+    ``intensity`` (flop/byte), ``gflops`` (achieved) and optionally ``correct``,
+    ``attainable_gflops``, ``fraction_of_roof``, ``bound`` (what ``engine.roofline.point``
+    returns). ``reference``: numpy's point for the same computation (``intensity``,
+    ``gflops``), drawn as a separate marker. Returns the figure as a JSON string.
+
+    The roof is ``min(peak, bandwidth x intensity)``: two straight segments on log-log axes
+    that meet at the ridge (drawn exactly with three points); when the peak was measured on
+    several threads, a dotted line shows one thread's share of it (a step without parallel
+    loops runs on one core). Step markers are labelled with the step number, the current
+    step is larger and outlined, a wrong result is a red cross.
+    """
+    peak = float(peaks["peak_gflops"])
+    bw = float(peaks["bandwidth_gbs"])
+    ridge = float(peaks.get("ridge_intensity") or peak / bw)
+    threads = int(peaks.get("threads") or 1)
+    pts = [r for r in rows if r.get("intensity") and r.get("gflops")]
+    xs_all = [ridge] + [r["intensity"] for r in pts]
+    ys_all = [r["gflops"] for r in pts]
+    if reference and reference.get("intensity") and reference.get("gflops"):
+        xs_all.append(reference["intensity"])
+        ys_all.append(reference["gflops"])
+    lo = 10 ** math.floor(math.log10(min(xs_all) / 3))
+    hi = 10 ** math.ceil(math.log10(max(xs_all) * 3))
+    y_lo = 10 ** math.floor(math.log10(min(ys_all + [bw * lo, peak / threads]) / 2))
+    y_hi = 10 ** (math.log10(peak) + 0.45)      # room above the roof for its label
+    data: list[dict] = [{
+        "type": "scatter", "mode": "lines", "name": "roof",
+        "x": [lo, ridge, hi], "y": [bw * lo, peak, peak],
+        "line": {"color": "#57606a", "width": 3}, "showlegend": False,
+        "hovertemplate": "roof at %{x:.3g} flop/byte: %{y:.3g} GFLOP/s<extra></extra>",
+    }, {
+        "type": "scatter", "mode": "markers", "name": "ridge", "x": [ridge], "y": [peak],
+        "marker": {"symbol": "diamond", "size": 11, "color": "#57606a"}, "showlegend": False,
+        "hovertemplate": (f"ridge: {_fmt_num(ridge)} flop/byte — below it memory bandwidth "
+                          f"bounds the speed, above it the FMA peak<extra></extra>"),
+    }]
+    annotations = [
+        {"x": math.log10(hi), "y": math.log10(peak), "xanchor": "right", "yanchor": "bottom",
+         "text": f"peak {_fmt_num(peak)} GFLOP/s", "showarrow": False,
+         "font": {"size": 12, "color": "#24292f"}},
+        {"x": math.log10(lo), "y": math.log10(bw * lo), "xanchor": "left", "yanchor": "bottom",
+         "text": f"{_fmt_num(bw)} GB/s", "showarrow": False, "xshift": 4, "yshift": 2,
+         "font": {"size": 12, "color": "#24292f"}},
+        {"x": math.log10(ridge), "y": math.log10(peak), "xanchor": "center", "yanchor": "bottom",
+         "text": f"ridge {_fmt_num(ridge)}", "showarrow": False, "yshift": 6,
+         "font": {"size": 11, "color": "#57606a"}},
+    ]
+    if threads > 1:
+        one = peak / threads
+        data.append({
+            "type": "scatter", "mode": "lines", "name": "1 thread",
+            "x": [one / bw, hi], "y": [one, one], "showlegend": False,
+            "line": {"color": "#8c959f", "width": 1.5, "dash": "dot"},
+            "hovertemplate": (f"one thread's share of the peak: {_fmt_num(one)} GFLOP/s "
+                              f"(steps without parallel loops run on one core)<extra></extra>"),
+        })
+        annotations.append({
+            "x": math.log10(hi), "y": math.log10(one), "xanchor": "right", "yanchor": "top",
+            "text": f"1 thread {_fmt_num(one)}", "showarrow": False, "yshift": -1,
+            "font": {"size": 11, "color": "#6e7781"}})
+    if reference and reference.get("intensity") and reference.get("gflops"):
+        data.append({
+            "type": "scatter", "mode": "markers+text", "name": "numpy",
+            "x": [reference["intensity"]], "y": [reference["gflops"]],
+            "text": ["numpy"], "textposition": "middle left",
+            "textfont": {"size": 12, "color": "#8250df"},
+            "marker": {"symbol": "star", "size": 13, "color": "#8250df"}, "showlegend": False,
+            "hovertemplate": ("numpy: %{y:.3g} GFLOP/s at %{x:.3g} flop/byte"
+                              + (f" ({reference['note']})" if reference.get("note") else "")
+                              + "<extra></extra>"),
+        })
+    if pts:
+        # Every step of a trace computes the same thing: same flops, same compulsory bytes,
+        # so the markers stand on one vertical line. The current step is a large outlined
+        # marker labelled on the right, drawn first so that a step with nearly the same
+        # speed stays visible on top of it; the other steps are labelled on the left, and a
+        # label close to the previous one (in GFLOP/s) moves above or below it.
+        def hover(r: dict) -> str:
+            extra = ""
+            if r.get("fraction_of_roof") is not None:
+                extra = (f" — {r['fraction_of_roof'] * 100:.1f}% of the roof "
+                         f"({_fmt_num(r['attainable_gflops'])} GFLOP/s, "
+                         f"{r.get('bound', '?')}-bound)")
+            if r.get("correct") is False:
+                extra += " — WRONG result"
+            return extra
+
+        def trace(sel: list[dict], name: str, positions: list[str], current_step: bool) -> dict:
+            return {
+                "type": "scatter", "mode": "markers+text", "name": name,
+                "x": [r["intensity"] for r in sel], "y": [r["gflops"] for r in sel],
+                "text": [str(r["step"]) for r in sel], "textposition": positions,
+                "textfont": {"size": 15 if current_step else 12,
+                             "color": "#9a3412" if current_step else "#0b3d91"},
+                "customdata": [hover(r) for r in sel],
+                "marker": {
+                    "symbol": ["x" if r.get("correct") is False else "circle" for r in sel],
+                    "size": 16 if current_step else 9,
+                    "color": ["#d1242f" if r.get("correct") is False
+                              else "#fb8500" if current_step else "#1f6feb" for r in sel],
+                    "line": {"width": 2 if current_step else 0, "color": "#1b1f24"}},
+                "showlegend": False,
+                "hovertemplate": ("step %{text}: %{y:.3g} GFLOP/s at %{x:.3g} flop/byte"
+                                  "%{customdata}<extra></extra>"),
+            }
+        cur = [r for r in pts if r["step"] == current]
+        others = sorted((r for r in pts if r["step"] != current), key=lambda r: r["gflops"])
+        if cur:
+            data.append(trace(cur, "current step", ["middle right"], True))
+        positions, prev, flip = [], None, False
+        for r in others:
+            y = math.log10(r["gflops"])
+            if prev is not None and abs(y - prev) < 0.08:
+                flip = not flip
+                positions.append("top left" if flip else "bottom left")
+            else:
+                flip = False
+                positions.append("middle left")
+            prev = y
+        if others:
+            data.append(trace(others, "steps", positions, False))
+    layout = _layout(
+        "",
+        height=230,
+        margin={"l": 56, "r": 14, "t": 10, "b": 40},
+        showlegend=False,
+        xaxis={"title": {"text": "arithmetic intensity (flop/byte)", "standoff": 4},
+               "type": "log", "range": [math.log10(lo), math.log10(hi)],
+               "dtick": 1, "zeroline": False},
+        yaxis={"title": {"text": "GFLOP/s"}, "type": "log",
+               "range": [math.log10(y_lo), math.log10(y_hi)], "dtick": 1, "zeroline": False},
+        annotations=annotations,
+    )
+    layout.pop("legend", None)
+    return json.dumps({"data": data, "layout": layout}, default=_jsonable)

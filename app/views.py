@@ -495,7 +495,9 @@ def measurements(session: Session, budget_s: float | None = None) -> dict:
         r = dict(res)
         r["step"] = k
         by_step[k] = r
-    return _measurement_ctx(session, by_step, pending, unavailable)
+    ctx = _measurement_ctx(session, by_step, pending, unavailable)
+    ctx.update(roofline(session, ctx["rows"], None))
+    return ctx
 
 
 def _measurement_ctx(session: Session, by_step: dict[int, dict], pending: list[int],
@@ -543,7 +545,82 @@ def _measurements_pooled(session: Session, m, budget: float) -> dict:
                poll_delay=POOL_POLL)
     if session.at in queued:
         ctx["current_queued"] = ctx["queued"][session.at]
+    ctx.update(roofline(session, ctx["rows"], m))
     return ctx
+
+
+# ---------------------------------------------------------------------------- roofline
+NO_ROOFLINE_CUSTOM = ("No roofline point for a pasted program: its place on the roofline "
+                      "needs the number of floating-point operations and the bytes it must "
+                      "move, which only the preset workloads declare.")
+
+
+def _machine_peaks(m) -> tuple[dict | None, str | None]:
+    """``(peaks, None)`` — the measured roofs or ``{"error"/"unavailable": sentence}`` — or
+    ``(None, "queued (position k)")`` while a worker is still measuring them."""
+    if m is None:
+        return measure.machine_peaks(), None
+    from .workers import PoolClosed, PoolUnavailable, QueueFull
+    try:
+        got, ticket = m.submit_roofline()
+    except QueueFull:
+        return None, _queued_text(None)
+    except (PoolClosed, PoolUnavailable) as e:
+        return {"error": str(e)}, None
+    if got is not None:
+        return got, None
+    if ticket.done():
+        return m.roofline_result_of(ticket), None
+    return None, _queued_text(ticket.position())
+
+
+def roofline(session: Session, rows: list[dict], m) -> dict:
+    """The roofline tab of the measurement pane: this machine's roofs (measured once by
+    kernels the engine compiles — in a worker when ``m``, the pool's measurer, is given) and
+    one point per measured step: its arithmetic intensity (the workload's flops / compulsory
+    bytes, ``engine.workloads.info``) and its achieved GFLOP/s, placed by
+    ``engine.roofline.point``; numpy's run of the same computation is a reference point.
+
+    Returns ``roofline_fig`` (plotly JSON) and ``roofline_current`` (the current step's
+    point), or ``roofline_pending`` (the peaks are being measured: the pane polls), or
+    ``roofline_note`` (the sentence saying why there is no roofline).
+    """
+    wl = session.workload_arg()
+    if wl is None:
+        return {"roofline_note": NO_ROOFLINE_CUSTOM}
+    name, params = wl
+    peaks, pending = _machine_peaks(m)
+    if pending is not None:
+        return {"roofline_pending": pending}
+    assert peaks is not None
+    if "error" in peaks or "unavailable" in peaks:
+        return {"roofline_note": peaks.get("error") or
+                f"The roofline is not available: {peaks['unavailable']}"}
+    try:
+        point = bridge.attr("roofline", "point")
+    except bridge.NotAvailable as e:
+        return {"roofline_note": f"The roofline is not available: {e}"}
+    points: list[dict] = []
+    reference = None
+    try:
+        for r in rows:
+            if r.get("time_ms") and not r.get("error"):
+                pt = point(name, params, r["time_ms"] / 1e3, peaks)
+                pt.update(step=r["step"], correct=r.get("correct"))
+                points.append(pt)
+        numpy_ms = next((r.get("numpy_ms") for r in rows if r.get("numpy_ms")), None)
+        if numpy_ms:
+            reference = point(name, params, numpy_ms / 1e3, peaks)
+            note = next((r.get("numpy_note") for r in rows if r.get("numpy_note")), None)
+            if note:
+                reference["note"] = note
+    except Exception as e:  # noqa: BLE001 - e.g. a workload without a byte count
+        return {"roofline_note": f"No roofline point for {name}: {e}"}
+    current = next((p for p in points if p["step"] == session.at), None)
+    return {"roofline_fig": plots.roofline_figure(points, peaks, current=session.at,
+                                                  reference=reference),
+            "roofline_points": len(points), "roofline_current": current,
+            "roofline_peaks": peaks, "roofline_numpy": reference}
 
 
 def cache(session: Session, budget_s: float | None = None) -> dict:

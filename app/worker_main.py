@@ -27,6 +27,9 @@ Actions (a job lists several, in order):
 * ``source``  — the optimised LLVM IR and the assembly text;
 * ``cache``   — the cache simulation (``engine.cache.simulate``);
 * ``pattern`` — the access pattern of one loop iteration (``engine.cache.access_pattern``);
+* ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
+  (``engine.roofline.machine_peaks``: an FMA-throughput loop and a streaming copy compiled by
+  the engine), measured once per worker process while holding every timing slot;
 * ``debug:*`` — test hooks that crash, abort, hang, hog memory... (only when the pool was
   created with ``allow_debug=True``).
 """
@@ -59,7 +62,7 @@ try:  # pragma: no cover
     import engine  # noqa: F401
     import importlib
     for _m in ("engine.script", "engine.schedule", "engine.workloads", "engine.runtime",
-               "engine.cache"):
+               "engine.cache", "engine.roofline"):
         with contextlib.suppress(Exception):
             importlib.import_module(_m)
 except Exception:  # noqa: BLE001
@@ -381,6 +384,22 @@ def act_pattern(ctx: JobContext) -> None:
     ctx.emit(pattern=_plain(res))
 
 
+def act_roofline(ctx: JobContext) -> None:
+    """The machine's roofs for the roofline view: ``engine.roofline.machine_peaks()``.
+
+    Both kernels (an FMA-throughput loop and a streaming copy, written as engine TVMScript
+    and compiled by the engine) run on every core, so the whole measurement holds every
+    timing slot: no step is timed while the peaks are measured, and the peaks are not
+    lowered by another worker's timing run. The engine caches the result for the process,
+    so a worker measures the peaks at most once; the web app stores them under a fixed key
+    (see :meth:`app.workers.StepMeasurer.submit_roofline`) so they survive restarts.
+    """
+    from engine import roofline
+    with ctx.timing_slot(os.cpu_count() or 1):
+        peaks = roofline.machine_peaks()
+    ctx.emit(roofline=_plain(peaks))
+
+
 def act_step(ctx: JobContext) -> None:
     """One explorer step exactly as the web app measures it (``app.measure.measure_step``),
     run here instead of in the server; its timing runs inside a timing slot."""
@@ -405,6 +424,7 @@ ACTIONS: dict[str, Callable[[JobContext], None]] = {
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache, "pattern": act_pattern,
+    "roofline": act_roofline,
 }
 DEBUG_ACTIONS = ("segfault", "abort", "exit", "sleep", "spin", "alloc", "raise", "echo", "timed")
 for _k in DEBUG_ACTIONS:

@@ -60,7 +60,8 @@ __all__ = ["Job", "JobResult", "Ticket", "MeasurePool", "PoolConfig", "QueueFull
 
 #: The actions of a normal explorer step.
 STEP_ACTIONS = ("compile", "check", "time", "source")
-_ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern"}
+_ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
+                   "roofline"}
 
 
 class QueueFull(RuntimeError):
@@ -817,7 +818,7 @@ class StepMeasurer:
     * finished results are stored, except transient failures (timeout, crash, out-of-memory,
       shutdown, cancelled), which are retried the next time the step is asked for.
 
-    Three services, each a drop-in for a function of ``app.measure``:
+    Four services, each a drop-in for a function of ``app.measure``:
 
     ========================================  ==============================================
     ``measure(mod, workload, params, ...)``   ``measure_step``: compile + check + time dict
@@ -825,6 +826,8 @@ class StepMeasurer:
                                               ``{"error": sentence}``
     ``source(mod, kind)``                     the code pane: ``(text, None)`` or
                                               ``(None, sentence)``
+    ``roofline()``                            ``machine_peaks``: the machine's measured
+                                              roofs (one stored value per machine)
     ========================================  ==============================================
 
     Non-blocking use (the page shows "queued (position k)" and polls)::
@@ -862,7 +865,13 @@ class StepMeasurer:
     @property
     def pool(self) -> "MeasurePool":
         """The pool, started on first use; :class:`PoolUnavailable` if it cannot start
-        (tried again on the next call)."""
+        (tried again on the next call).
+
+        A pool started here begins with measuring the machine's peaks for the roofline view
+        (:meth:`submit_roofline`) unless the store already has them: the first job, so the
+        roofline is ready by the time a learner looks at it, and it never competes with a
+        page's own request for the peaks."""
+        started = False
         if not isinstance(self._pool, MeasurePool):
             with self._lock:
                 if not isinstance(self._pool, MeasurePool):
@@ -873,6 +882,12 @@ class StepMeasurer:
                         raise PoolUnavailable(
                             f"the measurement workers could not be started ({e}) — the "
                             f"step is kept but not measured") from e
+                    started = True
+        if started:
+            try:
+                self.submit_roofline()
+            except Exception:  # noqa: BLE001 - the roofline pane asks again and reports it
+                log.exception("could not queue the measurement of the machine's peaks")
         return self._pool  # type: ignore[return-value]
 
     @property
@@ -1081,6 +1096,61 @@ class StepMeasurer:
         if got is not None:
             return got
         return self._cache_value(self._wait(ticket, timeout))  # type: ignore[arg-type]
+
+    # roofline ---------------------------------------------------------------------------------
+    #: The store key of the machine's peaks: one value per machine fingerprint (the
+    #: fingerprint already names the CPU, the core count and the compiler's code).
+    ROOFLINE_KEY = ("machine", "roofline")
+    #: The peak kernels take about a second on an idle machine; a loaded one may need more
+    #: than a step's time limit.
+    roofline_time_limit_s = 60.0
+
+    @staticmethod
+    def _roofline_value(r: JobResult) -> dict[str, Any]:
+        if r.ok and isinstance(r.data.get("roofline"), dict):
+            return r.data["roofline"]
+        return {"error": f"the machine's peaks could not be measured: "
+                         f"{r.message or r.status}"}
+
+    def submit_roofline(self) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored peaks, None) or (None, ticket of the job measuring them).
+
+        The value is ``engine.roofline.machine_peaks()`` as measured in a worker (see
+        :func:`app.worker_main.act_roofline`), or ``{"error": sentence}``; it is stored under
+        :data:`ROOFLINE_KEY` for this machine's fingerprint, so the peaks are measured once
+        per machine and compiler, not once per server start. Concurrent requests share one
+        job. Raises :class:`QueueFull` when the queue is full."""
+        h, kind = self.ROOFLINE_KEY
+        return self._lookup_or_submit(
+            h, kind, lambda: Job(actions=("roofline",), time_limit_s=self.roofline_time_limit_s),
+            self._roofline_value)
+
+    def roofline_result_of(self, ticket: Ticket, timeout: float | None = None
+                           ) -> dict[str, Any]:
+        """The peaks (or ``{"error": sentence}``) of a finished roofline ticket."""
+        return self._roofline_value(ticket.result(timeout))
+
+    def cached_roofline(self) -> dict[str, Any] | None:
+        """The stored (or remembered failed) peaks, or None; never submits."""
+        key = self.ROOFLINE_KEY
+        with self._lock:
+            failed = self._failed.get(key)
+        if failed is not None and time.monotonic() < failed[0]:
+            return failed[1]
+        if self.store is None:
+            return None
+        return self.store.get_result(key[0], self.fingerprint, key[1])
+
+    def roofline(self, timeout: float | None = None) -> dict[str, Any]:
+        """Blocking: the machine's peaks from the store or from a worker, or
+        ``{"error": sentence}`` (a busy queue, a timeout, a failed kernel)."""
+        try:
+            got, ticket = self.submit_roofline()
+        except (QueueFull, PoolClosed, PoolUnavailable) as e:
+            return {"error": str(e)}
+        if got is not None:
+            return got
+        return self._roofline_value(self._wait(ticket, timeout))  # type: ignore[arg-type]
 
     # code pane --------------------------------------------------------------------------------
     @staticmethod

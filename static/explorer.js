@@ -75,7 +75,7 @@
     if (node && !t.closest("form")) { ev.preventDefault(); select(node.getAttribute("data-sel")); return; }
     if (t.closest("[data-deselect]")) { select(""); return; }
     var tab = t.closest(".tab[data-tab]");
-    if (tab) { showTab(tab.getAttribute("data-tab")); return; }
+    if (tab) { showTab(tab.getAttribute("data-tab")); revealTabs(tab); return; }
     if (t.closest("#copy-link")) { copyLink(); return; }
     var menu = t.closest(".menu-items a");
     if (menu) { var d = menu.closest("details"); if (d) setTimeout(function () { d.open = false; }, 0); }
@@ -103,13 +103,34 @@
   }
 
   // ------------------------------------------------------------------ tabs
+  // Each tab list switches only its own panels (the program column's tabs and the
+  // measurement pane's Runtime/Roofline tabs are independent).
+  var measureTab = "";   // the measurement pane's chosen tab, kept across its re-renders
+
+  // Clicking a measurement tab scrolls the (small, scrolling) measurement pane so that the
+  // tabs are at its top and the chosen plot is in full view; the Runtime tab goes back to
+  // the top, where the current step's line is.
+  function revealTabs(tab) {
+    var group = tab.closest(".mtabs");
+    var pane = tab.closest("#measure-pane");
+    if (!group || !pane) return;
+    if (tab.getAttribute("data-tab") === "mpanel-runtime") { pane.scrollTop = 0; return; }
+    pane.scrollTop += group.getBoundingClientRect().top - pane.getBoundingClientRect().top;
+  }
+
   function showTab(id) {
-    $all(".tab[data-tab]").forEach(function (b) {
+    var btn = $('.tab[data-tab="' + cssq(id) + '"]');
+    if (!btn) return;
+    var group = btn.closest('[role="tablist"]') || document;
+    $all(".tab[data-tab]", group).forEach(function (b) {
       var on = b.getAttribute("data-tab") === id;
       b.setAttribute("aria-selected", on ? "true" : "false");
       var panel = document.getElementById(b.getAttribute("data-tab"));
       if (panel) panel.hidden = !on;
     });
+    if (group.classList && group.classList.contains("mtabs")) measureTab = id;
+    var shown = document.getElementById(id);
+    if (shown) drawPlots(shown);
     if (id === "panel-pattern") loadPattern();
   }
 
@@ -128,11 +149,15 @@
   }
 
   // ------------------------------------------------------------------ plots
+  // A plot inside a hidden tab panel is drawn when its tab is shown (plotly sizes a plot
+  // from its element, which has no size while hidden); one drawn earlier is resized.
   function drawPlots(root) {
     if (!window.Plotly) return;
     var els = $all("[data-plotly]", root);
     if (root.matches && root.matches("[data-plotly]")) els.push(root);
     els.forEach(function (el) {
+      if (el.closest("[hidden]")) return;
+      if (el.hasAttribute("data-drawn")) { Plotly.Plots.resize(el); return; }
       try {
         var fig = JSON.parse(el.getAttribute("data-plotly"));
         Plotly.newPlot(el, fig.data, fig.layout, { displayModeBar: false, responsive: true });
@@ -187,7 +212,12 @@
     }
   });
 
-  htmx.onLoad(function (root) { drawPlots(root); });
+  htmx.onLoad(function (root) {
+    // the measurement pane was re-rendered (a poll, a new step): keep the chosen tab
+    if (measureTab && root.querySelector &&
+        (root.matches(".mtabs") || root.querySelector(".mtabs"))) showTab(measureTab);
+    drawPlots(root);
+  });
   document.addEventListener("DOMContentLoaded", function () {
     refreshHighlights();
     // the gallery's import form opens when linked to (/#import)
