@@ -63,9 +63,18 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
             "line": {"color": "#8250df", "dash": "dash"}, "hoverinfo": "skip",
         })
     spread = (max(ms) / max(min(ms), 1e-9)) if ms else 1
+    # 172 px tall, the legend in the top margin and no x-axis title: the plot shares the
+    # measurement pane with its Runtime/Roofline tabs and must fit it whole at 1280x720.
     layout = _layout(
         "",
-        xaxis={"title": {"text": "step"}, "dtick": 1, "zeroline": False},
+        height=172,
+        margin={"l": 52, "r": 52, "t": 24, "b": 22},
+        # the legend in the top margin itself (not above it, which would grow the margin)
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 1,
+                "yanchor": "top", "font": {"size": 12}},
+        # the x axis is the step number (as in the table below): no axis title, so that
+        # the tick labels stay in view
+        xaxis={"dtick": 1, "zeroline": False},
         yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
                "rangemode": "tozero"},
         yaxis2={"title": {"text": "GFLOP/s"}, "overlaying": "y", "side": "right",
