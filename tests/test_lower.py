@@ -4,7 +4,7 @@ import pytest
 
 import engine
 from engine.ir import (Buffer, BufferStore, Call, For, ForKind, IfThenElse, PrimFunc, Var,
-                       collect, const)
+                       collect, const, Evaluate)
 from engine.ir import expr as E
 from engine.lower import BuildError, lower
 from engine.arith.lower_simplify import lower_simplify
@@ -155,16 +155,41 @@ def test_large_vectorized_extent_is_chunked():
     np.testing.assert_allclose(y, x + 1)
 
 
-def test_unroll_expands_constant_loops():
+def test_unroll_loops_reach_llvm_marked_for_full_unrolling():
     f = elementwise((3, 5), ["int32"], "int32", lambda x: x * 2,
                     kinds=[ForKind.SERIAL, ForKind.UNROLLED])
     lf = lower(f)
-    assert not any(x.kind is ForKind.UNROLLED for x in collect(lf.body, For))
-    assert len(collect(lf.body, BufferStore)) == 5
+    unrolled = [x for x in collect(lf.body, For) if x.kind is ForKind.UNROLLED]
+    assert len(unrolled) == 1 and unrolled[0].extent.value == 5
+    mod = engine.build(f, cache=False)
+    ll = mod.get_source("ll")
+    assert ll.count('!"llvm.loop.unroll.full"') == 1 and "!llvm.loop" in ll
+    opt = mod.get_source("ll-opt")
+    # LLVM expanded it: one row loop left, whose body holds the 5 stores
+    assert opt.count("store i32") == 5 or "store <" in opt
     x = np.arange(15, dtype="int32").reshape(3, 5)
     y = np.zeros((3, 5), "int32")
-    engine.build(f)["ew"](x, y)
+    mod["ew"](x, y)
     np.testing.assert_array_equal(y, x * 2)
+
+
+def test_expand_unrolled_gives_one_copy_per_iteration():
+    from engine.lower.legalize import expand_unrolled
+    f = elementwise((3, 5), ["int32"], "int32", lambda x: x * 2,
+                    kinds=[ForKind.SERIAL, ForKind.UNROLLED])
+    inner = [x for x in collect(lower(f).body, For) if x.kind is ForKind.UNROLLED][0]
+    out = expand_unrolled(inner)
+    assert not collect(out, For) and len(collect(out, BufferStore)) == 5
+
+
+def test_unroll_with_a_symbolic_extent_becomes_a_serial_loop_with_a_note():
+    from engine.lower.legalize import unroll_loop
+    n = E.Var("n", "int32")
+    loop = For(E.Var("i", "int32"), E.IntImm("int32", 0), n, ForKind.UNROLLED,
+               Evaluate(E.IntImm("int32", 0)))
+    out = unroll_loop(loop)
+    assert out.kind is ForKind.SERIAL
+    assert dict(out.annotations)["unroll_skipped"] == "the extent is not a constant"
 
 
 def test_lower_is_idempotent_and_accepts_irmodule():

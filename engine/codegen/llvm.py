@@ -35,6 +35,11 @@ loop failed). Choices worth knowing:
   (engine/runtime/parallel.c), which splits the iterations into chunks that the pool's
   threads claim dynamically.
   Parallel loops nested inside a parallel loop run serially.
+* **Unrolled loops** (``T.unroll`` with a constant extent, kept as loops by
+  :mod:`engine.lower.legalize`) get the loop metadata ``!llvm.loop !{self,
+  !{"llvm.loop.unroll.full"}}`` on their back edge, so LLVM's unroller expands them early
+  in the O3 pipeline (SROA then promotes the accumulators they index); other loops are
+  left to LLVM's own heuristics.
 * **Intrinsics** (:data:`engine.ir.expr.INTRINSICS`) map to LLVM intrinsics (``llvm.exp``,
   ``llvm.sqrt``, ``llvm.fma``, ...), to libm (``tanh``, ``erf``) or to an expansion
   (``sigmoid``, ``rsqrt``); ``if_then_else`` evaluates only the chosen branch.
@@ -115,6 +120,33 @@ class FuncInfo:
     num_parallel: int = 0
     num_vector_fallbacks: int = 0
     notes: list = field(default_factory=list)
+
+
+class _LoopID(ir.values.MDValue):
+    """A distinct, self-referential loop-ID node: ``distinct !{!N, <options>}``.
+
+    llvmlite's :class:`~llvmlite.ir.values.MDValue` cannot refer to itself; LLVM only reads
+    ``!llvm.loop`` options from a node whose first operand is the node itself.
+    """
+
+    def __init__(self, module: ir.Module, options: list):
+        super().__init__(module, options, name=str(len(module.metadata)))
+
+    def descr(self, buf):
+        ops = ", ".join([self.get_reference()] + [op.get_reference() for op in self.operands])
+        buf += (f"distinct !{{{ops}}}", "\n")
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return id(self)
+
+
+def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:
+    """A new loop ID asking LLVM to unroll its loop completely."""
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.full")])
+    return _LoopID(module, [option])
 
 
 class _Frame:
@@ -394,10 +426,12 @@ class CodeGen:
             self.builder.comment(f"nested parallel loop {s.loop_var.name} runs serially")
         lo = self.expr(s.min)
         ext = self.expr(s.extent)
-        self.serial_loop(s.loop_var, lo, ext, s.body, nonneg=self._nonneg_expr(s.min))
+        self.serial_loop(s.loop_var, lo, ext, s.body, nonneg=self._nonneg_expr(s.min),
+                         unroll=s.kind is S.ForKind.UNROLLED)
 
     def serial_loop(self, var: E.Var, lo: ir.Value, ext: ir.Value, body: S.Stmt,
-                    nonneg: bool = False, hi: ir.Value | None = None) -> None:
+                    nonneg: bool = False, hi: ir.Value | None = None,
+                    unroll: bool = False) -> None:
         b = self.builder
         ty = llvm_type(var.dtype)
         lo = self.cast_int(lo, ty)
@@ -427,7 +461,9 @@ class CodeGen:
         self.stmt(body)
         nxt = self.builder.add(phi, ir.Constant(ty, 1), flags=["nsw"])
         phi.add_incoming(nxt, self.builder.block)
-        self.builder.branch(head)
+        latch = self.builder.branch(head)
+        if unroll:
+            latch.set_metadata("llvm.loop", unroll_full_loop_id(self.module))
         self.builder.position_at_end(done)
         self.nonneg.discard(id(var))
         if old is None:

@@ -103,10 +103,12 @@ def _best(block_name: str, func: str, relu: bool):
         sch.parallel(pk)
         # 2. tiles and the register block
         i, j, k = sch.get_loops(blk)
+        # k first: with an unsplit 1024-long k innermost, LLVM unrolls every copy of it in
+        # the intermediate programs (a 16-wide j3 around it), which took 100 ms to compile
+        k0, k1 = sch.split(k, factors=[None, tk])
         # i: tile rows / register-block rows;  j: tile / vectors per row / 16 lanes
         i0, i1, i2 = sch.split(i, factors=[None, max(1, ti // r), r])
         j0, j1, j2, j3 = sch.split(j, factors=[None, max(1, tj // (v * lanes)), v, lanes])
-        k0, k1 = sch.split(k, factors=[None, tk])
         # micro-kernel: for k1: for i2 (unrolled): for j2 (unrolled): 16-wide FMA on C[i, j]
         sch.reorder(i0, j0, k0, i1, j1, k1, i2, j2, j3)
         if relu:
