@@ -70,6 +70,39 @@ class ParamSpec:
     written: bool
 
 
+def _struct_data_pointer():
+    """A fast reader of an ndarray's data pointer, or None when it cannot be trusted.
+
+    ``a.ctypes.data`` costs about 0.85 us (it builds a ctypes helper object) and runs for
+    every argument of every call. numpy's ``PyArrayObject`` starts with ``PyObject_HEAD``
+    followed by ``char *data`` (its public C layout), so in CPython the pointer sits right
+    after the object header. This is checked here against ``a.ctypes.data`` on a few
+    arrays (owned, an offset view, a transposed one); on any mismatch the slow, always
+    right reader is used instead.
+    """
+    offset = object.__basicsize__  # the PyObject header: 16 bytes on 64-bit CPython
+    read = ctypes.c_void_p.from_address
+
+    def fast(a: np.ndarray) -> int:
+        return read(id(a) + offset).value or 0
+    try:
+        base = np.arange(64, dtype=np.float32).reshape(8, 8)
+        for a in (base, base[3:, 1:], base.T, np.empty(0, np.int8), np.zeros(5, np.float64)):
+            if fast(a) != a.ctypes.data:
+                return None
+    except Exception:  # noqa: BLE001 - any surprise: use the slow reader
+        return None
+    return fast
+
+
+_fast_data_pointer = _struct_data_pointer()
+
+
+def data_pointer(a: np.ndarray) -> int:
+    """The address of ``a``'s first element (``a.ctypes.data``, faster when possible)."""
+    return _fast_data_pointer(a) if _fast_data_pointer is not None else a.ctypes.data
+
+
 class Function:
     """A callable compiled kernel: ``f(*arrays)``; see the module docstring for checks."""
 
@@ -85,7 +118,48 @@ class Function:
         return f"<compiled function {self.name}({sig})>"
 
     def pointers(self, arrays: tuple) -> list[int]:
-        """Check ``arrays`` against the parameters; return their data pointers."""
+        """Check ``arrays`` against the parameters; return their data pointers.
+
+        The common case (every array right: ndarray, dtype, shape, C-contiguous, aligned,
+        writeable where written, no written buffer overlapping another) is checked in one
+        tight pass that costs about 2 us for three arrays — it runs on every call, so it
+        counts in every measured time. Anything else goes through :meth:`_check`, which
+        says exactly what is wrong.
+        """
+        specs = self.specs
+        if len(arrays) == len(specs):
+            ptrs = []
+            spans = []
+            ok = True
+            for a, s in zip(arrays, specs):
+                if type(a) is not np.ndarray or a.dtype != s.dtype or a.shape != s.shape \
+                        or s.strides is not None:
+                    ok = False
+                    break
+                fl = a.flags
+                if not (fl.c_contiguous and fl.aligned) or (s.written and not fl.writeable):
+                    ok = False
+                    break
+                if a.size == 0:
+                    ptrs.append(0)
+                    spans.append(None)
+                    continue
+                p = data_pointer(a)
+                ptrs.append(p)
+                spans.append((p, p + a.nbytes, s.written))
+            if ok:
+                for i, x in enumerate(spans):
+                    if x is None:
+                        continue
+                    for y in spans[i + 1:]:
+                        if y is not None and (x[2] or y[2]) and x[0] < y[1] and y[0] < x[1]:
+                            ok = False
+                if ok:
+                    return ptrs
+        return self._check(arrays)
+
+    def _check(self, arrays: tuple) -> list[int]:
+        """The detailed check behind :meth:`pointers`: raises ArgumentError with the reason."""
         specs = self.specs
         if len(arrays) != len(specs):
             names = ", ".join(s.name for s in specs)
