@@ -11,7 +11,20 @@ produces most often:
   variables: ``(i * 128 + j) // 128 -> i`` and ``(i * 128 + j) % 128 -> j`` when
   ``0 <= j < 128`` (the patterns split/fuse leave behind);
 * statements: ``IfThenElse`` on a constant condition, loops of extent 0 (removed) and 1
-  (the variable is replaced by the loop's minimum, for serial/unrolled loops).
+  (the variable is replaced by the loop's minimum, for serial/unrolled loops);
+* vector indices (:mod:`engine.arith.vector_index`): ``Ramp(b, s, L) // c ->
+  Broadcast(b // c, L)`` and ``Ramp(b, s, L) % c -> Ramp(b % c, s, L)`` when the lanes
+  provably stay between two multiples of ``c`` (divisibility of ``b`` and the ranges of
+  enclosing loops), then ``Broadcast``/``Ramp`` arithmetic folds, so that::
+
+      B_global[T.Ramp(x * 16, 1, 16) // T.Broadcast(64, 16) * T.Broadcast(16384, 16)
+               + T.Broadcast(k * 64, 16) + T.Ramp(x * 16, 1, 16) % T.Broadcast(64, 16)]
+
+  becomes ``B_global[T.Ramp(x // 4 * 16384 + k * 64 + x % 4 * 16, 1, 16)]`` (one
+  contiguous vector store). Nothing is rewritten when it cannot be proven.
+
+``lower_simplify(n, var_ranges={var: (lo, hi)})`` adds known inclusive ranges of free
+variables (e.g. the loops enclosing a vectorized loop body simplified on its own).
 """
 from __future__ import annotations
 
@@ -23,6 +36,7 @@ from engine.ir.dtype import is_bool, is_float, is_int, lanes_of
 from engine.ir.functor import Mutator, substitute
 
 from .simplify import simplify
+from .vector_index import fold_vector_arith, ramp_divmod
 
 
 def _c(e: Any) -> int | None:
@@ -40,8 +54,18 @@ def _wrap(dtype: str, v: int) -> int:
 
 
 class _LowerSimplifier(Mutator):
-    def __init__(self) -> None:
+    def __init__(self, var_ranges: Any = None) -> None:
         self.ranges: dict[int, tuple[int, int]] = {}
+        self.range_vars: dict[int, E.Var] = {}
+        for v, r in (var_ranges or {}).items():
+            if hasattr(r, "extent"):  # a Range
+                lo, ext = E.as_const_int(r.min), E.as_const_int(r.extent)
+                hi = None if lo is None or ext is None else lo + ext - 1
+            else:
+                lo, hi = E.as_const_int(E.convert(r[0])), E.as_const_int(E.convert(r[1]))
+            if lo is not None and hi is not None and lo <= hi:
+                self.ranges[id(v)] = (lo, hi)
+                self.range_vars[id(v)] = v
 
     # ---- ranges --------------------------------------------------------------
     def bound(self, e: E.PrimExpr) -> tuple[int, int] | None:
@@ -91,6 +115,7 @@ class _LowerSimplifier(Mutator):
         if ce == 1 and s.kind in (S.ForKind.SERIAL, S.ForKind.UNROLLED) and not s.annotations:
             return self.visit(substitute(s.body, {s.loop_var: mn}))
         saved = self.ranges.get(id(s.loop_var))
+        self.range_vars[id(s.loop_var)] = s.loop_var
         if cm is not None and ce is not None:
             self.ranges[id(s.loop_var)] = (cm, cm + ce - 1)
         else:
@@ -183,8 +208,43 @@ class _LowerSimplifier(Mutator):
             return e.true_value if c else e.false_value
         return e
 
+    # ---- vector indices (engine.arith.vector_index) -------------------------------
+    def _scalar(self, e: E.PrimExpr) -> E.PrimExpr:
+        """Simplify a scalar built by a vector rule (with the known loop ranges)."""
+        if lanes_of(e.dtype) != 1:
+            return self._vector(e)
+        rng = {self.range_vars[k]: r for k, r in self.ranges.items() if k in self.range_vars}
+        return self.visit(simplify(e, rng))
+
+    def _vector(self, e: E.PrimExpr) -> E.PrimExpr:
+        """Simplify the scalar parts of a Ramp/Broadcast a vector rule built."""
+        if isinstance(e, E.Ramp):
+            base, stride = self._scalar(e.base), self._scalar(e.stride)
+            return E.Ramp(base, stride, e.lanes)
+        if isinstance(e, E.Broadcast):
+            return E.Broadcast(self._scalar(e.value), e.lanes)
+        return e
+
+    def _vec_rules(self, e: E.PrimExpr) -> E.PrimExpr | None:
+        """Ramp/Broadcast folds and the Ramp // c, Ramp % c rules, or None."""
+        if isinstance(e, (E.FloorDiv, E.FloorMod)) and isinstance(e.a, E.Ramp):
+            d = e.b.value if isinstance(e.b, E.Broadcast) else e.b
+            c = _c(d)
+            if c is not None and c > 0 and lanes_of(e.b.dtype) in (1, e.a.lanes):
+                out = ramp_divmod(type(e), e.a, c, self._bound_scalar)
+                if out is not None:
+                    return self._vector(out)
+        out = fold_vector_arith(e)
+        return self._vector(out) if out is not None else None
+
+    def _bound_scalar(self, e: E.PrimExpr):
+        return self.bound(e) if lanes_of(e.dtype) == 1 else None
+
     def visit_Add(self, e):
         e = self.generic_visit(e)
+        if lanes_of(e.dtype) > 1:
+            out = self._vec_rules(e)
+            return e if out is None else out
         a, b = e.a, e.b
         if is_int(e.dtype) and lanes_of(e.dtype) == 1:
             # (x // c) * c + x % c -> x   (what a fused loop's flattened index looks like)
@@ -211,6 +271,9 @@ class _LowerSimplifier(Mutator):
 
     def visit_Sub(self, e):
         e = self.generic_visit(e)
+        if lanes_of(e.dtype) > 1:
+            out = self._vec_rules(e)
+            return e if out is None else out
         if is_int(e.dtype) and lanes_of(e.dtype) == 1:
             ca, cb = _c(e.a), _c(e.b)
             if ca is not None and cb is not None:
@@ -223,6 +286,9 @@ class _LowerSimplifier(Mutator):
 
     def visit_Mul(self, e):
         e = self.generic_visit(e)
+        if lanes_of(e.dtype) > 1:
+            out = self._vec_rules(e)
+            return e if out is None else out
         if is_int(e.dtype) and lanes_of(e.dtype) == 1:
             ca, cb = _c(e.a), _c(e.b)
             if ca is not None and cb is not None:
@@ -254,6 +320,9 @@ class _LowerSimplifier(Mutator):
 
     def _divmod(self, e):
         e = self.generic_visit(e)
+        if lanes_of(e.dtype) > 1:
+            out = self._vec_rules(e)
+            return e if out is None else out
         c = _c(e.b)
         if c is None or c <= 0 or not is_int(e.dtype) or lanes_of(e.dtype) != 1:
             return e
@@ -282,6 +351,10 @@ class _LowerSimplifier(Mutator):
     visit_FloorDiv = visit_FloorMod = _divmod
 
 
-def lower_simplify(n: Any) -> Any:
-    """Simplify an expression or statement for lowering (see the module docstring)."""
-    return _LowerSimplifier().visit(simplify(n))
+def lower_simplify(n: Any, var_ranges: Any = None) -> Any:
+    """Simplify an expression or statement for lowering (see the module docstring).
+
+    ``var_ranges`` (optional) maps variables to inclusive ``(lo, hi)`` bounds or to
+    Ranges: known ranges of variables that are free in ``n`` (enclosing loops).
+    """
+    return _LowerSimplifier(var_ranges).visit(simplify(n, var_ranges))
