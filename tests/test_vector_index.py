@@ -216,11 +216,61 @@ def test_modular_set():
     x, y = E.Var("x"), E.Var("y")
     assert modular_set(x * 16 + 4) == (16, 4)
     assert modular_set((x * 8) % 64) == (8, 0)
+    assert modular_set((x * 8 + 2) % 12) == (4, 2)   # only gcd(8, 12) survives the modulo
     assert modular_set((x * 32) // 4) == (8, 0)
     assert modular_set((x * 6 + 3) * (y * 4 + 2)) == (12, 6)
     assert modular_set(E.Min(x * 8 + 2, y * 12 + 6)) == (4, 2)
     assert modular_set(x // 3) == (1, 0)
     assert modular_set(E.Div(x * 8, E.IntImm(I32, 2))) == (1, 0)  # truncating: unknown
+
+
+@pytest.mark.parametrize("op", [E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod])
+def test_every_vector_fold_is_exact(op):
+    """Ramp/Broadcast operand pairs under each operator keep every lane's value."""
+    x, y = E.Var("x"), E.Var("y")
+    lanes = 4
+    operands = [E.Broadcast(x * 3 + 1, lanes), E.Broadcast(E.IntImm(I32, 6), lanes),
+                _ramp(y * 2, lanes, stride=3), _ramp(x + 4, lanes, stride=-2),
+                _ramp(y * 8, lanes, stride=1), E.Broadcast(E.IntImm(I32, 8), lanes)]
+    for a in operands:
+        for b in operands:
+            e = op(a, b)
+            out = lower_simplify(e)
+            for xv in range(-4, 5):
+                for yv in range(-3, 4):
+                    env = {x: xv, y: yv}
+                    try:
+                        want = _eval(e, env)
+                    except ZeroDivisionError:
+                        continue
+                    assert _eval(out, env) == want, (e, out, env)
+
+
+@st.composite
+def _int_exprs(draw, depth=3):
+    x, y = _XY
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from([x, y, E.IntImm(I32, draw(st.integers(-9, 40)))]))
+    op = draw(st.sampled_from([E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max]))
+    a = draw(_int_exprs(depth - 1))
+    if op in (E.FloorDiv, E.FloorMod):
+        return op(a, E.IntImm(I32, draw(st.integers(1, 24))))
+    if op is E.Mul:
+        return op(a, E.IntImm(I32, draw(st.integers(-6, 16))))
+    return op(a, draw(_int_exprs(depth - 1)))
+
+
+_XY = (E.Var("x"), E.Var("y"))
+
+
+@given(_int_exprs())
+def test_modular_set_is_sound(e):
+    m, r = modular_set(e)
+    x, y = _XY
+    for xv in range(-10, 11):
+        for yv in range(-6, 7):
+            v = _eval(e, {x: xv, y: yv})
+            assert (v == r) if m == 0 else ((v - r) % m == 0), (e, m, r, xv, yv, v)
 
 
 # ------------------------------------------------------------------ properties
@@ -251,6 +301,38 @@ def test_rewrites_are_exact_on_every_value(case):
         for yv in ys:
             env = {x: xv, y: yv}
             assert _eval(out, env) == _eval(e, env), (out, env)
+
+
+@given(a=st.sampled_from([1, 2, 3, 4, 8, 12, 16, 32]), lanes=st.sampled_from([2, 4, 8, 16]),
+       c1=st.integers(1, 48), c2=st.integers(1, 48), mul=st.integers(-3, 70),
+       ops=st.tuples(st.sampled_from([E.FloorDiv, E.FloorMod]),
+                     st.sampled_from([E.FloorDiv, E.FloorMod])),
+       combine=st.sampled_from(["add", "sub", "rsub"]))
+def test_nested_index_expressions_are_exact(a, lanes, c1, c2, mul, ops, combine):
+    """``((Ramp op1 c1) * m +/- Broadcast(y)) op2 c2`` and the layout index ``Ramp // c * m +
+    Broadcast(y) + Ramp % c``: every fold keeps every lane's value."""
+    x, y = E.Var("x"), E.Var("y")
+
+    def bc(v):
+        return E.Broadcast(E.IntImm(I32, v) if isinstance(v, int) else v, lanes)
+
+    r = _ramp(x * a, lanes)
+    inner = ops[0](r, bc(c1))
+    scaled = E.Mul(inner, bc(mul))
+    mixed = {"add": E.Add(scaled, bc(y)), "sub": E.Sub(scaled, bc(y)),
+             "rsub": E.Sub(bc(y), scaled)}[combine]
+    nested = ops[1](mixed, bc(c2))
+    layout = E.Add(E.Add(E.Mul(_div(r, c1), bc(mul)), bc(y * c1)), _mod(r, c1))
+    for e in (nested, layout):
+        for ranges in (None, {y: (0, 3)}):
+            out = lower_simplify(e, var_ranges=ranges)
+            for xv in range(-5, 9):
+                for yv in range(0, 4):
+                    env = {x: xv, y: yv}
+                    assert _eval(out, env) == _eval(e, env), (out, env)
+    if c1 % lanes == 0 and a % lanes == 0:  # provably one block: the layout is one ramp
+        out = lower_simplify(layout)
+        assert isinstance(out, E.Ramp) and E.as_const_int(out.stride) == 1
 
 
 @given(st.integers(-50, 50), st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 64),
