@@ -17,10 +17,15 @@ unscheduled, the course's steps carried over, the tiled preset, the best preset)
    ``T.sblock``, ...), applies the exported trace, compiles with ``tvm.compile`` for the
    host CPU, checks the result against the same numpy reference and times it;
 3. prints both times, both GFLOP/s and the ratio (TVM time / our time: > 1 means ours is
-   faster).
+   faster), with the spread of that ratio over interleaved rounds and a verdict, plus the
+   number of FMA and vector load/store instructions in each side's assembly.
 
-Both sides are timed the same way (best over rounds of the mean of repeated calls from
-Python, on the same input arrays) and use all cores (``TVM_NUM_THREADS`` = our pool size).
+Both sides are timed the same way (each round: the mean of repeated calls from Python on
+the same input arrays; rounds alternate which side goes first) and use all cores
+(``TVM_NUM_THREADS`` = our pool size). On a shared 2-core machine one round can be 10-90%
+off (parallel kernels most), so each side keeps its best round, and the even and the odd
+rounds give two independent ratios: the verdict is "faster"/"slower" only when the ratio is
+more than 3% from 1 and both halves agree, else "same" (within noise).
 If TVM is missing or fails, the script says exactly why and still prints our figures.
 """
 from __future__ import annotations
@@ -43,6 +48,8 @@ from engine import presets, roofline  # noqa: E402
 from engine.runtime import as_aligned, runtime_info  # noqa: E402
 
 DEFAULT_VENV = Path("/tmp/tvm-venv")
+ROUNDS = 7          # interleaved timing rounds per case (ours, TVM, ours, TVM, ...)
+PARITY_BAND = 0.03  # a ratio within 3% of 1 (or halves that disagree) is "same speed"
 TVM_REQUIREMENT = "apache-tvm==0.27.0.post1"
 
 # ---------------------------------------------------------------------------- the driver
@@ -74,6 +81,21 @@ def timeit(fn, budget, rounds=5):
                 break
         best = min(best, t / n)
     return best
+
+
+ASM_PATTERNS = {"fma": ("vfmadd", "vfnmadd"), "vec_load_store": ("vmovups", "vmovaps"),
+                "scalar_ins": ("vpinsr", "vinsert", "vpextr", "vextract")}
+
+
+def asm_stats(asm):
+    """Counts of a few instruction kinds in x86 assembly text (same code in both sides)."""
+    out = {k: 0 for k in ASM_PATTERNS}
+    for line in asm.splitlines():
+        word = line.strip().split("\t", 1)[0]
+        for k, prefixes in ASM_PATTERNS.items():
+            if word.startswith(prefixes):
+                out[k] += 1
+    return out
 
 
 def reply(obj):
@@ -119,6 +141,11 @@ def main():
                 got = args[job["out_index"]].numpy()
                 res["max_abs_err"] = float(np.abs(got - np.load(job["expected"])).max())
                 built[job["label"]] = (ex, fn, args)
+                try:
+                    asm = ex.mod.inspect_source("asm")
+                    res["asm"] = asm_stats(asm)
+                except Exception as e:  # noqa: BLE001 - the statistics are optional
+                    res["asm_error"] = f"{type(e).__name__}: {e}"[:200]
                 reply(res)
             elif op == "time":
                 _, fn, args = built[msg["label"]]
@@ -136,6 +163,11 @@ main()
 
 
 # ---------------------------------------------------------------------------- cases
+# the driver's helpers, for the same instruction counts on our side
+_driver_ns: dict = {}
+exec(DRIVER.split("def main():")[0], _driver_ns)
+
+
 def course_mm_relu(n: int):
     return presets.get("mm_relu-course", n=n)
 
@@ -181,6 +213,15 @@ def timeit(fn, budget: float, rounds: int = 5) -> float:
     return best
 
 
+def verdict_of(ratio: float, halves: list[float]) -> str:
+    """'faster'/'slower' when the ratio is beyond the noise band and both halves agree."""
+    if ratio > 1 + PARITY_BAND and min(halves) > 1.0:
+        return "faster"
+    if ratio < 1 - PARITY_BAND and max(halves) < 1.0:
+        return "slower"
+    return "same"
+
+
 def host_target() -> dict:
     """TVM 0.27 target for this CPU (JSON-dict form, the only form 0.27 accepts)."""
     from engine.codegen import host_cpu
@@ -224,10 +265,12 @@ def main() -> None:
     ap.add_argument("--setup", action="store_true",
                     help=f"create {DEFAULT_VENV} with {TVM_REQUIREMENT} first")
     ap.add_argument("--quick", action="store_true", help="n=512 instead of 1024, shorter timing")
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
+                    help="interleaved timing rounds per case (default %(default)s)")
     ap.add_argument("--only", default="", help="run only cases whose label contains this text")
     args = ap.parse_args()
     budget = 0.3 if args.quick else 1.0
-    rounds = 2 if args.quick else 3
+    rounds = 3 if args.quick else args.rounds
     threads = int(runtime_info()["pool_size"])
     print(f"engine: {threads} threads; load average {os.getloadavg()[0]:.2f}")
 
@@ -259,7 +302,8 @@ def main() -> None:
         err = float(np.abs(arrays[out_index] - expected).max())
         t = timeit(lambda: fn(*arrays), budget)
         ours[label] = {"seconds": t, "err": err, "flops": flops,
-                       "compile_s": rt.compile_stats["total"], "call": (fn, arrays)}
+                       "compile_s": rt.compile_stats["total"], "call": (fn, arrays),
+                       "asm": _driver_ns["asm_stats"](rt.get_source("asm"))}
         paths = []
         for i, a in enumerate(arrays):
             p = work / f"{len(jobs)}_{i}.npy"
@@ -299,20 +343,30 @@ def main() -> None:
                 for job in jobs:
                     res = ask({"op": "prepare", "job": job})
                     tvm_results[job["label"]] = res
-                # interleaved timing: ours, TVM, ours, TVM, ... (best of each side)
+                # interleaved timing: ours, TVM, ours, TVM, ... (which side goes first
+                # alternates). Each side's time is its best round (noise on a shared machine
+                # only ever adds time); the even and the odd rounds give two independent
+                # estimates of the ratio, and their disagreement shows the noise.
                 for job in jobs:
                     label = job["label"]
                     if "error" in tvm_results[label]:
                         continue
                     fn, arrays = ours[label].pop("call")
-                    best_t = ours[label]["seconds"]
-                    best_tvm = float("inf")
-                    for _ in range(rounds):
-                        r = ask({"op": "time", "label": label, "budget": budget})
-                        best_tvm = min(best_tvm, r["seconds"])
-                        best_t = min(best_t, timeit(lambda: fn(*arrays), budget))
-                    ours[label]["seconds"] = best_t
-                    tvm_results[label]["seconds"] = best_tvm
+                    pairs = []
+                    for r in range(rounds):
+                        if r % 2 == 0:
+                            t_tvm = ask({"op": "time", "label": label, "budget": budget})
+                            t_ours = timeit(lambda: fn(*arrays), budget)
+                        else:
+                            t_ours = timeit(lambda: fn(*arrays), budget)
+                            t_tvm = ask({"op": "time", "label": label, "budget": budget})
+                        pairs.append((t_ours, t_tvm["seconds"]))
+                    ours[label]["seconds"] = min(ours[label]["seconds"],
+                                                 min(p[0] for p in pairs))
+                    tvm_results[label]["seconds"] = min(p[1] for p in pairs)
+                    tvm_results[label]["halves"] = [
+                        min(p[1] for p in pairs[h::2]) / min(p[0] for p in pairs[h::2])
+                        for h in (0, 1) if pairs[h::2]]
             ask_quit = {"op": "quit"}
             proc.stdin.write(json.dumps(ask_quit) + "\n")
             proc.stdin.flush()
@@ -325,8 +379,12 @@ def main() -> None:
                 proc.kill()
 
     print()
+    print("ratio = TVM time / our time (> 1: ours faster), from each side's best round; "
+          "'halves': the same ratio from the even and from the odd rounds alone.")
+    print("fma/vmov: FMA and vector load/store instructions in each side's assembly "
+          "(ours/TVM; equal counts: the same hot loops).")
     print(f"  {'case':<24} {'ours ms':>9} {'TVM ms':>9} {'ours GF/s':>9} {'TVM GF/s':>9} "
-          f"{'TVM/ours':>8}  notes")
+          f"{'ratio':>5} {'halves':>11}  {'verdict':<7} {'fma':>7} {'vmov':>9}  notes")
     for label, o in ours.items():
         res = tvm_results.get(label)
         g = o["flops"] / o["seconds"] / 1e9
@@ -334,13 +392,22 @@ def main() -> None:
             note = res.get("error", "") if res else "TVM not run"
             o.pop("call", None)
             print(f"  {label:<24} {o['seconds'] * 1e3:9.3f} {'-':>9} {g:9.1f} {'-':>9} "
-                  f"{'-':>8}  {note}")
+                  f"{'-':>5} {'-':>11}  {'-':<7} {'-':>7} {'-':>9}  {note}")
             continue
         tg = o["flops"] / res["seconds"] / 1e9
+        ratio = res["seconds"] / o["seconds"]
+        halves = res.get("halves") or [ratio]
+        verdict = verdict_of(ratio, halves)
+        ta = res.get("asm") or {}
+        oa = o.get("asm") or {}
+        fma = f"{oa.get('fma', '?')}/{ta.get('fma', '?')}"
+        vmov = f"{oa.get('vec_load_store', '?')}/{ta.get('vec_load_store', '?')}"
         note = f"TVM err {res['max_abs_err']:.2g}, TVM compile {res['compile_s']:.2f}s, " \
                f"ours {o['compile_s']:.2f}s"
+        spread = " ".join(f"{h:.2f}" for h in halves)
         print(f"  {label:<24} {o['seconds'] * 1e3:9.3f} {res['seconds'] * 1e3:9.3f} {g:9.1f} "
-              f"{tg:9.1f} {res['seconds'] / o['seconds']:8.2f}  {note}")
+              f"{tg:9.1f} {ratio:5.2f} {spread:>11}  {verdict:<7} "
+              f"{fma:>7} {vmov:>9}  {note}")
     if reason is not None:
         print()
         print(f"TVM COMPARISON NOT RUN: {reason}")
