@@ -181,6 +181,15 @@ def test_rules_and_their_results():
     m = lower_simplify(_mod(_ramp(x, 4, stride=8), 4))
     assert isinstance(d, E.Ramp) and E.as_const_int(d.stride) == 2
     assert isinstance(m, E.Broadcast)
+    # c a multiple of L*s and the base a multiple of L*s: Ramp(x*8, 2, 4) spans x*8 .. x*8+6
+    d = lower_simplify(_div(_ramp(x * 8, 4, stride=2), 16))
+    m = lower_simplify(_mod(_ramp(x * 8, 4, stride=2), 16))
+    assert isinstance(d, E.Broadcast) and isinstance(m, E.Ramp) and E.as_const_int(m.stride) == 2
+    # 64-bit indices
+    w = E.Var("w", "int64")
+    r64 = E.Ramp(w * E.IntImm("int64", 16), E.IntImm("int64", 1), 16)
+    d = lower_simplify(E.FloorDiv(r64, E.Broadcast(E.IntImm("int64", 64), 16)))
+    assert isinstance(d, E.Broadcast) and d.value.dtype == "int64"
     # a negative stride: lanes x*16+15, x*16+14, ..., x*16
     d = lower_simplify(_div(_ramp(x * 16 + 15, 16, stride=-1), 16))
     assert isinstance(d, E.Broadcast) and engine.structural_equal(d.value, x)
