@@ -217,8 +217,12 @@ def _check_dependences(body: S.Stmt) -> None:
                     "(possible dependence between iterations)")
 
 
-def vectorize_loop(loop: S.For) -> S.Stmt:
-    """Vector code for ``loop`` (see the module docstring) or an annotated serial loop."""
+def vectorize_loop(loop: S.For, var_ranges: dict | None = None) -> S.Stmt:
+    """Vector code for ``loop`` (see the module docstring) or an annotated serial loop.
+
+    ``var_ranges`` maps enclosing loop variables to inclusive ``(lo, hi)`` bounds, so index
+    folds such as ``Ramp(x * 16 + y, 1, 4) // 64`` can use them.
+    """
     ext = E.as_const_int(loop.extent)
     if ext is None:
         return _fallback(loop, "the extent is not a constant")
@@ -230,7 +234,7 @@ def vectorize_loop(loop: S.For) -> S.Stmt:
         if ext <= MAX_LANES:
             out = _Vectorizer(loop.loop_var, loop.min, ext).stmt(loop.body)
             _check_dependences(out)
-            return lower_simplify(out)
+            return lower_simplify(out, var_ranges)
         lanes = CHUNK_LANES
         n_chunks, tail = divmod(ext, lanes)
         vo = E.Var(loop.loop_var.name + "_vo", loop.loop_var.dtype)
@@ -238,7 +242,8 @@ def vectorize_loop(loop: S.For) -> S.Stmt:
         vec = _Vectorizer(loop.loop_var, base, lanes).stmt(loop.body)
         _check_dependences(vec)
         parts = [S.For(vo, E.IntImm(vo.dtype, 0), E.IntImm(vo.dtype, n_chunks),
-                       S.ForKind.SERIAL, lower_simplify(vec))]
+                       S.ForKind.SERIAL,
+                       lower_simplify(vec, {**(var_ranges or {}), vo: (0, n_chunks - 1)}))]
         if tail:
             parts.append(S.For(loop.loop_var, lower_simplify(loop.min + n_chunks * lanes),
                                E.IntImm(loop.extent.dtype, tail), S.ForKind.SERIAL, loop.body,
@@ -297,12 +302,25 @@ def expand_unrolled(loop: S.For) -> S.Stmt:
 
 
 class _Legalizer(Mutator):
+    def __init__(self):
+        super().__init__()
+        self.ranges: dict = {}  # enclosing loops with constant bounds: var -> (lo, hi)
+
     def visit_For(self, s: S.For):
-        s = self.generic_visit(s)  # inner loops first
+        lo, ext = E.as_const_int(s.min), E.as_const_int(s.extent)
+        known = lo is not None and ext is not None and ext > 0
+        if known:
+            self.ranges[s.loop_var] = (lo, lo + ext - 1)
+        try:
+            s = self.generic_visit(s)  # inner loops first
+        finally:
+            if known:
+                self.ranges.pop(s.loop_var, None)
         if s.kind is S.ForKind.UNROLLED:
             return unroll_loop(s)
         if s.kind is S.ForKind.VECTORIZED:
-            return vectorize_loop(s)
+            outer = {v: r for v, r in self.ranges.items() if v is not s.loop_var}
+            return vectorize_loop(s, outer)
         return s
 
 
