@@ -261,6 +261,12 @@ def test_measure_pane_reports_every_step(client):
     assert any("numpy" in d["name"] for d in fig["data"])
     assert page.count('<span class="ok">✓</span>') == 5
     assert "matches numpy" in page
+    # compile ms = ours + llvmlite's, shown as "total (ours+llvm)" for every step
+    splits = re.findall(r'<td class="compile">(\d+) <span class="muted split" title="our '
+                        r'lowering[^"]*">\((\d+)\+(\d+)\)</span>', page)
+    assert len(splits) == 5, page
+    for total, ours, llvm in splits:
+        assert abs(int(total) - int(ours) - int(llvm)) <= 1 and int(llvm) > 0
 
 
 def test_code_pane_shows_llvm_ir_and_assembly(client):
