@@ -269,7 +269,10 @@ def lesson_apply(lesson_id: str):
     token = sch.trace.encode()
     if current_app.config.get("PREFETCH_MEASUREMENTS", True):
         try:
-            measure.prefetch(sch.mod, les.workload, dict(s.params), func_name=s.func_name)
+            plan = views.measure_plan(s)
+            if plan is None or plan.measure:
+                measure.prefetch(sch.mod, les.workload, dict(s.params), func_name=s.func_name,
+                                 cache=plan is None or plan.simulate_cache)
         except Exception:  # noqa: BLE001 - measuring is the pane's job; this only starts early
             pass
     ctx = player_context(les, k, token=token, present=present)

@@ -55,17 +55,28 @@ class LimitError(InputError):
         self.actual = actual
 
 
+#: a step whose correctness-check run takes longer than this is timed by that one run
+#: (no repeats): slow schedules of large programs then fit the step time limit
+SLOW_RUN_S = 0.5
+
+
 @dataclass(frozen=True)
 class MeasurePlan:
     """What the worker may do for one step.
 
     ``measure`` is False in "simulate only" mode: the program is still scheduled, printed
     and drawn, but not compiled-and-run for timing; ``reason`` says why, for the page.
+    ``simulate_cache`` is False for large programs (above ``max_flops_cache_simulated``):
+    they are timed but not cache-simulated (``cache_reason`` says why), and ``note`` tells
+    the measurement pane how their slow steps are timed.
     """
 
     measure: bool
     flops: float
     reason: str | None = None
+    simulate_cache: bool = True
+    cache_reason: str | None = None
+    note: str | None = None
 
     @property
     def mode(self) -> str:
@@ -142,8 +153,9 @@ class Limits:
     max_dim: int = 4096                      # any single size parameter (n, m, k, h, w, ...)
     max_buffer_bytes: int = 256 * MiB        # all the workload's buffers together
     max_flops: float = 2e11                  # above: refused outright
-    max_flops_measured: float = 1e9          # above: "simulate only" (a naive run of ~1 s,
-                                             # run 3 times, fits the 5 s step limit)
+    max_flops_measured: float = 4e9          # above: "simulate only" (not compiled or timed)
+    max_flops_cache_simulated: float = 1e9   # above: timed, but no cache simulation, and a
+                                             # step whose first run is slow is timed by it
     # Traces.
     max_trace_insts: int = 300               # schedule instructions in one trace
     max_token_chars: int = 8000              # the URL's t=<base64url> trace token
@@ -364,6 +376,15 @@ class Limits:
                 f"measurement budget of {_fmt_flops(self.max_flops_measured)} "
                 f"(max_flops_measured), so steps are not compiled and timed. Choose smaller "
                 f"sizes to see runtimes."))
+        if flops > self.max_flops_cache_simulated:
+            return MeasurePlan(True, float(flops), None, simulate_cache=False, cache_reason=(
+                f"this computation needs {_fmt_flops(flops)} per run, over the cache "
+                f"simulation budget of {_fmt_flops(self.max_flops_cache_simulated)} "
+                f"(max_flops_cache_simulated). Choose smaller sizes to see cache misses; "
+                f"runtimes are still measured."), note=(
+                f"Large program ({_fmt_flops(flops)} per run): a step whose first run takes "
+                f"over {SLOW_RUN_S:g} s is timed by that one run; a step slower than the "
+                f"{self.step_time_limit_s:g} s limit shows as over the time limit."))
         return MeasurePlan(True, float(flops), None)
 
 

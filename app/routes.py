@@ -101,7 +101,8 @@ def apply(workload: str):
     if current_app.config.get("PREFETCH_MEASUREMENTS", True) and (plan is None or plan.measure):
         wl = s.workload_arg()
         measure.prefetch(sch.mod, wl[0] if wl else None, wl[1] if wl else {},
-                         func_name=s.func_name, baseline=s.mod0 if wl is None else None)
+                         func_name=s.func_name, baseline=s.mod0 if wl is None else None,
+                         cache=plan is None or plan.simulate_cache)
     ctx = views.explorer(s, None)
     html = render_template("panes/all_oob.html", **ctx,
                            message={"kind": "ok", "text": f"applied: {summary}"})

@@ -461,12 +461,18 @@ def measurements(session: Session, budget_s: float | None = None) -> dict:
     budget = STEP_BUDGET_S if budget_s is None else budget_s
     plan = measure_plan(session)
     if plan is not None and not plan.measure:
-        # Simulate only: scheduled, printed, drawn and cache-simulated, never run for timing.
+        # Simulate only: scheduled, printed and drawn, never compiled or run.
         return {"rows": [], "fig": None, "unavailable": None, "current": None,
                 "speedup": None, "pending": [], "simulate_only": plan.reason}
     m = measure.active()
-    if m is not None:
-        return _measurements_pooled(session, m, budget)
+    ctx = _measurements_pooled(session, m, budget) if m is not None else \
+        _measurements_local(session, budget)
+    ctx["large_note"] = plan.note if plan is not None else None
+    return ctx
+
+
+def _measurements_local(session: Session, budget: float) -> dict:
+    """The measurement pane measured in this process (tests, no worker pool)."""
     t0 = time.perf_counter()
     by_step: dict[int, dict] = {}
     pending: list[int] = []
@@ -627,9 +633,10 @@ def cache(session: Session, budget_s: float | None = None) -> dict:
     """Simulated cache misses per level at every step, and per buffer at the current one."""
     budget = STEP_BUDGET_S if budget_s is None else budget_s
     plan = measure_plan(session)
-    if plan is not None and not plan.measure:
+    if plan is not None and (not plan.measure or not plan.simulate_cache):
         return {"rows": [], "fig": None, "unavailable": None, "current": None,
-                "per_buffer": [], "npoints": 0, "pending": [], "simulate_only": plan.reason}
+                "per_buffer": [], "npoints": 0, "pending": [],
+                "simulate_only": plan.reason or plan.cache_reason}
     m = measure.active()
     if m is not None:
         return _cache_pooled(session, m, budget)

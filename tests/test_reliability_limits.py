@@ -160,7 +160,13 @@ def test_measure_plan_simulate_only_mode():
     big = L.measure_plan(2 * 2048 ** 3)
     assert not big.measure and big.mode == "simulate-only"
     assert "Simulate only" in big.reason and "max_flops_measured" in big.reason
-    assert "17.2 GFLOP" in big.reason and "1 GFLOP" in big.reason
+    assert "17.2 GFLOP" in big.reason and "4 GFLOP" in big.reason
+    # between the cache budget and the measurement budget: timed, not cache-simulated
+    large = L.measure_plan(2 * 1024 ** 3)
+    assert large.measure and not large.simulate_cache and large.reason is None
+    assert "max_flops_cache_simulated" in large.cache_reason and "2.15 GFLOP" in large.cache_reason
+    assert "timed by that one run" in large.note
+    assert L.measure_plan(2 * 512 ** 3).simulate_cache
     with pytest.raises(LimitError) as e:
         L.measure_plan(1e12)
     assert e.value.limit == "max_flops"

@@ -76,3 +76,11 @@ def test_overlapping_views_of_one_array_are_refused():
         f(big[:16].reshape(4, 4), b, big[8:24].reshape(4, 4))
     f(a, b, big[16:32].reshape(4, 4))  # disjoint: fine
     np.testing.assert_allclose(big[16:32], 4.0)
+
+
+def test_check_correctness_reports_the_kernel_run_time(matmul8):
+    from engine.runtime import check_correctness
+    a, b, c = _args()
+    rep = check_correctness(matmul8.module, "matmul", reference_fn=lambda x, y: x @ y,
+                            args=[a, b, c])
+    assert rep.ok and rep.kernel_seconds is not None and 0 < rep.kernel_seconds < 60

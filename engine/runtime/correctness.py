@@ -20,6 +20,7 @@ raised, so the explorer can show them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -39,6 +40,9 @@ class CorrectnessReport:
     max_abs_err: float
     max_rel_err: float
     message: str
+    #: seconds the kernel's one run took (None when it did not run); the first run, so it
+    #: includes cold caches — callers time slow kernels with it instead of running again
+    kernel_seconds: float | None = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -90,7 +94,9 @@ def check_correctness(mod: Any, func_name: str | None = None,
             args = random_arrays(f.specs)
         ours = [np.array(a, copy=True) for a in args]
         theirs = [np.array(a, copy=True) for a in args]
+        t0 = time.perf_counter()
         f(*ours)
+        kernel_seconds = time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return CorrectnessReport(False, float("inf"), float("inf"),
                                  f"{type(exc).__name__}: {exc}")
@@ -150,7 +156,7 @@ def check_correctness(mod: Any, func_name: str | None = None,
                             f"atol={at:g}; worst at {tuple(int(i) for i in idx)}: "
                             f"got {a64[idx]:.6g}, expected {b64[idx]:.6g}")
     if problems:
-        return CorrectnessReport(False, max_abs, max_rel, "; ".join(problems))
+        return CorrectnessReport(False, max_abs, max_rel, "; ".join(problems), kernel_seconds)
     return CorrectnessReport(True, max_abs, max_rel,
                              f"all {len(f.specs)} buffers match (max abs err {max_abs:.3g}, "
-                             f"max rel err {max_rel:.3g})")
+                             f"max rel err {max_rel:.3g})", kernel_seconds)

@@ -1,0 +1,61 @@
+"""Large programs: timed (slow steps by their one checked run), not cache-simulated."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app import create_app, measure
+
+HX = {"HX-Request": "true"}
+
+
+def text_of(resp) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", resp.get_data(as_text=True)))
+
+
+@pytest.fixture()
+def client():
+    # mm_relu at n=16 needs 8 KFLOP: make that "large" (over the cache budget) but measured
+    app = create_app({"TESTING": True, "EXPLORER_LIMITS": {"max_flops_cache_simulated": 2000.0}})
+    measure.drain_prefetch()
+    measure.clear_cache()
+    yield app.test_client()
+    measure.drain_prefetch()
+    measure.clear_cache()
+
+
+def test_large_program_is_timed_but_not_cache_simulated(client):
+    r = client.get("/explore/mm_relu/measure?n=16", headers=HX)
+    assert r.status_code == 200
+    text = text_of(r)
+    assert "Simulate only" not in text
+    assert "Large program" in text and "timed by that one run" in text
+    assert "matches numpy" in text           # compiled, checked and timed
+    r = client.get("/explore/mm_relu/cache?n=16", headers=HX)
+    text = text_of(r)
+    assert "Not simulated at these sizes" in text and "max_flops_cache_simulated" in text
+    assert "runtimes are still measured" in text
+
+
+def test_a_slow_step_is_timed_by_its_checked_run(client, monkeypatch):
+    calls = []
+    real = measure._time
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(measure, "_time", spy)
+    monkeypatch.setattr(measure, "SLOW_RUN_S", 0.0)   # every run counts as slow
+    r = client.get("/explore/mm_relu/measure?n=16", headers=HX)
+    page = r.get_data(as_text=True)
+    assert 'class="muted one-run"' in page and "(1 run)" in page
+    assert not calls                          # no repeated timing runs
+    assert "matches numpy" in text_of(r)
+
+
+def test_small_programs_keep_the_usual_timing(client, monkeypatch):
+    r = client.get("/explore/mm_relu/measure?n=8", headers=HX)  # 1.1 kFLOP: under the budget
+    page = r.get_data(as_text=True)
+    assert "Large program" not in page and "(1 run)" not in page
+    assert "matches numpy" in text_of(r)
