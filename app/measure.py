@@ -370,6 +370,24 @@ def _measure(mod, h, workload, params, func_name, baseline, timing_slot=None) ->
     except Exception as e:  # noqa: BLE001
         out.update(error=f"could not prepare inputs: {e}")
         return out
+    # The checked run and the timed runs hold the timing slot (cores of their own in a
+    # worker; all of them for parallel code): the checked run of a slow step is its time,
+    # and a multi-second run on a shared core would halve a parallel kernel's speed.
+    with (timing_slot() if timing_slot is not None else _TIMING):
+        done = _check_and_time(rt, fname, out, args, expected, ref_fn, ref_args,
+                               workload, params)
+    if not done:
+        return out
+    out["stage"] = "done"
+    out["ok"] = out["correct"] is not False
+    del np
+    return out
+
+
+def _check_and_time(rt, fname, out, args, expected, ref_fn, ref_args, workload,
+                    params) -> bool:
+    """Check ``rt`` against the reference and time it, filling ``out``; False on failure
+    (``out["error"]`` says what failed)."""
     run_args = [a.copy() for a in args]
     try:
         if expected is None:
@@ -385,40 +403,37 @@ def _measure(mod, h, workload, params, func_name, baseline, timing_slot=None) ->
         first_run_s = None
     except Exception as e:  # noqa: BLE001
         out.update(error=f"checking the result failed: {e}")
-        return out
+        return False
     out["stage"] = "time"
     try:
-        nkey = (workload, tuple(sorted(params.items())))
+        threads = kernel_threads(rt)
+        nkey = (workload, tuple(sorted(params.items())), threads)
         with _LOCK:
             np_s = _NUMPY.get(nkey)
-        # Only the timed runs hold the timing slot (a core of their own in a worker).
-        with (timing_slot() if timing_slot is not None else _TIMING):
-            if first_run_s is not None and first_run_s > SLOW_RUN_S:
-                # a slow step: its checked run is its time (more runs would only risk
-                # the step time limit, and a second-long run does not need repeats)
-                sec = first_run_s
-                out["timed_runs"] = 1
-            else:
-                sec = _time(rt, fname, run_args)
-            if ref_fn is not None and np_s is None:
-                with blas_threads(1):
-                    np_s = _time_python(lambda: ref_fn(*ref_args))
-                with _LOCK:
-                    _NUMPY[nkey] = np_s
+        if first_run_s is not None and first_run_s > SLOW_RUN_S:
+            # a slow step: its checked run is its time (more runs would only risk the
+            # step time limit, and a second-long run does not need repeats)
+            sec = first_run_s
+            out["timed_runs"] = 1
+        else:
+            sec = _time(rt, fname, run_args)
+        if ref_fn is not None and np_s is None:
+            with blas_threads(threads):
+                np_s = _time_python(lambda: ref_fn(*ref_args))
+            with _LOCK:
+                _NUMPY[nkey] = np_s
         out["time_ms"] = sec * 1e3
         flops = _flops(workload, params)
         if flops:
             out["gflops"] = flops / sec / 1e9
         if ref_fn is not None:
             out["numpy_ms"] = np_s * 1e3
-            out["numpy_note"] = numpy_threads_note()
+            out["numpy_threads"] = threads
+            out["numpy_note"] = numpy_threads_note(threads)
     except Exception as e:  # noqa: BLE001
         out.update(error=f"timing failed: {e}")
-        return out
-    out["stage"] = "done"
-    out["ok"] = out["correct"] is not False
-    del np
-    return out
+        return False
+    return True
 
 
 def _inputs_and_expected(mod, workload, params, fname, baseline):
@@ -512,10 +527,12 @@ def _blas_local_setter():
 class blas_threads:
     """``with blas_threads(1):`` numpy's BLAS uses one thread in this thread only.
 
-    numpy's reference line is timed with one BLAS thread: on a small, shared machine a
-    multi-threaded BLAS call waits for its helper threads to be scheduled (a 0.04 ms matmul
-    then takes 20-40 ms), which would make the reference meaningless. Our kernels without
-    ``parallel`` loops are single-threaded too, so the comparison is like for like.
+    numpy's reference is timed with as many BLAS threads as the kernel it is compared with
+    uses (:func:`kernel_threads`): one for a program without ``parallel`` loops, the
+    runtime pool's size otherwise (that timing holds every timing slot, so no other step
+    runs meanwhile). With numpy's default threads on a small, shared machine a BLAS call
+    can wait for helper threads that are busy elsewhere (a 0.04 ms matmul then took
+    20-40 ms), and a serial kernel would be compared with a parallel BLAS.
     """
 
     def __init__(self, n: int):
@@ -535,8 +552,24 @@ class blas_threads:
         return False
 
 
-def numpy_threads_note() -> str:
-    return "1 BLAS thread" if _blas_local_setter() is not None else "default BLAS threads"
+def numpy_threads_note(threads: int = 1) -> str:
+    if _blas_local_setter() is None:
+        return "default BLAS threads"
+    return f"{threads} BLAS thread{'s' if threads != 1 else ''}"
+
+
+def kernel_threads(rt) -> int:
+    """How many threads the compiled program runs on: the engine's pool size when it has
+    parallel loops, else 1 — numpy's reference gets as many BLAS threads (like for like)."""
+    st = getattr(rt, "compile_stats", None) or {}
+    if not st.get("parallel_loops"):
+        return 1
+    try:
+        info = bridge.attr("runtime", "runtime_info")()
+        return max(1, int(info.get("pool_size") or 1))
+    except Exception:  # noqa: BLE001 - no pool information: all cores
+        import os
+        return os.cpu_count() or 1
 
 
 def _time_python(fn) -> float:

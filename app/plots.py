@@ -54,13 +54,21 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
             "line": {"color": "#2da44e", "dash": "dot"},
             "hovertemplate": "step %{x}: %{y:.2f} GFLOP/s<extra></extra>",
         })
-    numpy_ms = next((r.get("numpy_ms") for r in rows if r.get("numpy_ms")), None)
-    if numpy_ms and xs:
+    # numpy's time on as many threads as each step's kernel: one line per thread count
+    refs: dict[int, float] = {}
+    for r in rows:
+        if r.get("numpy_ms"):
+            refs.setdefault(int(r.get("numpy_threads") or 1), r["numpy_ms"])
+    for i, (threads, numpy_ms) in enumerate(sorted(refs.items())):
+        if not xs:
+            break
+        label = f"numpy {numpy_ms:.3f} ms" if len(refs) == 1 else \
+            f"numpy, {threads} thread{'s' if threads != 1 else ''}: {numpy_ms:.3g} ms"
         data.append({
-            "type": "scatter", "mode": "lines",
-            "name": f"numpy {numpy_ms:.3f} ms",
+            "type": "scatter", "mode": "lines", "name": label,
             "x": [min(xs) - 0.3, max(xs) + 0.3], "y": [numpy_ms, numpy_ms],
-            "line": {"color": "#8250df", "dash": "dash"}, "hoverinfo": "skip",
+            "line": {"color": "#8250df", "dash": "dash" if i == 0 else "dot"},
+            "hoverinfo": "skip",
         })
     spread = (max(ms) / max(min(ms), 1e-9)) if ms else 1
     # 172 px tall, the legend in the top margin and no x-axis title: the plot shares the

@@ -614,12 +614,13 @@ def roofline(session: Session, rows: list[dict], m) -> dict:
                 pt = point(name, params, r["time_ms"] / 1e3, peaks)
                 pt.update(step=r["step"], correct=r.get("correct"))
                 points.append(pt)
-        numpy_ms = next((r.get("numpy_ms") for r in rows if r.get("numpy_ms")), None)
-        if numpy_ms:
-            reference = point(name, params, numpy_ms / 1e3, peaks)
-            note = next((r.get("numpy_note") for r in rows if r.get("numpy_note")), None)
-            if note:
-                reference["note"] = note
+        # numpy on the current step's thread count (its own row), else the first one
+        ref_row = next((r for r in rows if r.get("step") == session.at and r.get("numpy_ms")),
+                       None) or next((r for r in rows if r.get("numpy_ms")), None)
+        if ref_row is not None:
+            reference = point(name, params, ref_row["numpy_ms"] / 1e3, peaks)
+            if ref_row.get("numpy_note"):
+                reference["note"] = ref_row["numpy_note"]
     except Exception as e:  # noqa: BLE001 - e.g. a workload without a byte count
         return {"roofline_note": f"No roofline point for {name}: {e}"}
     current = next((p for p in points if p["step"] == session.at), None)
