@@ -251,7 +251,7 @@ def cached_cache_step(mod, func_name: str | None = None) -> dict | None:
 
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
-                 baseline=None, timing_slot=None) -> dict:
+                 baseline=None, timing_slot=None, compile_slot=None) -> dict:
     """Compile ``mod``, check its result, time it. Never raises for a bad program: failures
     are reported in the dict (``ok`` False, ``stage`` where it failed, ``error`` sentence).
 
@@ -261,17 +261,19 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
 
     With a measurer (the real server) the work is done by a worker process and this call
     waits for it. ``timing_slot`` (used inside a worker) is a context-manager factory held
-    around the timed runs only, so that no other worker times anything on the same core.
+    around the checked and timed runs, so that no other worker runs anything on the same
+    cores meanwhile; ``compile_slot`` (one core) is held around the compile, so a compile
+    never shares a core with another worker's timing.
     """
     m = active()
     if m is not None:
         return m.measure(mod, workload, params, func_name=func_name, baseline=baseline)
     return _local_measure_step(mod, workload, params, func_name=func_name, baseline=baseline,
-                               timing_slot=timing_slot)
+                               timing_slot=timing_slot, compile_slot=compile_slot)
 
 
 def _local_measure_step(mod, workload, params, *, func_name=None, baseline=None,
-                        timing_slot=None) -> dict:
+                        timing_slot=None, compile_slot=None) -> dict:
     h = program_hash(mod)
     key = (h, workload, tuple(sorted(params.items())))
     with _LOCK:
@@ -282,7 +284,8 @@ def _local_measure_step(mod, workload, params, *, func_name=None, baseline=None,
         with _LOCK:
             if key in _CACHE:
                 return _CACHE[key]
-        res = _measure(mod, h, workload, params, func_name, baseline, timing_slot)
+        res = _measure(mod, h, workload, params, func_name, baseline, timing_slot,
+                       compile_slot)
         if res.get("stage") != "unavailable":
             with _LOCK:
                 _CACHE[key] = res
@@ -349,11 +352,15 @@ def _result(h: str, **kw) -> dict:
     return base
 
 
-def _measure(mod, h, workload, params, func_name, baseline, timing_slot=None) -> dict:
+def _measure(mod, h, workload, params, func_name, baseline, timing_slot=None,
+             compile_slot=None) -> dict:
+    import contextlib
+
     import numpy as np
     fname = func_name or mod.names()[0]
     try:
-        rt, compile_s = build(mod, h)
+        with (compile_slot() if compile_slot is not None else contextlib.nullcontext()):
+            rt, compile_s = build(mod, h)
     except bridge.NotAvailable as e:
         return _result(h, stage="unavailable", error=str(e))
     except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
@@ -449,7 +456,11 @@ def _inputs_and_expected(mod, workload, params, fname, baseline):
 
         def reference_fn(*arrays):
             return ref(*arrays[:n_in])
-        return args, reference_fn, ref, inputs
+        # numpy's *time* is that of the float32 code a numpy user writes (the correctness
+        # reference computes in float64, twice as slow for a matmul)
+        fast = getattr(wl, "numpy_style", None)
+        timed = fast(workload, **params) if fast is not None else ref
+        return args, reference_fn, timed, inputs
     # a pasted program: the unscheduled program, compiled, is the reference
     func = mod[fname]
     rng = np.random.default_rng(0)

@@ -25,7 +25,7 @@ Actions (a job lists several, in order):
 * ``time``    — ``time_evaluator`` inside a timing slot, plus numpy's time for the same
   computation as a reference;
 * ``source``  — the optimised LLVM IR and the assembly text;
-* ``cache``   — the cache simulation (``engine.cache.simulate``);
+* ``cache``   — the cache simulation (``engine.cache.simulate``), holding one slot;
 * ``pattern`` — the access pattern of one loop iteration (``engine.cache.access_pattern``);
 * ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
   (``engine.roofline.machine_peaks``: an FMA-throughput loop and a streaming copy compiled by
@@ -366,7 +366,10 @@ def act_source(ctx: JobContext) -> None:
 def act_cache(ctx: JobContext) -> None:
     import engine
     mod, func_name = _load(ctx)
-    res = engine.cache.simulate(mod, func_name)
+    # one core of its own: the simulation is CPU-bound for seconds and must not share a
+    # core with another worker's timing
+    with ctx.timing_slot(1):
+        res = engine.cache.simulate(mod, func_name)
     ctx.emit(cache=_plain(res))
 
 
@@ -410,8 +413,10 @@ def act_step(ctx: JobContext) -> None:
     kwargs: dict[str, Any] = {"func_name": func_name, "baseline": baseline}
     ncores = (os.cpu_count() or 1) if _is_parallel(mod) else 1
     params = dict(job.get("params") or {})
-    accepts_slot = "timing_slot" in inspect.signature(measure.measure_step).parameters
-    if accepts_slot:
+    accepts = inspect.signature(measure.measure_step).parameters
+    if "compile_slot" in accepts:
+        kwargs["compile_slot"] = lambda: ctx.timing_slot(1)
+    if "timing_slot" in accepts:
         res = measure.measure_step(mod, job.get("workload"), params,
                                    timing_slot=lambda: ctx.timing_slot(ncores), **kwargs)
     else:   # older measure_step: hold the slot for the whole step (correct, less overlap)

@@ -14,10 +14,10 @@ stays in the worker:
 * **crashes** (a segfault or abort in generated code): the pipe closes, the pool reports
   "the compiled program crashed (signal SIGSEGV) — the step is kept but not measured" and
   starts a fresh worker; the pool keeps serving;
-* **timing** is serialised per core: a worker asks the pool for a timing slot before running
-  ``time_evaluator`` and is pinned to that core while it holds it, so two users' timings never
-  share a core (compiles and correctness checks overlap freely); a program with parallel loops
-  takes every slot;
+* **timing** is serialised per core: a worker asks the pool for a slot (a core) before each
+  CPU-heavy phase — the compile, the checked and timed runs of a step, a cache simulation —
+  and is pinned to that core while it holds it, so a timing never shares a core with
+  anything else the pool runs; the runs of a program with parallel loops take every slot;
 * the **queue is bounded**: when it is full, :meth:`MeasurePool.submit` raises
   :class:`QueueFull` ("the server is busy, N steps are waiting; try again in a moment");
   a queued job's :meth:`Ticket.position` is what the page shows as "queued (position k)".
