@@ -7,6 +7,7 @@ has not landed (see :mod:`app.bridge`).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from . import bridge, diagram, diffview, measure, plots
 from .nodes import FuncTree, loops_of_block, module_trees, names_to_sels, parse_sel, walk_tree
 from .primitives import block_prims, loop_prims
 from .session import Session
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------- gallery
@@ -36,7 +39,43 @@ def gallery() -> dict:
             continue
         cards.append({"name": n, "title": info["title"], "description": info["description"],
                       "params": info["defaults"], "limits": info["limits"]})
-    return {"workloads": cards, "unavailable": None, "saved": saved_traces()}
+    by_workload: dict[str, list[dict]] = {}
+    all_presets = presets()
+    for p in all_presets:
+        by_workload.setdefault(p["workload"], []).append(p)
+    for c in cards:
+        c["presets"] = by_workload.get(c["name"], [])
+    return {"workloads": cards, "unavailable": None, "saved": saved_traces(),
+            "presets": all_presets}
+
+
+def presets(workload: str | None = None, here: dict | None = None) -> list[dict]:
+    """The shipped schedule presets (``engine.presets``), optionally of one workload:
+    name, title, description, workload, sizes and the explorer link that replays it
+    (``url``); with ``here`` (the explorer's current sizes) also ``url_here``, the same
+    recipe at those sizes when they differ from the preset's and it applies to them."""
+    try:
+        mod = bridge.part("presets")
+        out = []
+        for name in mod.names():
+            p = mod.info(name)
+            if workload is not None and p.workload != workload:
+                continue
+            sizes = ", ".join(f"{k}={v}" for k, v in p.params.items())
+            item = {"name": p.name, "title": p.title, "description": p.description,
+                    "workload": p.workload, "sizes": sizes, "tags": list(p.tags),
+                    "url": p.explore_url(), "url_here": None}
+            mine = {k: here[k] for k in p.params if here and k in here}
+            if mine and mine != dict(p.params):
+                try:
+                    item["url_here"] = p.explore_url(**mine)
+                except Exception:  # noqa: BLE001 - this recipe does not fit these sizes
+                    item["url_here"] = None
+            out.append(item)
+        return out
+    except Exception:  # noqa: BLE001 - presets are an extra: never break the page for them
+        log.exception("listing the presets failed")
+        return []
 
 
 def saved_traces(limit: int = 20) -> list[dict]:
@@ -279,6 +318,8 @@ def explorer(session: Session, sel: str | None = None) -> dict:
         ctx["steps"] = [Step(0, "initial program", current=True)]
         ctx["steps_error"] = str(e)
     ctx["toolbar"] = toolbar(session, trees, sel)
+    ctx["presets"] = presets(session.workload, here=dict(session.params)) \
+        if session.workload != "custom" else []
     ctx["schedule_available"] = bridge.has("schedule", "Schedule")
     from flask import current_app, has_app_context
     ctx["can_save"] = (has_app_context() and session.workload != "custom"
