@@ -14,6 +14,7 @@ import pytest
 import engine
 from engine import lessons, presets
 from engine.lessons import match_nest, nest_lines
+from asm_helpers import fma_loops
 
 LID = "08_micro_kernel"
 PRESET = "matmul-best"
@@ -105,27 +106,6 @@ def test_parallel_on_the_reduction_panel_loop_is_refused(les):
         sch.parallel(loops[2])
 
 
-def _fma_loops(asm: str) -> list[tuple[int, int]]:
-    """(FMAs, stores to memory) of every assembly loop that contains an FMA."""
-    lines = asm.splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        m = re.match(r"^(\.LBB\d+_\d+):", line)
-        if not m:
-            continue
-        back = re.compile(r"\bj\w+\s+" + re.escape(m.group(1)) + r"\s*$")
-        for j in range(i + 1, len(lines)):
-            if back.search(lines[j]):
-                body = lines[i:j + 1]
-                fmas = sum("vfmadd" in x for x in body)
-                stores = sum(bool(re.search(r"\bv?mov\w*\s+%[xyz]mm\d+,\s*-?\w*\(", x))
-                             for x in body)
-                if fmas:
-                    out.append((fmas, stores))
-                break
-    return out
-
-
 def test_decompose_reduction_lets_the_accumulators_stay_in_registers(les):
     """The lesson says: with the guarded ``C = 0`` inside k_1, C is loaded and stored around
     the FMAs; after decompose_reduction an FMA loop without any store remains."""
@@ -136,8 +116,8 @@ def test_decompose_reduction_lets_the_accumulators_stay_in_registers(les):
     after = engine.build(mods[k + 1]).get_source("asm")
     if "vfmadd" not in after:
         pytest.skip("this CPU's assembly has no vfmadd (not x86 with FMA)")
-    assert _fma_loops(before) and all(st > 0 for _, st in _fma_loops(before))
-    assert any(st == 0 and f >= 16 for f, st in _fma_loops(after)), _fma_loops(after)
+    assert fma_loops(before) and all(st > 0 for _, st in fma_loops(before))
+    assert any(st == 0 and f >= 16 for f, st in fma_loops(after)), fma_loops(after)
 
 
 def test_last_step_names_the_preset_without_machine_figures(les):

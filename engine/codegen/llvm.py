@@ -119,6 +119,8 @@ class FuncInfo:
     orig_params: tuple       # the original (multi-dimensional) buffers
     num_parallel: int = 0
     num_vector_fallbacks: int = 0
+    #: ``T.unroll`` loops outside any parallel loop (see engine.codegen.target.optimize)
+    num_unrolled_serial: int = 0
     notes: list = field(default_factory=list)
 
 
@@ -464,6 +466,8 @@ class CodeGen:
         latch = self.builder.branch(head)
         if unroll:
             latch.set_metadata("llvm.loop", unroll_full_loop_id(self.module))
+            if self.frame.parallel_depth == 0 and self.info is not None:
+                self.info.num_unrolled_serial += 1
         self.builder.position_at_end(done)
         self.nonneg.discard(id(var))
         if old is None:

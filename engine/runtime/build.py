@@ -144,7 +144,8 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
             raise BuildError(f"internal error: generated LLVM IR is invalid: {exc}") from exc
         llmod.triple = tm.triple
         llmod.data_layout = str(tm.target_data)
-        optimize(llmod, tm, opts["opt_level"], auto_vectorize=bool(opts["auto_vectorize"]))
+        optimize(llmod, tm, opts["opt_level"], auto_vectorize=bool(opts["auto_vectorize"]),
+                 unroll_first=any(i.num_unrolled_serial for i in infos.values()))
         t3 = time.perf_counter()
         ee = llvm.create_mcjit_compiler(llmod, new_target_machine(opts["opt_level"]))
         for text in extra_texts:

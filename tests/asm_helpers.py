@@ -1,0 +1,26 @@
+"""Reading x86 assembly in tests: the loops that do the work."""
+from __future__ import annotations
+
+import re
+
+
+def fma_loops(asm: str) -> list[tuple[int, int]]:
+    """(FMAs, stores to memory) of every assembly loop (a label with a jump back to it)
+    that contains an FMA."""
+    lines = asm.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\.LBB\d+_\d+):", line)
+        if not m:
+            continue
+        back = re.compile(r"\bj\w+\s+" + re.escape(m.group(1)) + r"\s*$")
+        for j in range(i + 1, len(lines)):
+            if back.search(lines[j]):
+                body = lines[i:j + 1]
+                fmas = sum("vfmadd" in x for x in body)
+                stores = sum(bool(re.search(r"\bv?mov\w*\s+%[xyz]mm\d+,\s*-?\w*\(", x))
+                             for x in body)
+                if fmas:
+                    out.append((fmas, stores))
+                break
+    return out
