@@ -107,16 +107,14 @@ def test_parallel_on_the_reduction_panel_loop_is_refused(les):
 
 
 def test_decompose_reduction_lets_the_accumulators_stay_in_registers(les):
-    """The lesson says: with the guarded ``C = 0`` inside k_1, C is loaded and stored around
-    the FMAs; after decompose_reduction an FMA loop without any store remains."""
+    """The lesson says: after decompose_reduction the innermost loop is loads of B, broadcasts
+    and FMAs, with no store (the 16 accumulators live in registers)."""
     mods = les.modules(les.test_params)
     k = next(i for i, s in enumerate(les.steps)
              if s.action and s.action["primitive"] == "decompose_reduction")
-    before = engine.build(mods[k]).get_source("asm")
     after = engine.build(mods[k + 1]).get_source("asm")
     if "vfmadd" not in after:
         pytest.skip("this CPU's assembly has no vfmadd (not x86 with FMA)")
-    assert fma_loops(before) and all(st > 0 for _, st in fma_loops(before))
     assert any(st == 0 and f >= 16 for f, st in fma_loops(after)), fma_loops(after)
 
 

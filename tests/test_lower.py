@@ -155,17 +155,29 @@ def test_large_vectorized_extent_is_chunked():
     np.testing.assert_allclose(y, x + 1)
 
 
-def test_unroll_loops_reach_llvm_marked_for_full_unrolling():
+def test_unroll_expands_constant_loops():
     f = elementwise((3, 5), ["int32"], "int32", lambda x: x * 2,
                     kinds=[ForKind.SERIAL, ForKind.UNROLLED])
     lf = lower(f)
+    assert not any(x.kind is ForKind.UNROLLED for x in collect(lf.body, For))
+    assert len(collect(lf.body, BufferStore)) == 5
+    x = np.arange(15, dtype="int32").reshape(3, 5)
+    y = np.zeros((3, 5), "int32")
+    engine.build(f)["ew"](x, y)
+    np.testing.assert_array_equal(y, x * 2)
+
+
+def test_unroll_loop_reaching_codegen_is_marked_for_llvm_full_unrolling():
+    f = elementwise((3, 5), ["int32"], "int32", lambda x: x * 2,
+                    kinds=[ForKind.SERIAL, ForKind.UNROLLED])
+    lf = lower(f, legalize=False)
     unrolled = [x for x in collect(lf.body, For) if x.kind is ForKind.UNROLLED]
     assert len(unrolled) == 1 and unrolled[0].extent.value == 5
-    mod = engine.build(f, cache=False)
+    mod = engine.build(lf, lowered=True, cache=False)
     ll = mod.get_source("ll")
-    assert ll.count('!"llvm.loop.unroll.full"') == 1 and "!llvm.loop" in ll
+    assert ll.count('!"llvm.loop.unroll.full"') == 1 and "distinct !{" in ll
+    # LLVM expanded it: no loop is left around the 5 stores of a row
     opt = mod.get_source("ll-opt")
-    # LLVM expanded it: one row loop left, whose body holds the 5 stores
     assert opt.count("store i32") == 5 or "store <" in opt
     x = np.arange(15, dtype="int32").reshape(3, 5)
     y = np.zeros((3, 5), "int32")
@@ -177,7 +189,8 @@ def test_expand_unrolled_gives_one_copy_per_iteration():
     from engine.lower.legalize import expand_unrolled
     f = elementwise((3, 5), ["int32"], "int32", lambda x: x * 2,
                     kinds=[ForKind.SERIAL, ForKind.UNROLLED])
-    inner = [x for x in collect(lower(f).body, For) if x.kind is ForKind.UNROLLED][0]
+    inner = [x for x in collect(lower(f, legalize=False).body, For)
+             if x.kind is ForKind.UNROLLED][0]
     out = expand_unrolled(inner)
     assert not collect(out, For) and len(collect(out, BufferStore)) == 5
 

@@ -35,11 +35,11 @@ loop failed). Choices worth knowing:
   (engine/runtime/parallel.c), which splits the iterations into chunks that the pool's
   threads claim dynamically.
   Parallel loops nested inside a parallel loop run serially.
-* **Unrolled loops** (``T.unroll`` with a constant extent, kept as loops by
-  :mod:`engine.lower.legalize`) get the loop metadata ``!llvm.loop !{self,
-  !{"llvm.loop.unroll.full"}}`` on their back edge, so LLVM's unroller expands them early
-  in the O3 pipeline (SROA then promotes the accumulators they index); other loops are
-  left to LLVM's own heuristics.
+* **Unrolled loops** are normally expanded by :mod:`engine.lower.legalize`; a ``T.unroll``
+  loop that still reaches the code generator (IR lowered with ``legalize=False``) gets the
+  loop metadata ``!llvm.loop !{self, !{"llvm.loop.unroll.full"}}`` on its back edge, so
+  LLVM's unroller expands it (see :func:`engine.codegen.target.optimize` for the O1 run
+  this needs outside parallel loops); other loops are left to LLVM's own heuristics.
 * **Intrinsics** (:data:`engine.ir.expr.INTRINSICS`) map to LLVM intrinsics (``llvm.exp``,
   ``llvm.sqrt``, ``llvm.fma``, ...), to libm (``tanh``, ``erf``) or to an expansion
   (``sigmoid``, ``rsqrt``); ``if_then_else`` evaluates only the chosen branch.
@@ -478,30 +478,33 @@ class CodeGen:
     # ------------------------------------------------------------------ parallel outlining
     def parallel_for(self, s: S.For) -> None:
         body = s.body
+        # one walk of the body: the variables it defines and uses, the buffers it allocates
+        # and accesses (an unrolled micro-kernel's body is large: four walks cost 5 ms)
         defined: set[int] = {id(s.loop_var)}
+        used_vars: list[E.Var] = []
+        seen: set[int] = set()
+        allocated: set[int] = set()
+        used_bufs: list[Buffer] = []
+        seen_b: set[int] = set()
 
-        def note_def(n):
-            if isinstance(n, S.For):
+        def note(n):
+            if isinstance(n, E.Var):
+                if id(n) not in seen:
+                    seen.add(id(n))
+                    used_vars.append(n)
+            elif isinstance(n, (E.BufferLoad, S.BufferStore)):
+                if id(n.buffer) not in seen_b:
+                    seen_b.add(id(n.buffer))
+                    used_bufs.append(n.buffer)
+            elif isinstance(n, S.For):
                 defined.add(id(n.loop_var))
             elif isinstance(n, (S.LetStmt, E.Let)):
                 defined.add(id(n.var))
-        post_order_visit(body, note_def)
-        free_vars: list[E.Var] = []
-        seen: set[int] = set()
-
-        def note_use(n):
-            if isinstance(n, E.Var) and id(n) not in defined and id(n) not in seen:
-                seen.add(id(n))
-                free_vars.append(n)
-        post_order_visit(body, note_use)
-        bufs: list[Buffer] = []
-        seen_b: set[int] = set()
-        allocated = {id(a.buffer) for a in collect(body, S.Allocate)}
-        for n in collect(body, (E.BufferLoad, S.BufferStore)):
-            bb = n.buffer
-            if id(bb) not in seen_b and id(bb) not in allocated:
-                seen_b.add(id(bb))
-                bufs.append(bb)
+            elif isinstance(n, S.Allocate):
+                allocated.add(id(n.buffer))
+        post_order_visit(body, note)
+        free_vars = [v for v in used_vars if id(v) not in defined]
+        bufs = [bb for bb in used_bufs if id(bb) not in allocated]
         for v in free_vars:
             if id(v) not in self.vars:
                 raise self.err(f"variable {v.name!r} is used in parallel loop "

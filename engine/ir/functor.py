@@ -49,6 +49,19 @@ def _child(v: Any):
             yield from _child(x)
 
 
+def _kids(n: Any, out: list) -> list:
+    """Append the direct child nodes of ``n`` to ``out`` (as :func:`children`, no generators:
+    this runs for every node of every walk)."""
+    for v in ((getattr(n, name) for name in field_names(type(n)))
+              if not isinstance(n, tuple) else n):
+        if isinstance(v, Node):
+            if not isinstance(v, Buffer):
+                out.append(v)
+        elif isinstance(v, tuple):
+            _kids(v, out)
+    return out
+
+
 def post_order_visit(n: Any, fn: Callable[[Any], None]) -> None:
     """Call ``fn(node)`` on every node reachable from ``n`` (not entering buffers)."""
     stack: list[tuple[Any, bool]] = [(n, False)]
@@ -58,16 +71,16 @@ def post_order_visit(n: Any, fn: Callable[[Any], None]) -> None:
             fn(cur)
             continue
         stack.append((cur, True))
-        kids = list(children(cur)) if isinstance(cur, (Node, tuple)) else []
-        for k in reversed(kids):
-            stack.append((k, False))
+        if isinstance(cur, (Node, tuple)):
+            for k in reversed(_kids(cur, [])):
+                stack.append((k, False))
 
 
 def pre_order_visit(n: Any, fn: Callable[[Any], bool | None]) -> None:
     """Call ``fn(node)`` parents first; if it returns False the subtree is skipped."""
     if fn(n) is False:
         return
-    for k in children(n):
+    for k in _kids(n, []):
         pre_order_visit(k, fn)
 
 

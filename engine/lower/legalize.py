@@ -1,14 +1,17 @@
 """Loop legalisation: unrolled and vectorized loops (runs on flattened IR).
 
-* ``unroll`` loops with a constant extent stay ``For(kind=UNROLLED)`` loops when the
-  unrolled body stays below :data:`UNROLL_LIMIT` IR nodes: the code generator marks them
-  ``llvm.loop.unroll.full`` and LLVM's unroller expands them (one copy of the body per
-  iteration, the loop variable a constant in each), then SROA keeps small local buffers
-  indexed by it in registers. Expanding them here instead cost 20-25 ms per compile of the
-  best matmul schedule (every copy re-simplified, then 1,000 more lines of IR to print and
-  parse) for the same machine code. Bigger loops, or loops whose extent is not a constant,
-  become serial loops annotated ``("unroll_skipped", reason)`` (LLVM's O3 may still unroll
-  them). :func:`expand_unrolled` does the expansion in IR, for passes that want it.
+* ``unroll`` loops with a constant extent are expanded in place (:func:`expand_unrolled`:
+  one copy of the body per iteration, the loop variable a constant in each, every copy
+  re-simplified) when the expansion stays below :data:`UNROLL_LIMIT` IR nodes. Bigger
+  loops, or loops whose extent is not a constant, become serial loops annotated
+  ``("unroll_skipped", reason)`` (LLVM's O3 may still unroll them).
+
+  Leaving the loops to LLVM instead (``llvm.loop.unroll.full`` metadata, which the code
+  generator still emits for an ``unroll`` loop that reaches it) compiled the best matmul
+  schedule 15-20 ms faster, but LLVM unrolls after its LICM, so a serial register-blocked
+  kernel kept its accumulators in memory (100 instead of 240 GFLOP/s) without an extra O1
+  run, and conv2d-best lost 7% (its per-copy index folds, e.g. of padded windows, happen
+  here and not in LLVM). The expansion here gives the best code.
 * ``vectorized`` loops with a constant extent are turned into vector code: the loop variable
   becomes ``Ramp(min, 1, lanes)``, affine indices with stride 1 stay ``Ramp`` (contiguous
   vector loads/stores), loop-invariant values become ``Broadcast``. Extents above
@@ -259,15 +262,19 @@ def _fallback(loop: S.For, reason: str) -> S.For:
 
 
 def unroll_loop(loop: S.For) -> S.Stmt:
-    """Check an ``unroll`` loop; it stays ``UNROLLED`` (LLVM expands it) or becomes serial.
+    """Expand an ``unroll`` loop (:func:`expand_unrolled`) or make it a serial loop.
 
     Before (``T.unroll``, constant extent, small body)::
 
-        for i1 in T.unroll(4):
+        for i1 in T.unroll(2):
             C_local[i1 * 64 + j] = C_local[i1 * 64 + j] + A[...] * B[...]
 
-    after: the same loop, which the code generator marks ``!llvm.loop.unroll.full``. A loop
-    whose extent is not a constant, or whose unrolled body would exceed
+    after::
+
+        C_local[j] = C_local[j] + A[...] * B[...]
+        C_local[64 + j] = C_local[64 + j] + A[...] * B[...]
+
+    A loop whose extent is not a constant, or whose unrolled body would exceed
     :data:`UNROLL_LIMIT` IR nodes, becomes ``T.serial`` with ``("unroll_skipped", reason)``.
     """
     ext = E.as_const_int(loop.extent)
@@ -277,7 +284,7 @@ def unroll_loop(loop: S.For) -> S.Stmt:
     if ext * _size(loop.body) > UNROLL_LIMIT:
         return S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, loop.body,
                      loop.annotations + (("unroll_skipped", "the unrolled body would be too big"),))
-    return loop
+    return expand_unrolled(loop)
 
 
 def expand_unrolled(loop: S.For) -> S.Stmt:
@@ -325,5 +332,5 @@ class _Legalizer(Mutator):
 
 
 def legalize_loops(body: S.Stmt, func_name: str = "") -> S.Stmt:
-    """Check unrolled loops and vectorize vectorized loops (see the module docstring)."""
+    """Expand unrolled loops and vectorize vectorized loops (see the module docstring)."""
     return _Legalizer().visit(body)

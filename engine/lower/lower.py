@@ -23,9 +23,8 @@ function by function) and returns a *lowered* PrimFunc that the LLVM code genera
    (the runtime checks numpy arrays against their shapes).
 3. **Simplification** of every index/condition (:func:`engine.arith.simplify` plus the
    lowering-specific folds of :mod:`engine.arith.lower_simplify`).
-4. **Loop legalisation** (:mod:`.legalize`): ``unroll`` loops with a constant extent stay
-   loops that the code generator asks LLVM to unroll fully (others become serial loops
-   with an ``unroll_skipped`` note); ``vectorized`` loops become straight-line vector code (``Ramp`` /
+4. **Loop legalisation** (:mod:`.legalize`): ``unroll`` loops with a constant extent are
+   expanded (others become serial loops with an ``unroll_skipped`` note); ``vectorized`` loops become straight-line vector code (``Ramp`` /
    ``Broadcast`` / vector loads and stores) when the body is vectorizable, otherwise a
    serial loop annotated with ``("vectorize_fallback", reason)`` (always correct).
    ``parallel`` loops stay as ``For(kind=PARALLEL)``; the code generator outlines them.
