@@ -6,6 +6,7 @@ has not landed (see :mod:`app.bridge`).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -62,20 +63,27 @@ def presets(workload: str | None = None, here: dict | None = None) -> list[dict]
             if workload is not None and p.workload != workload:
                 continue
             sizes = ", ".join(f"{k}={v}" for k, v in p.params.items())
-            item = {"name": p.name, "title": p.title, "description": p.description,
-                    "workload": p.workload, "sizes": sizes, "tags": list(p.tags),
-                    "url": p.explore_url(), "url_here": None}
             mine = {k: here[k] for k in p.params if here and k in here}
-            if mine and mine != dict(p.params):
-                try:
-                    item["url_here"] = p.explore_url(**mine)
-                except Exception:  # noqa: BLE001 - this recipe does not fit these sizes
-                    item["url_here"] = None
-            out.append(item)
+            here_url = _preset_url(name, tuple(sorted(mine.items()))) \
+                if mine and mine != dict(p.params) else None
+            out.append({"name": p.name, "title": p.title, "description": p.description,
+                        "workload": p.workload, "sizes": sizes, "tags": list(p.tags),
+                        "url": _preset_url(name, ()), "url_here": here_url})
         return out
     except Exception:  # noqa: BLE001 - presets are an extra: never break the page for them
         log.exception("listing the presets failed")
         return []
+
+
+@functools.lru_cache(maxsize=256)
+def _preset_url(name: str, overrides: tuple) -> str | None:
+    """``engine.presets.info(name).explore_url(**overrides)``, or None when the recipe does
+    not fit those sizes. Cached: it replays the whole schedule (10-100 ms) and the trace
+    pane lists the presets on every click."""
+    try:
+        return bridge.part("presets").info(name).explore_url(**dict(overrides))
+    except Exception:  # noqa: BLE001 - this recipe does not fit these sizes
+        return None
 
 
 def saved_traces(limit: int = 20) -> list[dict]:

@@ -147,7 +147,8 @@ class _LoopID(ir.values.MDValue):
 
 def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:
     """A new loop ID asking LLVM to unroll its loop completely."""
-    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.full")])
+    from .target import UNROLL_FULL_MD
+    option = module.add_metadata([ir.MetaDataString(module, UNROLL_FULL_MD)])
     return _LoopID(module, [option])
 
 

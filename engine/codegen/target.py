@@ -66,11 +66,11 @@ UNROLL_FULL_MD = "llvm.loop.unroll.full"
 
 
 def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
-             unroll_first: bool | None = None) -> None:
+             unroll_first: bool = False) -> None:
     """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place.
 
-    With ``unroll_first`` (by default: when the module's text carries
-    :data:`UNROLL_FULL_MD`, i.e. it has ``T.unroll`` loops), a default<O1> pipeline runs
+    With ``unroll_first`` (the caller knows: the module has ``T.unroll`` loops that
+    reached the code generator, marked :data:`UNROLL_FULL_MD`), a default<O1> pipeline runs
     first. Its full-unroll pass expands those loops, so that O3's LICM, SROA and SLP
     vectorizer see the unrolled micro-kernel as straight-line code and keep its
     accumulators in registers: in a single O3 run the full unroll comes *after* LICM, and a
@@ -89,8 +89,6 @@ def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
     """
     if opt_level <= 0:
         return
-    if unroll_first is None:
-        unroll_first = UNROLL_FULL_MD in str(mod)
     if unroll_first and opt_level >= 2:
         _run_pipeline(mod, tm, 1, auto_vectorize=False)
     _run_pipeline(mod, tm, opt_level, auto_vectorize)

@@ -159,12 +159,12 @@ def _conv_stages(p):
     return data, weight, conv
 
 
-def _conv_windows(data: np.ndarray, p):
-    """For each kernel tap ``(kh, kw)``: the window of the zero-padded input (float64)
-    that the tap multiplies at every output position, as ``(kh, kw, window)``."""
+def _conv_windows(data: np.ndarray, p, dtype=np.float64):
+    """For each kernel tap ``(kh, kw)``: the window of the zero-padded input (in
+    ``dtype``) that the tap multiplies at every output position, as ``(kh, kw, window)``."""
     K, s, pad = p["kernel"], p["stride"], p["pad"]
     O = _out_size(p)
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    x = np.pad(data.astype(dtype, copy=False), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     for kh in range(K):
         for kw in range(K):
             yield kh, kw, x[:, :, kh:kh + s * (O - 1) + 1:s, kw:kw + s * (O - 1) + 1:s]

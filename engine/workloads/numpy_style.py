@@ -15,23 +15,15 @@ from typing import Callable
 
 import numpy as np
 
+from .library import _conv_windows, _out_size
 from .registry import resolve_params
 
 F32 = np.float32
 
 
-def _out_size(p: dict) -> int:
-    return (p["size"] + 2 * p["pad"] - p["kernel"]) // p["stride"] + 1
-
-
 def _windows(data: np.ndarray, p: dict) -> np.ndarray:
     """im2col: ``(N, C, K*K, O, O)`` float32 windows of the zero-padded input."""
-    K, s, pad = p["kernel"], p["stride"], p["pad"]
-    O = _out_size(p)
-    x = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    taps = [x[:, :, kh:kh + s * (O - 1) + 1:s, kw:kw + s * (O - 1) + 1:s]
-            for kh in range(K) for kw in range(K)]
-    return np.stack(taps, axis=2)
+    return np.stack([w for _, _, w in _conv_windows(data, p, F32)], axis=2)
 
 
 def _conv(p: dict, relu: bool) -> Callable:
