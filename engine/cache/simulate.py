@@ -25,6 +25,14 @@ from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module
 #: Above this many (estimated) accesses, outer-loop iterations are sampled.
 DEFAULT_MAX_ACCESSES = 64_000_000
 
+#: Simulated addresses do not depend on what the process allocated before: the k-th array
+#: (the parameters, then the kernel's heap buffers) starts ``k * LAYOUT_STAGGER`` bytes past
+#: a ``LAYOUT_ALIGN`` boundary. 2 MiB covers the way size (size / ways) of every level up
+#: to a 32 MiB 16-way L3, so the set each line maps to is the same in every run; the
+#: stagger (a page and a line) keeps the arrays' first lines out of one another's sets.
+LAYOUT_ALIGN = 2 * 1024 * 1024
+LAYOUT_STAGGER = 4096 + 64
+
 #: Kernels with at most this many access sites get the whole lookup inlined at each site.
 INLINE_LOOKUP_SITES = 32
 
@@ -64,13 +72,14 @@ def aligned_empty(shape: tuple, dtype: Any, align: int = 64, offset: int = 0) ->
 
 
 def default_args(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
-    """Random 64-byte-aligned arrays for the parameters of ``func``."""
+    """Random arrays for the parameters of ``func``, the k-th one ``k * LAYOUT_STAGGER``
+    bytes past a ``LAYOUT_ALIGN`` boundary (see :data:`LAYOUT_ALIGN`)."""
     from engine.runtime.module import NUMPY_DTYPES
     rng = np.random.default_rng(seed)
     out = []
-    for p in func.params:
+    for k, p in enumerate(func.params):
         dt = np.dtype(NUMPY_DTYPES[p.dtype])
-        a = aligned_empty(p.const_shape(), dt)
+        a = aligned_empty(p.const_shape(), dt, LAYOUT_ALIGN, k * LAYOUT_STAGGER % LAYOUT_ALIGN)
         if dt.kind == "f":
             a[...] = rng.uniform(-1, 1, size=a.shape)
         elif dt.kind == "b":
@@ -113,7 +122,9 @@ _LOCK = threading.RLock()
 def _build_linked_locked(func, simmod, codegen, host_cpu, optimize, Function, Module,
                          make_specs):
     import llvmlite.binding as llvm
-    ir_mod, infos = codegen([(func.name, func)])
+    # heap buffers take the offsets after the parameters
+    layout = (LAYOUT_ALIGN, LAYOUT_STAGGER, len(func.params))
+    ir_mod, infos = codegen([(func.name, func)], heap_layout=layout)
     ll_text = str(ir_mod)
     cpu, feats = host_cpu()
     tm = llvm.Target.from_default_triple().create_target_machine(

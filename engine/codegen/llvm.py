@@ -177,9 +177,14 @@ class _Frame:
 class CodeGen:
     """Builds one llvmlite module from lowered PrimFuncs."""
 
-    def __init__(self, module_name: str = "engine", fast_math: bool = False):
+    def __init__(self, module_name: str = "engine", fast_math: bool = False,
+                 heap_layout: tuple[int, int, int] | None = None):
         self.module = ir.Module(name=module_name)
         self.fast_math = fast_math
+        # (alignment, stagger, first): the k-th heap buffer starts (first + k) * stagger
+        # past an alignment boundary — the cache simulator's deterministic addresses
+        self.heap_layout = heap_layout
+        self.heap_count = 0
         # "contract" lets LLVM fuse a*b+c into one FMA (what C compilers do by default,
         # -ffp-contract=on); it only ever makes results more accurate.
         self.fflags = ("fast",) if fast_math else ("contract",)
@@ -397,18 +402,25 @@ class CodeGen:
             ptr = self.frame.alloca(ir.ArrayType(ety, max(n, 1)), sanitize(buf.name),
                                     align=max(64, buf.align))
         else:
-            size = (nbytes + 63) // 64 * 64
+            align, offset = 64, 0
+            if self.heap_layout is not None:
+                align, stagger, first = self.heap_layout
+                offset = (first + self.heap_count) * stagger % align
+                self.heap_count += 1
+            size = (nbytes + offset + 63) // 64 * 64
             alloc = self.declare("aligned_alloc", PTR, [I64, I64])
-            ptr = b.call(alloc, [ir.Constant(I64, 64), ir.Constant(I64, size)],
-                         name=sanitize(buf.name))
-            null = b.icmp_unsigned("==", ptr, ir.Constant(PTR, None))
+            raw = b.call(alloc, [ir.Constant(I64, align), ir.Constant(I64, size)],
+                         name=sanitize(buf.name) + "_mem")
+            null = b.icmp_unsigned("==", raw, ir.Constant(PTR, None))
             code = b.select(null, ir.Constant(I32, -1), ir.Constant(I32, 0))
             self.fail_with(code)
+            ptr = raw if not offset else b.gep(raw, [ir.Constant(I64, offset)], inbounds=True,
+                                               source_etype=I8, name=sanitize(buf.name))
         old = self.bufs.get(id(buf))
         self.bufs[id(buf)] = ptr
         self.stmt(s.body)
         if heap:
-            self.builder.call(self.declare("free", ir.VoidType(), [PTR]), [ptr])
+            self.builder.call(self.declare("free", ir.VoidType(), [PTR]), [raw])
         if old is None:
             self.bufs.pop(id(buf), None)
         else:
@@ -1100,12 +1112,16 @@ def _type_suffix(t: ir.Type) -> str:
     raise BuildError(f"no LLVM intrinsic suffix for type {t}")
 
 
-def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False):
+def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False,
+            heap_layout: tuple[int, int, int] | None = None):
     """Generate one llvmlite module for lowered PrimFuncs ``[(name, func), ...]``.
 
+    ``heap_layout=(alignment, stagger, first)`` places the k-th heap buffer
+    ``(first + k) * stagger`` bytes past an ``alignment`` boundary (default: 64-byte
+    aligned, wherever malloc puts it).
     Returns ``(llvmlite.ir.Module, {name: FuncInfo})``.
     """
-    cg = CodeGen(module_name, fast_math=fast_math)
+    cg = CodeGen(module_name, fast_math=fast_math, heap_layout=heap_layout)
     for name, f in funcs:
         cg.add_function(f, name)
     return cg.module, cg.infos
