@@ -219,3 +219,12 @@ def test_results_must_be_json(tmp_path):
     s = Store(str(tmp_path / DB_NAME))
     with pytest.raises(ValueError):
         s.put_result("nan", FP, "step", {"x": float("nan")})
+
+
+def test_pruning_happens_every_prune_every_results(tmp_path):
+    from app.store import PRUNE_EVERY
+    s = Store(str(tmp_path / DB_NAME), max_results=3)
+    fill(s, PRUNE_EVERY - 1)
+    assert s.count_results() == PRUNE_EVERY - 1          # never before the PRUNE_EVERY-th
+    s.put_result("last", FP, "step", {"v": 1})
+    assert s.count_results() == 3 and s.get_result("last", FP, "step") == {"v": 1}
