@@ -262,8 +262,9 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
     With a measurer (the real server) the work is done by a worker process and this call
     waits for it. ``timing_slot`` (used inside a worker) is a context-manager factory held
     around the checked and timed runs, so that no other worker runs anything on the same
-    cores meanwhile; ``compile_slot`` (one core) is held around the compile, so a compile
-    never shares a core with another worker's timing.
+    cores meanwhile; ``compile_slot`` is held around the compile (one core, or all of them
+    for a program with parallel loops, whose LLVM modules compile side by side), so a
+    compile never shares a core with another worker's timing.
     """
     m = active()
     if m is not None:

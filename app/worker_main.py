@@ -415,7 +415,9 @@ def act_step(ctx: JobContext) -> None:
     params = dict(job.get("params") or {})
     accepts = inspect.signature(measure.measure_step).parameters
     if "compile_slot" in accepts:
-        kwargs["compile_slot"] = lambda: ctx.timing_slot(1)
+        # a program with parallel loops compiles as several LLVM modules side by side
+        # (engine.codegen.units): it gets the cores its timing gets
+        kwargs["compile_slot"] = lambda: ctx.timing_slot(ncores)
     if "timing_slot" in accepts:
         res = measure.measure_step(mod, job.get("workload"), params,
                                    timing_slot=lambda: ctx.timing_slot(ncores), **kwargs)

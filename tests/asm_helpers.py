@@ -6,7 +6,10 @@ import re
 
 def fma_loops(asm: str) -> list[tuple[int, int]]:
     """(FMAs, stores to memory) of every assembly loop (a label with a jump back to it)
-    that contains an FMA."""
+    that contains an FMA, module by module (labels are local to a module)."""
+    from engine.runtime.module import ASM_UNIT_SEPARATOR
+    if ASM_UNIT_SEPARATOR in asm:
+        return [loop for part in asm.split(ASM_UNIT_SEPARATOR) for loop in fma_loops(part)]
     lines = asm.splitlines()
     out = []
     for i, line in enumerate(lines):

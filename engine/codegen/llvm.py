@@ -119,8 +119,9 @@ class FuncInfo:
     orig_params: tuple       # the original (multi-dimensional) buffers
     num_parallel: int = 0
     num_vector_fallbacks: int = 0
-    #: ``T.unroll`` loops outside any parallel loop (see engine.codegen.target.optimize)
-    num_unrolled_serial: int = 0
+    #: ``T.unroll`` loops that reached the code generator unexpanded (marked for LLVM's
+    #: full unroll; see engine.codegen.target.optimize)
+    num_unrolled_loops: int = 0
     notes: list = field(default_factory=list)
 
 
@@ -143,6 +144,26 @@ class _LoopID(ir.values.MDValue):
 
     def __hash__(self):
         return id(self)
+
+
+#: a loop with at least this many iterations is never unrolled completely by LLVM's O3
+#: (its full-unroll threshold is 300 instructions, an iteration costs at least about 5)
+LONG_LOOP_TRIP = 64
+
+
+#: index arithmetic done in i64 by CodeGen.index: expression type -> LLVM operation
+_INDEX_OPS = {E.Add: "add", E.Sub: "sub", E.Mul: "mul", E.FloorDiv: "sdiv", E.FloorMod: "srem"}
+
+
+def _signed_int(dtype: str) -> bool:
+    """int8..int64 scalars (not uint, not bool, not vectors)."""
+    return is_int(dtype) and not is_uint(dtype) and not is_bool(dtype) and lanes_of(dtype) == 1
+
+
+def unroll_disable_loop_id(module: ir.Module) -> ir.values.MDValue:
+    """A new loop ID asking LLVM not to unroll its loop."""
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    return _LoopID(module, [option])
 
 
 def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:
@@ -178,8 +199,13 @@ class CodeGen:
     """Builds one llvmlite module from lowered PrimFuncs."""
 
     def __init__(self, module_name: str = "engine", fast_math: bool = False,
-                 heap_layout: tuple[int, int, int] | None = None):
+                 heap_layout: tuple[int, int, int] | None = None,
+                 split_parallel: bool = False):
         self.module = ir.Module(name=module_name)
+        #: with split_parallel, each outlined parallel loop body is a module of its own
+        #: (appended to ``units``), so that LLVM can compile them side by side
+        self.split_parallel = split_parallel
+        self.units: list[ir.Module] = []
         self.fast_math = fast_math
         # (alignment, stagger, first): the k-th heap buffer starts (first + k) * stagger
         # past an alignment boundary — the cache simulator's deterministic addresses
@@ -194,6 +220,10 @@ class CodeGen:
         self.frame: _Frame | None = None
         self.func_name = ""
         self.outline_count = 0
+        #: structural key -> (basic block, i64 value) of flat indices (see index())
+        self.index_values: dict = {}
+        #: loops emitted so far that LLVM will not unroll completely (see serial_loop)
+        self.long_loops = 0
         self.infos: dict[str, FuncInfo] = {}
         self.info: FuncInfo | None = None
         self.mask: ir.Value | None = None  # active lanes inside a vector-predicated region
@@ -473,14 +503,24 @@ class CodeGen:
         self.vars[id(var)] = phi
         if nonneg:
             self.nonneg.add(id(var))
+        long_before = self.long_loops
         self.stmt(body)
         nxt = self.builder.add(phi, ir.Constant(ty, 1), flags=["nsw"])
         phi.add_incoming(nxt, self.builder.block)
         latch = self.builder.branch(head)
         if unroll:
             latch.set_metadata("llvm.loop", unroll_full_loop_id(self.module))
-            if self.frame.parallel_depth == 0 and self.info is not None:
-                self.info.num_unrolled_serial += 1
+            if self.info is not None:
+                self.info.num_unrolled_loops += 1
+        elif self.long_loops > long_before:
+            # an outer loop around a loop that stays a loop: unrolling it only copies the
+            # inner loop (k_0 around a 128-long k_1 became 8 copies of k_1, each then
+            # unrolled 16x by LLVM: 2x the compile time for the same inner loop)
+            latch.set_metadata("llvm.loop", unroll_disable_loop_id(self.module))
+        const_trip = (isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant))
+        if not unroll and (not const_trip or int(hi.constant) - int(lo.constant)
+                           >= LONG_LOOP_TRIP):
+            self.long_loops += 1
         self.builder.position_at_end(done)
         self.nonneg.discard(id(var))
         if old is None:
@@ -541,11 +581,30 @@ class CodeGen:
         # worker: i32 worker(ptr noalias bufs..., vars..., i64 begin, i64 end)
         wty = ir.FunctionType(I32, [PTR] * len(bufs) + [self.vars[id(v)].type for v in free_vars]
                               + [I64, I64])
-        worker = ir.Function(self.module, wty, name=base + "_work")
+        parent_module = self.module
+        unit = parent_module
+        if self.split_parallel:
+            # the loop body becomes a module of its own, optimized and compiled to machine
+            # code on its own thread (engine.codegen.units): its task is external there and
+            # declared in this module
+            unit = ir.Module(name=base)
+            self.units.append(unit)
+        worker = ir.Function(unit, wty, name=base + "_work")
         worker.linkage = "internal"
+        # inlined into its task by LLVM's always-inliner, before any simplification: the
+        # body is optimized once, in the task (with the worker's noalias parameters turned
+        # into alias scopes). Left to the CGSCC inliner, it was simplified as a function
+        # of its own, then again after inlining: 8-10 ms more per compile of the best
+        # matmul, for the same code.
+        worker.attributes.add("alwaysinline")
         # task: i32 task(i32 task_id, i32 num_tasks, ptr env)
-        task = ir.Function(self.module, ir.FunctionType(I32, [I32, I32, PTR]), name=base + "_task")
-        task.linkage = "internal"
+        task_ty = ir.FunctionType(I32, [I32, I32, PTR])
+        task = ir.Function(unit, task_ty, name=base + "_task")
+        if unit is parent_module:
+            task.linkage = "internal"
+            task_ref = task
+        else:
+            task_ref = self.declare(base + "_task", I32, [I32, I32, PTR])
         if self.info is not None:
             self.info.num_parallel += 1
 
@@ -553,7 +612,7 @@ class CodeGen:
         launch = self.declare(LAUNCH_SYMBOL, I32, [PTR, PTR, I32])
         big = b.icmp_signed(">", ext, ir.Constant(I64, 65535))
         hint = b.trunc(b.select(big, ir.Constant(I64, 65535), ext), I32)
-        rc = b.call(launch, [task, env, hint])
+        rc = b.call(launch, [task_ref, env, hint])
         self.fail_with(rc)
 
         # --- task function: load env, compute the chunk, call the worker
@@ -589,9 +648,13 @@ class CodeGen:
             a.name = sanitize(v.name)
             self.vars[id(v)] = a
         wbegin, wend = args[-2], args[-1]
-        self.serial_loop(s.loop_var, wbegin, None, body,
-                         nonneg=self._nonneg_expr(s.min), hi=wend)
-        self.builder.ret(ir.Constant(I32, 0))
+        self.module = unit  # declarations and loop metadata of the body go to its module
+        try:
+            self.serial_loop(s.loop_var, wbegin, None, body,
+                             nonneg=self._nonneg_expr(s.min), hi=wend)
+            self.builder.ret(ir.Constant(I32, 0))
+        finally:
+            self.module = parent_module
         self.frame, self.vars, self.bufs, self.nonneg = saved
 
     # ------------------------------------------------------------------ memory access
@@ -614,7 +677,7 @@ class CodeGen:
         esize = max(1, bytes_of(element_of(buf.dtype)))
         lanes = lanes_of(idx_e.dtype)
         if lanes == 1:
-            p = self._elem_ptr(buf, self.expr(idx_e))
+            p = self._elem_ptr(buf, self.index(idx_e))
             if store_val is None:
                 return b.load(p, typ=ety, align=esize)
             b.store(store_val, p, align=esize)
@@ -625,7 +688,7 @@ class CodeGen:
             raise self.err(f"access to {buf.name!r} with {lanes} lanes under a predicate "
                            f"of {mask.type.count} lanes")
         if isinstance(idx_e, E.Ramp) and E.as_const_int(idx_e.stride) == 1:
-            p = self._elem_ptr(buf, self.expr(idx_e.base))
+            p = self._elem_ptr(buf, self.index(idx_e.base))
             suffix = f"v{lanes}{_type_suffix(ety)}.p0"
             if store_val is None:
                 if mask is None:
@@ -668,6 +731,74 @@ class CodeGen:
                     b.store(b.extract_element(store_val, lc), self._elem_ptr(buf, li),
                             align=esize)
         return out
+
+    # ------------------------------------------------------------------ flat indices
+    def index(self, e: E.PrimExpr) -> ir.Value:
+        """A scalar flat index as an i64 value; identical index arithmetic in one basic
+        block is emitted once.
+
+        The 16 copies of an unrolled micro-kernel's ``C[i_0 * 32768 + i_1 * 4096 + ...]``
+        compute their common part once (common sub-expressions of signed integer ``+ - *``
+        and of floor division / modulo by a positive constant). The arithmetic stays in
+        the index's own type, sign-extended at the end as before: computing it in i64
+        instead changes LLVM's unrolling decisions (cheaper-looking loop bodies got
+        unrolled completely: the best matmul's packing loop became 64 copies and its
+        compile 15 ms slower).
+        """
+        v, key = self._index(e)
+        if v.type == I64:
+            return v
+        return self._cse(None if key is None else ("i64", key),
+                         lambda: self.cast_int(v, I64))[0]
+
+    def _index(self, e: E.PrimExpr) -> tuple[ir.Value, Any]:
+        """(value in e's type, structural key or None); see :meth:`index`."""
+        t = type(e)
+        if t is E.IntImm:
+            v = self.e_IntImm(e)
+            return v, (e.dtype, int(e.value))
+        if t is E.Var:
+            v = self.e_Var(e)
+            return v, ("v", id(v))
+        op = _INDEX_OPS.get(t)
+        if op is None or not _signed_int(e.dtype):
+            return self.expr(e), None
+        if op in ("sdiv", "srem"):
+            c = E.as_const_int(e.b)
+            if c is None or c <= 0:
+                return self.expr(e), None
+            if c & (c - 1) == 0:       # a power of two: floor semantics for any sign
+                a, ka = self._index(e.a)
+                if op == "sdiv":
+                    k = c.bit_length() - 1
+                    if k == 0:
+                        return a, ka
+                    return self._cse(None if ka is None else ("ashr", ka, k),
+                                     lambda: self.builder.ashr(a, ir.Constant(a.type, k)))
+                return self._cse(None if ka is None else ("and", ka, c - 1),
+                                 lambda: self.builder.and_(a, ir.Constant(a.type, c - 1)))
+            if not self._nonneg_expr(e.a):  # truncating division = floor division
+                return self.expr(e), None
+        a, ka = self._index(e.a)
+        b, kb = self._index(e.b)
+        a, b = self.match(a, b)
+        key = None if ka is None or kb is None else (op, ka, kb)
+        if op in ("add", "sub", "mul"):
+            return self._cse(key, lambda: getattr(self.builder, op)(a, b, flags=["nsw"]))
+        return self._cse(key, lambda: getattr(self.builder, op)(a, b))
+
+    def _cse(self, key, make) -> tuple[ir.Value, Any]:
+        """``make()``, or the value made for ``key`` earlier in the current basic block
+        (which dominates the insertion point)."""
+        block = self.builder.block
+        if key is not None:
+            hit = self.index_values.get(key)
+            if hit is not None and hit[0] is block:
+                return hit[1], key
+        v = make()
+        if key is not None:
+            self.index_values[key] = (block, v)
+        return v, key
 
     # ------------------------------------------------------------------ expressions
     def expr(self, e: Any) -> ir.Value:
@@ -1082,7 +1213,7 @@ class CodeGen:
         ld = e.args[0]
         if len(ld.indices) != 1 or lanes_of(ld.indices[0].dtype) != 1:
             raise self.err("address_of needs a flattened scalar BufferLoad (lower first)")
-        p = self._elem_ptr(ld.buffer, self.expr(ld.indices[0]))
+        p = self._elem_ptr(ld.buffer, self.index(ld.indices[0]))
         v = self.builder.ptrtoint(p, I64)
         return self.convert(v, "int64", e.dtype) if e.dtype != "int64" else v
 
@@ -1125,3 +1256,20 @@ def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False,
     for name, f in funcs:
         cg.add_function(f, name)
     return cg.module, cg.infos
+
+
+def codegen_units(funcs: list, module_name: str = "engine", fast_math: bool = False,
+                  heap_layout: tuple[int, int, int] | None = None):
+    """Like :func:`codegen`, with each parallel loop body in a module of its own.
+
+    Returns ``([main module, body modules...], {name: FuncInfo})``. The main module
+    declares each body's task function (``<symbol>_par<k>_task``), which its body module
+    defines; linked together in one JIT they are the program :func:`codegen` gives as
+    one module. :func:`engine.build` compiles the modules side by side
+    (:func:`engine.codegen.units.compile_units`).
+    """
+    cg = CodeGen(module_name, fast_math=fast_math, heap_layout=heap_layout,
+                 split_parallel=True)
+    for name, f in funcs:
+        cg.add_function(f, name)
+    return [cg.module] + cg.units, cg.infos

@@ -66,7 +66,7 @@ UNROLL_FULL_MD = "llvm.loop.unroll.full"
 
 
 def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
-             unroll_first: bool = False) -> None:
+             unroll_first: bool = False, run=None) -> None:
     """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place.
 
     With ``unroll_first`` (the caller knows: the module has ``T.unroll`` loops that
@@ -75,26 +75,28 @@ def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
     vectorizer see the unrolled micro-kernel as straight-line code and keep its
     accumulators in registers: in a single O3 run the full unroll comes *after* LICM, and a
     register-blocked matmul without ``parallel`` ran at 100 instead of 240 GFLOP/s on one
-    core (O1 costs 6-10 ms). Unrolled loops inside a ``parallel`` loop do not need it: the
-    outlined worker is optimized on its own (unrolling it), then inlined into its task and
-    simplified again, LICM included; there O1 first only cost compile time, so
-    :func:`engine.build` passes ``unroll_first`` only for ``T.unroll`` loops outside any
-    parallel loop.
+    core (O1 costs 6-10 ms). The same holds inside a ``parallel`` loop: its outlined worker
+    is always-inlined into its task before any simplification, so :func:`engine.build`
+    passes ``unroll_first`` for any ``T.unroll`` loop that reached the code generator
+    (normally none: lowering expands them).
 
     LLVM's *loop* vectorizer is off unless ``auto_vectorize`` is True: what gets vectorized
     is decided by the schedule's ``vectorize`` loops (what the learner sees is what runs),
     and LLVM 22's loop vectorizer miscompiles at least one legal program (mm_relu at n=16
     with the reduction loop outside the fused i*j loop; see tests/test_codegen.py). The SLP
     vectorizer (straight-line code, e.g. unrolled loops) stays on.
+
+    ``run(mpm, mod, pb)`` (optional) runs a module pass manager instead of ``mpm.run``
+    (:mod:`engine.codegen.units` passes one that does not take llvmlite's global lock).
     """
     if opt_level <= 0:
         return
     if unroll_first and opt_level >= 2:
-        _run_pipeline(mod, tm, 1, auto_vectorize=False)
-    _run_pipeline(mod, tm, opt_level, auto_vectorize)
+        _run_pipeline(mod, tm, 1, auto_vectorize=False, run=run)
+    _run_pipeline(mod, tm, opt_level, auto_vectorize, run=run)
 
 
-def _run_pipeline(mod, tm, opt_level: int, auto_vectorize: bool) -> None:
+def _run_pipeline(mod, tm, opt_level: int, auto_vectorize: bool, run=None) -> None:
     pto = llvm.PipelineTuningOptions(speed_level=min(opt_level, 3))
     pto.loop_vectorization = auto_vectorize and opt_level >= 2
     pto.slp_vectorization = opt_level >= 2
@@ -102,7 +104,10 @@ def _run_pipeline(mod, tm, opt_level: int, auto_vectorize: bool) -> None:
     pb = llvm.create_pass_builder(tm, pto)
     try:
         mpm = pb.getModulePassManager()
-        mpm.run(mod, pb)
+        if run is None:
+            mpm.run(mod, pb)
+        else:
+            run(mpm, mod, pb)
     finally:
         pb.close()
 

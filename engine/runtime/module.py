@@ -210,6 +210,11 @@ class Function:
         self.call_pointers(self.pointers(arrays))
 
 
+#: the line between the assembly of two modules of one build (labels such as ``.LBB0_3``
+#: are local to each module, so the same label can appear in two of them)
+ASM_UNIT_SEPARATOR = "# ---- parallel loop body: a module of its own ----"
+
+
 class Module:
     """The result of :func:`engine.build`: compiled kernels plus their code and stats.
 
@@ -219,14 +224,21 @@ class Module:
     * ``mod.get_source(fmt)`` — ``"ll"`` (LLVM IR as generated), ``"ll-opt"`` (after the
       O3 pipeline), ``"asm"`` (x86 assembly of the optimised module);
     * ``mod.compile_stats`` — seconds spent in ``lower``, ``codegen`` (ours) and
-      ``llvm_opt``, ``llvm_jit`` (llvmlite), plus ``total``;
+      ``llvm_opt`` (LLVM's optimisation and machine code, all modules side by side),
+      ``llvm_jit`` (loading and linking the object code), plus ``total``; ``llvm_cpu`` is
+      the LLVM time one module after the other, ``llvm_modules`` / ``llvm_threads`` how
+      many modules and threads;
     * ``mod.lowered`` — the lowered PrimFuncs by name (what codegen compiled).
     """
 
     def __init__(self, engine: Any, llvm_module: Any, ll_text: str, functions: dict,
                  compile_stats: dict, lowered: dict, options: dict, keepalive: tuple = ()):
         self._engine = engine
-        self._llvm_module = llvm_module
+        # one optimised llvmlite module, or a list of optimised modules as LLVM IR text:
+        # the main module and each parallel loop body's (engine.build compiles them side
+        # by side)
+        self._llvm_modules = list(llvm_module) if isinstance(llvm_module, (list, tuple)) \
+            else [llvm_module]
         self._ll_text = ll_text
         self._ll_opt: str | None = None
         self._asm: str | None = None
@@ -263,14 +275,17 @@ class Module:
         if fmt in ("ll-opt", "llvm-opt", "opt"):
             with self._lock:
                 if self._ll_opt is None:
-                    self._ll_opt = str(self._llvm_module)
+                    from .build import join_units
+                    self._ll_opt = join_units([str(m) for m in self._llvm_modules])
             return self._ll_opt
         if fmt in ("asm", "s"):
-            text = self.get_source("ll-opt")
             with self._lock:
                 if self._asm is None:
                     from engine.codegen.target import emit_assembly
-                    self._asm = emit_assembly(text, self.options.get("opt_level", 3))
+                    level = self.options.get("opt_level", 3)
+                    asm = [emit_assembly(str(m), level) for m in self._llvm_modules]
+                    self._asm = asm[0] + "".join(f"\n{ASM_UNIT_SEPARATOR}\n{a}"
+                                                 for a in asm[1:])
             return self._asm
         raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
 
