@@ -35,6 +35,7 @@ from engine.ir import stmt as S
 from engine.ir.dtype import lanes_of, with_lanes
 from engine.ir.functor import Mutator, collect, post_order_visit, substitute, uses_var
 from engine.arith.lower_simplify import lower_simplify
+from engine.arith.substitute_const import substitute_const
 
 UNROLL_LIMIT = 20000
 MAX_LANES = 64
@@ -303,9 +304,20 @@ def expand_unrolled(loop: S.For) -> S.Stmt:
     ext = E.as_const_int(loop.extent)
     if ext is None:
         raise ValueError(f"loop {loop.loop_var.name} has no constant extent to unroll")
-    copies = [substitute(loop.body, {loop.loop_var: lower_simplify(loop.min + i)})
-              for i in range(ext)]
-    return lower_simplify(S.seq(*copies)) if copies else S.Evaluate(E.IntImm("int32", 0))
+    # the body is simplified once; each copy then only folds the loop variable's constant
+    # into the linear index arithmetic it appears in (substitute_const), which gives what
+    # simplifying each copy again gives. Where the variable appears elsewhere (a division,
+    # a condition, ...), that copy is substituted and simplified in full.
+    body = lower_simplify(loop.body)
+    copies = []
+    for i in range(ext):
+        value = lower_simplify(loop.min + i)
+        c = E.as_const_int(value)
+        copy = substitute_const(body, loop.loop_var, c) if c is not None else None
+        if copy is None:
+            copy = lower_simplify(substitute(body, {loop.loop_var: value}))
+        copies.append(copy)
+    return S.seq(*copies) if copies else S.Evaluate(E.IntImm("int32", 0))
 
 
 class _Legalizer(Mutator):
