@@ -36,4 +36,14 @@ def test_open_matmul_best_from_the_presets_menu(page, server, shot):
     assert table.locator("td.compile span.split").count() == steps
     table.scroll_into_view_if_needed()
     shot(page, "preset-matmul-best")
+    # the code tabs show each parallel loop body's module after the kernel's
+    page.click("#tab-ll")
+    page.wait_for_selector("#code-ll pre")
+    ll = page.inner_text("#code-ll")
+    assert ll.count("parallel loop body") == 2 and "engine_fn_matmul_par2_task" in ll, ll[:500]
+    page.click("#tab-asm")
+    page.wait_for_selector("#code-asm pre")
+    asm = page.inner_text("#code-asm")
+    assert "vfmadd" in asm and asm.count("parallel loop body") == 2
+    shot(page, "preset-matmul-best-assembly")
     assert page.js_errors == []
