@@ -151,7 +151,7 @@ class _LoopID(ir.values.MDValue):
 LONG_LOOP_TRIP = 64
 
 
-#: index arithmetic done in i64 by CodeGen.index: expression type -> LLVM operation
+#: the index arithmetic CodeGen.index shares within a block: expression type -> LLVM op
 _INDEX_OPS = {E.Add: "add", E.Sub: "sub", E.Mul: "mul", E.FloorDiv: "sdiv", E.FloorMod: "srem"}
 
 
@@ -220,7 +220,7 @@ class CodeGen:
         self.frame: _Frame | None = None
         self.func_name = ""
         self.outline_count = 0
-        #: structural key -> (basic block, i64 value) of flat indices (see index())
+        #: structural key -> (basic block, value) of index arithmetic (see index())
         self.index_values: dict = {}
         #: loops emitted so far that LLVM will not unroll completely (see serial_loop)
         self.long_loops = 0

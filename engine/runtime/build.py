@@ -23,6 +23,7 @@ Options:
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -190,14 +191,17 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
     return module
 
 
+_TASK_DEFINE = re.compile(r'define [^@\n]*@"?([\w.]+)_task"?\(')
+
+
 def join_units(texts: list[str]) -> str:
     """The LLVM IR of a build: its main module, then each parallel loop body's module."""
     if len(texts) == 1:
         return texts[0]
     parts = [texts[0]]
     for t in texts[1:]:
-        first = t.split("\n", 1)[0]
-        name = first.split('"')[1] if '"' in first else "?"
+        m = _TASK_DEFINE.search(t)
+        name = m.group(1) if m else "?"
         parts.append(f"; ---- parallel loop body {name}: a module of its own, compiled "
                      "side by side with the others and linked in the same JIT ----\n" + t)
     return "\n".join(parts)
