@@ -33,22 +33,26 @@ class _Unhandled(Exception):
     """The variable appears where only a full simplification gives the canonical form."""
 
 
-def substitute_const(n: Any, var: E.Var, value: int) -> Any:
+def substitute_const(n: Any, var: E.Var, value: int, memo: dict | None = None) -> Any:
     """``n`` with ``var`` replaced by the integer ``value`` and the linear arithmetic
     around it folded, or None when that needs a full simplification (see the module
-    docstring). Subtrees without ``var`` are returned as the same objects."""
+    docstring). Subtrees without ``var`` are returned as the same objects.
+
+    ``memo`` (optional, a dict) remembers which nodes of ``n`` use ``var``: pass the same
+    dict for every copy of one body (and keep ``n`` alive meanwhile)."""
+    f = _Folder(var, value, memo)
     try:
-        return _Folder(var, value).stmt(n) if isinstance(n, S.Stmt) else \
-            _Folder(var, value).expr(n)
+        return f.stmt(n) if isinstance(n, S.Stmt) else f.expr(n)
     except _Unhandled:
         return None
 
 
 class _Folder:
-    def __init__(self, var: E.Var, value: int):
+    def __init__(self, var: E.Var, value: int, memo: dict | None = None):
         self.var = var
         self.value = value
-        self.seen: dict[int, bool] = {}   # id(node) -> node contains var
+        # id(node) -> node contains var
+        self.seen: dict[int, bool] = memo if memo is not None else {}
 
     # ------------------------------------------------------------------ queries
     def has_var(self, n: Any) -> bool:

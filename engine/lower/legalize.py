@@ -310,10 +310,11 @@ def expand_unrolled(loop: S.For) -> S.Stmt:
     # a condition, ...), that copy is substituted and simplified in full.
     body = lower_simplify(loop.body)
     copies = []
+    uses: dict = {}   # which nodes of body use the loop variable (the same for all copies)
     for i in range(ext):
         value = lower_simplify(loop.min + i)
         c = E.as_const_int(value)
-        copy = substitute_const(body, loop.loop_var, c) if c is not None else None
+        copy = substitute_const(body, loop.loop_var, c, uses) if c is not None else None
         if copy is None:
             copy = lower_simplify(substitute(body, {loop.loop_var: value}))
         copies.append(copy)
