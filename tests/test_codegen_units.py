@@ -10,7 +10,7 @@ import pytest
 
 import engine
 from engine.codegen.llvm import codegen, codegen_units
-from engine.codegen.units import compile_units, unlocked_available
+from engine.codegen.units import compile_units, unit_texts, unlocked_available
 from engine.lower import lower
 from engine.runtime.module import ASM_UNIT_SEPARATOR
 
@@ -24,15 +24,8 @@ def packed_parallel_matmul(n: int):
 
 
 def _texts(mod):
-    from engine.codegen import host_target_machine
-    tm = host_target_machine(3)
     (name, f), = list(mod.functions)
-    mods, _ = codegen_units([(name, lower(f))])
-    out = []
-    for m in mods:
-        m.triple, m.data_layout = tm.triple, str(tm.target_data)
-        out.append(str(m))
-    return out
+    return unit_texts(codegen_units([(name, lower(f))])[0])
 
 
 def test_each_parallel_loop_body_is_a_module_of_its_own():

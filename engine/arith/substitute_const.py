@@ -27,6 +27,7 @@ from typing import Any
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.dtype import is_float, is_int, lanes_of
+from engine.ir.functor import _kids
 
 
 class _Unhandled(Exception):
@@ -151,5 +152,4 @@ class _Folder:
 
 def _children(n: Any):
     """The IR nodes directly below ``n`` (expressions, statements, tuples of them)."""
-    from engine.ir.functor import _kids
     return _kids(n, [])

@@ -1243,6 +1243,15 @@ def _type_suffix(t: ir.Type) -> str:
     raise BuildError(f"no LLVM intrinsic suffix for type {t}")
 
 
+def _generate(funcs: list, module_name: str, fast_math: bool,
+              heap_layout: tuple[int, int, int] | None, split_parallel: bool) -> CodeGen:
+    cg = CodeGen(module_name, fast_math=fast_math, heap_layout=heap_layout,
+                 split_parallel=split_parallel)
+    for name, f in funcs:
+        cg.add_function(f, name)
+    return cg
+
+
 def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False,
             heap_layout: tuple[int, int, int] | None = None):
     """Generate one llvmlite module for lowered PrimFuncs ``[(name, func), ...]``.
@@ -1252,9 +1261,7 @@ def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False,
     aligned, wherever malloc puts it).
     Returns ``(llvmlite.ir.Module, {name: FuncInfo})``.
     """
-    cg = CodeGen(module_name, fast_math=fast_math, heap_layout=heap_layout)
-    for name, f in funcs:
-        cg.add_function(f, name)
+    cg = _generate(funcs, module_name, fast_math, heap_layout, split_parallel=False)
     return cg.module, cg.infos
 
 
@@ -1268,8 +1275,5 @@ def codegen_units(funcs: list, module_name: str = "engine", fast_math: bool = Fa
     one module. :func:`engine.build` compiles the modules side by side
     (:func:`engine.codegen.units.compile_units`).
     """
-    cg = CodeGen(module_name, fast_math=fast_math, heap_layout=heap_layout,
-                 split_parallel=True)
-    for name, f in funcs:
-        cg.add_function(f, name)
+    cg = _generate(funcs, module_name, fast_math, heap_layout, split_parallel=True)
     return [cg.module] + cg.units, cg.infos

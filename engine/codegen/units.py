@@ -34,7 +34,7 @@ from typing import Any
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
-from .target import init_llvm, new_target_machine, optimize
+from .target import host_target_machine, init_llvm, new_target_machine, optimize
 
 
 @dataclass
@@ -116,6 +116,18 @@ def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = False,
     finally:
         ctx.close()
     return CompiledUnit(opt_text, obj, t1 - t0, t2 - t1, thread)
+
+
+def unit_texts(modules: list, opt_level: int = 3) -> list[str]:
+    """LLVM IR texts of llvmlite ``ir.Module`` objects for the host target (the triple
+    and data layout of :func:`host_target_machine` set on each)."""
+    tm = host_target_machine(opt_level)
+    texts = []
+    for m in modules:
+        m.triple = tm.triple
+        m.data_layout = str(tm.target_data)
+        texts.append(str(m))
+    return texts
 
 
 def compile_units(texts: list[str], opt_level: int = 3, auto_vectorize: bool = False,

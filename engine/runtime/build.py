@@ -115,7 +115,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
     from engine.codegen import host_target_machine
     from engine.codegen.llvm import codegen_units
     from engine.codegen.target import new_target_machine
-    from engine.codegen.units import compile_units
+    from engine.codegen.units import compile_units, unit_texts
     from engine.lower import lower
     from . import native
 
@@ -134,12 +134,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
     t1 = time.perf_counter()
     # the kernels, and each parallel loop body as a module of its own (compiled side by side)
     ir_mods, infos = codegen_units(lowered, fast_math=bool(opts["fast_math"]))
-    tm0 = host_target_machine(opts["opt_level"])
-    texts = []
-    for m in ir_mods:
-        m.triple = tm0.triple
-        m.data_layout = str(tm0.target_data)
-        texts.append(str(m))
+    texts = unit_texts(ir_mods, opts["opt_level"])
     ll_text = join_units(texts)
     t2 = time.perf_counter()
     with _compile_lock:
@@ -150,6 +145,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         except RuntimeError as exc:  # a codegen bug: say so clearly
             raise BuildError(f"internal error: generated LLVM IR is invalid: {exc}") from exc
         t3 = time.perf_counter()
+        tm0 = host_target_machine(opts["opt_level"])
         holder = llvm.parse_assembly("")
         holder.triple = tm0.triple
         holder.data_layout = str(tm0.target_data)
