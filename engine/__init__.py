@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .ir import IRModule, PrimFunc, structural_equal, structural_hash
+from .ir import IRModule, PrimFunc, display, structural_equal, structural_hash
 
 __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
@@ -48,3 +48,26 @@ def __getattr__(name: str) -> Any:
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
     raise AttributeError(f"module 'engine' has no attribute {name!r}")
+
+
+# How IR objects and schedules show themselves (``mod.script()``, ``repr(node)``, Jupyter's
+# ``_repr_html_``): the IR sits below the printer and the notebook views, so they are
+# registered here, from the top, and imported on first use (``import engine`` stays cheap).
+def _script(obj: Any) -> str:
+    from .script.printer import script
+    return script(obj)
+
+
+def _repr(node: Any) -> str:
+    from .script.printer import repr_node
+    return repr_node(node)
+
+
+def _html(obj: Any) -> str:
+    from .notebook import repr_html
+    return repr_html(obj)
+
+
+display.register("script", _script)
+display.register("repr", _repr)
+display.register("html", _html)

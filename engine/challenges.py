@@ -4,7 +4,7 @@ Two kinds:
 
 * :class:`ReachNest` — "reach this loop nest": the learner's program must be structurally
   equal to a target program (built by applying target actions to the workload), or its
-  loop nest must match a pattern (see :mod:`engine.lessons.nest` for the pattern syntax).
+  loop nest must match a pattern (see :mod:`engine.script.nest` for the pattern syntax).
 * :class:`BeatTime` — "beat this time / GFLOP/s": the learner's program must be correct and
   at least ``speedup`` times faster than a reference schedule measured *in the same run*
   (same machine, same moment), and optionally reach ``gflops`` GFLOP/s.
@@ -23,9 +23,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine import lessons
+from engine.ir import structural_equal
 from engine.lessons import ActionError, apply_action, validate_action
 from engine.lessons import runner
-from engine.lessons.nest import first_difference, match_nest, nest_lines
+from engine.notebook import explorer_link
+from engine.script.nest import first_difference, match_nest, nest_lines
 
 __all__ = ["Challenge", "ReachNest", "BeatTime", "ChallengeResult", "ChallengeError", "names",
            "get", "all_challenges"]
@@ -96,7 +99,6 @@ class Challenge:
 
     def _link(self, sch: Any) -> str | None:
         try:
-            from engine.notebook import explorer_link  # noqa: PLC0415
             return explorer_link(sch, base="")
         except Exception:  # noqa: BLE001 - a link is a convenience
             return None
@@ -143,7 +145,6 @@ class ReachNest(Challenge):
         return d
 
     def check(self, solution: Any, params: dict | None = None, **kw: Any) -> ChallengeResult:
-        import engine  # noqa: PLC0415
         sch, fail = self._learner(solution, params)
         if fail is not None:
             return fail
@@ -153,7 +154,7 @@ class ReachNest(Challenge):
         if self.target:
             target = self.target_schedule(self.target, params).mod
             details["target_nest"] = nest_lines(target, self.func)
-            if not engine.structural_equal(mod, target):
+            if not structural_equal(mod, target):
                 diff = first_difference(details["target_nest"], details["nest"])
                 if diff is None:
                     diff = ("the loops match but the blocks differ (bindings, buffers or "
@@ -244,7 +245,6 @@ class BeatTime(Challenge):
 # the shipped challenges
 def _course_steps() -> list[dict]:
     """The TensorIR chapter's four steps, taken from lesson 1 (one source of truth)."""
-    from engine import lessons  # noqa: PLC0415
     return [dict(s.action) for s in lessons.get("01_tensorir_mm_relu").steps if s.action]
 
 

@@ -22,7 +22,9 @@ import tokenize
 from typing import Any
 from urllib.parse import urlencode
 
-from engine.lessons.nest import NestNode, loop_nest
+from engine.ir import IRModule, PrimFunc
+from engine.schedule import Schedule
+from engine.script.nest import NestNode, loop_nest
 
 __all__ = ["highlight", "repr_html", "module_html", "schedule_html", "nest_html",
            "explorer_link", "open_in_explorer", "show", "install"]
@@ -234,12 +236,6 @@ def install() -> None:
     The classes normally define it themselves (delegating to :func:`repr_html`); this is
     for sessions where they do not.
     """
-    import engine  # noqa: PLC0415
-    classes = [engine.IRModule, engine.PrimFunc]
-    try:
-        classes.append(engine.Schedule)
-    except Exception:  # noqa: BLE001 - schedule package not importable
-        pass
-    for cls in classes:
+    for cls in (IRModule, PrimFunc, Schedule):
         if not hasattr(cls, "_repr_html_"):
             cls._repr_html_ = lambda self: repr_html(self)  # type: ignore[attr-defined]

@@ -29,6 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from engine import workloads
+from engine.runtime import as_aligned, build, runtime_info
+from engine.script import parse
+
 __all__ = ["machine_peaks", "point", "intensity", "flops_bytes", "roof_curve",
            "measure_peak_gflops", "measure_bandwidth_gbs", "fma_kernel_text",
            "copy_kernel_text", "RooflineError"]
@@ -88,11 +92,8 @@ def _best_time(fn, args, repeat: int) -> float:
 def measure_peak_gflops(threads: int | None = None, iters: int = 1_000_000,
                         repeat: int = 25) -> dict:
     """Run the FMA kernel; returns ``{"gflops", "seconds", "flops", "threads"}``."""
-    import engine
-    from engine.runtime import runtime_info
     threads = int(threads or runtime_info()["pool_size"])
-    mod = engine.parse(fma_kernel_text(threads, iters))
-    rt = engine.build(mod)
+    rt = build(parse(fma_kernel_text(threads, iters)))
     # x slightly below 1 and y near 0 keep y bounded (y -> x/(1-x)) and never denormal
     x = np.full((threads, ROWS, LANES), 0.5, np.float32)
     y = np.zeros((threads, ROWS, LANES), np.float32)
@@ -106,12 +107,10 @@ def measure_peak_gflops(threads: int | None = None, iters: int = 1_000_000,
 def measure_bandwidth_gbs(megabytes: int = 64, repeat: int = 10) -> dict:
     """Run the streaming copy on two arrays of ``megabytes`` MiB each (far above the L3
     size); returns ``{"gbs", "seconds", "bytes"}`` with bytes = read + written."""
-    import engine
-    from engine.runtime import as_aligned, runtime_info
     floats = megabytes * (1 << 20) // 4
     chunks = max(16, 8 * int(runtime_info()["pool_size"]))
     chunk = max(1, floats // (chunks * LANES))
-    rt = engine.build(engine.parse(copy_kernel_text(chunks, chunk)))
+    rt = build(parse(copy_kernel_text(chunks, chunk)))
     a = as_aligned(np.ones((chunks, chunk, LANES), np.float32))
     b = as_aligned(np.zeros((chunks, chunk, LANES), np.float32))
     t = _best_time(rt["stream_copy"], (a, b), repeat)
@@ -153,16 +152,15 @@ def machine_peaks(refresh: bool = False) -> dict:
 
 def flops_bytes(workload: str, params: dict | None = None) -> tuple[float, float, dict]:
     """``(flops, minimum bytes, full parameters)`` of a workload (defaults filled in)."""
-    import engine
     if not isinstance(workload, str):
         raise RooflineError(f"workload must be a workload name (one of "
-                            f"{', '.join(engine.workloads.names())}), got {workload!r}")
-    if workload not in engine.workloads.names():
+                            f"{', '.join(workloads.names())}), got {workload!r}")
+    if workload not in workloads.names():
         raise RooflineError(f"unknown workload {workload!r}; use one of "
-                            f"{', '.join(engine.workloads.names())}")
+                            f"{', '.join(workloads.names())}")
     if params is not None and not isinstance(params, dict):
         raise RooflineError(f"params must be a dict like {{'n': 1024}}, got {params!r}")
-    info = engine.workloads.info(workload)
+    info = workloads.info(workload)
     p = dict(info.defaults)
     p.update(params or {})
     for k, v in (info.follows or {}).items():  # e.g. matmul's m and k follow n
@@ -181,7 +179,7 @@ def flops_bytes(workload: str, params: dict | None = None) -> tuple[float, float
 
 def intensity(workload: str, params: dict | None = None) -> float:
     """Arithmetic intensity: flops / minimum bytes moved (inputs read once, outputs written
-    once), from :func:`engine.workloads.info`."""
+    once), from :func:`workloads.info`."""
     flops, nbytes, _ = flops_bytes(workload, params)
     return flops / nbytes
 

@@ -8,7 +8,7 @@ from engine import lessons
 from engine.lessons import LessonError, load, parse_lesson
 from engine.lessons.actions import ActionError, action_python, validate_action
 from engine.lessons.markup import to_html, to_text
-from engine.lessons.nest import first_difference, match_nest, nest_lines
+from engine.script.nest import first_difference, match_nest, nest_lines
 
 from test_te import te_mm_relu
 

@@ -157,8 +157,8 @@ def _build(func: PrimFunc, extra) -> Any:
     try:
         return _build_linked(func, extra), "linked"
     except Exception:  # noqa: BLE001 - fall back to the backend's own path
-        import engine
-        return engine.build(IRModule.from_funcs(func), target="llvm", lowered=True,
+        from engine.runtime import build
+        return build(IRModule.from_funcs(func), target="llvm", lowered=True,
                             extra_modules=[extra], cache=False), "extra_modules"
 
 
@@ -312,9 +312,9 @@ def _hardware(func: PrimFunc, args, geometry: Geometry) -> Any:
     pr = hwcounters.probe()
     if not pr.available:
         return pr
-    import engine
+    from engine.runtime import build
     try:
-        rt = engine.build(IRModule.from_funcs(func), target="llvm")
+        rt = build(IRModule.from_funcs(func), target="llvm")
         kernel = rt[func.name]
         ptrs = kernel.pointers(tuple(args))
     except Exception as exc:  # noqa: BLE001 - counters are optional; say why they are missing

@@ -3,7 +3,8 @@
 Expressions (:mod:`.expr`), buffers (:mod:`.buffer`), statements and blocks
 (:mod:`.stmt`), PrimFunc/IRModule (:mod:`.function`), generic traversal
 (:mod:`.functor`) and structural equality/hash (:mod:`.structural`).
-Nothing here imports any other engine module (the printer is imported lazily for repr).
+Nothing here imports any other engine module: how IR objects print and render (the script
+printer, the notebook view) is registered from above through :mod:`.display`.
 """
 from .dtype import (DTypeError, bits_of, bytes_of, check_dtype, element_of, is_bool, is_float,
                     is_int, is_uint, lanes_of, split_lanes, with_lanes)
@@ -19,3 +20,4 @@ from .functor import (Mutator, collect, collect_vars, post_order_visit, pre_orde
                       substitute, uses_var)
 from .structural import structural_equal, structural_hash
 from .node import Node
+from . import display

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from . import display
 from .buffer import Buffer
 from .node import Node, node
 from .stmt import Stmt
@@ -52,13 +53,11 @@ class PrimFunc(Node):
         return self.replace(body=body)
 
     def script(self) -> str:
-        from engine.script.printer import script
-        return script(self)
+        return display.render("script", self)
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""
-        from engine.notebook import repr_html  # lazy: notebook sits above ir
-        return repr_html(self)
+        return display.render("html", self)
 
 
 @node
@@ -114,10 +113,8 @@ class IRModule(Node):
         return IRModule(tuple(out))
 
     def script(self) -> str:
-        from engine.script.printer import script
-        return script(self)
+        return display.render("script", self)
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""
-        from engine.notebook import repr_html  # lazy: notebook sits above ir
-        return repr_html(self)
+        return display.render("html", self)

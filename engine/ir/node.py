@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator
 
+from . import display
+
 
 class Node:
     """Mixin for all IR nodes (they are ``@dataclass(frozen=True, eq=False)``)."""
@@ -25,8 +27,7 @@ class Node:
 
     def __repr__(self) -> str:  # short, readable repr for debugging and errors
         try:
-            from engine.script.printer import repr_node  # lazy: printer sits above ir
-            return repr_node(self)
+            return display.render("repr", self)
         except Exception:  # noqa: BLE001 - repr must never fail
             return f"<{type(self).__name__} at {id(self):#x}>"
 

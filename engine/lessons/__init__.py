@@ -21,10 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import workloads
+from engine.ir import structural_equal
+from engine.notebook import explorer_link as _explorer_link
+from engine.schedule import Schedule
+from engine.script.nest import first_difference, loop_nest, match_nest, nest_lines, nest_text
+
 from .actions import (PRIMITIVES, ActionError, action_python, apply_action, describe_action,
                       validate_action)
 from .markup import to_html, to_text
-from .nest import first_difference, loop_nest, match_nest, nest_lines, nest_text
 
 __all__ = ["Lesson", "Step", "Question", "LessonError", "names", "get", "all_lessons", "load",
            "parse_lesson", "DATA_DIR", "LOOK_AT", "PRIMITIVES", "ActionError", "apply_action",
@@ -139,24 +144,17 @@ class Lesson:
         if params:
             out.update(params)
         try:
-            import engine  # noqa: PLC0415
-            return dict(engine.workloads.resolve_params(self.workload, **out))
+            return dict(workloads.resolve_params(self.workload, **out))
         except Exception:  # noqa: BLE001 - bad params/workload: reported when building
             return out
 
     def initial_module(self, params: dict | None = None):
-        import engine  # noqa: PLC0415 - engine.workloads sits above the lesson data
-        return engine.workloads.get(self.workload, **self._params(params))
+        return workloads.get(self.workload, **self._params(params))
 
     def new_schedule(self, params: dict | None = None):
         """A Schedule of the lesson's workload before any step, recording a trace."""
-        import engine  # noqa: PLC0415
         p = self._params(params)
-        mod = engine.workloads.get(self.workload, **p)
-        try:
-            return engine.Schedule(mod, workload=(self.workload, p))
-        except TypeError:  # a Schedule without workload tracking
-            return engine.Schedule(mod)
+        return Schedule(workloads.get(self.workload, **p), workload=(self.workload, p))
 
     def _check_k(self, k: int, upto: int) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= upto:
@@ -245,8 +243,7 @@ class Lesson:
 
     def explorer_link(self, k: int, params: dict | None = None, base: str = "") -> str:
         """The explorer URL of the program before step ``k`` (``/explore/...&t=...``)."""
-        from engine.notebook import explorer_link  # noqa: PLC0415
-        return explorer_link(self.schedule_at(k, params), base=base)
+        return _explorer_link(self.schedule_at(k, params), base=base)
 
     def func_name(self, mod: Any = None) -> str | None:
         if self.func:
@@ -265,7 +262,6 @@ class Lesson:
         not matter; block and buffer names, extents, loop kinds and bodies do). When it
         fails, the message says what differs and shows the expected call.
         """
-        import engine  # noqa: PLC0415
         self._check_k(k, len(self.steps) - 1)
         step = self.steps[k]
         mod = getattr(learner, "mod", learner)
@@ -276,13 +272,13 @@ class Lesson:
             params = _trace_params(learner, self.workload)
         mods = self.modules(params)
         before, after = mods[k], mods[k + 1]
-        if engine.structural_equal(mod, after):
+        if structural_equal(mod, after):
             msg = f"Correct: step {k} ({step.title}) done."
             if step.note:
                 msg += " " + to_text(step.note)
             return True, msg
         hint = f" Try `{step.code}`." if step.code else ""
-        if engine.structural_equal(mod, before):
+        if structural_equal(mod, before):
             return False, f"The program has not changed yet.{hint}"
         last = _last_primitive(learner)
         if step.action and last and _norm(last) != _norm(step.action["primitive"]):
@@ -296,7 +292,7 @@ class Lesson:
         if diff is None:
             diff = ("the loops are the same, so the difference is inside the blocks "
                     "(their bindings, buffers or annotations)")
-        elif mods[k] is not None and engine.structural_equal(mod, mods[0]) and k > 0:
+        elif mods[k] is not None and structural_equal(mod, mods[0]) and k > 0:
             diff += "; you may need to replay the earlier steps first"
         return False, f"{lead} In the loop nest, {diff}.{hint}"
 
@@ -427,11 +423,7 @@ def parse_lesson(data: Any, source: str = "<data>") -> Lesson:
 
 
 def _check_workload(name: str, params: dict, source: str) -> None:
-    try:
-        import engine.workloads as wl  # noqa: PLC0415
-        known = list(wl.names())
-    except Exception:  # noqa: BLE001 - workloads not available: validate the rest only
-        return
+    known = workloads.names()
     if name not in known:
         raise LessonError(f"unknown workload {name!r} (known: {', '.join(known)})", source,
                           "workload.name")

@@ -164,7 +164,7 @@ def _func_name(sch: Any, action: dict) -> str | None:
 
 def _block_names(sch: Any, func_name: str | None) -> list[str]:
     from engine.ir import Block, collect  # noqa: PLC0415
-    from .nest import resolve_func  # noqa: PLC0415
+    from engine.script.nest import resolve_func  # noqa: PLC0415
     try:
         func = resolve_func(sch.mod, func_name)
     except Exception:  # noqa: BLE001

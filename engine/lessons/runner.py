@@ -14,6 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from engine import workloads
+from engine.runtime import build as build_module
+from engine.schedule import Schedule, Trace
+from engine.schedule.registry import lookup_kind
+
 __all__ = ["ReplayError", "BuildFailure", "ReplayStep", "Check", "new_schedule", "load_trace",
            "trace_workload", "trace_doc", "schedule_of", "replay_steps", "check_module",
            "time_module", "time_pair", "flops", "export", "workload_names", "workload_info",
@@ -47,13 +52,11 @@ class Check:
 
 # ---------------------------------------------------------------------------
 def workload_names() -> list[str]:
-    import engine  # noqa: PLC0415
-    return list(engine.workloads.names())
+    return list(workloads.names())
 
 
 def _info(name: str) -> Any:
-    import engine  # noqa: PLC0415
-    return engine.workloads.info(name)
+    return workloads.info(name)
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -81,14 +84,13 @@ def _check_workload(name: str) -> None:
 
 def new_schedule(workload: str, params: dict | None = None):
     """A fresh Schedule of a preset workload, recording its trace."""
-    import engine  # noqa: PLC0415
     _check_workload(workload)
     params = dict(params or {})
     try:
-        mod = engine.workloads.get(workload, **params)
+        mod = workloads.get(workload, **params)
     except (TypeError, ValueError) as exc:
         raise ReplayError(f"bad parameters for workload {workload}: {exc}") from None
-    return engine.Schedule(mod, workload=(workload, params))
+    return Schedule(mod, workload=(workload, params))
 
 
 def main_func(mod: Any, workload: str | None = None) -> str:
@@ -109,23 +111,10 @@ def main_func(mod: Any, workload: str | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------
-def _trace_cls():
-    import engine  # noqa: PLC0415
-    return engine.Trace
-
-
-def _is_trace(obj: Any) -> bool:
-    try:
-        return isinstance(obj, _trace_cls())
-    except Exception:  # noqa: BLE001
-        return False
-
-
 def load_trace(source: Any, workload: str | None = None):
     """A Trace from a Trace, a JSON document (dict/list/str) or a link token."""
-    if _is_trace(source):
+    if isinstance(source, Trace):
         return source
-    T = _trace_cls()
     doc = source
     if isinstance(source, (bytes, bytearray)):
         source = source.decode("utf-8", "replace")
@@ -139,7 +128,7 @@ def load_trace(source: Any, workload: str | None = None):
                                   f"{exc.msg})") from None
         else:
             try:
-                return T.decode(text)
+                return Trace.decode(text)
             except Exception as exc:  # noqa: BLE001 - token decoding problems
                 raise ReplayError(f"not a trace link token: {exc}") from None
     if isinstance(doc, list):  # TVM's own trace.as_json(): needs a workload
@@ -149,17 +138,17 @@ def load_trace(source: Any, workload: str | None = None):
     elif not isinstance(doc, dict):
         raise ReplayError(f"a trace must be a JSON object, got {type(doc).__name__}")
     try:
-        return _from_json(T, doc, workload)
+        return _from_json(doc, workload)
     except ReplayError:
         raise
     except Exception as exc:  # noqa: BLE001 - TraceError and validation errors
         raise ReplayError(_plain(exc)) from None
 
 
-def _from_json(T: Any, doc: Any, workload: str | None):
-    trace = T.from_json(doc)
+def _from_json(doc: Any, workload: str | None):
+    trace = Trace.from_json(doc)
     if getattr(trace, "workload", None) is None and workload is not None:
-        trace = T(trace.insts, (workload, {}))
+        trace = Trace(trace.insts, (workload, {}))
     return trace
 
 
@@ -196,7 +185,6 @@ def _kind_label(inst: Any) -> tuple[str, str, bool]:
     if kind is None:
         kind = inst[0] if isinstance(inst, (list, tuple)) and inst else "?"
     try:
-        from engine.schedule.registry import lookup_kind  # noqa: PLC0415
         prim = lookup_kind(kind)
     except Exception:  # noqa: BLE001
         prim = None
@@ -265,9 +253,8 @@ def _label(line: str | None, method: str, names: dict | None = None) -> str:
 
 
 def _resolved(workload: str, params: dict) -> dict:
-    import engine  # noqa: PLC0415
     try:
-        return dict(engine.workloads.resolve_params(workload, **params))
+        return dict(workloads.resolve_params(workload, **params))
     except Exception:  # noqa: BLE001 - reported when the schedule is built
         return dict(params)
 
@@ -310,14 +297,12 @@ def schedule_of(solution: Any, workload: str, params: dict | None = None):
 
 # ---------------------------------------------------------------------------
 def _args(workload: str, params: dict):
-    import engine  # noqa: PLC0415
-    return engine.workloads.random_args(workload, **params)
+    return workloads.random_args(workload, **params)
 
 
 def _build(mod: Any):
-    import engine  # noqa: PLC0415
     try:
-        return engine.build(mod, target="llvm")
+        return build_module(mod, target="llvm")
     except Exception as exc:  # noqa: BLE001 - BuildError and codegen failures
         raise BuildFailure(f"the engine could not compile this program: {_plain(exc)}") from None
 
@@ -326,13 +311,11 @@ def check_module(mod: Any, workload: str, params: dict, rtol: float = 1e-4,
                  atol: float = 1e-4) -> Check:
     """Compile ``mod``, run it on random inputs and compare with the numpy reference."""
     import numpy as np  # noqa: PLC0415
-
-    import engine  # noqa: PLC0415
     rt = _build(mod)
     func = main_func(mod, workload)
     args = _args(workload, params)
     n_in = int(_get(_info(workload), "num_inputs", len(args) - 1))
-    want = engine.workloads.reference(workload, **params)(*[a.copy() for a in args[:n_in]])
+    want = workloads.reference(workload, **params)(*[a.copy() for a in args[:n_in]])
     wants = list(want) if isinstance(want, (tuple, list)) else [want]
     try:
         rt[func](*args)

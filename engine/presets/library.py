@@ -2,7 +2,7 @@
 workload parameters so it replays (correctly, if not fast) at small sizes too."""
 from __future__ import annotations
 
-from . import Preset, _register
+from .registry import Preset, register
 
 #: conv2d parameters of the benchmarks (a ResNet-like 3x3 layer, 64 -> 64 channels, 56x56)
 CONV_PARAMS = dict(batch=1, in_channels=64, out_channels=64, size=56, kernel=3, pad=1, stride=1)
@@ -24,7 +24,7 @@ def _course(sch, p) -> None:
     sch.decompose_reduction(y, k)
 
 
-_register(Preset(
+register(Preset(
     "mm_relu-course", "mm_relu: the course's four steps",
     "The MLC course's TensorIR walk-through: split the column loop j by 4, reorder it so the "
     "reduction k sits between the two halves, move the ReLU block C under j0 "
@@ -59,13 +59,13 @@ def _tiled(block_name: str, func: str, relu: bool):
     return apply
 
 
-_register(Preset(
+register(Preset(
     "matmul-tiled", "matmul: 32x64 tiles, vectorized, parallel",
     "Tile C into 32x64 blocks; inside a tile, 4 rows of 64 columns are updated for each k "
     "(the 64 columns vectorized, the 4 rows unrolled); the tile-row loop runs in parallel.",
     "matmul", {"n": 1024}, _tiled("C", "matmul", relu=False), tags=("tiling",)))
 
-_register(Preset(
+register(Preset(
     "mm_relu-tiled", "mm_relu: 32x64 tiles, vectorized, parallel, ReLU fused per tile",
     "matmul-tiled's schedule for Y, with the ReLU block C moved into each 32x64 tile "
     "(reverse_compute_at) while the tile is still in cache.",
@@ -138,12 +138,12 @@ _BEST_TEXT = (
     "(16 AVX-512 registers) are updated for each k — the 16-wide column loop vectorized, the "
     "4 rows and 4 vectors unrolled — with the reduction innermost-but-one.")
 
-_register(Preset(
+register(Preset(
     "matmul-best", "matmul 1024: register-blocked, vectorized, parallel (fastest)",
     _BEST_TEXT, "matmul", {"n": 1024}, _best("C", "matmul", relu=False),
     tags=("performance",)))
 
-_register(Preset(
+register(Preset(
     "mm_relu-best", "mm_relu 1024: matmul-best with the ReLU fused per tile",
     _BEST_TEXT + " The ReLU block C is computed per tile (reverse_compute_at), vectorized.",
     "mm_relu", {"n": 1024}, _best("Y", "mm_relu", relu=True), tags=("performance",)))
@@ -193,20 +193,20 @@ def _conv_course(sch, p) -> None:
     sch.decompose_reduction(conv, ci)
 
 
-_register(Preset(
+register(Preset(
     "conv2d-course", "conv2d: the course's steps on a convolution",
     "The TensorIR chapter's recipe applied to conv2d: split the output column loop ow by 4 "
     "and move the reduction loops (ci, kh, kw) between the two halves, so four neighbouring "
     "outputs are accumulated together; then separate the initialisation "
     "(decompose_reduction).", "conv2d", dict(CONV_PARAMS), _conv_course, tags=("course",)))
 
-_register(Preset(
+register(Preset(
     "conv2d-tiled", "conv2d: reduction outside a vectorized row, parallel channels",
     "For each output row, accumulate over input channels and the 3x3 window with the output "
     "row vectorized; batch and output channels fused and run in parallel.",
     "conv2d", dict(CONV_PARAMS), _conv_tiled, tags=("tiling",)))
 
-_register(Preset(
+register(Preset(
     "conv2d-best", "conv2d: 4 channels x one row in registers, parallel",
     "A register block of 4 output channels x one output row (vectors of 8 columns, all "
     "unrolled) is accumulated over input channels and the 3x3 window; the "

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable
 
-from engine.ir import IRModule, PrimFunc
+from engine.ir import IRModule, PrimFunc, display
 from engine.ir.stmt import Block, For
 
 from . import registry
@@ -167,8 +167,7 @@ class Schedule:
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: the current program (highlighted), loop nest and trace."""
-        from engine.notebook import repr_html  # lazy: notebook sits above schedule
-        return repr_html(self)
+        return display.render("html", self)
 
     def copy(self) -> "Schedule":
         """An independent copy; handles of this schedule are valid in the copy too."""

@@ -29,6 +29,8 @@ from engine.ir import (Block, BlockRealize, For, IfThenElse, IRModule, LetStmt, 
                        SeqStmt, as_const_int)
 from engine.ir.stmt import Allocate
 
+from .printer import repr_node
+
 __all__ = ["NestNode", "loop_nest", "nest_lines", "nest_text", "match_nest", "first_difference",
            "resolve_func"]
 
@@ -82,7 +84,6 @@ def _extent(e: Any) -> int | str:
     if v is not None:
         return v
     try:
-        from engine.script.printer import repr_node  # noqa: PLC0415 - optional nicety
         return repr_node(e)
     except Exception:  # noqa: BLE001
         return "?"
