@@ -5,7 +5,7 @@ WSGI server, never Flask's development server).
 Binds 127.0.0.1:5000 by default (only this machine can connect). Listening on other
 interfaces needs ``--classroom`` (or an explicit ``--host``) and prints a warning.
 
-Compilation and measurement run in worker processes (:mod:`app.workers`), started with the
+Compilation and measurement run in worker processes (:mod:`app.service`), started with the
 server and shared by all its request threads; results and saved traces are kept in
 ``<instance>/explorer.sqlite3``. ``--limit step_time_limit_s=2`` (repeatable) overrides any
 field of :class:`app.limits.Limits`.
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from waitress import serve
 
     from . import create_app
-    from .security import resolve_host, server_options
+    from .web.security import resolve_host, server_options
 
     # 127.0.0.1 unless --classroom; a non-loopback --host without it is refused with a sentence
     host = resolve_host(args.host, args.classroom, args.port)
@@ -61,20 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         options["threads"] = args.threads
     app = create_app(config)
-    measurer = app.extensions.get("measurer")
-    if measurer is not None:
-        try:
-            pool = measurer.pool           # start the workers now, not on the first click
-            print(f"measurement workers: {len(pool.worker_pids())} "
-                  f"(time limit {pool.config.time_limit_s:g} s per step, "
-                  f"queue of {pool.config.queue_length})", flush=True)
-        except Exception as e:  # noqa: BLE001 - the pages say so; retried on first use
-            print(f"warning: {e}", file=sys.stderr, flush=True)
+    measurer = app.extensions["measurer"]
+    try:
+        pool = measurer.pool           # start the workers now, not on the first click
+        print(f"measurement workers: {len(pool.worker_pids())} "
+              f"(time limit {pool.config.time_limit_s:g} s per step, "
+              f"queue of {pool.config.queue_length})", flush=True)
+    except Exception as e:  # noqa: BLE001 - the pages say so; retried on first use
+        print(f"warning: {e}", file=sys.stderr, flush=True)
     print(f"Schedule Explorer on http://{host}:{args.port}/  (Ctrl+C to stop)", flush=True)
     try:
         serve(app, host=host, port=args.port, **options)
     finally:
-        if measurer is not None and not callable(measurer._pool):
+        if measurer.started:
             stats = measurer.pool.stats()
             measurer.pool.close(5)
             print("measurement pool: " + ", ".join(

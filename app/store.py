@@ -108,19 +108,21 @@ _CODE_DIGEST: str | None = None
 
 
 def code_digest() -> str:
-    """A digest of the compiler's and the measurement's source files (``engine/**`` .py/.c,
-    ``app/measure.py``, ``app/worker_main.py``): a stored result is only reused by the very
-    code that measured it, so a fixed miscompile or a changed timing method never shows a
-    stale figure (the package version alone does not change between commits)."""
+    """A digest of the compiler's and the measurement service's source files (``engine/**``
+    and ``app/service/**`` .py/.c): a stored result is only reused by the very code that
+    measured it, so a fixed miscompile or a changed timing method never shows a stale figure
+    (the package version alone does not change between commits)."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
         import hashlib
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         h = hashlib.sha1()
-        files = [os.path.join(root, "app", "measure.py"), os.path.join(root, "app", "worker_main.py")]
-        for folder, dirs, names in os.walk(os.path.join(root, "engine")):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files += [os.path.join(folder, n) for n in sorted(names) if n.endswith((".py", ".c"))]
+        files = []
+        for top in (os.path.join(root, "engine"), os.path.join(root, "app", "service")):
+            for folder, dirs, names in os.walk(top):
+                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+                files += [os.path.join(folder, n) for n in sorted(names)
+                          if n.endswith((".py", ".c"))]
         for path in files:
             try:
                 with open(path, "rb") as f:

@@ -10,14 +10,15 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import engine
-from app import compare, create_app
+from app.teaching import compare
+from inline_service import make_test_app
 
 N = 16
 
 
 @pytest.fixture(scope="module")
 def app():
-    return create_app({"TESTING": True, "PREFETCH_MEASUREMENTS": False})
+    return make_test_app({"PREFETCH_MEASUREMENTS": False})
 
 
 @pytest.fixture()
@@ -164,7 +165,7 @@ def test_fork_link_include_for_the_trace_pane(app):
     from flask import render_template
     from werkzeug.datastructures import MultiDict
 
-    from app.session import Session
+    from app.web.session import Session
     sch = course(3)
     with app.test_request_context("/"):
         s = Session.from_request("mm_relu", MultiDict({"n": str(N), "t": sch.trace.encode()}))

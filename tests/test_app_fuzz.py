@@ -7,9 +7,9 @@ import string
 from hypothesis import given, strategies as st
 
 import engine
-from app import create_app
+from inline_service import make_test_app
 
-APP = create_app({"TESTING": True, "PREFETCH_MEASUREMENTS": False})
+APP = make_test_app({"PREFETCH_MEASUREMENTS": False})
 HX = {"HX-Request": "true"}
 N = 8
 

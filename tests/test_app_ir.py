@@ -1,12 +1,12 @@
 """Hand-built IR used by the app's tests (independent of the workloads/printer parts),
-and tests of app.nodes: loop/block addressing for selection."""
+and tests of app.web.selection: loop/block addressing for selection."""
 from __future__ import annotations
 
 from engine.ir import (Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, For,
                        ForKind, FloatImm, IRModule, IterType, IterVar, Max, PrimFunc, Range, Var,
                        seq)
 
-from app.nodes import build_tree, loops_of_block, names_to_sels, parse_sel, walk_tree
+from app.web.selection import build_tree, loops_of_block, names_to_sels, parse_sel, walk_tree
 
 
 def _grid(names_extents, body, kinds=None):

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from app import create_app, measure
+from app.service import timing
+from inline_service import make_test_app, settled
 
 HX = {"HX-Request": "true"}
 
@@ -17,16 +18,12 @@ def text_of(resp) -> str:
 @pytest.fixture()
 def client():
     # mm_relu at n=16 needs 8 KFLOP: make that "large" (over the cache budget) but measured
-    app = create_app({"TESTING": True, "EXPLORER_LIMITS": {"max_flops_cache_simulated": 2000.0}})
-    measure.drain_prefetch()
-    measure.clear_cache()
-    yield app.test_client()
-    measure.drain_prefetch()
-    measure.clear_cache()
+    app = make_test_app({"EXPLORER_LIMITS": {"max_flops_cache_simulated": 2000.0}})
+    return app.test_client()
 
 
 def test_large_program_is_timed_but_not_cache_simulated(client):
-    r = client.get("/explore/mm_relu/measure?n=16", headers=HX)
+    r = settled(client, "/explore/mm_relu/measure?n=16")
     assert r.status_code == 200
     text = text_of(r)
     assert "Simulate only" not in text
@@ -40,14 +37,14 @@ def test_large_program_is_timed_but_not_cache_simulated(client):
 
 def test_a_slow_step_is_timed_by_its_checked_run(client, monkeypatch):
     calls = []
-    real = measure._time
+    real = timing.time_kernel
 
     def spy(*a, **k):
         calls.append(1)
         return real(*a, **k)
-    monkeypatch.setattr(measure, "_time", spy)
-    monkeypatch.setattr(measure, "SLOW_RUN_S", 0.0)   # every run counts as slow
-    r = client.get("/explore/mm_relu/measure?n=16", headers=HX)
+    monkeypatch.setattr(timing, "time_kernel", spy)
+    monkeypatch.setattr(timing, "SLOW_RUN_S", 0.0)   # every run counts as slow
+    r = settled(client, "/explore/mm_relu/measure?n=16")
     page = r.get_data(as_text=True)
     assert 'class="muted one-run"' in page and "(1 run)" in page
     assert not calls                          # no repeated timing runs
@@ -55,7 +52,7 @@ def test_a_slow_step_is_timed_by_its_checked_run(client, monkeypatch):
 
 
 def test_small_programs_keep_the_usual_timing(client, monkeypatch):
-    r = client.get("/explore/mm_relu/measure?n=8", headers=HX)  # 1.1 kFLOP: under the budget
+    r = settled(client, "/explore/mm_relu/measure?n=8")  # 1.1 kFLOP: under the budget
     page = r.get_data(as_text=True)
     assert "Large program" not in page and "(1 run)" not in page
     assert "matches numpy" in text_of(r)

@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from engine import lessons
-from app import create_app
+from inline_service import make_test_app
 
 HX = {"HX-Request": "true"}
 L1 = "01_tensorir_mm_relu"
@@ -19,7 +19,7 @@ L1 = "01_tensorir_mm_relu"
 
 @pytest.fixture(scope="module")
 def app():
-    return create_app({"TESTING": True, "PREFETCH_MEASUREMENTS": False})
+    return make_test_app({"PREFETCH_MEASUREMENTS": False})
 
 
 @pytest.fixture()

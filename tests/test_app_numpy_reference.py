@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 
 import engine
-from app import measure, plots
+from app.service import timing
+from app.web import plots
 from engine.runtime import runtime_info
 
 
@@ -16,15 +17,14 @@ def _course(n=16):
 
 
 def test_serial_kernel_gets_one_blas_thread_and_parallel_kernel_the_pool():
-    measure.clear_cache()
     sch, i = _course()
-    serial = measure.measure_step(sch.mod, "mm_relu", {"n": 16})
+    serial = timing.measure_step(sch.mod, "mm_relu", {"n": 16})
     assert serial["correct"] and serial["numpy_threads"] == 1
     sch.parallel(i)
-    par = measure.measure_step(sch.mod, "mm_relu", {"n": 16})
+    par = timing.measure_step(sch.mod, "mm_relu", {"n": 16})
     pool = runtime_info()["pool_size"]
     assert par["correct"] and par["numpy_threads"] == pool
-    if measure._blas_local_setter() is not None:
+    if timing._blas_local_setter() is not None:
         assert par["numpy_note"] == f"{pool} BLAS thread{'s' if pool != 1 else ''}"
         assert serial["numpy_note"] == "1 BLAS thread"
 

@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from app import create_app
+from inline_service import make_test_app
 from engine import presets
 
 
 @pytest.fixture(scope="module")
 def client():
-    return create_app({"TESTING": True, "PREFETCH_MEASUREMENTS": False}).test_client()
+    return make_test_app({"PREFETCH_MEASUREMENTS": False}).test_client()
 
 
 def links(page: str) -> list[str]:

@@ -1,13 +1,13 @@
 """The roofline tab of the measurement pane (Flask test client).
 
-* ``app.plots.roofline_figure``: log-log roof ``min(peak, bandwidth x intensity)`` with the
+* ``app.web.plots.roofline_figure``: log-log roof ``min(peak, bandwidth x intensity)`` with the
   ridge, the roofs' labels, one numbered marker per step (the current one apart) and numpy's
   reference point;
-* the pane, measuring in this process (``MEASURE_IN_PROCESS``): every measured step of the
+* the pane (its jobs run in this process, ``inline_service.InlinePool``): every measured step of the
   course's trace sits at the workload's intensity with its achieved GFLOP/s; a pasted program
   says why it has no roofline point; a failed peak measurement is reported, not raised;
 * the worker side: the ``roofline`` action holds every timing slot and emits the peaks; the
-  :class:`app.workers.StepMeasurer` stores them under one fixed key (a restart reuses them),
+  :class:`app.service.StepMeasurer` stores them under one fixed key (a restart reuses them),
   queues them as the first job of a freshly started pool, and the pooled pane says
   "measuring the machine's peaks" and polls until they are there.
 
@@ -24,9 +24,11 @@ import pytest
 
 import engine
 import engine.roofline
-from app import create_app, measure, plots, views, worker_main
+from app.service import Job, JobResult, MeasurePool, StepMeasurer, Ticket, worker
 from app.store import Store
-from app.workers import Job, JobResult, MeasurePool, StepMeasurer, Ticket
+from app.web import plots
+from app.web.panes import measurement
+from inline_service import InlineChannel, make_test_app, run_in_this_process, settled
 
 N = 16
 HX = {"HX-Request": "true"}
@@ -45,9 +47,9 @@ def fixed_peaks(monkeypatch):
     return calls
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def client():
-    return create_app({"TESTING": True}).test_client()
+    return make_test_app().test_client()      # (a fresh store: peaks are stored once)
 
 
 def figure(page: str, plot_id: str) -> tuple[dict, int]:
@@ -133,8 +135,7 @@ def test_roofline_figure_without_measured_steps_still_draws_the_roof():
 # ---------------------------------------------------------------------------- the pane
 def test_every_step_of_the_course_sits_on_the_roofline(client, fixed_peaks):
     q = course_query(client)
-    page = client.get(f"/explore/mm_relu/measure?n={N}&t={q['t']}", headers=HX
-                      ).get_data(as_text=True)
+    page = settled(client, f"/explore/mm_relu/measure?n={N}&t={q['t']}").get_data(as_text=True)
     runtime, n = figure(page, "runtime-plot")
     roof, npoints = figure(page, "roofline-plot")
     assert n == npoints == 5
@@ -168,14 +169,14 @@ def test_a_pasted_program_says_why_it_has_no_roofline_point(client, monkeypatch)
     page = client.get(url, headers=HX).get_data(as_text=True)
     assert 'id="roofline-plot"' not in page
     assert 'id="roofline-note"' in page
-    assert html.unescape(page).count(views.NO_ROOFLINE_CUSTOM) == 1
+    assert html.unescape(page).count(measurement.NO_ROOFLINE_CUSTOM) == 1
 
 
 def test_a_failed_peak_measurement_is_reported_in_the_tab(client, monkeypatch):
     def broken(refresh=False):
         raise RuntimeError("the FMA peak kernel produced non-finite values")
     monkeypatch.setattr(engine.roofline, "machine_peaks", broken)
-    page = client.get(f"/explore/mm_relu/measure?n={N}", headers=HX).get_data(as_text=True)
+    page = settled(client, f"/explore/mm_relu/measure?n={N}").get_data(as_text=True)
     assert r'id="roofline-plot"' not in page
     assert ("the machine&#39;s peaks could not be measured: the FMA peak kernel produced "
             "non-finite values") in page
@@ -183,32 +184,6 @@ def test_a_failed_peak_measurement_is_reported_in_the_tab(client, monkeypatch):
 
 
 # ---------------------------------------------------------------------------- worker side
-class FakeConn:
-    """The worker's end of the pipe: records messages, grants every timing slot asked for."""
-
-    def __init__(self):
-        self.sent: list[tuple] = []
-
-    def send(self, msg):
-        self.sent.append(msg)
-
-    def recv(self):
-        ncores = next(m[1] for m in reversed(self.sent) if m[0] == "need_timing")
-        return ("go", list(range(ncores)))
-
-
-def run_in_this_process(job: Job) -> JobResult:
-    """What a worker does with ``job`` (worker_main._run_job), without a process."""
-    conn = FakeConn()
-    worker_main._run_job(conn, job.to_wire(), {})
-    data: dict = {}
-    for m in conn.sent:
-        if m[0] == "data":
-            data.update(m[1])
-    res = next(m[1] for m in conn.sent if m[0] == "result")
-    return JobResult(res["status"], res.get("message"), data)
-
-
 class FakePool(MeasurePool):
     """A pool without processes: roofline jobs run here at once (or are held back), step
     jobs answer a fixed measurement. Records every submitted job."""
@@ -252,8 +227,8 @@ class FakePool(MeasurePool):
 
 def test_the_roofline_action_holds_every_timing_slot_and_emits_the_peaks(fixed_peaks):
     import os
-    conn = FakeConn()
-    worker_main._run_job(conn, Job(actions=("roofline",)).to_wire(), {})
+    conn = InlineChannel()
+    worker.run_job(conn, Job(actions=("roofline",)).to_wire(), {})
     kinds = [m[0] for m in conn.sent]
     assert kinds == ["action", "need_timing", "timing_done", "data", "result"]
     assert conn.sent[1] == ("need_timing", os.cpu_count() or 1)
@@ -279,7 +254,7 @@ def test_the_peaks_are_measured_once_and_stored_under_a_fixed_key(tmp_path, fixe
     # after a restart: the store answers, a new pool does not measure them again
     m2 = StepMeasurer(make, store, fingerprint="fp")
     assert m2.roofline() == PEAKS
-    assert callable(m2._pool)                # no pool was started for it
+    assert not m2.started                    # no pool was started for it
     m2.pool
     assert pools[1].jobs == []
     # another machine (fingerprint) measures its own
@@ -298,27 +273,23 @@ def test_a_failed_peak_job_becomes_a_sentence(tmp_path, monkeypatch):
 
 
 def test_the_pooled_pane_polls_while_the_peaks_are_measured(fixed_peaks):
-    before = measure.MEASURER
-    app = create_app({"TESTING": True, "EXPLORER_POOL": {"workers": 1}})
-    try:
-        m = app.extensions["measurer"]
-        pool = FakePool(hold_roofline=True)
-        m._pool = lambda: pool                 # started on first use, like the real one
-        c = app.test_client()
-        page = c.get(f"/explore/mm_relu/measure?n={N}", headers=HX).get_data(as_text=True)
-        assert [j.actions for j in pool.jobs] == [("roofline",), ("step",)]
-        assert "Measuring the machine" in page and 'id="measure-pending"' in page
-        assert "measuring the machine's peaks for the roofline…" in page
-        assert 'id="runtime-plot"' in page      # the step itself is shown meanwhile
-        # the poll shares the running job
-        c.get(f"/explore/mm_relu/measure?n={N}", headers=HX)
-        assert [j.actions for j in pool.jobs].count(("roofline",)) == 1
-        pool.release()
-        page = c.get(f"/explore/mm_relu/measure?n={N}", headers=HX).get_data(as_text=True)
-        fig, npoints = figure(page, "roofline-plot")
-        assert npoints == 1 and 'id="measure-pending"' not in page
-        assert by_name(fig, "current step")["y"][0] == pytest.approx(
-            engine.workloads.info("mm_relu").flops(n=N) / 0.5e-3 / 1e9)
-        assert [j.actions for j in pool.jobs].count(("roofline",)) == 1
-    finally:
-        measure.MEASURER = before
+    app = make_test_app()
+    m = app.extensions["measurer"]
+    pool = FakePool(hold_roofline=True)
+    m._pool = lambda: pool                     # started on first use, like the real one
+    c = app.test_client()
+    page = c.get(f"/explore/mm_relu/measure?n={N}", headers=HX).get_data(as_text=True)
+    assert [j.actions for j in pool.jobs] == [("roofline",), ("step",)]
+    assert "Measuring the machine" in page and 'id="measure-pending"' in page
+    assert "measuring the machine's peaks for the roofline…" in page
+    assert 'id="runtime-plot"' in page      # the step itself is shown meanwhile
+    # the poll shares the running job
+    c.get(f"/explore/mm_relu/measure?n={N}", headers=HX)
+    assert [j.actions for j in pool.jobs].count(("roofline",)) == 1
+    pool.release()
+    page = c.get(f"/explore/mm_relu/measure?n={N}", headers=HX).get_data(as_text=True)
+    fig, npoints = figure(page, "roofline-plot")
+    assert npoints == 1 and 'id="measure-pending"' not in page
+    assert by_name(fig, "current step")["y"][0] == pytest.approx(
+        engine.workloads.info("mm_relu").flops(n=N) / 0.5e-3 / 1e9)
+    assert [j.actions for j in pool.jobs].count(("roofline",)) == 1

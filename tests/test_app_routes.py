@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import engine
-from app import create_app
+from inline_service import drain, make_test_app, settled
 
 HX = {"HX-Request": "true"}
 N = 16
@@ -18,8 +18,7 @@ N = 16
 
 @pytest.fixture(scope="module")
 def app():
-    a = create_app({"TESTING": True})
-    return a
+    return make_test_app()
 
 
 @pytest.fixture()
@@ -169,7 +168,7 @@ def test_course_steps_give_the_course_program(client):
     page = html(client.get("/explore/mm_relu?" + "&".join(f"{k}={v}" for k, v in q.items())))
     assert "step 4 of 4" in page
     expected = course_schedule().mod.script()
-    from app.session import Session
+    from app.web.session import Session
     s = Session.from_request("mm_relu", q)
     assert engine.structural_equal(s.mod_at(4), course_schedule().mod)
     assert s.mod_at(4).script() == expected
@@ -249,7 +248,7 @@ def test_fork_links_carry_a_truncated_trace(client):
 # ---------------------------------------------------------------------------- measure / code
 def test_measure_pane_reports_every_step(client):
     q = course_steps(client)
-    r = client.get(f"/explore/mm_relu/measure?n={N}&t={q['t']}")
+    r = settled(client, f"/explore/mm_relu/measure?n={N}&t={q['t']}")
     assert r.status_code == 200
     page = html(r)
     m = re.search(r'data-plotly="([^"]+)" data-points="(\d+)"', page)
@@ -366,7 +365,7 @@ def test_custom_program_is_explored_like_a_preset(client):
     assert r.status_code == 200, html(r)
     url = r.headers["HX-Push-Url"]
     assert url.startswith("/explore/custom?") and "src=" in url and "t=" in url
-    r = client.get("/explore/custom/measure?" + urlsplit(url).query)
+    r = settled(client, "/explore/custom/measure?" + urlsplit(url).query)
     assert r.status_code == 200 and html(r).count('<span class="ok">✓</span>') == 2
 
 
@@ -449,7 +448,7 @@ def test_user_text_is_escaped_everywhere(client):
 
 
 def test_unexpected_exceptions_become_a_friendly_500_page(app):
-    bad = create_app({"TESTING": True})
+    bad = make_test_app()
 
     @bad.get("/boom")
     def boom():
@@ -487,23 +486,22 @@ def test_no_route_answers_500(client):
         assert r.status_code < 500, (u, data, r.status_code, html(r))
 
 
-def test_primitives_the_engine_lacks_are_disabled_not_broken(client):
-    for sel in ("L/mm_relu/2/Y", "B/mm_relu/Y"):
+def test_every_primitive_the_toolbar_offers_is_a_schedule_method(client):
+    offered = set()
+    for sel in ("L/mm_relu/2/Y", "L/mm_relu/0/C", "B/mm_relu/Y", "B/mm_relu/C"):
         page = html(client.get(f"/explore/mm_relu/toolbar?n={N}&sel={sel}"))
-        for prim, attrs in re.findall(r'data-prim="(\w+)" ([^>]*)>', page):
-            if not callable(getattr(engine.Schedule, prim, None)):
-                assert "disabled" in attrs, prim
-    # posting one anyway is a refusal, not a server error
-    r = apply(client, {"n": str(N)}, "B/mm_relu/Y", "cache_read", buffer="0", scope="local")
-    if not callable(getattr(engine.Schedule, "cache_read", None)):
-        assert r.status_code == 422 and "not available yet" in html(r)
-    else:
-        assert r.status_code in (200, 422)
+        offered |= set(re.findall(r'data-prim="(\w+)"', page))
+    assert {"split", "reorder", "parallel", "cache_read", "compute_at"} <= offered
+    for prim in offered:
+        assert callable(getattr(engine.Schedule, prim, None)), prim
+    # posting one with a bad input is a refusal with a reason, not a server error
+    r = apply(client, {"n": str(N)}, "B/mm_relu/Y", "cache_read", buffer="9", scope="local")
+    assert r.status_code == 422 and "cache_read" in html(r)
 
 
 def test_cache_pane_reports_simulated_misses_per_step_and_buffer(client):
     q = course_steps(client)
-    r = client.get(f"/explore/mm_relu/cache?n={N}&t={q['t']}")
+    r = settled(client, f"/explore/mm_relu/cache?n={N}&t={q['t']}", 'id="cache-pending"')
     assert r.status_code == 200
     page = html(r)
     assert "Step 4, simulated:" in page and "L1" in page and "misses" in page
@@ -534,42 +532,57 @@ def test_security_headers_and_cross_origin_posts(client):
     assert r.status_code == 200
 
 
-def test_long_measurements_fill_in_progressively(client, monkeypatch):
-    from app import measure, views
-    monkeypatch.setitem(client.application.config, "PREFETCH_MEASUREMENTS", False)
+def test_long_measurements_fill_in_progressively(monkeypatch):
+    import pickle
+
+    from app.web import measuring
+    from app.web.session import Session
+    app = make_test_app({"PREFETCH_MEASUREMENTS": False})
+    client = app.test_client()
     q = course_steps(client)
-    measure.drain_prefetch()
-    measure.clear_cache()
-    monkeypatch.setattr(views, "STEP_BUDGET_S", 0.0)   # one new measurement per request
+    monkeypatch.setattr(measuring, "STEP_BUDGET_S", 0.0)   # answer at once, never wait
     url = f"/explore/mm_relu/measure?n={N}&t={q['t']}&at=2"
     seen = []
     for _ in range(10):
         page = html(client.get(url))
         m = re.search(r'data-points="(\d+)"', page)
-        seen.append(int(m.group(1)))
+        seen.append(int(m.group(1)) if m else 0)
         if 'id="measure-pending"' not in page:
             break
-        assert 'hx-trigger="load delay:200ms"' in page and "Still working on step" in page
-    assert seen == [1, 2, 3, 4, 5]
-    assert "Step 2:" in page                     # the current step was measured first
-    for kind in ("cache",):
-        url = f"/explore/mm_relu/{kind}?n={N}&t={q['t']}"
-        pages = [html(client.get(url)) for _ in range(6)]
-        assert 'id="cache-pending"' in pages[0] and 'id="cache-pending"' not in pages[-1]
+        assert 'hx-trigger="load delay:1s"' in page and "queued (position" in page
+        drain(app)                  # the jobs this request queued finish before the next poll
+    # nothing was waited for; each poll shows more, at most POOL_AHEAD + 1 new steps each
+    assert seen[0] == 0 and seen[-1] == 5 and seen == sorted(seen)
+    assert all(b - a <= measuring.POOL_AHEAD + 1 for a, b in zip(seen, seen[1:]))
+    assert len(seen) >= 3 and "Step 2:" in page
+    # the current step (2) was the first one queued
+    first = pickle.loads(next(j.module for j in app.extensions["measurer"].pool.jobs
+                              if j.actions == ("step",)))
+    with app.test_request_context():
+        assert engine.structural_equal(first, Session.from_request("mm_relu", q).mod_at(2))
+    url = f"/explore/mm_relu/cache?n={N}&t={q['t']}"
+    pages = []
+    for _ in range(6):
+        pages.append(html(client.get(url)))
+        drain(app)
+    assert 'id="cache-pending"' in pages[0] and 'id="cache-pending"' not in pages[-1]
 
 
-def test_applying_a_step_starts_measuring_it_in_the_background(client):
-    from app import measure
-    from app.session import Session
-    measure.drain_prefetch()
-    measure.clear_cache()
+def test_applying_a_step_starts_measuring_it_in_the_background():
+    from app.web.session import Session
+    app = make_test_app()
+    client = app.test_client()
     r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
     assert r.status_code == 200
-    measure.drain_prefetch()
-    s = Session.from_request("mm_relu", state_of(r.headers["HX-Push-Url"]))
-    res = measure.cached(s.mod_at(1), "mm_relu", {"n": N})
+    measurer = app.extensions["measurer"]
+    assert [j.actions for j in measurer.pool.jobs][-2:] == [("step",), ("cache",)]
+    drain(app)
+    with app.test_request_context():
+        s = Session.from_request("mm_relu", state_of(r.headers["HX-Push-Url"]))
+        mod = s.mod_at(1)
+    res = measurer.cached(mod, "mm_relu", {"n": N}, "mm_relu")
     assert res is not None and res["correct"] is True
-    assert measure.cached_cache_step(s.mod_at(1), "mm_relu") is not None
+    assert measurer.cached_cache(mod, "mm_relu") is not None
 
 
 def test_access_pattern_of_a_loop(client):
@@ -595,7 +608,7 @@ def test_access_pattern_of_a_loop(client):
 
 
 def test_pattern_downsampling_keeps_the_earliest_touch():
-    from app.plots import _downsample
+    from app.web.plots import _downsample
     import numpy as np
     big = np.arange(512 * 512).reshape(512, 512)
     big[0, 0] = -1
@@ -605,27 +618,25 @@ def test_pattern_downsampling_keeps_the_earliest_touch():
     assert a[1, 1] == 4 * 512 + 4
 
 
-def test_a_step_that_fails_to_compile_is_reported_on_the_step(client, monkeypatch):
-    from app import measure
-    measure.drain_prefetch()
-    measure.clear_cache()
+def test_a_step_that_fails_to_compile_is_reported_on_the_step(monkeypatch):
+    from app.service import actions, timing
 
     def broken_build(mod, target="llvm", **kw):
         raise RuntimeError("LLVM says no")
-    import engine.runtime
-    monkeypatch.setattr(engine.runtime, "build", broken_build)
-    page = html(client.get(f"/explore/mm_relu/measure?n={N}"))
+    monkeypatch.setattr(timing, "build", broken_build)
+    monkeypatch.setattr(actions, "build", broken_build)
+    client = make_test_app().test_client()
+    page = html(settled(client, f"/explore/mm_relu/measure?n={N}"))
     assert "compile failed: LLVM says no" in page and "failed: compile" in page
     page = html(client.get(f"/explore/mm_relu/code?n={N}&kind=asm"))
-    assert "compile failed: LLVM says no" in page
+    assert "compile failed:" in page and "LLVM says no" in page
     monkeypatch.undo()
-    measure.clear_cache()
-    assert "matches numpy" in html(client.get(f"/explore/mm_relu/measure?n={N}"))
+    client = make_test_app().test_client()      # a fresh store: nothing remembered
+    assert "matches numpy" in html(settled(client, f"/explore/mm_relu/measure?n={N}"))
 
 
 def test_trace_length_limit_is_explained(app):
-    from app import create_app as make
-    small = make({"TESTING": True, "EXPLORER_LIMITS": {"max_trace_insts": 4}})
+    small = make_test_app({"EXPLORER_LIMITS": {"max_trace_insts": 4}})
     c = small.test_client()
     r = apply(c, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4")
     assert r.status_code == 200

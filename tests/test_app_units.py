@@ -8,11 +8,13 @@ import xml.etree.ElementTree as ET
 import pytest
 from engine.ir import ForKind
 
-from app import diagram, diffview, plots
 from app.errors import AppError
-from app.nodes import build_tree
-from app.primitives import InputError, block_prims, loop_prims, parse_factors
-from app.session import decode_src, encode_src
+from app.web import plots
+from app.web.panes import diagram
+from app.web.panes import diff as diffview
+from app.web.selection import build_tree
+from app.web.session import decode_src, encode_src
+from app.web.toolbar import InputError, block_prims, loop_prims, parse_factors
 from test_app_ir import mm_relu_module
 
 SVG_NS = "{http://www.w3.org/2000/svg}"

@@ -125,7 +125,7 @@ def test_last_step_names_the_preset_without_machine_figures(les):
 
 
 def test_lesson_is_listed_by_the_web_app():
-    from app import create_app
-    client = create_app({"TESTING": True, "PREFETCH_MEASUREMENTS": False}).test_client()
+    from inline_service import make_test_app
+    client = make_test_app({"PREFETCH_MEASUREMENTS": False}).test_client()
     page = client.get("/lessons").get_data(as_text=True)
     assert f'href="/lessons/{LID}"' in page

@@ -1,16 +1,17 @@
 """The web app as ``create_app`` wires it for the real server: measurements, cache simulation,
-code text and access patterns come from worker processes (app.workers), never from the web
+code text and access patterns come from worker processes (app.service), never from the web
 process. A crashing or endless generated kernel is reported on its step while the app keeps
 serving, a pending step shows "queued (position k)" and polls, results come back from the
 store after a restart, and sizes over the budgets are refused or "simulate only"."""
 from __future__ import annotations
 
+import os
 import re
 import time
 
 import pytest
 
-app_pkg = pytest.importorskip("app")
+import app as app_pkg
 
 CRASH = '''@T.prim_func
 def oob(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
@@ -54,9 +55,7 @@ def instance(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wired(instance):
-    from app import measure
     mp = pytest.MonkeyPatch()
-    before = measure.MEASURER
     app = app_pkg.create_app({
         "TESTING": True,
         "EXPLORER_INSTANCE": instance,
@@ -68,10 +67,9 @@ def wired(instance):
     try:
         yield app.test_client(), m
     finally:
-        if not callable(m._pool):
+        if m.started:
             m.pool.close(5)
         mp.undo()
-        measure.MEASURER = before
 
 
 def text_of(r) -> str:
@@ -97,13 +95,14 @@ def settled(client, url: str, polls: int = 400):
 
 def test_the_real_server_configuration_measures_in_workers(wired):
     client, m = wired
-    from app.workers import StepMeasurer
-    assert isinstance(m, StepMeasurer)
-    assert client.application.config["MEASURE_IN_PROCESS"] is False
-    # python -m app builds the same app (no TESTING): never in-process
+    from app.service import MeasurePool, StepMeasurer
+    assert isinstance(m, StepMeasurer) and isinstance(m.pool, MeasurePool)
+    assert all(pid != os.getpid() for pid in m.pool.worker_pids())
+    # python -m app builds the same app (no TESTING): its measurer starts worker processes
+    # on first use, and nothing else in the app measures
     plain = app_pkg.create_app({"EXPLORER_STORE": False})
-    assert plain.config["MEASURE_IN_PROCESS"] is False
     assert isinstance(plain.extensions["measurer"], StepMeasurer)
+    assert not plain.extensions["measurer"].started
 
 
 def test_crashing_kernel_is_reported_and_the_app_keeps_serving(wired):
@@ -136,9 +135,9 @@ def test_endless_kernel_is_cut_at_the_time_limit(wired):
 
 def test_a_waiting_step_shows_its_queue_position_and_polls(wired, monkeypatch):
     client, m = wired
-    from app import views
-    from app.workers import Job
-    monkeypatch.setattr(views, "STEP_BUDGET_S", 0.0)     # answer at once, do not wait
+    from app.service import Job
+    from app.web import measuring
+    monkeypatch.setattr(measuring, "STEP_BUDGET_S", 0.0)     # answer at once, do not wait
     pool = m.pool
     # occupy both workers, then one more job ahead in the queue
     busy = [pool.submit(Job.debug("sleep", 2.0)) for _ in range(3)]
@@ -178,17 +177,11 @@ def test_results_come_back_from_the_store_after_a_restart(wired, instance):
     while m._inflight and time.monotonic() < end:     # the store write follows the result
         time.sleep(0.01)
     assert m.store.count_results() >= 1
-    from app import measure
-    before = measure.MEASURER
     restarted = app_pkg.create_app({"TESTING": True, "EXPLORER_INSTANCE": instance,
                                     "EXPLORER_POOL": {"workers": 1}})
-    try:
-        again = restarted.test_client().get("/explore/add/measure?m=8&n=8", headers=HX)
-        assert "matches numpy" in text_of(again)
-        m2 = restarted.extensions["measurer"]
-        assert callable(m2._pool)          # answered from the store: no worker started
-    finally:
-        measure.MEASURER = before
+    again = restarted.test_client().get("/explore/add/measure?m=8&n=8", headers=HX)
+    assert "matches numpy" in text_of(again)
+    assert not restarted.extensions["measurer"].started   # from the store: no worker started
 
 
 def test_sizes_over_the_budgets(wired):
@@ -219,9 +212,9 @@ def test_input_limits_name_the_limit():
 
 def test_the_code_pane_polls_while_queued_and_jumps_the_measurements(wired, monkeypatch):
     client, m = wired
-    from app import views
-    from app.workers import Job
-    monkeypatch.setattr(views, "CODE_BUDGET_S", 0.0)
+    from app.service import Job
+    from app.web.panes import code
+    monkeypatch.setattr(code, "CODE_BUDGET_S", 0.0)
     pool = m.pool
     busy = [pool.submit(Job.debug("sleep", 2.0)) for _ in range(4)]
     url = "/explore/relu/code?m=24&n=24&kind=asm"

@@ -1,4 +1,4 @@
-"""The Content-Security-Policy of app.security, checked in a real Chromium: plotly.js draws and
+"""The Content-Security-Policy of app.web.security, checked in a real Chromium: plotly.js draws and
 htmx swaps under it with no violation, while an inline script is blocked."""
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def server():
     from flask import Flask, Response, send_file
     from werkzeug.serving import make_server
 
-    from app.security import init_security
+    from app.web.security import init_security
 
     htmx = os.path.join(VENDOR, "htmx.min.js")
     has_htmx = os.path.exists(htmx)

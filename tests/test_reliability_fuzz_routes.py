@@ -17,13 +17,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-app_pkg = pytest.importorskip("app")
+from inline_service import make_test_app
 
 
 @pytest.fixture(scope="module")
 def client():
-    app = app_pkg.create_app({"TESTING": True})
-    return app.test_client()
+    return make_test_app({"PREFETCH_MEASUREMENTS": False}).test_client()
 
 
 WORKLOADS = ["mm_relu", "matmul", "softmax", "transpose", "conv2d", "relu", "sum"]

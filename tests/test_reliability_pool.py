@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from app.workers import (Job, JobResult, MeasurePool, PoolClosed, PoolConfig, QueueFull,
-                         TimingSlots, step_dict)
+from app.service import (Job, JobResult, MeasurePool, PoolClosed, PoolConfig, QueueFull,
+                         step_dict)
+from app.service.slots import TimingSlots
 
 MiB = 1 << 20
 

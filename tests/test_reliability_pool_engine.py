@@ -8,7 +8,7 @@ import os
 import pytest
 
 import engine
-from app.workers import Job, MeasurePool, PoolConfig, step_dict, step_job
+from app.service import Job, MeasurePool, PoolConfig, StepMeasurer, step_dict, step_job
 
 N = 32
 
@@ -69,7 +69,7 @@ def test_a_bad_trace_is_a_sentence_not_a_crash(pool):
 
 
 def test_the_explorer_step_runs_in_a_worker(pool):
-    from app.measure import program_hash
+    program_hash = StepMeasurer.program_hash
     sch = scheduled_mm_relu()
     r = pool.run(step_job(sch.mod, "mm_relu", {"n": N}, func_name="mm_relu"), timeout=120)
     assert r.status == "ok", r
@@ -97,8 +97,6 @@ def test_the_crashing_step_through_the_step_seam(pool):
     assert pool.run(Job(workload="relu", params={}, actions=("compile",)), timeout=120).ok
 
 
-@pytest.mark.skipif(not hasattr(__import__("engine.script").script, "parse"),
-                    reason="engine.parse not available yet")
 def test_program_text_is_parsed_in_the_worker(pool):
     sch = scheduled_mm_relu()
     r = pool.run(Job.for_program(sch.mod.script(), actions=("compile", "source")), timeout=120)
@@ -110,7 +108,6 @@ def test_program_text_is_parsed_in_the_worker(pool):
 # --------------------------------------------------------------------------- pool + store
 def test_measurer_stores_results_and_reuses_them(pool, tmp_path):
     from app.store import Store
-    from app.workers import StepMeasurer
     store = Store(str(tmp_path / "s.sqlite3"))
     m = StepMeasurer(pool, store, fingerprint="fp")
     sch = scheduled_mm_relu()
@@ -134,7 +131,6 @@ def test_measurer_stores_results_and_reuses_them(pool, tmp_path):
 
 
 def test_measurer_shares_one_job_between_concurrent_requests(pool):
-    from app.workers import StepMeasurer
     m = StepMeasurer(pool, None)
     mod = scheduled_mm_relu(48).mod
     _, t1 = m.submit(mod, "mm_relu", {"n": 48}, func_name="mm_relu")
@@ -145,10 +141,8 @@ def test_measurer_shares_one_job_between_concurrent_requests(pool):
 
 def test_transient_failures_are_not_stored(pool, tmp_path):
     from app.store import Store
-    from app.workers import StepMeasurer
     store = Store(str(tmp_path / "s.sqlite3"))
     m = StepMeasurer(pool, store, fingerprint="fp")
-    # (a program no earlier test measured: a worker answers those from its memory at once)
     d, t = m.submit(scheduled_mm_relu(44).mod, "mm_relu", {"n": 44}, func_name="mm_relu",
                     time_limit_s=0.0)
     res = m.result_of(t, 60)
@@ -161,7 +155,7 @@ def test_install_wires_limits_store_and_a_lazy_pool(tmp_path):
     from flask import Flask
 
     from app.limits import Limits
-    from app.workers import StepMeasurer, install
+    from app.service import install
     app = Flask("t", instance_path=str(tmp_path / "inst"))
     app.config["EXPLORER_LIMITS"] = {"queue_length": 3}
     app.config["EXPLORER_POOL"] = {"workers": 1}
@@ -169,7 +163,7 @@ def test_install_wires_limits_store_and_a_lazy_pool(tmp_path):
     assert isinstance(m, StepMeasurer) and app.extensions["measurer"] is m
     assert app.extensions["limits"] == Limits(queue_length=3)
     assert app.extensions["store"].path.startswith(str(tmp_path / "inst"))
-    assert not isinstance(m._pool, MeasurePool)            # nothing started yet
+    assert not m.started                                   # nothing started yet
     try:
         d = m.measure(engine.workloads.get("relu"), "relu", {}, timeout=120)
         assert d["ok"] is True
@@ -190,7 +184,6 @@ def wait_for(pred, timeout=30.0):
 
 def test_measurer_cache_and_source_services(pool, tmp_path):
     from app.store import Store
-    from app.workers import StepMeasurer
     store = Store(str(tmp_path / "s.sqlite3"))
     m = StepMeasurer(pool, store, fingerprint="fp")
     mod = scheduled_mm_relu().mod
@@ -207,7 +200,6 @@ def test_measurer_cache_and_source_services(pool, tmp_path):
 
 
 def test_measurer_without_workers_says_so_and_retries():
-    from app.workers import StepMeasurer
     calls = []
 
     def broken_pool():
@@ -224,7 +216,6 @@ def test_measurer_without_workers_says_so_and_retries():
 
 def test_prefetch_starts_jobs_the_pane_then_shares(pool, tmp_path):
     from app.store import Store
-    from app.workers import StepMeasurer
     m = StepMeasurer(pool, Store(str(tmp_path / "s.sqlite3")), fingerprint="fp")
     mod = scheduled_mm_relu(40).mod
     before = pool.stats()["submitted"]

@@ -7,7 +7,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-app_pkg = pytest.importorskip("app")
+from inline_service import make_test_app
+
 HX = {"HX-Request": "true"}
 
 
@@ -21,8 +22,8 @@ def instance(tmp_path):
 
 
 def make(instance, **extra):
-    return app_pkg.create_app({"TESTING": True, "EXPLORER_INSTANCE": instance,
-                               "PREFETCH_MEASUREMENTS": False, **extra}).test_client()
+    return make_test_app({"EXPLORER_INSTANCE": instance, "PREFETCH_MEASUREMENTS": False,
+                          **extra}).test_client()
 
 
 def split_step(client) -> str:

@@ -6,7 +6,7 @@ import io
 import pytest
 from flask import Flask
 
-from app.security import (DEFAULT_CSP, csp_header, init_security, is_loopback, resolve_host,
+from app.web.security import (DEFAULT_CSP, csp_header, init_security, is_loopback, resolve_host,
                           server_options)
 
 

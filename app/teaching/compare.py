@@ -1,24 +1,39 @@
-"""Comparing two explorer states side by side (``/compare?a=<link>&b=<link>``).
+"""Comparing two explorer states side by side.
+
+=========================================  ==================================================
+``GET  /compare?a=<link>&b=<link>``        two states side by side (program, diagram, steps)
+``GET  /compare/measure?a=…&b=…``          runtime and cache plots of both, overlaid (lazy)
+=========================================  ==================================================
+
 
 A *side* is anything a learner can paste: a full explorer link
 (``http://host/explore/mm_relu?n=128&t=...&at=2``), its path, or a bare trace token (the
 ``t=`` part; the workload is read from the trace itself). :func:`session_of` turns it into
-an :class:`app.session.Session`, with the same 4xx errors the explorer gives for a bad link.
+an :class:`app.web.session.Session`, with the same 4xx errors the explorer gives for a bad link.
 
 :func:`runtime_overlay` and :func:`cache_overlay` draw both sides' measurements (the rows
-:func:`app.views.measurements` and :func:`app.views.cache` return) in one plotly figure.
+:mod:`app.web.panes.measurement` and :mod:`app.web.panes.cache` return) in one plotly figure.
 """
 from __future__ import annotations
 
 import json
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from flask import Blueprint, render_template, request
+from markupsafe import Markup
 from werkzeug.datastructures import MultiDict
 
-from . import bridge, diffview
-from .errors import AppError
-from .plots import _jsonable, _layout
-from .session import Session, trace_json
+from engine.schedule import Trace
+
+from ..errors import AppError
+from ..web.panes import cache as cache_view
+from ..web.panes import diagram, diff, measurement, trace
+from ..web.plots import jsonable, layout
+from ..web.selection import module_trees
+from ..web.session import Session, trace_json
+from . import presenter
+
+bp = Blueprint("compare", __name__)
 
 #: longest side text accepted (a link with a long trace token)
 MAX_SIDE = 20000
@@ -56,14 +71,13 @@ def parse_side(text: str, label: str) -> tuple[str, MultiDict]:
         args.pop("sel", None)
         return workload, args
     # a bare token: the trace says which workload (and parameters) it was recorded on
-    Trace = bridge.attr("schedule", "Trace")
     try:
-        trace = Trace.decode(text)
+        decoded = Trace.decode(text)
     except Exception as e:  # noqa: BLE001 - any decoding failure is the input's fault
         raise AppError(400, f"{label} cannot be read",
                        f"The text given as {label} is neither an explorer link nor a trace "
                        f"token ({e}).", back=back, back_label="the compare form") from None
-    wl = trace_json(trace).get("workload") or {}
+    wl = trace_json(decoded).get("workload") or {}
     name = wl.get("name") if isinstance(wl, dict) else None
     if not name:
         raise AppError(400, f"{label} names no workload",
@@ -115,7 +129,7 @@ def common_prefix(sa: Session, sb: Session) -> int:
 
 def changed_lines(text_a: str, text_b: str) -> tuple[set[int], set[int], str]:
     """Line numbers that differ in A and in B, and a one-line summary of the difference."""
-    rows = diffview.diff_rows(text_a, text_b)
+    rows = diff.diff_rows(text_a, text_b)
     in_a = {r.old for r in rows if r.kind == "del" and r.old}
     in_b = {r.new for r in rows if r.kind == "add" and r.new}
     if not in_a and not in_b:
@@ -156,11 +170,8 @@ def runtime_overlay(rows_a: list[dict], rows_b: list[dict]) -> str | None:
                      "x": [min(xs_all) - 0.3, max(xs_all) + 0.3], "y": [numpy_ms, numpy_ms],
                      "line": {"color": "#8250df", "dash": "dot"}, "hoverinfo": "skip"})
     spread = max(all_ms) / max(min(all_ms), 1e-9)
-    layout = _layout("", xaxis={"title": {"text": "step"}, "dtick": 1, "zeroline": False},
-                     yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
-                            "rangemode": "tozero"})
-    layout["height"] = 240
-    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+    return _figure(data, yaxis={"title": {"text": "ms"}, "rangemode": "tozero",
+                                "type": "log" if spread > 20 else "linear"}, zeroline=False)
 
 
 LEVEL_DASH = ["solid", "dot", "dashdot", "longdash"]
@@ -196,6 +207,88 @@ def cache_overlay(rows_a: list[dict], rows_b: list[dict]) -> str | None:
     spread = (max(values) / min(values)) if values else 1
     yaxis = ({"title": {"text": "misses (log)"}, "type": "log"} if spread > 20 else
              {"title": {"text": "misses"}, "rangemode": "tozero"})
-    layout = _layout("", xaxis={"title": {"text": "step"}, "dtick": 1}, yaxis=yaxis)
-    layout["height"] = 240
-    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+    return _figure(data, yaxis=yaxis)
+
+
+def _figure(data: list, yaxis: dict, **xaxis) -> str:
+    """Plotly JSON of an overlay: steps on x, 240 px high."""
+    fig_layout = layout("", xaxis={"title": {"text": "step"}, "dtick": 1, **xaxis}, yaxis=yaxis)
+    fig_layout["height"] = 240
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
+
+
+# ---------------------------------------------------------------------------- routes
+@bp.get("/compare")
+def compare_page():
+    a, b = request.args.get("a", ""), request.args.get("b", "")
+    on = presenter.is_on()
+    if not a and not b:
+        return render_template("compare/page.html", sides=None, a=a, b=b, present=on)
+    sa = session_of(a, "A")
+    sb = session_of(b, "B") if b else None
+    if sb is None:
+        # only A: offer its forks (B = A's first k steps) to compare against
+        return render_template("compare/page.html", sides=None, a=a, b=b, present=on,
+                               only_a=sa, forks=_forks(sa, on))
+    sides = []
+    texts = []
+    for label, s in (("A", sa), ("B", sb)):
+        texts.append(s.mod_at(s.at).script())
+    in_a, in_b, summary = changed_lines(texts[0], texts[1])
+    for label, s, text, changed in (("A", sa, texts[0], in_a), ("B", sb, texts[1], in_b)):
+        mod = s.mod_at(s.at)
+        trees = module_trees(mod)
+        sides.append({
+            "label": label, "s": s, "link": s.url(),
+            "lines": [{"no": i + 1, "text": t, "changed": (i + 1) in changed}
+                      for i, t in enumerate(text.splitlines())],
+            "svgs": [Markup(_plain_svg(svg)) for svg in diagram.diagrams(mod, trees, label)],
+            "steps": trace.steps(s)[: s.at + 1],
+        })
+    shared = common_prefix(sa, sb)
+    return render_template("compare/page.html", sides=sides, a=a, b=b, present=on,
+                           summary=summary, differs=bool(in_a or in_b), shared=shared,
+                           forks=_forks(sa, on),
+                           swap_url=compare_url(b, a, on),
+                           measure_url="/compare/measure?" + urlencode({"a": a, "b": b}))
+
+
+def _plain_svg(svg: str) -> str:
+    """The loop diagram without its selection hooks (the compare page has no toolbar)."""
+    return svg.replace(' data-sel="', ' data-csel="').replace(' tabindex="0"', "")
+
+
+def _forks(sa: Session, present: bool) -> list[dict]:
+    """Links comparing A with a fork of A at each of its steps."""
+    out = []
+    host = request.host_url.rstrip("/")
+    a_link = host + sa.url()
+    for k in range(sa.at):
+        fork = host + sa.url(token=sa.prefix_token(k), at=None)
+        out.append({"k": k, "url": compare_url(a_link, fork, present),
+                    "explore": fork})
+    return out
+
+
+@bp.get("/compare/measure")
+def compare_measure():
+    sa = session_of(request.args.get("a", ""), "A")
+    sb = session_of(request.args.get("b", ""), "B")
+    ma = measurement.context(sa, budget_s=1.0)
+    mb = measurement.context(sb, budget_s=1.0)
+    ca = cache_view.context(sa, budget_s=1.0)
+    cb = cache_view.context(sb, budget_s=1.0)
+    pending = bool(ma["pending"] or mb["pending"] or ca["pending"] or cb["pending"])
+    good_a = [r for r in ca["rows"] if r.get("levels")]
+    good_b = [r for r in cb["rows"] if r.get("levels")]
+    cur = {"A": ma.get("current"), "B": mb.get("current")}
+    speed = None
+    if cur["A"] and cur["B"] and cur["A"].get("time_ms") and cur["B"].get("time_ms"):
+        speed = cur["A"]["time_ms"] / cur["B"]["time_ms"]
+    return render_template(
+        "compare/measure.html", runtime_fig=runtime_overlay(ma["rows"], mb["rows"]),
+        cache_fig=cache_overlay(good_a, good_b), cur=cur, speed=speed,
+        cache_cur={"A": ca.get("current"), "B": cb.get("current")},
+        unavailable=ma.get("unavailable") or mb.get("unavailable"), pending=pending,
+        npoints=len([r for r in ma["rows"] + mb["rows"] if r.get("time_ms") is not None]),
+        self_url=request.full_path)

@@ -1,7 +1,7 @@
 """The toolbar's primitives: which ones a selection offers, their inputs, and how a form
 becomes schedule calls.
 
-A form always carries the subject's selection id (``sel``, see :mod:`app.nodes`) and the
+A form always carries the subject's selection id (``sel``, see :mod:`app.web.selection`) and the
 primitive name; :func:`apply` resolves the subject the way course code does
 (``sch.get_block(name)``, ``sch.get_loops(block)[k]``) so the recorded trace reads like the
 course's Python. Malformed inputs raise :class:`InputError` (a refusal with a sentence, the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .nodes import FuncTree, LoopNode, loops_of_block, parse_sel, walk_tree
+from .selection import FuncTree, LoopNode, loops_of_block, names_to_sels, parse_sel, walk_tree
 
 
 class InputError(ValueError):
@@ -38,7 +38,7 @@ class Prim:
     label: str
     doc: str
     args: list = field(default_factory=list)
-    disabled: str = ""              # reason it cannot be offered (shown as tooltip)
+    disabled: str = ""              # why it cannot be applied here (shown as tooltip)
 
 
 SCOPES = [("global", "global"), ("local", "local"), ("shared", "shared")]
@@ -168,13 +168,6 @@ def _sel(form, key: str, kind: str) -> dict:
     return parsed
 
 
-def _call(sch, prim: str, *args, **kwargs):
-    fn = getattr(sch, prim, None)
-    if not callable(fn):
-        raise InputError(f"{prim} is not available yet in this engine.")
-    return fn(*args, **kwargs)
-
-
 def apply(sch, tree: FuncTree, form) -> str:
     """Apply the primitive described by ``form`` to ``sch``; returns a one-line summary."""
     prim = form.get("primitive", "")
@@ -192,7 +185,7 @@ def apply(sch, tree: FuncTree, form) -> str:
 
     if prim == "split":
         factors = parse_factors(form.get("factors", ""))
-        _call(sch, "split", _loop(sch, subj, sel), factors=factors)
+        sch.split(_loop(sch, subj, sel), factors=factors)
         return f"split {name} by {factors}"
     if prim == "reorder":
         chain = loops_of_block(tree, subj["block"])
@@ -213,41 +206,73 @@ def apply(sch, tree: FuncTree, form) -> str:
                                  "rename is not possible here, so reorder cannot tell them apart.")
             idxs.append(by_name[n][0])
         loops = sch.get_loops(_block(sch, subj))
-        _call(sch, "reorder", *[loops[i] for i in idxs])
+        sch.reorder(*[loops[i] for i in idxs])
         return f"reorder {', '.join(names)}"
     if prim == "fuse":
         inner = node.children[0] if len(node.children) == 1 and node.children[0].is_loop else None
         if inner is None:
             raise InputError(f"fuse: loop {name} has no single inner loop to fuse with.", [sel])
         loops = sch.get_loops(_block(sch, subj))
-        _call(sch, "fuse", loops[subj["index"]], loops[subj["index"] + 1])
+        sch.fuse(loops[subj["index"]], loops[subj["index"] + 1])
         return f"fuse {name} with {inner.name}"
     if prim in ("parallel", "vectorize", "unroll"):
-        _call(sch, prim, _loop(sch, subj, sel))
+        getattr(sch, prim)(_loop(sch, subj, sel))
         return f"{prim} {name}"
     if prim == "rfactor":
         axis = _int(form.get("factor_axis", "0"), "factor axis")
-        _call(sch, "rfactor", _loop(sch, subj, sel), factor_axis=axis)
+        sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
         return f"rfactor {name}"
     block = _block(sch, subj)
     if prim in ("compute_at", "reverse_compute_at"):
         target = _sel(form, "loop", "loop")
         tnode = tree.by_sel.get(form.get("loop", ""))
-        _call(sch, prim, block, _loop(sch, target, form.get("loop", "")))
+        getattr(sch, prim)(block, _loop(sch, target, form.get("loop", "")))
         return f"{prim} {name} under {tnode.name if tnode else 'loop'}"
     if prim in ("compute_inline", "reverse_compute_inline"):
-        _call(sch, prim, block)
+        getattr(sch, prim)(block)
         return f"{prim} {name}"
     if prim == "decompose_reduction":
         target = _sel(form, "loop", "loop")
         tnode = tree.by_sel.get(form.get("loop", ""))
-        _call(sch, "decompose_reduction", block, _loop(sch, target, form.get("loop", "")))
+        sch.decompose_reduction(block, _loop(sch, target, form.get("loop", "")))
         return f"decompose_reduction {name} above {tnode.name if tnode else 'loop'}"
     if prim in ("cache_read", "cache_write"):
         idx = _int(form.get("buffer", "0"), "buffer index")
         scope = form.get("scope", "local")
         if scope not in dict(SCOPES):
             raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
-        _call(sch, prim, block, idx, scope)
+        getattr(sch, prim)(block, idx, scope)
         return f"{prim} {name} buffer #{idx} ({scope})"
     raise InputError(f"Unknown primitive “{prim}”.")  # pragma: no cover - ALL_PRIMS guards
+
+
+# ---------------------------------------------------------------------------- the pane
+def context(trees: list[FuncTree], sel: str | None) -> dict:
+    """The toolbar pane for a selection id: the primitives it offers, with their inputs."""
+    parsed = parse_sel(sel) if sel else None
+    tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), None)
+    node = tree.by_sel.get(sel) if tree is not None else None
+    if node is None:
+        return {"sel": None, "node": None, "prims": [], "kind": None, "stale": bool(sel)}
+    if node.is_loop:
+        prims = loop_prims(tree, node)
+        desc = f"loop {node.name} (extent {node.extent_text}, {node.kind})"
+    else:
+        prims = block_prims(tree, node.name)
+        desc = f"block {node.name}"
+    return {"sel": sel, "node": node, "prims": prims, "kind": "loop" if node.is_loop else "block",
+            "desc": desc, "stale": False}
+
+
+def refusal_highlight(exc, trees: list[FuncTree]) -> list[str]:
+    """The selection ids a ``ScheduleError`` points at (its IR nodes and names)."""
+    sels: list[str] = []
+    for node in exc.nodes:
+        for t in trees:
+            e = t.by_node.get(id(node))
+            if e is not None and e.sel and e.sel not in sels:
+                sels.append(e.sel)
+    for s in names_to_sels(trees, exc.highlight):
+        if s not in sels:
+            sels.append(s)
+    return sels

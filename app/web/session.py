@@ -24,8 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from . import bridge
-from .errors import AppError
+from engine.ir import IRModule, PrimFunc
+from engine.schedule import Schedule, Trace
+from engine.schedule.registry import lookup_kind
+from engine.script import ScriptError, parse
+from engine import workloads
+from engine.workloads import WorkloadError
+
+from ..errors import AppError
+from .services import limits
 
 RESERVED = {"t", "at", "sel", "src"}
 MAX_TOKEN = 16000
@@ -36,7 +43,7 @@ LOOKUP_PREFIXES = ("Get", "Sample", "EnterPostproc")
 
 # ---------------------------------------------------------------------------- workloads
 def workload_names() -> list[str]:
-    return list(bridge.attr("workloads", "names")())
+    return list(workloads.names())
 
 
 def workload_info(name: str) -> dict:
@@ -45,17 +52,15 @@ def workload_info(name: str) -> dict:
         raise AppError(404, "Unknown workload",
                        f"There is no workload called “{name}”. Pick one from the gallery.",
                        back="/", back_label="the gallery")
-    info = bridge.attr("workloads", "info")(name)
-    f = bridge.field
-    defaults = dict(f(info, "defaults", {}) or {})
+    info = workloads.info(name)
     return {
         "name": name,
-        "title": f(info, "title", name) or name,
-        "description": f(info, "description", "") or "",
-        "defaults": defaults,
-        "limits": dict(f(info, "limits", {}) or {}),
-        "func_name": f(info, "func_name", None),
-        "flops": f(info, "flops", None),
+        "title": info.title or name,
+        "description": info.description or "",
+        "defaults": dict(info.defaults),
+        "limits": dict(info.limits),
+        "func_name": info.func_name,
+        "flops": info.flops,
         "raw": info,
     }
 
@@ -106,12 +111,8 @@ def parse_params(info: dict, args, ignore: frozenset = frozenset()) -> dict:
                                f"got {val}.", back=back, back_label="the gallery")
         given[key] = val
     try:
-        resolve = bridge.attr("workloads", "resolve_params")
-    except bridge.NotAvailable:
-        return {**defaults, **given}
-    try:
-        return dict(resolve(info["name"], **given))
-    except bridge.workload_error_class() as e:
+        return dict(workloads.resolve_params(info["name"], **given))
+    except WorkloadError as e:
         raise AppError(400, "Bad parameters", str(e), back=back, back_label="the gallery") from None
 
 
@@ -135,10 +136,9 @@ def load_workload(name: str, params: dict):
         if key in _MOD_CACHE:
             _MOD_CACHE.move_to_end(key)
             return _MOD_CACHE[key]
-    get = bridge.attr("workloads", "get")
     try:
-        mod = get(name, **params)
-    except bridge.workload_error_class() as e:
+        mod = workloads.get(name, **params)
+    except WorkloadError as e:
         raise AppError(400, "Bad parameters", str(e), back="/", back_label="the gallery") from None
     except (TypeError, ValueError) as e:
         raise AppError(400, "Bad parameters", f"{name} refused these parameters: {e}",
@@ -172,16 +172,14 @@ def decode_src(token: str) -> str:
 
 def parse_program(text: str):
     """TVMScript text -> IRModule; a ScriptError becomes a 400 with line and column."""
-    parse = bridge.attr("script", "parse")
     try:
         mod = parse(text)
-    except bridge.script_error_class() as e:
+    except ScriptError as e:
         raise AppError(400, "The program does not parse", str(e), back="/",
                        back_label="the gallery") from None
     except (SyntaxError, ValueError, TypeError, KeyError) as e:
         raise AppError(400, "The program does not parse", f"{type(e).__name__}: {e}", back="/",
                        back_label="the gallery") from None
-    from engine.ir import IRModule, PrimFunc
     if isinstance(mod, PrimFunc):
         mod = IRModule.from_funcs(mod)
     if not isinstance(mod, IRModule) or len(mod) == 0:
@@ -193,13 +191,9 @@ def parse_program(text: str):
 # ---------------------------------------------------------------------------- traces
 def is_lookup(kind: str) -> bool:
     """True for instructions that only look things up (GetBlock, GetLoops, ...)."""
-    try:
-        reg = bridge.attr("schedule.registry", "REGISTRY")
-        prim = reg.get(kind)
-        if prim is not None:
-            return not getattr(prim, "mutates", True)
-    except bridge.NotAvailable:
-        pass
+    prim = lookup_kind(kind)
+    if prim is not None:
+        return not prim.mutates
     return kind.startswith(LOOKUP_PREFIXES)
 
 
@@ -210,17 +204,6 @@ def trace_json(trace) -> dict:
     if isinstance(j, list):  # TVM-style bare list
         j = {"insts": j}
     return j
-
-
-def limits():
-    """The server's input limits (``app.limits.Limits`` from the app config), or None."""
-    try:
-        from flask import current_app
-
-        from .limits import Limits
-        return Limits.from_config(current_app.config)
-    except (ImportError, RuntimeError):   # no app context (unit use) or no limits module
-        return None
 
 
 def _check_limit(check, *args, back: str | None = None, back_label: str | None = None) -> None:
@@ -234,25 +217,17 @@ def _check_limit(check, *args, back: str | None = None, back_label: str | None =
 def check_size(info: dict, params: dict) -> None:
     """Refuse sizes over the server's FLOP budget (``max_flops``; 400 naming the limit).
     Sizes over the *measurement* budget are accepted in "simulate only" mode
-    (see ``app.views.measure_plan``)."""
-    lim = limits()
+    (see :func:`app.web.measuring.measure_plan`)."""
     f = info.get("flops")
-    if lim is None or f is None:
+    if f is None:
         return
-    try:
-        flops = float(f(**params) if callable(f) else f)
-    except Exception:  # noqa: BLE001 - no FLOP count: nothing to check
-        return
-    _check_limit(lim.measure_plan, flops, back=f"/explore/{info['name']}",
+    _check_limit(limits().measure_plan, float(f(**params)), back=f"/explore/{info['name']}",
                  back_label=f"{info['name']} at its default sizes")
 
 
 def decode_token(token: str, back: str | None = None, back_label: str | None = None):
     """Trace token -> engine Trace (400 when it is corrupt or over the length limit)."""
-    Trace = bridge.attr("schedule", "Trace")
-    lim = limits()
-    if lim is not None:
-        _check_limit(lim.check_token, token, back=back, back_label=back_label)
+    _check_limit(limits().check_token, token, back=back, back_label=back_label)
     if len(token) > MAX_TOKEN:
         raise AppError(400, "Trace too long",
                        f"The trace in this link is longer than {MAX_TOKEN} characters.",
@@ -337,10 +312,8 @@ class Session:
                            f"This trace was recorded on “{name}”, not on “{self.workload}”.",
                            back=f"/explore/{name}", back_label=f"open it on {name}")
         self.insts = list(j.get("insts", []))
-        lim = limits()
-        if lim is not None:
-            _check_limit(lim.check_trace_length, len(self.insts),
-                         back=self.url(token="", at=None), back_label="the initial program")
+        _check_limit(limits().check_trace_length, len(self.insts),
+                     back=self.url(token="", at=None), back_label="the initial program")
         self.step_ends = [i + 1 for i, inst in enumerate(self.insts)
                           if not is_lookup(str(inst[0]) if inst else "")]
         self.token = token if token is not None else encode_trace(trace)
@@ -390,12 +363,7 @@ class Session:
         """An engine Trace of the first ``k`` steps."""
         n = self.step_ends[k - 1] if k > 0 else 0
         if self.trace is None:
-            Trace = bridge.attr("schedule", "Trace")
-            wl = self.workload_arg()
-            try:
-                return Trace((), workload=wl)
-            except TypeError:
-                return Trace.from_json({"insts": []})
+            return Trace((), workload=self.workload_arg())
         return self.trace.truncate(n)
 
     def prefix_token(self, k: int) -> str:
@@ -405,12 +373,7 @@ class Session:
         return encode_trace(self.prefix_trace(k))
 
     def new_schedule(self):
-        Schedule = bridge.attr("schedule", "Schedule")
-        wl = self.workload_arg()
-        try:
-            return Schedule(self.mod0, workload=wl) if wl is not None else Schedule(self.mod0)
-        except TypeError:
-            return Schedule(self.mod0)
+        return Schedule(self.mod0, workload=self.workload_arg())
 
     def schedule_at(self, k: int):
         """A Schedule with the first ``k`` steps applied (400 when replay fails)."""
@@ -425,6 +388,11 @@ class Session:
                            f"Step {k} of this trace cannot be applied to {self.workload}: {e}",
                            back=self.url(token="", at=None), back_label="the initial program") from None
         return sch
+
+    def remember(self, k: int, mod) -> None:
+        """Record that the program after ``k`` steps is ``mod`` (just computed by the
+        caller), so it is not replayed again for this request."""
+        self._mods[k] = mod
 
     def mod_at(self, k: int):
         """The program after ``k`` steps (replayed once per state, then cached in memory)."""

@@ -24,9 +24,16 @@ from flask import Blueprint, Flask, Response, current_app, redirect, render_temp
 from htmx_flask import make_response
 from werkzeug.exceptions import HTTPException
 
-from . import bridge, measure, primitives, views
-from .errors import AppError
-from .nodes import module_trees
+from engine.schedule import ScheduleError, Trace
+
+from ..errors import AppError
+from ..limits import InputError as LimitsInputError
+from . import explorer, gallery, measuring, toolbar
+from .panes import cache as cache_view
+from .panes import code as code_view
+from .panes import measurement
+from .selection import module_trees, parse_sel
+from .services import limits, store
 from .session import CUSTOM, Session, encode_src, parse_program, trace_json, workload_info
 from .session import load_workload, parse_params, workload_names
 
@@ -41,75 +48,74 @@ EXPORTS = {
 }
 
 
-def _state_args():
-    return request.form if request.method == "POST" else request.args
-
-
 @bp.get("/")
 def index():
-    return render_template("gallery.html", **views.gallery())
+    return render_template("gallery.html", **gallery.context())
 
 
 @bp.get("/explore/<workload>")
 def explore(workload: str):
     s = Session.from_request(workload, request.args)
     sel = request.args.get("sel") or None
-    ctx = views.explorer(s, sel)
+    ctx = explorer.context(s, sel)
     if request.htmx and not request.htmx.history_restore_request:
         return render_template("panes/all_oob.html", **ctx, message=None)
     return render_template("explore.html", **ctx, message=None)
 
 
 @bp.get("/explore/<workload>/toolbar")
-def toolbar(workload: str):
+def toolbar_pane(workload: str):
     s = Session.from_request(workload, request.args)
     mod = s.mod_at(s.at)
-    trees = module_trees(mod)
-    tb = views.toolbar(s, trees, request.args.get("sel"))
+    tb = toolbar.context(module_trees(mod), request.args.get("sel"))
     return render_template("panes/toolbar.html", s=s, toolbar=tb)
 
 
 @bp.post("/explore/<workload>/apply")
 def apply(workload: str):
-    s = Session.from_request(workload, request.form, primitives.FORM_FIELDS)
-    if not bridge.has("schedule", "Schedule"):
-        return _refusal("Schedule primitives are not available yet in this build.", [], 503)
-    sch = s.schedule_at(s.at)
-    trees = module_trees(sch.mod)
-    tree = trees[0]
-    sel = request.form.get("sel", "")
-    from .nodes import parse_sel
-    parsed = parse_sel(sel)
-    if parsed is not None:
-        tree = next((t for t in trees if t.func_name == parsed["func"]), tree)
-    try:
-        summary = primitives.apply(sch, tree, request.form)
-    except primitives.InputError as e:
-        return _refusal(str(e), e.highlight, 422)
-    except bridge.schedule_error_class() as e:
-        return _refusal(str(e), views.refusal_highlight(e, trees), 422,
-                        rule=getattr(e, "rule", None), hint=getattr(e, "hint", None),
-                        primitive=getattr(e, "primitive", None))
-    except Exception as e:  # noqa: BLE001 - an engine bug: say so, keep the trace and the page
-        log.exception("primitive %s failed unexpectedly", request.form.get("primitive"))
-        return _refusal(f"The engine failed on this step ({type(e).__name__}: {e}). This is a bug "
-                        "in the explorer, not in your schedule; the trace is unchanged.", [], 500)
-    token = sch.trace.encode()
-    s.set_trace(sch.trace, token)
-    s._mods[s.at] = sch.mod
-    plan = views.measure_plan(s)
-    if current_app.config.get("PREFETCH_MEASUREMENTS", True) and (plan is None or plan.measure):
-        wl = s.workload_arg()
-        measure.prefetch(sch.mod, wl[0] if wl else None, wl[1] if wl else {},
-                         func_name=s.func_name, baseline=s.mod0 if wl is None else None,
-                         cache=plan is None or plan.simulate_cache)
-    ctx = views.explorer(s, None)
+    s = Session.from_request(workload, request.form, toolbar.FORM_FIELDS)
+    done = apply_form(s, request.form)
+    if not isinstance(done, tuple):
+        return done
+    sch, summary = done
+    ctx = explorer.context(s, None)
     html = render_template("panes/all_oob.html", **ctx,
                            message={"kind": "ok", "text": f"applied: {summary}"})
     return make_response(html, push_url=s.url())
 
 
-def _refusal(text: str, highlight: list[str], status: int, **extra):
+def apply_form(s: Session, form):
+    """Apply the toolbar form's primitive to the session's current program.
+
+    On success the session holds the new trace (its current step is the new one), the new
+    step's measurement is started (:func:`app.web.measuring.prefetch`) and ``(schedule,
+    summary)`` is returned; a refusal is returned as the message response (422 with the
+    reason and the parts to highlight; 500 for an engine bug), and the trace is unchanged.
+    """
+    sch = s.schedule_at(s.at)
+    trees = module_trees(sch.mod)
+    parsed = parse_sel(form.get("sel", ""))
+    tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), trees[0])
+    try:
+        summary = toolbar.apply(sch, tree, form)
+    except toolbar.InputError as e:
+        return refusal(str(e), e.highlight, 422)
+    except ScheduleError as e:
+        return refusal(str(e), toolbar.refusal_highlight(e, trees), 422, rule=e.rule,
+                       hint=e.hint, primitive=e.primitive)
+    except Exception as e:  # noqa: BLE001 - an engine bug: say so, keep the trace and the page
+        log.exception("primitive %s failed unexpectedly", form.get("primitive"))
+        return refusal(f"The engine failed on this step ({type(e).__name__}: {e}). This is a "
+                       "bug in the explorer, not in your schedule; the trace is unchanged.",
+                       [], 500)
+    s.set_trace(sch.trace, sch.trace.encode())
+    s.remember(s.at, sch.mod)
+    measuring.prefetch(s, sch.mod)
+    return sch, summary
+
+
+def refusal(text: str, highlight: list[str], status: int, **extra):
+    """A refused step as the message pane (the reason, and the parts to highlight)."""
     msg = {"kind": "refused" if status < 500 else "error", "text": text, "highlight": highlight}
     msg.update({k: v for k, v in extra.items() if v})
     return make_response(render_template("panes/message.html", message=msg), status)
@@ -118,31 +124,30 @@ def _refusal(text: str, highlight: list[str], status: int, **extra):
 @bp.get("/explore/<workload>/measure")
 def measure_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    ctx = views.measurements(s)
-    return render_template("panes/measure.html", s=s, **ctx)
+    return render_template("panes/measure.html", s=s, **measurement.context(s))
 
 
 @bp.get("/explore/<workload>/cache")
 def cache_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    return render_template("panes/cache.html", s=s, **views.cache(s))
+    return render_template("panes/cache.html", s=s, **cache_view.context(s))
 
 
 @bp.get("/explore/<workload>/pattern")
 def pattern_pane(workload: str):
     s = Session.from_request(workload, request.args, frozenset({"iteration"}))
-    ctx = views.pattern(s, request.args.get("sel"), request.args.get("iteration"))
+    ctx = cache_view.pattern(s, request.args.get("sel"), request.args.get("iteration"))
     return render_template("panes/pattern.html", s=s, **ctx)
 
 
 @bp.get("/explore/<workload>/code")
-def code(workload: str):
+def code_pane(workload: str):
     s = Session.from_request(workload, request.args, frozenset({"kind"}))
     kind = request.args.get("kind", "ll-opt")
     if kind not in ("ll-opt", "asm", "ll"):
         raise AppError(400, "Unknown code view",
                        f"kind= must be ll-opt or asm, got “{kind[:20]}”.", back=s.url())
-    return render_template("panes/code.html", s=s, **views.code(s, kind))
+    return render_template("panes/code.html", s=s, **code_view.context(s, kind))
 
 
 @bp.get("/explore/<workload>/export/<fmt>")
@@ -166,20 +171,12 @@ def export(workload: str, fmt: str):
 
 
 def _export_text(trace, fmt: str) -> str:
-    if fmt == "python":
-        try:
-            text = trace.export("python")
-        except Exception:  # noqa: BLE001 - fall back to the bare lines
-            py = trace.as_python()
-            text = "\n".join(py) if isinstance(py, (list, tuple)) else str(py)
-        return text if text.endswith("\n") else text + "\n"
     text = trace.export(fmt)
     return text if text.endswith("\n") else text + "\n"
 
 
 @bp.post("/import")
 def import_trace():
-    Trace = bridge.attr("schedule", "Trace")
     text = request.form.get("text", "") or ""
     up = request.files.get("file")
     if up is not None and up.filename:
@@ -231,31 +228,25 @@ def import_trace():
 _SAVED_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _store():
-    return current_app.extensions.get("store")
-
-
 @bp.post("/explore/<workload>/save")
 def save_trace(workload: str):
     """Save the trace up to the current step under a name (in the store); the gallery lists
     saved traces and ``/saved/<id>`` reopens one, also after a restart."""
     s = Session.from_request(workload, request.form, frozenset({"name"}))
-    store = _store()
-    if store is None:
-        return _refusal("Saving is not available on this server (it runs without a store); "
+    saved_traces = store()
+    if saved_traces is None:
+        return refusal("Saving is not available on this server (it runs without a store); "
                         "copy the link instead — it holds the whole session.", [], 422)
     if workload == CUSTOM:
-        return _refusal("A pasted program is not saved on the server; copy the link instead — "
+        return refusal("A pasted program is not saved on the server; copy the link instead — "
                         "it holds the program and the whole session.", [], 422)
-    from .limits import InputError as LimitsInputError
-    from .session import limits
     try:
         name = limits().check_name(request.form.get("name", ""), "name")
     except LimitsInputError as e:
-        return _refusal(str(e), [], 422)
-    tid = store.save_trace(name, workload, s.params, trace_json(s.prefix_trace(s.at)))
+        return refusal(str(e), [], 422)
+    tid = saved_traces.save_trace(name, workload, s.params, trace_json(s.prefix_trace(s.at)))
     if tid is None:
-        return _refusal("The trace could not be saved (the server's store failed); copy the "
+        return refusal("The trace could not be saved (the server's store failed); copy the "
                         "link instead — it holds the whole session.", [], 500)
     msg = {"kind": "ok", "text": f"saved as “{name}” (step {s.at}); reopen it from the "
                                  f"gallery or at /saved/{tid}"}
@@ -264,13 +255,13 @@ def save_trace(workload: str):
 
 @bp.get("/saved/<tid>")
 def open_saved(tid: str):
-    store = _store()
-    saved = store.get_trace(tid) if store is not None and _SAVED_ID.fullmatch(tid) else None
+    saved_traces = store()
+    saved = (saved_traces.get_trace(tid) if saved_traces is not None and _SAVED_ID.fullmatch(tid)
+             else None)
     if saved is None:
         raise AppError(404, "No such saved trace",
                        "There is no saved trace at this address; pick one from the gallery.",
                        back="/", back_label="the gallery")
-    Trace = bridge.attr("schedule", "Trace")
     try:
         trace = Trace.from_json(saved.trace)
     except Exception as e:  # noqa: BLE001 - stored by an older version?
@@ -294,19 +285,9 @@ def _load_user_json(text: str):
     """Parse an uploaded/pasted JSON document within the server's size and depth limits
     (``app.limits``); every problem is a 400 with a sentence."""
     try:
-        from .limits import InputError as LimitsInputError, Limits
-    except ImportError:  # pragma: no cover - the module ships with the app
-        Limits = None
-    if Limits is not None:
-        try:
-            return Limits.from_config(current_app.config).load_json(text)
-        except LimitsInputError as e:
-            raise AppError(400, "Import failed", str(e), back="/", back_label="the gallery") from None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise AppError(400, "Import failed", f"This is not JSON ({e}).", back="/",
-                       back_label="the gallery") from None
+        return limits().load_json(text)
+    except LimitsInputError as e:
+        raise AppError(400, "Import failed", str(e), back="/", back_label="the gallery") from None
 
 
 def _parse_param_text(text: str) -> dict:
@@ -335,12 +316,8 @@ def custom():
     if not text.strip():
         raise AppError(400, "No program", "Paste a TVMScript program (a @T.prim_func) first.",
                        back="/", back_label="the gallery")
-    from .limits import InputError as LimitsInputError
-    from .session import limits
-    lim = limits()
     try:
-        if lim is not None:
-            lim.check_script(text)
+        limits().check_script(text)
     except LimitsInputError as e:
         raise AppError(413, "Program too long", str(e), back="/",
                        back_label="the gallery") from None
@@ -353,12 +330,6 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(AppError)
     def app_error(e: AppError):
         return _error_response(e.status, e.title, e.message, e.back, e.back_label)
-
-    @app.errorhandler(bridge.NotAvailable)
-    def not_available(e: bridge.NotAvailable):
-        return _error_response(503, "Not available yet",
-                               f"{e}. This part of the explorer is still being built.", "/",
-                               "the gallery")
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):

@@ -12,8 +12,8 @@ import json
 import math
 
 
-def _layout(title: str, **extra) -> dict:
-    layout = {
+def layout(title: str, **extra) -> dict:
+    out = {
         "title": {"text": title, "font": {"size": 16}, "x": 0.01, "xanchor": "left"} if title else None,
         "margin": {"l": 52, "r": 52, "t": 34, "b": 36},
         "height": 195,
@@ -23,10 +23,10 @@ def _layout(title: str, **extra) -> dict:
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#fbfcfd",
     }
-    layout.update(extra)
-    if layout["title"] is None:
-        del layout["title"]
-    return layout
+    out.update(extra)
+    if out["title"] is None:
+        del out["title"]
+    return out
 
 
 def runtime_figure(rows: list[dict], current: int | None = None) -> str:
@@ -73,7 +73,7 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
     spread = (max(ms) / max(min(ms), 1e-9)) if ms else 1
     # 172 px tall, the legend in the top margin and no x-axis title: the plot shares the
     # measurement pane with its Runtime/Roofline tabs and must fit it whole at 1280x720.
-    layout = _layout(
+    fig_layout = layout(
         "",
         height=172,
         margin={"l": 52, "r": 52, "t": 24, "b": 22},
@@ -88,10 +88,10 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
         yaxis2={"title": {"text": "GFLOP/s"}, "overlaying": "y", "side": "right",
                 "rangemode": "tozero", "showgrid": False},
     )
-    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
 
 
-def _jsonable(v):
+def jsonable(v):
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
     try:
@@ -133,10 +133,10 @@ def cache_figure(rows: list[dict], current: int | None = None) -> str:
     spread = (max(values) / min(values)) if values else 1
     yaxis = ({"title": {"text": "misses (log)"}, "type": "log"} if spread > 20 else
              {"title": {"text": "misses"}, "rangemode": "tozero"})
-    layout = _layout("", barmode="group", xaxis={"title": {"text": "step"}, "dtick": 1},
+    fig_layout = layout("", barmode="group", xaxis={"title": {"text": "step"}, "dtick": 1},
                      yaxis=yaxis)
-    layout["height"] = 190
-    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+    fig_layout["height"] = 190
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
 
 
 MAX_CELLS = 128 * 128
@@ -188,13 +188,13 @@ def pattern_figure(name: str, first_touch, events: int) -> tuple[str, tuple[int,
         "colorbar": {"title": {"text": "access #", "side": "right"}, "thickness": 10},
         "hovertemplate": f"{name}[%{{y}}, %{{x}}] ({unit}): first touched at access %{{z}}<extra></extra>",
     }]
-    layout = _layout("", height=300, margin={"l": 48, "r": 10, "t": 10, "b": 44},
+    fig_layout = layout("", height=300, margin={"l": 48, "r": 10, "t": 10, "b": 44},
                      xaxis={"title": {"text": "column" if block[1] == 1 else f"column / {block[1]}"},
                             "constrain": "domain"},
                      yaxis={"autorange": "reversed", "scaleanchor": "x",
                             "title": {"text": "row" if block[0] == 1 else f"row / {block[0]}"}})
-    layout.pop("legend", None)
-    return json.dumps({"data": data, "layout": layout}, default=_jsonable), block
+    fig_layout.pop("legend", None)
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable), block
 
 
 def _fmt_num(v: float) -> str:
@@ -335,7 +335,7 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
             prev = y
         if others:
             data.append(trace(others, "steps", positions, False))
-    layout = _layout(
+    fig_layout = layout(
         "",
         height=230,
         margin={"l": 56, "r": 14, "t": 10, "b": 40},
@@ -347,5 +347,5 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
                "range": [math.log10(y_lo), math.log10(y_hi)], "dtick": 1, "zeroline": False},
         annotations=annotations,
     )
-    layout.pop("legend", None)
-    return json.dumps({"data": data, "layout": layout}, default=_jsonable)
+    fig_layout.pop("legend", None)
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)

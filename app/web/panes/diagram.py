@@ -10,14 +10,18 @@ Each loop is a box whose header says ``for <name> in <extent>``; its kind is sho
 
 Blocks are white boxes with their name, axis kinds (S/R), the buffers they read and write,
 and an "init" badge for reductions. Every loop/block carries ``data-sel`` (its selection id,
-see :mod:`app.nodes`) so a click selects it and the page highlights the same node in the
+see :mod:`app.web.selection`) so a click selects it and the page highlights the same node in the
 program text. All text goes through :func:`markupsafe.escape` (names are user-controlled).
 """
 from __future__ import annotations
 
+import functools
+
 from markupsafe import Markup, escape
 
-from .nodes import FuncTree, LoopNode
+from engine.cache import host_geometry, loop_footprints
+
+from ..selection import FuncTree, LoopNode
 
 WIDTH = 560
 PAD = 12           # inset of children inside a loop box
@@ -174,3 +178,30 @@ def render_svg(tree: FuncTree, *, title: str | None = None, footprints: dict | N
            f'font-family="DejaVu Sans, Verdana, sans-serif">'
            + _DEFS + "".join(out) + "</svg>")
     return Markup(svg)
+
+
+# ---------------------------------------------------------------------------- cache footprints
+def footprints(mod, tree: FuncTree) -> dict | None:
+    """``id(For) -> (bytes, fits_in)`` from ``engine.cache.loop_footprints`` (None when the
+    analysis cannot handle this program: the diagram then shows none)."""
+    try:
+        geometry = _geometry()
+        out = {}
+        for fp in loop_footprints(mod[tree.func_name], tuple(geometry.levels)):
+            out[id(fp.loop)] = (int(fp.line_bytes), fp.fits_in)
+        return out
+    except Exception:  # noqa: BLE001 - the diagram must render without it
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _geometry():
+    """This machine's cache geometry (read once from ``/sys``)."""
+    return host_geometry()
+
+
+def diagrams(mod, trees: list[FuncTree], label: str = "") -> list[Markup]:
+    """One diagram per function of ``mod``, with its loops' cache footprints; ``label``
+    prefixes the titles (the compare page's "A" and "B")."""
+    return [render_svg(t, title=f"{label}: {t.func_name}" if label else t.func_name,
+                       footprints=footprints(mod, t)) for t in trees]

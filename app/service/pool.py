@@ -1,0 +1,259 @@
+"""The measurement pool: a fixed set of worker processes behind a bounded FIFO queue.
+
+The web server never compiles or runs generated code itself. It describes the work as a
+:class:`~app.service.protocol.Job` and submits it here; a worker process (see
+:mod:`app.service.worker`) runs it and answers with plain data. What can go wrong in a
+worker stays in the worker (see :mod:`app.service.supervisor`: time limit, crashes,
+memory), and:
+
+* **timing** is serialised per core (:class:`~app.service.slots.TimingSlots`): every
+  CPU-heavy phase holds a slot, so a timing never shares a core with anything else the pool
+  runs; the runs of a program with parallel loops take every slot;
+* the **queue is bounded**: when it is full, :meth:`MeasurePool.submit` raises
+  :class:`~app.service.protocol.QueueFull` ("the server is busy, N steps are waiting; try
+  again in a moment"); a queued job's ``Ticket.position()`` is what the page shows as
+  "queued (position k)".
+
+Typical use::
+
+    pool = MeasurePool(PoolConfig.from_limits(limits))       # once, in create_app
+    ticket = pool.submit(Job.for_trace("mm_relu", {"n": 128}, trace_json,
+                                       actions=("compile", "check", "time", "source")))
+    ticket.position()        # 3 (queued), 0 (running), None (done)
+    result = ticket.result(timeout=30)    # JobResult(status="ok", data={"times": ..., ...})
+    pool.close()
+
+Workers start from a ``forkserver`` (or ``spawn``) context — never ``fork`` from the threaded
+server — and the forkserver preloads numpy, llvmlite and the engine once.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import multiprocessing
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .protocol import ENGINE_ACTIONS, Job, JobResult, PoolClosed, QueueFull
+from .slots import TimingSlots, default_cores
+from .supervisor import Supervisor
+from .tickets import Ticket
+
+__all__ = ["MeasurePool", "PoolConfig"]
+
+
+@dataclass
+class PoolConfig:
+    """Pool settings.  ``from_limits`` takes them from :class:`app.limits.Limits`."""
+
+    workers: int = 0                       # 0: one per core available to this process
+    queue_length: int = 32                 # jobs waiting (not counting running ones)
+    time_limit_s: float = 5.0
+    memory_bytes: int | None = 2 * 2**30   # RLIMIT_AS per worker; None: unlimited
+    timing_cores: list[int] | None = None  # None: every core available to this process
+    start_method: str = "forkserver"       # or "spawn" (never "fork": the server is threaded)
+    startup_timeout_s: float = 120.0
+    allow_debug: bool = False              # accept debug:* jobs (tests only)
+    source_max_chars: int = 400_000
+    keep_tickets: int = 64                 # finished tickets kept for look-up by id
+    max_jobs_per_worker: int = 500         # then the worker is recycled (bounds JIT memory)
+
+    @classmethod
+    def from_limits(cls, limits: Any, **kw: Any) -> "PoolConfig":
+        base: dict[str, Any] = dict(queue_length=limits.queue_length,
+                                    time_limit_s=limits.step_time_limit_s,
+                                    memory_bytes=limits.worker_memory_bytes)
+        base.update(kw)
+        return cls(**base)
+
+
+
+class MeasurePool:
+    """A fixed set of worker processes behind a bounded FIFO queue.
+
+    Thread-safe: call :meth:`submit` from any server thread.  Use as a context manager or
+    call :meth:`close` at shutdown.
+    """
+
+    def __init__(self, config: PoolConfig | None = None, **overrides: Any):
+        cfg = dataclasses.replace(config or PoolConfig(), **overrides)
+        if cfg.start_method == "fork":
+            raise ValueError("the measurement pool must not fork the threaded server; "
+                             "use start_method='forkserver' or 'spawn'")
+        self.config = cfg
+        method = cfg.start_method
+        if method not in multiprocessing.get_all_start_methods():
+            method = "spawn"
+        self.context = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self.context.set_forkserver_preload(["app.service.worker"])
+        cores = cfg.timing_cores or default_cores()
+        self.slots = TimingSlots(cores)
+        nworkers = cfg.workers or len(default_cores())
+        self._cond = threading.Condition()
+        self._pending: collections.deque[Ticket] = collections.deque()
+        self._running: set[Ticket] = set()
+        self._tickets: collections.OrderedDict[str, Ticket] = collections.OrderedDict()
+        self.closing = threading.Event()
+        self._stats = collections.Counter()
+        self._workers = [Supervisor(self, i) for i in range(nworkers)]
+        for w in self._workers:
+            w.start_process()
+        for w in self._workers:
+            w.thread.start()
+        self._finalizer = weakref.finalize(self, MeasurePool._final_close, self._workers,
+                                           self.closing, self.slots)
+
+    # public API --------------------------------------------------------------------------
+    def submit(self, job: Job, on_done: Callable[[JobResult], None] | None = None, *,
+               urgent: bool = False) -> Ticket:
+        """Queue a job; raises :class:`QueueFull` or :class:`PoolClosed` instead of queuing.
+
+        ``urgent`` jobs (short, interactive ones: the code pane's compile, an access pattern)
+        go ahead of the measurements waiting in the queue, behind earlier urgent jobs."""
+        if not isinstance(job, Job):
+            raise TypeError("submit() takes an app.service.protocol.Job")
+        bad = [a for a in job.actions
+               if a not in ENGINE_ACTIONS and not (self.config.allow_debug
+                                                    and a.startswith("debug:"))]
+        if bad or not job.actions:
+            raise ValueError(f"unknown or disallowed action(s) {bad or '(none)'}; "
+                             f"known actions: {sorted(ENGINE_ACTIONS)}")
+        ticket = Ticket(self, job)
+        if on_done is not None:
+            ticket.add_done_callback(on_done)
+        with self._cond:
+            if self.closing.is_set():
+                raise PoolClosed()
+            if len(self._pending) >= self.config.queue_length:
+                self._stats["refused"] += 1
+                raise QueueFull(len(self._pending))
+            if urgent:
+                ticket.urgent = True  # type: ignore[attr-defined]
+                at = 0
+                while at < len(self._pending) and getattr(self._pending[at], "urgent", False):
+                    at += 1
+                self._pending.insert(at, ticket)
+            else:
+                self._pending.append(ticket)
+            self._remember(ticket)
+            self._stats["submitted"] += 1
+            self._cond.notify()
+        return ticket
+
+    def run(self, job: Job, timeout: float | None = None) -> JobResult:
+        """Submit and wait (for scripts and tests)."""
+        return self.submit(job).result(timeout)
+
+    def ticket(self, ticket_id: str) -> Ticket | None:
+        """A recent ticket by its id (for polling endpoints), or None."""
+        with self._cond:
+            return self._tickets.get(ticket_id)
+
+    def queue_length(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters (submitted, completed, crashes, timeouts, oom, replaced, refused, ...)."""
+        with self._cond:
+            s = dict(self._stats)
+            s.update(queued=len(self._pending), running=len(self._running),
+                     workers=len(self._workers),
+                     worker_pids=[w.pid for w in self._workers], free_timing_slots=self.slots.free)
+            return s
+
+    def worker_pids(self) -> list[int | None]:
+        return [w.pid for w in self._workers]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Refuse new jobs, cancel queued ones, let running ones finish (up to ``timeout``
+        seconds), then stop every worker.  Idempotent."""
+        with self._cond:
+            if self.closing.is_set() and not any(w.thread.is_alive() for w in self._workers):
+                return
+            self.closing.set()
+            pending = list(self._pending)
+            self._pending.clear()
+            self._cond.notify_all()
+        for t in pending:
+            t._finish(JobResult("shutdown", str(PoolClosed())))
+        deadline = time.monotonic() + timeout
+        for w in self._workers:
+            w.thread.join(max(0.0, deadline - time.monotonic()))
+        self.slots.close()
+        for w in self._workers:
+            if w.thread.is_alive():          # still running a job past the deadline
+                w.kill()
+                w.thread.join(5)
+            w.stop(max(0.5, deadline - time.monotonic()))
+        self._finalizer.detach()
+
+    def __enter__(self) -> "MeasurePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # internals ---------------------------------------------------------------------------
+    @staticmethod
+    def _final_close(workers, closing, slots) -> None:  # at interpreter exit / GC
+        closing.set()
+        slots.close()
+        for w in workers:
+            with contextlib.suppress(Exception):
+                w.kill()
+
+    def count(self, key: str) -> None:
+        with self._cond:
+            self._stats[key] += 1
+
+    def _remember(self, ticket: Ticket) -> None:
+        self._tickets[ticket.id] = ticket
+        while len(self._tickets) > self.config.keep_tickets + self.config.queue_length:
+            oldest_id, oldest = next(iter(self._tickets.items()))
+            if not oldest.done():
+                break
+            del self._tickets[oldest_id]
+
+    def _position(self, ticket: Ticket) -> int | None:
+        with self._cond:
+            if ticket in self._running:
+                return 0
+            for i, t in enumerate(self._pending):
+                if t is ticket:
+                    return i + 1
+        return None if ticket.done() else 0
+
+    def _cancel(self, ticket: Ticket) -> bool:
+        with self._cond:
+            try:
+                self._pending.remove(ticket)
+            except ValueError:
+                return False
+        ticket._finish(JobResult("cancelled", "this step was withdrawn before it was measured"))
+        return True
+
+    def next_job(self, worker: Supervisor) -> Ticket | None:
+        with self._cond:
+            while not self._pending:
+                if self.closing.is_set():
+                    return None
+                self._cond.wait(1.0)
+            ticket = self._pending.popleft()
+            ticket.started = time.monotonic()
+            self._running.add(ticket)
+            worker.current = ticket
+            return ticket
+
+    def job_done(self, worker: Supervisor, ticket: Ticket, result: JobResult) -> None:
+        with self._cond:
+            self._running.discard(ticket)
+            worker.current = None
+            self._stats["completed"] += 1
+            self._stats[f"status:{result.status}"] += 1
+        ticket._finish(result)

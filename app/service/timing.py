@@ -1,0 +1,310 @@
+"""How a worker measures one explorer step: compile, check against numpy, time.
+
+This runs in the measurement worker processes (the ``step`` action of
+:mod:`app.service.actions`), never in the web server. :func:`measure_step` compiles the
+program with the engine's LLVM backend (``engine.build``: its own cache by structural hash),
+runs it once on random inputs and compares with the workload's numpy reference (a pasted
+program is compared with its unscheduled self), then times it (``time_evaluator``, the best
+repeat) and times numpy's own code for the same computation, on as many BLAS threads as the
+kernel uses. A step whose checked run takes over :data:`~app.limits.SLOW_RUN_S` is timed by
+that run.
+
+The result is the step dict of :mod:`app.service.protocol`; a failure is reported in it
+(``ok`` False, ``stage`` where it failed, ``error`` sentence), never raised.
+
+The CPU-heavy phases hold the worker's core slots: ``compile_slot`` around the compile (one
+core, or all of them for a program with parallel loops, whose LLVM modules compile side by
+side) and ``timing_slot`` around the checked and timed runs, so that no other worker runs
+anything on the same cores meanwhile.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import glob
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from engine import workloads
+from engine.ir import structural_hash
+from engine.runtime import build, check_correctness, runtime_info
+
+from ..limits import SLOW_RUN_S
+from .protocol import empty_step
+
+__all__ = ["measure_step", "compile_split", "kernel_threads", "blas_threads",
+           "numpy_threads_note", "time_kernel", "time_python", "workload_inputs",
+           "program_inputs", "Inputs"]
+
+#: Timing budget: enough repeats for a stable median without blocking a click for long.
+TARGET_SECONDS = 0.15
+#: numpy's reference time per (workload, sizes, BLAS threads), measured once per process
+_NUMPY: dict[tuple, float] = {}
+_LOCK = threading.Lock()
+
+
+def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
+                 baseline=None, timing_slot: Callable | None = None,
+                 compile_slot: Callable | None = None) -> dict:
+    """Compile ``mod``, check its result, time it; the step dict (never raises for a bad
+    program: failures are reported in the dict).
+
+    ``workload`` names a preset (its numpy reference and random inputs are used); for a
+    custom program pass ``None`` and ``baseline`` (the unscheduled module): its output on the
+    same random inputs is the expected result. ``timing_slot`` and ``compile_slot`` are
+    context-manager factories (see the module docstring).
+    """
+    h = structural_hash(mod)
+    fname = func_name or mod.names()[0]
+    try:
+        with _held(compile_slot):
+            t0 = time.perf_counter()
+            rt = build(mod, target="llvm")
+            compile_s = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
+        return empty_step(h, stage="compile", error=f"compile failed: {e}")
+    split = compile_split(rt)
+    # the program's own compile time, also when the build came from the engine's cache
+    compile_ms = split["compile_ours_ms"] + split["compile_llvm_ms"] if split else compile_s * 1e3
+    out = empty_step(h, stage="check", compile_ms=compile_ms, **split)
+    try:
+        inputs = (workload_inputs(workload, params) if workload is not None
+                  else program_inputs(mod, fname, baseline))
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"could not prepare inputs: {e}")
+        return out
+    # The checked run and the timed runs hold the timing slot (cores of their own in a
+    # worker; all of them for parallel code): the checked run of a slow step is its time,
+    # and a multi-second run on a shared core would halve a parallel kernel's speed.
+    with _held(timing_slot):
+        done = _check_and_time(rt, fname, out, inputs, workload, params)
+    if done:
+        out["stage"] = "done"
+        out["ok"] = out["correct"] is not False
+    return out
+
+
+def _held(slot: Callable | None):
+    return slot() if slot is not None else contextlib.nullcontext()
+
+
+def compile_split(rt) -> dict:
+    """Where a build's time went: ours (lowering + LLVM IR generation) vs llvmlite's
+    (the O3 pipeline + machine code), in ms, from ``Module.compile_stats``."""
+    st = rt.compile_stats or {}
+    if "lower" not in st:
+        return {}
+    return {"compile_ours_ms": (st.get("lower", 0.0) + st.get("codegen", 0.0)) * 1e3,
+            "compile_llvm_ms": (st.get("llvm_opt", 0.0) + st.get("llvm_jit", 0.0)) * 1e3}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a step runs on: every argument (outputs included), the expected result as a
+    ``check_correctness`` reference over all arguments (None: nothing to compare with), and
+    numpy's own code for the same computation with its inputs (None: no reference time)."""
+
+    args: list
+    expected: Callable | None
+    numpy_fn: Callable | None = None
+    numpy_args: tuple = ()
+
+
+def workload_inputs(workload: str, params: dict, seed: int = 0) -> Inputs:
+    """A preset workload's random arguments and numpy references.
+
+    The check compares with ``engine.workloads.reference`` (float64 inside, for
+    correctness); numpy's *time* is that of the float32 code a numpy user writes
+    (``engine.workloads.numpy_style``: the correctness reference is twice as slow for a
+    matmul)."""
+    args = [np.asarray(a) for a in workloads.random_args(workload, seed, **params)]
+    ref = workloads.reference(workload, **params)
+    n_in = workloads.info(workload).num_inputs
+
+    def expected(*arrays):
+        return ref(*arrays[:n_in])
+    return Inputs(args, expected, workloads.numpy_style(workload, **params), tuple(args[:n_in]))
+
+
+def program_inputs(mod, fname: str, baseline=None) -> Inputs:
+    """A pasted program's random arguments; its unscheduled self (``baseline``), compiled,
+    is the expected result."""
+    rng = np.random.default_rng(0)
+    args = []
+    for p in mod[fname].params:
+        shape = p.const_shape()
+        if p.dtype.startswith("float"):
+            args.append(rng.uniform(-1, 1, size=shape).astype(p.dtype))
+        else:
+            args.append(rng.integers(-8, 8, size=shape).astype(p.dtype))
+    if baseline is None:
+        return Inputs(args, None)
+    reference = build(baseline, target="llvm")[fname]
+
+    def run_baseline(*arrays):
+        reference(*arrays)
+    return Inputs(args, run_baseline)
+
+
+def _check_and_time(rt, fname, out, inputs: Inputs, workload, params) -> bool:
+    """Check ``rt`` against the reference and time it, filling ``out``; False on failure
+    (``out["error"]`` says what failed)."""
+    run_args = [a.copy() for a in inputs.args]
+    first_run_s = None
+    if inputs.expected is not None:
+        try:
+            rep = check_correctness(rt, fname, reference_fn=inputs.expected, args=run_args)
+        except Exception as e:  # noqa: BLE001
+            out.update(error=f"checking the result failed: {e}")
+            return False
+        first_run_s = rep.kernel_seconds
+        out["correct"] = bool(rep.ok)
+        out["max_abs_err"] = float(rep.max_abs_err)
+        if not rep.ok:
+            out["detail"] = str(rep.message) or "result differs from the reference"
+    out["stage"] = "time"
+    try:
+        if first_run_s is not None and first_run_s > SLOW_RUN_S:
+            # a slow step: its checked run is its time (more runs would only risk the
+            # step time limit, and a second-long run does not need repeats)
+            sec = first_run_s
+            out["timed_runs"] = 1
+        else:
+            sec = time_kernel(rt, fname, run_args)
+        out["time_ms"] = sec * 1e3
+        if workload is not None:
+            out["gflops"] = workloads.info(workload).flops(**params) / sec / 1e9
+        if inputs.numpy_fn is not None:
+            threads = kernel_threads(rt)
+            out["numpy_ms"] = _numpy_seconds(inputs, workload, params, threads) * 1e3
+            out["numpy_threads"] = threads
+            out["numpy_note"] = numpy_threads_note(threads)
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"timing failed: {e}")
+        return False
+    return True
+
+
+def _numpy_seconds(inputs: Inputs, workload, params, threads: int) -> float:
+    """numpy's time for the same computation on ``threads`` BLAS threads (measured once per
+    workload, sizes and thread count in this process)."""
+    key = (workload, tuple(sorted(params.items())), threads)
+    with _LOCK:
+        got = _NUMPY.get(key)
+    if got is None:
+        with blas_threads(threads):
+            got = time_python(lambda: inputs.numpy_fn(*inputs.numpy_args))
+        with _LOCK:
+            _NUMPY[key] = got
+    return got
+
+
+def time_kernel(rt, fname: str, args) -> float:
+    """Best per-call seconds of a compiled function over the repeats of its time evaluator.
+
+    The best repeat, like numpy's reference (:func:`time_python`): on a small shared
+    machine a repeat that overlaps another worker's compile runs up to 2x slower, and the
+    median of a handful of repeats still picks that up, so the two figures would not
+    compare like for like."""
+    t0 = time.perf_counter()
+    rt[fname](*args)
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, min(1000, int(0.02 / one)))
+    repeat = max(3, min(7, int(TARGET_SECONDS / (one * number)) or 3)) if one < 0.5 else 1
+    return float(rt.time_evaluator(fname, number=number, repeat=repeat)(*args).min)
+
+
+def time_python(fn) -> float:
+    """Best per-call seconds of a Python callable (numpy's reference), timeit-style.
+
+    numpy's BLAS runs several threads; on a loaded machine a call waits for its helper
+    threads to be scheduled and can take 300x its steady-state time, so the minimum over
+    repeats (after a warm-up), not the median, is the stable figure for the reference line.
+    """
+    t_end = time.perf_counter() + 0.05
+    calls = 0
+    while time.perf_counter() < t_end or calls < 3:
+        fn()
+        calls += 1
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, min(1000, int(0.01 / one)))
+    best = float("inf")
+    for _ in range(max(5, min(15, int(TARGET_SECONDS / (one * number)) or 5))):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def kernel_threads(rt) -> int:
+    """How many threads the compiled program runs on: the engine's pool size when it has
+    parallel loops, else 1 — numpy's reference gets as many BLAS threads (like for like)."""
+    if not (rt.compile_stats or {}).get("parallel_loops"):
+        return 1
+    return max(1, int(runtime_info().get("pool_size") or 1))
+
+
+_BLAS_LOCAL = None
+
+
+def _blas_local_setter():
+    """OpenBLAS's per-thread ``openblas_set_num_threads_local`` from numpy's bundled BLAS
+    (None when numpy uses another BLAS or an older OpenBLAS)."""
+    global _BLAS_LOCAL
+    if _BLAS_LOCAL is None:
+        _BLAS_LOCAL = False
+        try:
+            libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+            for path in glob.glob(os.path.join(libdir, "*openblas*")):
+                lib = ctypes.CDLL(path)
+                fn = getattr(lib, "openblas_set_num_threads_local", None)
+                if fn is not None:
+                    fn.restype = ctypes.c_int
+                    fn.argtypes = [ctypes.c_int]
+                    _BLAS_LOCAL = fn
+                    break
+        except OSError:
+            _BLAS_LOCAL = False
+    return _BLAS_LOCAL or None
+
+
+class blas_threads:
+    """``with blas_threads(1):`` numpy's BLAS uses one thread in this thread only.
+
+    numpy's reference is timed with as many BLAS threads as the kernel it is compared with
+    uses (:func:`kernel_threads`): one for a program without ``parallel`` loops, the
+    runtime pool's size otherwise (that timing holds every timing slot, so no other step
+    runs meanwhile). With numpy's default threads on a small, shared machine a BLAS call
+    can wait for helper threads that are busy elsewhere (a 0.04 ms matmul then took
+    20-40 ms), and a serial kernel would be compared with a parallel BLAS.
+    """
+
+    def __init__(self, n: int):
+        self.n = n
+        self.prev = None
+
+    def __enter__(self):
+        fn = _blas_local_setter()
+        if fn is not None:
+            self.prev = fn(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        fn = _blas_local_setter()
+        if fn is not None and self.prev is not None:
+            fn(self.prev)
+        return False
+
+
+def numpy_threads_note(threads: int = 1) -> str:
+    if _blas_local_setter() is None:
+        return "default BLAS threads"
+    return f"{threads} BLAS thread{'s' if threads != 1 else ''}"

@@ -1,0 +1,126 @@
+"""The web side of measuring: which steps a pane asks the service for, within a time budget.
+
+A pane request (runtime, cache) never waits for a long shared link to be measured: it asks
+the measurement service (:class:`app.service.measurer.StepMeasurer`) for every step — the
+current one first — takes what is stored, queues a few jobs, waits up to a budget, and
+answers with the rest marked "queued (position k)"; the page polls for them. After a click,
+:func:`prefetch` starts the new step's jobs before the browser even asks.
+:func:`measure_plan` says whether a workload's sizes are measured, measured without the
+cache simulation, or "simulate only" (``app.limits``).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import current_app
+
+from ..limits import LimitError, MeasurePlan
+from ..service.protocol import PoolClosed, PoolUnavailable, QueueFull
+from .services import limits, measurer
+from .session import Session
+
+
+# Each measurement request works at most this long before answering with what it has;
+# the pane then asks again (htmx), so a shared link with many steps fills in progressively
+# instead of keeping the learner waiting for all of them.
+STEP_BUDGET_S = 1.5
+
+
+def step_order(session: Session) -> list[int]:
+    """The current step first (what the learner looks at), then the rest in order."""
+    return [session.at] + [k for k in range(session.nsteps + 1) if k != session.at]
+
+
+# With worker processes: how many steps besides the current one a single pane request may
+# queue (a long shared link must not fill the classroom's queue on its own), and how often
+# the page asks again while steps are queued.
+POOL_AHEAD = 3
+POOL_POLL = "1s"
+
+
+def measure_plan(session: Session):
+    """``app.limits.Limits.measure_plan`` for this workload and sizes (None for a pasted
+    program, whose FLOP count is unknown): ``plan.measure`` False means "simulate only"."""
+    if session.workload_arg() is None:
+        return None
+    flops = float(session.info["flops"](**session.params))
+    try:
+        return limits().measure_plan(flops)
+    except LimitError as e:     # (the session refuses these sizes before we get here)
+        return MeasurePlan(False, flops, str(e))
+
+
+def collect(session: Session, lookup, submit, value_of, budget: float):
+    """Collect one value per step from the measurement workers without blocking for long.
+
+    For every step (the current one first): the stored value (``lookup``), or a job —
+    shared with every other request for the same program (``submit``). At most
+    :data:`POOL_AHEAD` other steps are queued by one request. Waits up to ``budget``
+    seconds in all, then reports the rest as queued with their queue position (0: running,
+    None: not queued yet). Returns ``(by_step, queued, busy)`` where ``busy`` is the
+    "server is busy" sentence when the queue was full.
+    """
+    t_end = time.monotonic() + budget
+    by_step: dict[int, Any] = {}
+    tickets: dict[int, Any] = {}
+    queued: dict[int, int | None] = {}
+    busy = None
+    for k in step_order(session):
+        mod = session.mod_at(k)
+        got = lookup(mod)
+        if got is not None:
+            by_step[k] = got
+            continue
+        if busy is not None or (k != session.at and
+                                len([j for j in tickets if j != session.at]) >= POOL_AHEAD):
+            queued[k] = None
+            continue
+        try:
+            got, ticket = submit(mod)
+        except QueueFull as e:
+            busy = str(e)
+            queued[k] = None
+            continue
+        except (PoolClosed, PoolUnavailable) as e:
+            by_step[k] = e
+            continue
+        if got is not None:
+            by_step[k] = got
+        else:
+            tickets[k] = ticket
+    for k, ticket in tickets.items():          # the current step first
+        left = t_end - time.monotonic()
+        if not ticket.done() and left > 0:
+            try:
+                ticket.result(left)
+            except TimeoutError:
+                pass
+        if ticket.done():
+            by_step[k] = value_of(ticket)
+        else:
+            queued[k] = ticket.position()
+    return by_step, queued, busy
+
+
+def queued_text(position) -> str:
+    """What the page says about a job at ``position`` in the queue (None: not queued yet)."""
+    if position is None:
+        return "waiting for room in the queue"
+    if position == 0:
+        return "measuring"
+    return f"queued (position {position})"
+
+
+def prefetch(session: Session, mod) -> None:
+    """Start measuring (and cache-simulating) the program ``mod`` of ``session``'s current
+    step without waiting, unless its sizes are "simulate only" (or the app turned
+    prefetching off with ``PREFETCH_MEASUREMENTS``): the pane's own request then finds the
+    job running, or its result stored."""
+    plan = measure_plan(session)
+    if not current_app.config.get("PREFETCH_MEASUREMENTS", True) or (plan and not plan.measure):
+        return
+    wl = session.workload_arg()
+    measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
+                        func_name=session.func_name, baseline=session.mod0 if wl is None else None,
+                        cache=plan is None or plan.simulate_cache)

@@ -1,0 +1,130 @@
+"""The measurement pane: runtime and GFLOP/s of every step (compiled, checked against numpy
+and timed by the measurement service's workers), numpy's time for the same computation as a
+reference line, and the roofline tab (each step's place under this machine's roofs).
+"""
+from __future__ import annotations
+
+from engine.roofline import point
+
+from ...service.protocol import JobResult, PoolClosed, PoolUnavailable, QueueFull, step_dict
+from .. import measuring, plots
+from ..services import measurer
+from ..session import Session
+
+
+def context(session: Session, budget_s: float | None = None) -> dict:
+    """The measurement pane: a row per measured step (time, GFLOP/s, correct, compile
+    ms), the runtime figure, the current step's line, the steps still queued, and the
+    roofline tab."""
+    budget = measuring.STEP_BUDGET_S if budget_s is None else budget_s
+    plan = measuring.measure_plan(session)
+    if plan is not None and not plan.measure:
+        # Simulate only: scheduled, printed and drawn, never compiled or run.
+        return {"rows": [], "fig": None, "unavailable": None, "current": None,
+                "speedup": None, "pending": [], "simulate_only": plan.reason}
+    m = measurer()
+    wl = session.workload_arg()
+    name, params = wl if wl else (None, {})
+    baseline = session.mod0 if wl is None else None
+    fname = session.func_name
+    found, queued, busy = measuring.collect(
+        session,
+        lambda mod: m.cached(mod, name, params, fname),
+        lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline),
+        m.result_of, budget)
+    by_step: dict[int, dict] = {}
+    unavailable = None
+    for k, res in found.items():
+        if isinstance(res, Exception):       # the workers could not be started
+            res = step_dict(JobResult("unavailable", str(res)), "")
+        if res.get("stage") == "unavailable":
+            unavailable = res.get("error")
+            continue
+        by_step[k] = dict(res, step=k)
+    ctx = _rows_context(session, by_step, list(queued), unavailable)
+    ctx.update(queued={k: measuring.queued_text(p) for k, p in queued.items()}, busy=busy,
+               poll_delay=measuring.POOL_POLL, large_note=plan.note if plan is not None else None)
+    if session.at in queued:
+        ctx["current_queued"] = ctx["queued"][session.at]
+    ctx.update(roofline(session, ctx["rows"], m))
+    return ctx
+
+
+def _rows_context(session: Session, by_step: dict[int, dict], pending: list[int],
+                  unavailable) -> dict:
+    rows = [by_step[k] for k in sorted(by_step)]
+    fig = plots.runtime_figure(rows, current=session.at) if rows else None
+    cur = by_step.get(session.at)
+    base = by_step.get(0)
+    speedup = None
+    if cur is not None and session.at > 0 and base and base.get("time_ms") and cur.get("time_ms"):
+        speedup = base["time_ms"] / cur["time_ms"]
+    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
+            "speedup": speedup, "pending": sorted(pending)}
+
+
+# ---------------------------------------------------------------------------- the roofline tab
+NO_ROOFLINE_CUSTOM = ("No roofline point for a pasted program: its place on the roofline "
+                      "needs the number of floating-point operations and the bytes it must "
+                      "move, which only the preset workloads declare.")
+
+
+def _machine_peaks(m) -> tuple[dict | None, str | None]:
+    """``(peaks, None)`` — the measured roofs or ``{"error": sentence}`` — or
+    ``(None, "queued (position k)")`` while a worker is still measuring them."""
+    try:
+        got, ticket = m.submit_roofline()
+    except QueueFull:
+        return None, measuring.queued_text(None)
+    except (PoolClosed, PoolUnavailable) as e:
+        return {"error": str(e)}, None
+    if got is not None:
+        return got, None
+    if ticket.done():
+        return m.roofline_result_of(ticket), None
+    return None, measuring.queued_text(ticket.position())
+
+
+def roofline(session: Session, rows: list[dict], m) -> dict:
+    """The roofline tab of the measurement pane: this machine's roofs (measured once by
+    kernels the engine compiles, in a worker; ``m`` is the measurement service) and
+    one point per measured step: its arithmetic intensity (the workload's flops / compulsory
+    bytes, ``engine.workloads.info``) and its achieved GFLOP/s, placed by
+    ``engine.roofline.point``; numpy's run of the same computation is a reference point.
+
+    Returns ``roofline_fig`` (plotly JSON) and ``roofline_current`` (the current step's
+    point), or ``roofline_pending`` (the peaks are being measured: the pane polls), or
+    ``roofline_note`` (the sentence saying why there is no roofline).
+    """
+    wl = session.workload_arg()
+    if wl is None:
+        return {"roofline_note": NO_ROOFLINE_CUSTOM}
+    name, params = wl
+    peaks, pending = _machine_peaks(m)
+    if pending is not None:
+        return {"roofline_pending": pending}
+    assert peaks is not None
+    if "error" in peaks:
+        return {"roofline_note": peaks["error"]}
+    points: list[dict] = []
+    reference = None
+    try:
+        for r in rows:
+            if r.get("time_ms") and not r.get("error"):
+                pt = point(name, params, r["time_ms"] / 1e3, peaks)
+                pt.update(step=r["step"], correct=r.get("correct"))
+                points.append(pt)
+        # numpy on the current step's thread count (its own row), else the first one
+        ref_row = next((r for r in rows if r.get("step") == session.at and r.get("numpy_ms")),
+                       None) or next((r for r in rows if r.get("numpy_ms")), None)
+        if ref_row is not None:
+            reference = point(name, params, ref_row["numpy_ms"] / 1e3, peaks)
+            if ref_row.get("numpy_note"):
+                reference["note"] = ref_row["numpy_note"]
+    except Exception as e:  # noqa: BLE001 - e.g. a workload without a byte count
+        return {"roofline_note": f"No roofline point for {name}: {e}"}
+    current = next((p for p in points if p["step"] == session.at), None)
+    return {"roofline_fig": plots.roofline_figure(points, peaks, current=session.at,
+                                                  reference=reference),
+            "roofline_points": len(points), "roofline_current": current,
+            "roofline_peaks": peaks, "roofline_numpy": reference}

@@ -1,0 +1,102 @@
+"""The program pane: the TVMScript text, cut into clickable loops and blocks, with the lines
+the last step changed marked (and the diff pane's rows: before/after of the last step).
+
+The printer's span map (``engine.script.script_with_spans``) says which lines each loop and
+block covers; :mod:`app.web.selection` gives each of them its selection id.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.script import script_with_spans
+
+from ..selection import FuncTree
+from . import diff
+
+
+@dataclass
+class Seg:
+    """A piece of a program line; clickable when ``sel`` is set."""
+
+    text: str
+    sel: str | None = None
+    start: int | None = None
+    end: int | None = None
+    kind: str = ""
+
+
+@dataclass
+class Line:
+    no: int
+    text: str
+    sel: str | None = None          # selection id of the first loop/block starting here
+    end: int | None = None          # last line of that loop/block
+    kind: str = ""
+    changed: bool = False
+    segs: list = field(default_factory=list)   # the line cut into clickable pieces
+
+
+def _segments(line: Line, entries: list) -> list[Seg]:
+    """Cut a line into pieces: one loop/block starting here -> the whole statement is
+    clickable; several (``for i, j, k in T.grid(...)``) -> each loop name is."""
+    text = line.text
+    if not entries:
+        return [Seg(text)]
+    indent = len(text) - len(text.lstrip(" "))
+    if len(entries) == 1:
+        sel, end, kind, _name = entries[0]
+        return [Seg(text[:indent]), Seg(text[indent:], sel, line.no, end, kind)]
+    head, sep, _rest = text.partition(" in ")
+    segs: list[Seg] = []
+    pos = 0
+    for sel, end, kind, name in entries:
+        m = re.search(r"\b" + re.escape(name) + r"\b", head[pos:]) if name else None
+        if m is None:
+            continue
+        a, b = pos + m.start(), pos + m.end()
+        segs.append(Seg(text[pos:a]))
+        segs.append(Seg(text[a:b], sel, line.no, end, kind))
+        pos = b
+    segs.append(Seg(text[pos:]))
+    return [sg for sg in segs if sg.text or sg.sel]
+
+
+def program_lines(text: str, spans, trees: list[FuncTree], changed: set[int]) -> list[Line]:
+    """The printed program (``text`` and its span map) as lines of clickable pieces."""
+    lines = [Line(i + 1, t, changed=(i + 1) in changed) for i, t in enumerate(text.splitlines())]
+    by_node: dict[int, Any] = {}
+    for t in trees:
+        by_node.update(t.by_node)
+    starts: dict[int, list] = {}
+    for sp in spans:
+        if sp.kind not in ("loop", "block"):
+            continue
+        entry = by_node.get(id(sp.node))
+        start = sp.start_line
+        if entry is None or not entry.sel or not 1 <= start <= len(lines):
+            continue
+        lst = starts.setdefault(start, [])
+        if all(e[0] != entry.sel for e in lst):
+            lst.append((entry.sel, sp.end_line or start, sp.kind, sp.name or entry.name))
+    for ln in lines:
+        entries = starts.get(ln.no, [])
+        if entries:
+            ln.sel, ln.end, ln.kind = entries[0][0], entries[0][1], entries[0][2]
+        ln.segs = _segments(ln, entries)
+    return lines
+
+
+def context(session, mod, trees: list[FuncTree]) -> dict:
+    """The program pane and the diff pane of the current step (``lines``, ``diff_rows``,
+    ``diff_summary``)."""
+    text, spans = script_with_spans(mod)
+    ctx: dict[str, Any] = {"diff_rows": None}
+    changed: set[int] = set()
+    if session.at > 0:
+        rows = diff.diff_rows(session.mod_at(session.at - 1).script(), text)
+        ctx.update(diff_rows=rows, diff_summary=diff.summary(rows))
+        changed = {r.new for r in rows if r.kind == "add"}
+    ctx["lines"] = program_lines(text, spans, trees, changed)
+    return ctx

@@ -1,0 +1,190 @@
+"""The measurement service without processes, for tests that do not test the pool itself.
+
+:class:`InlinePool` is a drop-in for :class:`app.service.pool.MeasurePool` behind the app's
+one measurement interface (:class:`app.service.measurer.StepMeasurer`): jobs wait in a FIFO
+queue and run one after another in a thread of this process, through the very code a worker
+process runs (:func:`app.service.worker.run_job`); core slots are granted at once. So the
+web layer, the measurer, the job protocol and the worker's actions are all exercised — only
+the process boundary (time limits, crashes, memory) is not, which the pool's own tests cover.
+
+    app = create_app({"TESTING": True, "MEASURE_POOL": InlinePool})
+    ...
+    drain(app)        # wait for the jobs queued so far (e.g. the prefetch after a click)
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from app.service.pool import PoolConfig
+from app.service.protocol import ENGINE_ACTIONS, Job, JobResult, PoolClosed, QueueFull
+from app.service.tickets import Ticket
+from app.service.worker import run_job
+
+
+class InlineChannel:
+    """The worker's end of its pipe, inside this process: a slot asked for is granted at
+    once (cores 0..n-1); every message the job sends is kept in ``sent``."""
+
+    def __init__(self):
+        self.sent: list[tuple] = []
+
+    def send(self, msg: tuple) -> None:
+        self.sent.append(msg)
+
+    def recv(self) -> tuple:
+        ncores = next(m[1] for m in reversed(self.sent) if m[0] == "need_timing")
+        return ("go", list(range(ncores)))
+
+
+def run_in_this_process(job: Job, config: PoolConfig | None = None) -> JobResult:
+    """What a worker process does with ``job``, here: the job's result."""
+    config = config or PoolConfig()
+    wire = job.to_wire()
+    wire["source_max_chars"] = config.source_max_chars
+    conn = InlineChannel()
+    t0 = time.monotonic()
+    run_job(conn, wire, {"memory_bytes": None})
+    data: dict = {}
+    for m in conn.sent:
+        if m[0] == "data":
+            data.update(m[1])
+    res = next(m[1] for m in conn.sent if m[0] == "result")
+    return JobResult(res["status"], res.get("message"), data, time.monotonic() - t0,
+                     worker_pid=os.getpid(), failed_action=res.get("failed_action"),
+                     detail=res.get("detail"))
+
+
+class InlinePool:
+    """A FIFO queue of jobs run by one thread of this process (see the module docstring)."""
+
+    def __init__(self, config: PoolConfig | None = None, **overrides: Any):
+        self.config = dataclasses.replace(config or PoolConfig(), **overrides)
+        self._cond = threading.Condition()
+        self._pending: collections.deque[Ticket] = collections.deque()
+        self._running: Ticket | None = None
+        self._closing = False
+        self.jobs: list[Job] = []               # every job submitted, in order
+        self._thread = threading.Thread(target=self._serve, name="inline-measure", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job, on_done: Callable[[JobResult], None] | None = None, *,
+               urgent: bool = False) -> Ticket:
+        bad = [a for a in job.actions if a not in ENGINE_ACTIONS]
+        if bad or not job.actions:
+            raise ValueError(f"unknown or disallowed action(s) {bad or '(none)'}")
+        ticket = Ticket(self, job)
+        if on_done is not None:
+            ticket.add_done_callback(on_done)
+        with self._cond:
+            if self._closing:
+                raise PoolClosed()
+            if len(self._pending) >= self.config.queue_length:
+                raise QueueFull(len(self._pending))
+            self.jobs.append(job)
+            if urgent:
+                self._pending.appendleft(ticket)
+            else:
+                self._pending.append(ticket)
+            self._cond.notify_all()
+        return ticket
+
+    def run(self, job: Job, timeout: float | None = None) -> JobResult:
+        return self.submit(job).result(timeout)
+
+    def drain(self, timeout: float = 300.0) -> None:
+        """Wait until every job submitted so far has finished."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._running is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("the inline measurement jobs did not finish")
+                self._cond.wait(min(left, 0.5))
+
+    def queue_length(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def worker_pids(self) -> list[int]:
+        return [os.getpid()]
+
+    def stats(self) -> dict:
+        with self._cond:
+            return {"queued": len(self._pending), "running": int(self._running is not None)}
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._closing = True
+            pending, self._pending = list(self._pending), collections.deque()
+            self._cond.notify_all()
+        for t in pending:
+            t._finish(JobResult("shutdown", str(PoolClosed())))
+        self._thread.join(timeout)
+
+    # what a Ticket asks its queue
+    def _position(self, ticket: Ticket) -> int | None:
+        with self._cond:
+            if ticket is self._running:
+                return 0
+            for i, t in enumerate(self._pending):
+                if t is ticket:
+                    return i + 1
+        return None if ticket.done() else 0
+
+    def _cancel(self, ticket: Ticket) -> bool:
+        with self._cond:
+            try:
+                self._pending.remove(ticket)
+            except ValueError:
+                return False
+        ticket._finish(JobResult("cancelled", "this step was withdrawn before it was measured"))
+        return True
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                ticket = self._running = self._pending.popleft()
+            ticket.started = time.monotonic()
+            try:
+                result = run_in_this_process(ticket.job, self.config)
+            except Exception as e:  # noqa: BLE001 - a test must see it, not hang
+                result = JobResult("error", f"the inline worker failed ({e})")
+            result.queued_s = ticket.started - ticket.submitted
+            ticket._finish(result)
+            with self._cond:
+                self._running = None
+                self._cond.notify_all()
+
+
+def drain(app) -> None:
+    """Wait for the measurement jobs an app (with an :class:`InlinePool`) has queued."""
+    measurer = app.extensions["measurer"]
+    if measurer.started:
+        measurer.pool.drain()
+
+
+def make_test_app(config: dict | None = None):
+    """``create_app`` for tests: a fresh store, jobs run in this process."""
+    from app import create_app
+    return create_app({"TESTING": True, "MEASURE_POOL": InlinePool, **(config or {})})
+
+
+def settled(client, url: str, pending: str = 'id="measure-pending"', polls: int = 20):
+    """The response for a pane ``url`` once nothing is pending: asked again, as the page's
+    htmx poll does, after each round of queued jobs (``pending`` marks an unfinished pane:
+    ``id="measure-pending"``, ``id="cache-pending"``)."""
+    for _ in range(polls):
+        r = client.get(url)
+        if pending not in r.get_data(as_text=True):
+            return r
+        drain(client.application)
+    raise AssertionError(f"{url} still has pending measurements after {polls} polls")
