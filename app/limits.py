@@ -168,7 +168,7 @@ class Limits:
     max_name_chars: int = 100                # names of saved traces, custom workloads
     # Uploads (whole request body; also suggested as Flask's MAX_CONTENT_LENGTH).
     max_upload_bytes: int = 1 * MiB
-    # Measurement workers (see app.workers.MeasurePool).
+    # Measurement workers (see app.service.pool.MeasurePool).
     step_time_limit_s: float = 5.0
     worker_memory_bytes: int = 2 * GiB
     queue_length: int = 32

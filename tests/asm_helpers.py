@@ -4,6 +4,18 @@ from __future__ import annotations
 import re
 
 
+def vector_registers() -> tuple[int, int]:
+    """(vector registers, float32 lanes per register) of this machine's CPU as LLVM sees it:
+    (32, 16) with AVX-512, (16, 8) with AVX/AVX2, else (16, 4)."""
+    from llvmlite import binding as llvm
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 32, 16
+    if features.get("avx"):
+        return 16, 8
+    return 16, 4
+
+
 def fma_loops(asm: str) -> list[tuple[int, int]]:
     """(FMAs, stores to memory) of every assembly loop (a label with a jump back to it)
     that contains an FMA, module by module (labels are local to a module)."""

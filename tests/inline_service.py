@@ -13,7 +13,6 @@ the process boundary (time limits, crashes, memory) is not, which the pool's own
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import threading
@@ -21,7 +20,8 @@ import time
 from typing import Any, Callable
 
 from app.service.pool import PoolConfig
-from app.service.protocol import ENGINE_ACTIONS, Job, JobResult, PoolClosed, QueueFull
+from app.service.protocol import Job, JobResult
+from app.service.queue import JobQueue
 from app.service.tickets import Ticket
 from app.service.worker import run_job
 
@@ -60,37 +60,24 @@ def run_in_this_process(job: Job, config: PoolConfig | None = None) -> JobResult
 
 
 class InlinePool:
-    """A FIFO queue of jobs run by one thread of this process (see the module docstring)."""
+    """The pool's queue (:class:`app.service.queue.JobQueue`) served by one thread of this
+    process (see the module docstring)."""
 
     def __init__(self, config: PoolConfig | None = None, **overrides: Any):
         self.config = dataclasses.replace(config or PoolConfig(), **overrides)
-        self._cond = threading.Condition()
-        self._pending: collections.deque[Ticket] = collections.deque()
-        self._running: Ticket | None = None
-        self._closing = False
+        self.queue = JobQueue(self.config.queue_length)
         self.jobs: list[Job] = []               # every job submitted, in order
         self._thread = threading.Thread(target=self._serve, name="inline-measure", daemon=True)
         self._thread.start()
 
     def submit(self, job: Job, on_done: Callable[[JobResult], None] | None = None, *,
                urgent: bool = False) -> Ticket:
-        bad = [a for a in job.actions if a not in ENGINE_ACTIONS]
-        if bad or not job.actions:
-            raise ValueError(f"unknown or disallowed action(s) {bad or '(none)'}")
-        ticket = Ticket(self, job)
+        job.check_actions()
+        ticket = Ticket(self.queue, job)
         if on_done is not None:
             ticket.add_done_callback(on_done)
-        with self._cond:
-            if self._closing:
-                raise PoolClosed()
-            if len(self._pending) >= self.config.queue_length:
-                raise QueueFull(len(self._pending))
-            self.jobs.append(job)
-            if urgent:
-                self._pending.appendleft(ticket)
-            else:
-                self._pending.append(ticket)
-            self._cond.notify_all()
+        self.queue.put(ticket, urgent)
+        self.jobs.append(job)
         return ticket
 
     def run(self, job: Job, timeout: float | None = None) -> JobResult:
@@ -98,71 +85,24 @@ class InlinePool:
 
     def drain(self, timeout: float = 300.0) -> None:
         """Wait until every job submitted so far has finished."""
-        end = time.monotonic() + timeout
-        with self._cond:
-            while self._pending or self._running is not None:
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("the inline measurement jobs did not finish")
-                self._cond.wait(min(left, 0.5))
-
-    def queue_length(self) -> int:
-        with self._cond:
-            return len(self._pending)
+        if not self.queue.wait_idle(timeout):
+            raise TimeoutError("the inline measurement jobs did not finish")
 
     def worker_pids(self) -> list[int]:
         return [os.getpid()]
 
-    def stats(self) -> dict:
-        with self._cond:
-            return {"queued": len(self._pending), "running": int(self._running is not None)}
-
     def close(self, timeout: float = 10.0) -> None:
-        with self._cond:
-            self._closing = True
-            pending, self._pending = list(self._pending), collections.deque()
-            self._cond.notify_all()
-        for t in pending:
-            t._finish(JobResult("shutdown", str(PoolClosed())))
+        self.queue.close()
         self._thread.join(timeout)
 
-    # what a Ticket asks its queue
-    def _position(self, ticket: Ticket) -> int | None:
-        with self._cond:
-            if ticket is self._running:
-                return 0
-            for i, t in enumerate(self._pending):
-                if t is ticket:
-                    return i + 1
-        return None if ticket.done() else 0
-
-    def _cancel(self, ticket: Ticket) -> bool:
-        with self._cond:
-            try:
-                self._pending.remove(ticket)
-            except ValueError:
-                return False
-        ticket._finish(JobResult("cancelled", "this step was withdrawn before it was measured"))
-        return True
-
     def _serve(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._closing:
-                    self._cond.wait()
-                if self._closing:
-                    return
-                ticket = self._running = self._pending.popleft()
-            ticket.started = time.monotonic()
+        while (ticket := self.queue.take()) is not None:
             try:
                 result = run_in_this_process(ticket.job, self.config)
             except Exception as e:  # noqa: BLE001 - a test must see it, not hang
                 result = JobResult("error", f"the inline worker failed ({e})")
             result.queued_s = ticket.started - ticket.submitted
-            ticket._finish(result)
-            with self._cond:
-                self._running = None
-                self._cond.notify_all()
+            self.queue.done(ticket, result)
 
 
 def drain(app) -> None:

@@ -24,7 +24,8 @@ import pytest
 
 import engine
 import engine.roofline
-from app.service import Job, JobResult, MeasurePool, StepMeasurer, Ticket, worker
+from app.service import Job, JobResult, StepMeasurer, Ticket, worker
+from app.service.queue import JobQueue
 from app.store import Store
 from app.web import plots
 from app.web.panes import measurement
@@ -184,27 +185,23 @@ def test_a_failed_peak_measurement_is_reported_in_the_tab(client, monkeypatch):
 
 
 # ---------------------------------------------------------------------------- worker side
-class FakePool(MeasurePool):
-    """A pool without processes: roofline jobs run here at once (or are held back), step
-    jobs answer a fixed measurement. Records every submitted job."""
+class FakePool:
+    """A pool without processes: roofline jobs run here at once (or are held back, running,
+    until :meth:`release`), step jobs answer a fixed measurement. Records every job."""
 
     def __init__(self, hold_roofline: bool = False):
-        import collections
-        import threading
-        self._cond = threading.Condition()
-        self._pending = collections.deque()
-        self._running: set = set()
+        self.queue = JobQueue(32)
         self.jobs: list[Job] = []
         self.held: list[Ticket] = []
         self.hold_roofline = hold_roofline
 
     def submit(self, job, on_done=None, *, urgent=False):
         self.jobs.append(job)
-        t = Ticket(self, job)
+        t = Ticket(self.queue, job)
         if job.actions == ("roofline",):
             if self.hold_roofline:
-                with self._cond:
-                    self._running.add(t)
+                self.queue.put(t)
+                assert self.queue.take() is t          # running now
                 self.held.append(t)
                 return t
             t._finish(run_in_this_process(job))
@@ -219,9 +216,7 @@ class FakePool(MeasurePool):
 
     def release(self):
         for t in self.held:
-            with self._cond:
-                self._running.discard(t)
-            t._finish(run_in_this_process(t.job))
+            self.queue.done(t, run_in_this_process(t.job))
         self.held.clear()
 
 

@@ -7,6 +7,7 @@ from hypothesis import given
 
 import engine
 from engine.ir import IRModule
+from engine import workloads
 from engine.script import parse, script
 
 from test_script_irgen import mm_relu, programs
@@ -25,19 +26,8 @@ def test_mm_relu_roundtrip():
     check_roundtrip(mm_relu(16))
 
 
-def _workload_names():
-    try:
-        from engine import workloads
-        return list(workloads.names())
-    except Exception:  # noqa: BLE001 - the registry is built by another part of the project
-        return []
-
-
-@pytest.mark.parametrize("name", _workload_names() or ["<no engine.workloads>"])
+@pytest.mark.parametrize("name", workloads.names())
 def test_every_workload_roundtrips(name):
-    if name == "<no engine.workloads>":
-        pytest.skip("engine.workloads is not importable")
-    from engine import workloads
     mod = workloads.get(name)
     text = check_roundtrip(mod)
     assert "@T.prim_func" in text

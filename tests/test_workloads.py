@@ -174,7 +174,7 @@ def test_cost_model_validates_parameters_too():
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_every_workload_prints_and_parses_back(name):
-    script = pytest.importorskip("engine.script")
+    from engine import script
     mod = W.get(name, **({"n": 8} if "n" in W.info(name).defaults else {}))
     fname = W.info(name).func_name
     back = script.parse(mod.script())

@@ -167,6 +167,17 @@ class StepMeasurer:
             lambda r, key=key: self._done(key, to_value, r))
         return None, ticket
 
+    def _stored(self, h: str, kind: str) -> Any:
+        """The remembered failure or the stored value of ``(h, kind)``, or None; never
+        submits (what the ``cached*`` methods answer)."""
+        with self._lock:
+            failed = self._failed.get((h, kind))
+        if failed is not None and time.monotonic() < failed[0]:
+            return failed[1]
+        if self.store is None:
+            return None
+        return self.store.get_result(h, self.fingerprint, kind)
+
     def _done(self, key: tuple, to_value: Callable[[JobResult], Any], result: JobResult) -> None:
         try:
             if result.status in self._REMEMBER:
@@ -217,15 +228,8 @@ class StepMeasurer:
                func_name: str | None = None, program_hash: str | None = None
                ) -> dict[str, Any] | None:
         """The stored (or remembered failed) step dict, or None; never submits."""
-        h = program_hash or self.program_hash(mod)
-        kind = self._kind(workload, params, func_name)
-        with self._lock:
-            failed = self._failed.get((h, kind))
-        if failed is not None and time.monotonic() < failed[0]:
-            return failed[1]
-        if self.store is None:
-            return None
-        return self.store.get_result(h, self.fingerprint, kind)
+        return self._stored(program_hash or self.program_hash(mod),
+                            self._kind(workload, params, func_name))
 
     def result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
         """The step dict of a finished (or, with ``timeout``, awaited) ticket."""
@@ -288,15 +292,7 @@ class StepMeasurer:
 
     def cached_cache(self, mod: Any, func_name: str | None = None) -> dict[str, Any] | None:
         """The stored (or remembered failed) cache report, or None; never submits."""
-        h = self.program_hash(mod)
-        key = (h, f"cache:{func_name or '-'}")
-        with self._lock:
-            failed = self._failed.get(key)
-        if failed is not None and time.monotonic() < failed[0]:
-            return failed[1]
-        if self.store is None:
-            return None
-        return self.store.get_result(h, self.fingerprint, key[1])
+        return self._stored(self.program_hash(mod), f"cache:{func_name or '-'}")
 
     def pattern(self, mod: Any, func_name: str, loop: Any, iteration: int,
                 timeout: float | None = None) -> dict[str, Any]:
@@ -348,7 +344,7 @@ class StepMeasurer:
         """(stored peaks, None) or (None, ticket of the job measuring them).
 
         The value is ``engine.roofline.machine_peaks()`` as measured in a worker (see
-        :func:`app.worker_main.act_roofline`), or ``{"error": sentence}``; it is stored under
+        :func:`app.service.actions.act_roofline`), or ``{"error": sentence}``; it is stored under
         :data:`ROOFLINE_KEY` for this machine's fingerprint, so the peaks are measured once
         per machine and compiler, not once per server start. Concurrent requests share one
         job. Raises :class:`QueueFull` when the queue is full."""
@@ -364,14 +360,7 @@ class StepMeasurer:
 
     def cached_roofline(self) -> dict[str, Any] | None:
         """The stored (or remembered failed) peaks, or None; never submits."""
-        key = self.ROOFLINE_KEY
-        with self._lock:
-            failed = self._failed.get(key)
-        if failed is not None and time.monotonic() < failed[0]:
-            return failed[1]
-        if self.store is None:
-            return None
-        return self.store.get_result(key[0], self.fingerprint, key[1])
+        return self._stored(*self.ROOFLINE_KEY)
 
     def roofline(self, timeout: float | None = None) -> dict[str, Any]:
         """Blocking: the machine's peaks from the store or from a worker, or

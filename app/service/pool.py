@@ -38,7 +38,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .protocol import ENGINE_ACTIONS, Job, JobResult, PoolClosed, QueueFull
+from .protocol import Job, JobResult, QueueFull
+from .queue import JobQueue
 from .slots import TimingSlots, default_cores
 from .supervisor import Supervisor
 from .tickets import Ticket
@@ -94,9 +95,8 @@ class MeasurePool:
         cores = cfg.timing_cores or default_cores()
         self.slots = TimingSlots(cores)
         nworkers = cfg.workers or len(default_cores())
-        self._cond = threading.Condition()
-        self._pending: collections.deque[Ticket] = collections.deque()
-        self._running: set[Ticket] = set()
+        self.queue = JobQueue(cfg.queue_length)
+        self._lock = threading.Lock()
         self._tickets: collections.OrderedDict[str, Ticket] = collections.OrderedDict()
         self.closing = threading.Event()
         self._stats = collections.Counter()
@@ -117,32 +117,18 @@ class MeasurePool:
         go ahead of the measurements waiting in the queue, behind earlier urgent jobs."""
         if not isinstance(job, Job):
             raise TypeError("submit() takes an app.service.protocol.Job")
-        bad = [a for a in job.actions
-               if a not in ENGINE_ACTIONS and not (self.config.allow_debug
-                                                    and a.startswith("debug:"))]
-        if bad or not job.actions:
-            raise ValueError(f"unknown or disallowed action(s) {bad or '(none)'}; "
-                             f"known actions: {sorted(ENGINE_ACTIONS)}")
-        ticket = Ticket(self, job)
+        job.check_actions(allow_debug=self.config.allow_debug)
+        ticket = Ticket(self.queue, job)
         if on_done is not None:
             ticket.add_done_callback(on_done)
-        with self._cond:
-            if self.closing.is_set():
-                raise PoolClosed()
-            if len(self._pending) >= self.config.queue_length:
-                self._stats["refused"] += 1
-                raise QueueFull(len(self._pending))
-            if urgent:
-                ticket.urgent = True  # type: ignore[attr-defined]
-                at = 0
-                while at < len(self._pending) and getattr(self._pending[at], "urgent", False):
-                    at += 1
-                self._pending.insert(at, ticket)
-            else:
-                self._pending.append(ticket)
+        try:
+            self.queue.put(ticket, urgent)
+        except QueueFull:
+            self.count("refused")
+            raise
+        with self._lock:
             self._remember(ticket)
             self._stats["submitted"] += 1
-            self._cond.notify()
         return ticket
 
     def run(self, job: Job, timeout: float | None = None) -> JobResult:
@@ -151,21 +137,20 @@ class MeasurePool:
 
     def ticket(self, ticket_id: str) -> Ticket | None:
         """A recent ticket by its id (for polling endpoints), or None."""
-        with self._cond:
+        with self._lock:
             return self._tickets.get(ticket_id)
 
     def queue_length(self) -> int:
-        with self._cond:
-            return len(self._pending)
+        return self.queue.waiting()
 
     def stats(self) -> dict[str, Any]:
         """Counters (submitted, completed, crashes, timeouts, oom, replaced, refused, ...)."""
-        with self._cond:
+        with self._lock:
             s = dict(self._stats)
-            s.update(queued=len(self._pending), running=len(self._running),
-                     workers=len(self._workers),
-                     worker_pids=[w.pid for w in self._workers], free_timing_slots=self.slots.free)
-            return s
+        s.update(queued=self.queue.waiting(), running=self.queue.running(),
+                 workers=len(self._workers), worker_pids=[w.pid for w in self._workers],
+                 free_timing_slots=self.slots.free)
+        return s
 
     def worker_pids(self) -> list[int | None]:
         return [w.pid for w in self._workers]
@@ -173,15 +158,10 @@ class MeasurePool:
     def close(self, timeout: float = 10.0) -> None:
         """Refuse new jobs, cancel queued ones, let running ones finish (up to ``timeout``
         seconds), then stop every worker.  Idempotent."""
-        with self._cond:
-            if self.closing.is_set() and not any(w.thread.is_alive() for w in self._workers):
-                return
-            self.closing.set()
-            pending = list(self._pending)
-            self._pending.clear()
-            self._cond.notify_all()
-        for t in pending:
-            t._finish(JobResult("shutdown", str(PoolClosed())))
+        if self.closing.is_set() and not any(w.thread.is_alive() for w in self._workers):
+            return
+        self.closing.set()
+        self.queue.close()
         deadline = time.monotonic() + timeout
         for w in self._workers:
             w.thread.join(max(0.0, deadline - time.monotonic()))
@@ -208,10 +188,6 @@ class MeasurePool:
             with contextlib.suppress(Exception):
                 w.kill()
 
-    def count(self, key: str) -> None:
-        with self._cond:
-            self._stats[key] += 1
-
     def _remember(self, ticket: Ticket) -> None:
         self._tickets[ticket.id] = ticket
         while len(self._tickets) > self.config.keep_tickets + self.config.queue_length:
@@ -220,40 +196,20 @@ class MeasurePool:
                 break
             del self._tickets[oldest_id]
 
-    def _position(self, ticket: Ticket) -> int | None:
-        with self._cond:
-            if ticket in self._running:
-                return 0
-            for i, t in enumerate(self._pending):
-                if t is ticket:
-                    return i + 1
-        return None if ticket.done() else 0
-
-    def _cancel(self, ticket: Ticket) -> bool:
-        with self._cond:
-            try:
-                self._pending.remove(ticket)
-            except ValueError:
-                return False
-        ticket._finish(JobResult("cancelled", "this step was withdrawn before it was measured"))
-        return True
+    # what the supervisors use ---------------------------------------------------------
+    def count(self, key: str) -> None:
+        with self._lock:
+            self._stats[key] += 1
 
     def next_job(self, worker: Supervisor) -> Ticket | None:
-        with self._cond:
-            while not self._pending:
-                if self.closing.is_set():
-                    return None
-                self._cond.wait(1.0)
-            ticket = self._pending.popleft()
-            ticket.started = time.monotonic()
-            self._running.add(ticket)
-            worker.current = ticket
-            return ticket
+        """The next job for ``worker`` (waits for one); None once the pool closes."""
+        ticket = self.queue.take()
+        worker.current = ticket
+        return ticket
 
     def job_done(self, worker: Supervisor, ticket: Ticket, result: JobResult) -> None:
-        with self._cond:
-            self._running.discard(ticket)
-            worker.current = None
+        worker.current = None
+        with self._lock:
             self._stats["completed"] += 1
             self._stats[f"status:{result.status}"] += 1
-        ticket._finish(result)
+        self.queue.done(ticket, result)

@@ -119,6 +119,15 @@ class Job:
         """A test job: ``what`` in segfault, abort, exit, sleep, spin, alloc, raise, echo, timed."""
         return cls(actions=(f"debug:{what}",), debug_arg=arg, **kw)
 
+    def check_actions(self, allow_debug: bool = False) -> None:
+        """Raise ``ValueError`` unless every action is an engine action (or, with
+        ``allow_debug``, a ``debug:*`` test hook)."""
+        bad = [a for a in self.actions
+               if a not in ENGINE_ACTIONS and not (allow_debug and a.startswith("debug:"))]
+        if bad or not self.actions:
+            raise ValueError(f"unknown or disallowed action(s) {bad or '(none)'}; "
+                             f"known actions: {sorted(ENGINE_ACTIONS)}")
+
     def to_wire(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

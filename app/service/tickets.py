@@ -2,8 +2,8 @@
 
 :meth:`MeasurePool.submit <app.service.pool.MeasurePool.submit>` returns a :class:`Ticket`;
 ``position()`` is what the page shows as "queued (position k)", ``result(timeout)`` waits
-for the :class:`~app.service.protocol.JobResult`. The ticket asks its *queue* (anything
-with ``_position(ticket)`` and ``_cancel(ticket)``) where it stands.
+for the :class:`~app.service.protocol.JobResult`. The ticket asks its queue
+(:class:`app.service.queue.JobQueue`) where it stands.
 """
 from __future__ import annotations
 
@@ -25,13 +25,13 @@ _ids = itertools.count(1)
 class Ticket:
     """A submitted job: ask its queue position, wait for its result, or cancel it."""
 
-    def __init__(self, pool: Any, job: Job):
+    def __init__(self, queue: Any, job: Job):
         self.id = secrets.token_urlsafe(12)
         self.seq = next(_ids)
         self.job = job
         self.submitted = time.monotonic()
         self.started: float | None = None
-        self._pool = pool
+        self._queue = queue
         self._done = threading.Event()
         self._result: JobResult | None = None
         self._callbacks: list[Callable[[JobResult], None]] = []
@@ -41,7 +41,7 @@ class Ticket:
         """1-based place in the queue while waiting, 0 while running, None when finished."""
         if self._done.is_set():
             return None
-        return self._pool._position(self)
+        return self._queue.position(self)
 
     @property
     def state(self) -> str:
@@ -61,7 +61,7 @@ class Ticket:
 
     def cancel(self) -> bool:
         """Withdraw a queued job (True), or False if it already started or finished."""
-        return self._pool._cancel(self)
+        return self._queue.cancel(self)
 
     def add_done_callback(self, fn: Callable[[JobResult], None]) -> None:
         """Call ``fn(result)`` when the job ends (at once if it already has; in a pool thread)."""

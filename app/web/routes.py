@@ -210,18 +210,23 @@ def import_trace():
     if not params and request.form.get("params"):
         params = _parse_param_text(request.form["params"])
     params = parse_params(info, {k: str(v) for k, v in params.items()})
-    load_workload(name, params)
-    s = Session(name, params, info, load_workload(name, params))
-    # re-encode with the workload attached, then check it replays
+    s = _replayed(name, params, trace, "Import failed",
+                  f"The trace does not replay on {name} {params}")
+    return redirect(s.url(), code=303)
+
+
+def _replayed(workload: str, params: dict, trace: Trace, title: str, failure: str) -> Session:
+    """A session of ``workload`` whose trace is ``trace`` replayed (and re-encoded with the
+    workload attached); a trace that does not replay is a 400 ``title``, ``failure: reason``."""
+    s = Session(workload, params, workload_info(workload), load_workload(workload, params))
     sch = s.new_schedule()
     try:
         trace.apply_to_schedule(sch)
-    except Exception as e:  # noqa: BLE001
-        raise AppError(400, "Import failed",
-                       f"The trace does not replay on {name} {params}: {e}",
-                       back="/", back_label="the gallery") from None
+    except Exception as e:  # noqa: BLE001 - the trace is the user's
+        raise AppError(400, title, f"{failure}: {e}", back="/",
+                       back_label="the gallery") from None
     s.set_trace(sch.trace, sch.trace.encode())
-    return redirect(s.url(), code=303)
+    return s
 
 
 # ---------------------------------------------------------------------------- saved traces
@@ -269,15 +274,8 @@ def open_saved(tid: str):
                        back_label="the gallery") from None
     info = workload_info(saved.workload)
     params = parse_params(info, {k: str(v) for k, v in (saved.params or {}).items()})
-    s = Session(saved.workload, params, info, load_workload(saved.workload, params))
-    sch = s.new_schedule()
-    try:
-        trace.apply_to_schedule(sch)
-    except Exception as e:  # noqa: BLE001
-        raise AppError(400, "The saved trace does not replay",
-                       f"“{saved.name}” does not replay on {saved.workload} {params}: {e}",
-                       back="/", back_label="the gallery") from None
-    s.set_trace(sch.trace, sch.trace.encode())
+    s = _replayed(saved.workload, params, trace, "The saved trace does not replay",
+                  f"“{saved.name}” does not replay on {saved.workload} {params}")
     return redirect(s.url(), code=303)
 
 
