@@ -22,7 +22,7 @@ from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
 from engine.ir.dtype import bytes_of, element_of
 from engine.ir.function import PrimFunc
-from engine.ir.functor import substitute
+from engine.ir.functor import children, substitute
 
 
 def _const(e: Any) -> int | None:
@@ -167,13 +167,9 @@ class _Collector:
                 self.accesses.append(_Access(x.buffer, tuple(substitute(i, vmap) for i in x.indices),
                                              loops))
             if isinstance(x, E.PrimExpr):
-                for _, v in x.fields():
+                for v in children(x):
                     if isinstance(v, E.PrimExpr):
                         walk(v)
-                    elif isinstance(v, tuple):
-                        for y in v:
-                            if isinstance(y, E.PrimExpr):
-                                walk(y)
         walk(e)
 
     def stmt(self, s: Any, vmap: dict, loops: tuple) -> None:

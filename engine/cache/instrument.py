@@ -40,7 +40,7 @@ from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
 from engine.ir.dtype import bytes_of, element_of, lanes_of
 from engine.ir.function import PrimFunc
-from engine.ir.functor import Mutator, substitute
+from engine.ir.functor import Mutator, children, substitute
 
 from .simcore import ACCESS_SYMBOL, BASE_SYMBOL
 
@@ -119,13 +119,9 @@ class _Counter:
                                             lanes_of(x.dtype))
                 return
             if isinstance(x, E.PrimExpr):
-                for _, v in x.fields():
+                for v in children(x):
                     if isinstance(v, E.PrimExpr):
                         walk(v)
-                    elif isinstance(v, tuple):
-                        for y in v:
-                            if isinstance(y, E.PrimExpr):
-                                walk(y)
         walk(e)
         return total
 
@@ -431,13 +427,9 @@ class _Instrumenter:
             out += self.loads(e.value, lets)
             out += self.loads(e.body, lets + ((e.var, e.value),))
             return out
-        for _, v in e.fields():
+        for v in children(e):
             if isinstance(v, E.PrimExpr):
                 out += self.loads(v, lets)
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, E.PrimExpr):
-                        out += self.loads(x, lets)
         return out
 
     @staticmethod

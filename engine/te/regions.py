@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
-from engine.ir.functor import field_names
+from engine.ir.functor import children, collect_vars, field_names
 from engine.ir.node import Node
 from engine.ir.stmt import BufferStore, For, IterVar
 
@@ -115,25 +115,8 @@ def const_bound(e: Any, doms: dict[int, tuple[int, int]]) -> tuple[int, int] | N
 
 
 def _uses_only(e: Any, allowed: set[int]) -> bool:
-    ok = True
-
-    def walk(n):
-        nonlocal ok
-        if not ok:
-            return
-        if isinstance(n, E.Var):
-            if id(n) not in allowed:
-                ok = False
-            return
-        if isinstance(n, Node) and not isinstance(n, Buffer):
-            for f in field_names(type(n)):
-                walk(getattr(n, f))
-        elif isinstance(n, tuple):
-            for x in n:
-                walk(x)
-
-    walk(e)
-    return ok
+    """True if every variable ``e`` uses is one of ``allowed`` (by id)."""
+    return all(id(v) in allowed for v in collect_vars(e))
 
 
 def access_region(buffer: Buffer, accesses: list[tuple], iter_vars: Iterable[IterVar],
@@ -199,14 +182,8 @@ def _collect_accesses(stmt: Any, loads: dict, stores: dict, relaxed: dict) -> No
             lo, ext = E.as_const_int(n.min), E.as_const_int(n.extent)
             if lo is not None and ext is not None and ext > 0:
                 relaxed[id(n.loop_var)] = (lo, lo + ext - 1)
-        if isinstance(n, Buffer):
-            return
-        if isinstance(n, Node):
-            for f in field_names(type(n)):
-                walk(getattr(n, f))
-        elif isinstance(n, tuple):
-            for x in n:
-                walk(x)
+        for child in children(n):
+            walk(child)
 
     walk(stmt)
 
