@@ -23,7 +23,6 @@ Options:
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +34,7 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.ir.structural import structural_hash
 from engine.lower.errors import BuildError
 
-from .module import Function, Module, make_specs
+from .module import Function, Module, join_units, make_specs
 
 CACHE_SIZE = 64
 _cache: "OrderedDict[tuple, Module]" = OrderedDict()
@@ -185,19 +184,3 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         "parallel_loops": sum(i.num_parallel for i in infos.values()),
         "vectorize_fallbacks": sum(i.num_vector_fallbacks for i in infos.values())}
     return module
-
-
-_TASK_DEFINE = re.compile(r'define [^@\n]*@"?([\w.]+)_task"?\(')
-
-
-def join_units(texts: list[str]) -> str:
-    """The LLVM IR of a build: its main module, then each parallel loop body's module."""
-    if len(texts) == 1:
-        return texts[0]
-    parts = [texts[0]]
-    for t in texts[1:]:
-        m = _TASK_DEFINE.search(t)
-        name = m.group(1) if m else "?"
-        parts.append(f"; ---- parallel loop body {name}: a module of its own, compiled "
-                     "side by side with the others and linked in the same JIT ----\n" + t)
-    return "\n".join(parts)
