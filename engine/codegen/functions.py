@@ -41,16 +41,22 @@ class FunctionABIMixin:
         info = FuncInfo(name, symbol, tuple(params), tuple(orig))
         self.info = info
         self.vars, self.bufs, self.nonneg = {}, {}, set()
-        for arg, buf in zip(fn.args, params):
-            arg.name = sanitize(buf.name)
-            arg.add_attribute("noalias")
-            arg.attributes.align = max(1, bytes_of(element_of(buf.dtype)))
-            self.bufs[id(buf)] = arg
+        self._buffer_params(fn.args, params, aligned=True)
         self.frame = Frame(fn, 0)
         self.stmt(func.body)
         self.builder.ret(ir.Constant(I32, 0))
         self.infos[name] = info
         return info
+
+    def _buffer_params(self, args, bufs, aligned: bool = False) -> None:
+        """Bind the pointer parameters ``args`` to the buffers ``bufs``: named after them,
+        ``noalias`` and, if ``aligned``, declared aligned to the element size."""
+        for arg, buf in zip(args, bufs):
+            arg.name = sanitize(buf.name)
+            arg.add_attribute("noalias")
+            if aligned:
+                arg.attributes.align = max(1, bytes_of(element_of(buf.dtype)))
+            self.bufs[id(buf)] = arg
 
     def _captures(self, s: S.For) -> tuple[list[E.Var], list[Buffer]]:
         """The variables and buffers the body of parallel loop ``s`` takes from outside."""
@@ -188,10 +194,7 @@ class FunctionABIMixin:
         self.vars, self.bufs = {}, {}
         self.nonneg = set(self.nonneg)
         args = list(worker.args)
-        for bb, a in zip(bufs, args[:len(bufs)]):
-            a.name = sanitize(bb.name)
-            a.add_attribute("noalias")
-            self.bufs[id(bb)] = a
+        self._buffer_params(args[:len(bufs)], bufs)
         for v, a in zip(free_vars, args[len(bufs):len(bufs) + len(free_vars)]):
             a.name = sanitize(v.name)
             self.vars[id(v)] = a

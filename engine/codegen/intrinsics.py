@@ -20,11 +20,7 @@ class IntrinsicMixin:
 
     def intrinsic(self, name: str, ty: ir.Type, nargs: int) -> ir.Function:
         """Declare ``llvm.<name>.<type suffix>`` overloaded on ``ty``."""
-        if isinstance(ty, ir.VectorType):
-            suffix = f"v{ty.count}{type_suffix(ty.element)}"
-        else:
-            suffix = type_suffix(ty)
-        return self.declare(f"llvm.{name}.{suffix}", ty, [ty] * nargs)
+        return self.declare(f"llvm.{name}.{type_suffix(ty)}", ty, [ty] * nargs)
 
     def e_Call(self, e: E.Call):
         op = e.op

@@ -47,7 +47,9 @@ def sanitize(name: str) -> str:
 
 
 def type_suffix(t: ir.Type) -> str:
-    """The suffix LLVM gives an intrinsic overloaded on ``t`` (``f32``, ``i64``, ...)."""
+    """The suffix LLVM gives an intrinsic overloaded on ``t`` (``f32``, ``i64``, ``v8f32``)."""
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{type_suffix(t.element)}"
     if isinstance(t, ir.FloatType):
         return "f32"
     if isinstance(t, ir.DoubleType):

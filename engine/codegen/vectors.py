@@ -74,7 +74,7 @@ class VectorMixin:
                            f"of {mask.type.count} lanes")
         if isinstance(idx_e, E.Ramp) and E.as_const_int(idx_e.stride) == 1:
             p = self._elem_ptr(buf, self.index(idx_e.base))
-            suffix = f"v{lanes}{type_suffix(ety)}.p0"
+            suffix = f"{type_suffix(vty)}.p0"
             if store_val is None:
                 if mask is None:
                     return b.load(p, typ=vty, align=esize)
@@ -124,7 +124,7 @@ class VectorMixin:
         return self.builder.and_(self.mask, cond)
 
     def _any(self, mask: ir.Value) -> ir.Value:
-        fn = self.declare(f"llvm.vector.reduce.or.v{mask.type.count}i1", I1, [mask.type])
+        fn = self.declare(f"llvm.vector.reduce.or.{type_suffix(mask.type)}", I1, [mask.type])
         return self.builder.call(fn, [mask])
 
     def _under_mask(self, mask: ir.Value, emit) -> None:

@@ -111,9 +111,8 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
 
 
 def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
-    from engine.codegen import host_target_machine
     from engine.codegen.llvm import codegen_units
-    from engine.codegen.target import new_target_machine
+    from engine.codegen.target import new_target_machine, set_host_target
     from engine.codegen.units import compile_units, unit_texts
     from engine.lower import lower
     from . import native
@@ -144,10 +143,8 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         except RuntimeError as exc:  # a codegen bug: say so clearly
             raise BuildError(f"internal error: generated LLVM IR is invalid: {exc}") from exc
         t3 = time.perf_counter()
-        tm0 = host_target_machine(opts["opt_level"])
         holder = llvm.parse_assembly("")
-        holder.triple = tm0.triple
-        holder.data_layout = str(tm0.target_data)
+        set_host_target(holder, opts["opt_level"])
         ee = llvm.create_mcjit_compiler(holder, new_target_machine(opts["opt_level"]))
         for u in units:
             ee.add_object_file(llvm.ObjectFileRef.from_data(u.obj))
