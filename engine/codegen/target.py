@@ -52,6 +52,14 @@ def host_target_machine(opt_level: int = 3):
     return new_target_machine(opt_level)
 
 
+def set_host_target(module, opt_level: int = 3) -> None:
+    """Give ``module`` (an llvmlite ``ir.Module`` or a parsed module) the triple and data
+    layout of :func:`host_target_machine`."""
+    tm = host_target_machine(opt_level)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+
+
 def new_target_machine(opt_level: int = 3):
     """A new TargetMachine for the host CPU (for an execution engine to own)."""
     init_llvm()

@@ -29,12 +29,11 @@ import threading
 import time
 from ctypes import string_at
 from dataclasses import dataclass
-from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
-from .target import host_target_machine, init_llvm, new_target_machine, optimize
+from .target import init_llvm, new_target_machine, optimize, set_host_target
 
 
 @dataclass
@@ -121,11 +120,9 @@ def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = False,
 def unit_texts(modules: list, opt_level: int = 3) -> list[str]:
     """LLVM IR texts of llvmlite ``ir.Module`` objects for the host target (the triple
     and data layout of :func:`host_target_machine` set on each)."""
-    tm = host_target_machine(opt_level)
     texts = []
     for m in modules:
-        m.triple = tm.triple
-        m.data_layout = str(tm.target_data)
+        set_host_target(m, opt_level)
         texts.append(str(m))
     return texts
 

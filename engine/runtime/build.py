@@ -23,7 +23,6 @@ Options:
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +34,7 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.ir.structural import structural_hash
 from engine.lower.errors import BuildError
 
-from .module import Function, Module, make_specs
+from .module import Function, Module, join_units, make_specs
 
 CACHE_SIZE = 64
 _cache: "OrderedDict[tuple, Module]" = OrderedDict()
@@ -112,9 +111,8 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
 
 
 def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
-    from engine.codegen import host_target_machine
     from engine.codegen.llvm import codegen_units
-    from engine.codegen.target import new_target_machine
+    from engine.codegen.target import new_target_machine, set_host_target
     from engine.codegen.units import compile_units, unit_texts
     from engine.lower import lower
     from . import native
@@ -145,10 +143,8 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         except RuntimeError as exc:  # a codegen bug: say so clearly
             raise BuildError(f"internal error: generated LLVM IR is invalid: {exc}") from exc
         t3 = time.perf_counter()
-        tm0 = host_target_machine(opts["opt_level"])
         holder = llvm.parse_assembly("")
-        holder.triple = tm0.triple
-        holder.data_layout = str(tm0.target_data)
+        set_host_target(holder, opts["opt_level"])
         ee = llvm.create_mcjit_compiler(holder, new_target_machine(opts["opt_level"]))
         for u in units:
             ee.add_object_file(llvm.ObjectFileRef.from_data(u.obj))
@@ -185,19 +181,3 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         "parallel_loops": sum(i.num_parallel for i in infos.values()),
         "vectorize_fallbacks": sum(i.num_vector_fallbacks for i in infos.values())}
     return module
-
-
-_TASK_DEFINE = re.compile(r'define [^@\n]*@"?([\w.]+)_task"?\(')
-
-
-def join_units(texts: list[str]) -> str:
-    """The LLVM IR of a build: its main module, then each parallel loop body's module."""
-    if len(texts) == 1:
-        return texts[0]
-    parts = [texts[0]]
-    for t in texts[1:]:
-        m = _TASK_DEFINE.search(t)
-        name = m.group(1) if m else "?"
-        parts.append(f"; ---- parallel loop body {name}: a module of its own, compiled "
-                     "side by side with the others and linked in the same JIT ----\n" + t)
-    return "\n".join(parts)

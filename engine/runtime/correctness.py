@@ -106,8 +106,8 @@ def check_correctness(mod: Any, func_name: str | None = None,
                 return CorrectnessReport(False, float("inf"), float("inf"),
                                          "no reference: pass reference_fn, or the program "
                                          "instead of a built Module to use engine.interpret")
-            import engine
-            out = engine.interpret(program, name, *theirs)
+            from engine.interpreter import interpret
+            out = interpret(program, name, *theirs)
         else:
             n_in = _positional_arity(reference_fn)
             if n_in is not None and n_in < len(theirs):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 import statistics
 import threading
 import time
@@ -215,6 +216,22 @@ class Function:
 ASM_UNIT_SEPARATOR = "# ---- parallel loop body: a module of its own ----"
 
 
+_TASK_DEFINE = re.compile(r'define [^@\n]*@"?([\w.]+)_task"?\(')
+
+
+def join_units(texts: list[str]) -> str:
+    """The LLVM IR of a build: its main module, then each parallel loop body's module."""
+    if len(texts) == 1:
+        return texts[0]
+    parts = [texts[0]]
+    for t in texts[1:]:
+        m = _TASK_DEFINE.search(t)
+        name = m.group(1) if m else "?"
+        parts.append(f"; ---- parallel loop body {name}: a module of its own, compiled "
+                     "side by side with the others and linked in the same JIT ----\n" + t)
+    return "\n".join(parts)
+
+
 class Module:
     """The result of :func:`engine.build`: compiled kernels plus their code and stats.
 
@@ -275,7 +292,6 @@ class Module:
         if fmt in ("ll-opt", "llvm-opt", "opt"):
             with self._lock:
                 if self._ll_opt is None:
-                    from .build import join_units
                     self._ll_opt = join_units([str(m) for m in self._llvm_modules])
             return self._ll_opt
         if fmt in ("asm", "s"):

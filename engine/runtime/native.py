@@ -93,12 +93,20 @@ def _serial_launch(fn: int, env: int, _hint: int) -> int:
 
 _fallback_callbacks = (_LAUNCH(_serial_launch), _INDEX(lambda: 0))
 
+#: the runtime's functions that JIT-compiled kernels call
+SYMBOLS = ("engine_parallel_launch", "engine_runtime_thread_index")
+
+
+def _publish(functions) -> None:
+    """Make :data:`SYMBOLS` (in order) resolve to ``functions`` (ctypes function pointers)
+    for JIT-compiled kernels."""
+    for name, fn in zip(SYMBOLS, functions):
+        llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
 
 def _serial_fallback() -> None:
     """Define the runtime's symbols as serial ctypes callbacks when cc is unavailable."""
-    launch, index = _fallback_callbacks
-    llvm.add_symbol("engine_parallel_launch", ctypes.cast(launch, ctypes.c_void_p).value)
-    llvm.add_symbol("engine_runtime_thread_index", ctypes.cast(index, ctypes.c_void_p).value)
+    _publish(_fallback_callbacks)
 
 
 def load() -> ctypes.CDLL | None:
@@ -120,9 +128,7 @@ def load() -> ctypes.CDLL | None:
             lib.engine_parallel_stats.argtypes = [ctypes.POINTER(ctypes.c_long), ctypes.c_int]
             lib.engine_parallel_bench_empty.argtypes = [ctypes.c_int]
             lib.engine_parallel_init(default_num_threads())
-            for name in ("engine_parallel_launch", "engine_runtime_thread_index"):
-                addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                llvm.add_symbol(name, addr)
+            _publish([getattr(lib, name) for name in SYMBOLS])
             _lib = lib
         except Exception as exc:  # noqa: BLE001 - degrade to a correct serial runtime
             _fallback_reason = str(exc)

@@ -1,0 +1,88 @@
+"""Statements other than loops and stores: sequences, lets, conditionals, allocations.
+
+``local`` buffers and ``global`` ones up to :data:`STACK_LIMIT` bytes are ``alloca``'d
+(64-byte aligned) in the function's entry block; bigger ones use ``aligned_alloc``/``free``.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.dtype import bytes_of, lanes_of
+
+from .generator import restore
+from .llvm_types import I8, I32, I64, PTR, mem_type, sanitize
+
+STACK_LIMIT = 64 * 1024          # global-scope buffers up to this size live on the stack
+LOCAL_STACK_LIMIT = 1024 * 1024  # local-scope buffers above this go to the heap
+
+
+class StatementMixin:
+    """``s_<Node>`` methods for the statements of a lowered body (loops aside)."""
+
+    def s_SeqStmt(self, s: S.SeqStmt) -> None:
+        for x in s.seq:
+            self.stmt(x)
+
+    def s_Evaluate(self, s: S.Evaluate) -> None:
+        if isinstance(s.value, (E.IntImm, E.FloatImm)):
+            return
+        self.expr(s.value)
+
+    def s_LetStmt(self, s: S.LetStmt) -> None:
+        v = self.expr(s.value)
+        old = self.vars.get(id(s.var))
+        self.vars[id(s.var)] = v
+        self.stmt(s.body)
+        restore(self.vars, id(s.var), old)
+
+    def s_IfThenElse(self, s: S.IfThenElse) -> None:
+        if lanes_of(s.condition.dtype) > 1:
+            self._masked_if(s)
+            return
+        cond = self.as_i1(self.expr(s.condition), s.condition.dtype)
+        b = self.builder
+        if s.else_case is None:
+            with b.if_then(cond):
+                self.stmt(s.then_case)
+        else:
+            with b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmt(s.then_case)
+                with otherwise:
+                    self.stmt(s.else_case)
+
+    def s_Allocate(self, s: S.Allocate) -> None:
+        buf = s.buffer
+        n = 1
+        for d in buf.const_shape():
+            n *= d
+        nbytes = max(1, n * bytes_of(buf.dtype))
+        ety = mem_type(buf.dtype)
+        heap = (buf.scope != "local" and nbytes > STACK_LIMIT) or nbytes > LOCAL_STACK_LIMIT
+        b = self.builder
+        if not heap:
+            ptr = self.frame.alloca(ir.ArrayType(ety, max(n, 1)), sanitize(buf.name),
+                                    align=max(64, buf.align))
+        else:
+            align, offset = 64, 0
+            if self.heap_layout is not None:
+                align, stagger, first = self.heap_layout
+                offset = (first + self.heap_count) * stagger % align
+                self.heap_count += 1
+            size = (nbytes + offset + 63) // 64 * 64
+            alloc = self.declare("aligned_alloc", PTR, [I64, I64])
+            raw = b.call(alloc, [ir.Constant(I64, align), ir.Constant(I64, size)],
+                         name=sanitize(buf.name) + "_mem")
+            null = b.icmp_unsigned("==", raw, ir.Constant(PTR, None))
+            code = b.select(null, ir.Constant(I32, -1), ir.Constant(I32, 0))
+            self.fail_with(code)
+            ptr = raw if not offset else b.gep(raw, [ir.Constant(I64, offset)], inbounds=True,
+                                               source_etype=I8, name=sanitize(buf.name))
+        old = self.bufs.get(id(buf))
+        self.bufs[id(buf)] = ptr
+        self.stmt(s.body)
+        if heap:
+            self.builder.call(self.declare("free", ir.VoidType(), [PTR]), [raw])
+        restore(self.bufs, id(buf), old)
