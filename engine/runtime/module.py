@@ -420,4 +420,4 @@ def random_arrays(specs: list[ParamSpec], seed: int = 0) -> list[np.ndarray]:
 
 
 __all__ = ["aligned_empty", "as_aligned", "ArgumentError", "Function", "Module", "TimingResult", "ParamSpec", "make_specs",
-           "random_arrays", "NUMPY_DTYPES", "field"]
+           "random_arrays", "NUMPY_DTYPES"]
