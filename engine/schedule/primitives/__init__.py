@@ -7,7 +7,11 @@
 * :mod:`.inline` — compute_inline, reverse_compute_inline
 * :mod:`.decompose` — decompose_reduction
 * :mod:`.storage`, :mod:`.reduction`, :mod:`.layout` — cache_read/cache_write/set_scope/
-  storage_align, rfactor, transform_layout (added by their own modules when present)
+  storage_align, rfactor, transform_layout (added by their own modules when present);
+  :mod:`.storage` brings in :mod:`.cache` (cache_read/cache_write, with their copy stage
+  in :mod:`.cache_stage`)
+* helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
+  look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
 import importlib
 
