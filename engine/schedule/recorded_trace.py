@@ -211,7 +211,6 @@ class Trace:
         sch._assign_from(work)
 
 
-
 def _from_tvm(doc: list) -> Trace:
     if len(doc) != 2 or not isinstance(doc[0], list) or not isinstance(doc[1], list):
         raise TraceError("a TVM trace must be [[instructions], [decisions]] "

@@ -3,7 +3,8 @@
 * :mod:`.queries` — get_block, get_loops, get_child_blocks, get_producers, get_consumers
 * :mod:`.loops` — split, fuse, reorder
 * :mod:`.annotations` — parallel, vectorize, unroll, annotate, unannotate
-* :mod:`.compute_location` — compute_at, reverse_compute_at
+* :mod:`.compute_location` — compute_at, reverse_compute_at (their region inference in
+  :mod:`.region_inference`, also used by the cache stages)
 * :mod:`.inline` — compute_inline, reverse_compute_inline
 * :mod:`.decompose` — decompose_reduction
 * :mod:`.storage`, :mod:`.reduction`, :mod:`.layout` — cache_read/cache_write/set_scope/

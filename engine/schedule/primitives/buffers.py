@@ -113,7 +113,6 @@ def compose(edits: dict, key: int, fn: Callable) -> None:
     edits[key] = fn if prev is None else (lambda s, a=prev, b=fn: b(a(s)))
 
 
-
 def need_attrs(ctx: Ctx, attrs: list, n: int, what: str) -> list:
     """``attrs``, refused when a (replayed) instruction has fewer than ``n`` of them."""
     if len(attrs) < n:
@@ -172,7 +171,6 @@ class ReplaceBuffer(Mutator):
 
     def visit_buffer(self, buf):
         return self.new if buf is self.old else buf
-
 
 
 def reads_buf(blk: Block, buf: Buffer) -> bool:

@@ -7,22 +7,23 @@ that writes the buffer and the first block that reads it, between the two. The a
 the stage takes over are then rewritten to the cache, and the cache is allocated in the
 scope block. :func:`add_cache_stage` does all of that for both primitives; what differs
 between them (their checks, which blocks read the cache, where the stage goes when there
-is no writer or no reader) stays in :mod:`.cache`.
+is no writer or no reader) stays in :mod:`.cache`. The copied region is relaxed over loops
+as compute_at's is (:mod:`.region_inference`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from engine.arith import Analyzer, relax
+from engine.arith import Analyzer
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
-from engine.ir.functor import substitute
 from engine.ir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, seq
 
 from ..registry import Ctx, Result
 from ..tree import flatten_seq
 from ._common import conj, fresh_name
 from .buffers import BufferSwap, buffer_names, compose, rewrite_stmts
+from .region_inference import access_bounds, inner_loops, outer_analyzer
 
 
 def scope_children(ctx: Ctx, scope_blk: Block) -> list[Block]:
@@ -56,41 +57,27 @@ def common_location(ctx: Ctx, a: Block, b: Block, scope_blk: Block):
 
 def loops_between(ctx: Ctx, blk: Block, outer: Any) -> list[For]:
     """Loops around ``blk`` strictly inside ``outer`` (a For or a Block), outermost first."""
-    idx = ctx.index
-    loops = idx.loops_above(idx.realize[id(blk)])
+    realize = ctx.index.realize[id(blk)]
     if isinstance(outer, For):
-        return [lp for lp in loops if lp is not outer and idx.contains(outer, lp)]
-    return loops
+        return inner_loops(ctx, outer, realize)
+    return ctx.index.loops_above(realize)
 
 
 def relaxed_region(ctx: Ctx, blk: Block, region: BufferRegion, loops: list[For]):
     """The region ``blk`` accesses over all iterations of ``loops``, per dimension
     ``(min_expr, extent_expr)`` in the variables of the loops outside them; a dimension
     that cannot be bounded covers the whole buffer."""
-    realize = ctx.index.realize[id(blk)]
-    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
-    rr = {}
-    bad = False
-    for lp in loops:
-        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
-        if lo is None or ext is None or ext < 1:
-            bad = True
-            break
-        rr[lp.loop_var] = (lo, lo + ext - 1)
+    empty_loop = any(E.as_const_int(lp.extent) is not None and E.as_const_int(lp.extent) < 1
+                     for lp in loops)
+    bounds = None if empty_loop else access_bounds(ctx, blk, region, loops)
     an = Analyzer()
     out = []
-    for d, rg in enumerate(region.region):
+    for d in range(len(region.region)):
         full = (E.const(0, "int32"), region.buffer.shape[d])
-        if bad:
+        if bounds is None or bounds[d] is None:
             out.append(full)
             continue
-        lo_e = substitute(rg.min, vmap)
-        hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
-        a, b = relax(lo_e, rr), relax(hi_e, rr)
-        if a is None or b is None:
-            out.append(full)
-            continue
-        lo, hi = a[0], b[1]
+        lo, hi = bounds[d]
         clo, chi = E.as_const_int(lo), E.as_const_int(hi)
         size = E.as_const_int(region.buffer.shape[d])
         if clo is not None and chi is not None and size is not None:  # clamp to the buffer
@@ -101,19 +88,6 @@ def relaxed_region(ctx: Ctx, blk: Block, region: BufferRegion, loops: list[For])
             continue
         out.append((an.simplify(lo), ext))
     return out
-
-
-def outer_analyzer(ctx: Ctx, node: Any) -> Analyzer:
-    """An analyzer knowing the ranges of the loops around (and including) ``node``."""
-    loops = [a for a in ctx.index.ancestors(node) if isinstance(a, For)]
-    if isinstance(node, For):
-        loops.append(node)
-    ranges = {}
-    for lp in loops:
-        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
-        if lo is not None and ext is not None and ext > 0:
-            ranges[lp.loop_var] = (lo, lo + ext - 1)
-    return Analyzer(ranges)
 
 
 def copy_stage(name: str, src: Buffer, dst: Buffer, region: list, an: Analyzer):

@@ -18,8 +18,9 @@ from .buffers import (BufferSwap, ReplaceBuffer, all_buffers, alloc_site, buffer
                       buffer_names, check_scope, compose, loads_buf, need_attrs, nth_buffer,
                       reads_buf, rewrite_stmts, writes_buf)
 from .cache import CacheRead, CacheWrite
-from .cache_stage import (common_location, copy_stage, loops_between, outer_analyzer,
-                          relaxed_region, scope_children)
+from .cache_stage import (common_location, copy_stage, loops_between, relaxed_region,
+                          scope_children)
+from .region_inference import outer_analyzer
 
 __all__ = ["CacheRead", "CacheWrite", "SetScope", "StorageAlign", "ALIGN_KEY",
            "aligned_strides", "all_buffers", "buffer_names", "alloc_site", "check_scope",
