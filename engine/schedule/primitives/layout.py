@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
