@@ -21,7 +21,12 @@ Design
   registered under TVM's instruction kind. The Schedule method, trace replay and all
   exports go through it, so they cannot disagree.
 * :mod:`.tree` — parent links/look-ups (FuncIndex) and copy-on-write replacement.
-* :mod:`.trace` — Trace: JSON document, URL token, Python/TVM/course exports, replay.
+* :mod:`.instruction` — the Instruction record (TVM's ``[kind, inputs, attrs, outputs]``),
+  reading/checking instruction lists, one Python line per instruction.
+* :mod:`.recorded_trace` — Trace: JSON document, URL token, Python/TVM/course exports,
+  replay onto a schedule (below :mod:`.state`, which records into it).
+* :mod:`.trace` — the public face of traces (Trace, Instruction) plus :func:`replay`,
+  which builds a workload's Schedule (so it sits above :mod:`.state`).
 * :mod:`.error` — ScheduleError (primitive, subject, rule, hint, highlight), TraceError.
 
 How to add a primitive

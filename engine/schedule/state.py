@@ -21,13 +21,15 @@ module (``sch.mod``, same object), the handles and the trace are all unchanged.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable
+from typing import Any
 
 from engine.ir import IRModule, PrimFunc, display
 from engine.ir.stmt import Block, For
 
 from . import registry
 from .error import ScheduleError
+from .instruction import Instruction, norm_workload
+from .recorded_trace import Trace
 from .registry import Ctx, Primitive
 from .tree import FuncIndex
 
@@ -74,22 +76,6 @@ def _as_module(mod: Any) -> IRModule:
                     "build one with engine.workloads.get(...) or engine.parse(...)")
 
 
-def _norm_workload(workload: Any) -> tuple[str, dict] | None:
-    if workload is None:
-        return None
-    if isinstance(workload, dict):
-        name, params = workload.get("name"), workload.get("params", {})
-    elif isinstance(workload, (tuple, list)) and len(workload) == 2:
-        name, params = workload
-    elif isinstance(workload, str):
-        name, params = workload, {}
-    else:
-        raise TypeError("workload must be (name, params), {'name':..., 'params':...} or a name")
-    if not isinstance(name, str) or not isinstance(params, dict):
-        raise TypeError("workload must be (name: str, params: dict)")
-    return name, dict(params)
-
-
 class Schedule:
     """A schedule over an IRModule, mirroring ``tvm.tir.Schedule``.
 
@@ -100,7 +86,7 @@ class Schedule:
     def __init__(self, mod: Any, workload: Any = None, *, func_name: str | None = None):
         self._mod: IRModule = _as_module(mod)
         self._orig_mod: IRModule = self._mod
-        self.workload = _norm_workload(workload)
+        self.workload = norm_workload(workload)
         self._default_func = func_name
         if func_name is not None and func_name not in self._mod:
             raise ScheduleError("Schedule", f"function {func_name}",
@@ -126,7 +112,6 @@ class Schedule:
     @property
     def trace(self):
         """The instructions applied so far, as a :class:`~engine.schedule.trace.Trace`."""
-        from .trace import Trace
         return Trace(list(self._insts), workload=self.workload)
 
     @property
@@ -278,7 +263,6 @@ class Schedule:
     # ------------------------------------------------------------------ core
     def _run(self, prim: Primitive, inputs: list, attrs: list) -> list:
         """Apply ``prim`` to trace-form inputs/attrs; commit and record on success."""
-        from .trace import Instruction
         method = prim.method
         # steps are numbered as the UI shows them: transformations only, queries not counted
         step = 1 + sum(1 for i in self._insts

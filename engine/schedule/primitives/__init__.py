@@ -3,11 +3,16 @@
 * :mod:`.queries` — get_block, get_loops, get_child_blocks, get_producers, get_consumers
 * :mod:`.loops` — split, fuse, reorder
 * :mod:`.annotations` — parallel, vectorize, unroll, annotate, unannotate
-* :mod:`.compute_location` — compute_at, reverse_compute_at
+* :mod:`.compute_location` — compute_at, reverse_compute_at (their region inference in
+  :mod:`.region_inference`, also used by the cache stages)
 * :mod:`.inline` — compute_inline, reverse_compute_inline
 * :mod:`.decompose` — decompose_reduction
 * :mod:`.storage`, :mod:`.reduction`, :mod:`.layout` — cache_read/cache_write/set_scope/
-  storage_align, rfactor, transform_layout (added by their own modules when present)
+  storage_align, rfactor, transform_layout (added by their own modules when present);
+  :mod:`.storage` brings in :mod:`.cache` (cache_read/cache_write, with their copy stage
+  in :mod:`.cache_stage`)
+* helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
+  look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
 import importlib
 

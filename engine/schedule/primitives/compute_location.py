@@ -1,98 +1,32 @@
-"""compute_at and reverse_compute_at, with region inference.
+"""compute_at and reverse_compute_at.
 
-Region inference: for ``compute_at(P, L)`` the moved block must compute, in one
-iteration of ``L``, every element its consumers under ``L`` read in that iteration: their
-read regions are relaxed over the loops between ``L`` and them (:func:`engine.arith.relax`),
-giving a symbolic interval per buffer dimension in the variables of ``L`` and the loops
-above it. Each spatial axis of ``P`` that writes one dimension directly gets a new loop
-``axN`` over that interval; reduction axes get their full domain. For
-``reverse_compute_at(C, L)`` the interval comes from what the producers under ``L`` write
-in one iteration, and we check that everything ``C`` then reads is inside it.
+Moving a block under a loop takes three parts: the legality checks (same scope, no
+vectorized loop around, the dependences with the blocks under the loop and with those the
+block would move past: :func:`_conflicts`), the region the block must cover in one
+iteration of the loop (:mod:`.region_inference`), and the rewrite: a new nest of loops
+``ax0, ax1, ...`` over that region (:func:`_new_nest`), inserted before the first consumer
+(compute_at) or after the last producer (reverse_compute_at) in the loop's body, the block's
+old loops removed.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from engine.arith import Analyzer, relax
+from engine.arith import Analyzer
 from engine.ir import expr as E
-from engine.ir.functor import substitute, uses_var
+from engine.ir.functor import uses_var
 from engine.ir.stmt import Block, BlockRealize, For, ForKind, IterType, seq
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq, replace_stmts
 from ._common import as_bool, conj, expect_block, expect_loop
+from .region_inference import (access_bounds, axis_ranges, check_dense, executes_once,
+                               inner_loops, outer_analyzer, read_dims, union, verify_reads,
+                               write_dims)
 
 
 def _bufs(regions) -> set:
     return {id(r.buffer) for r in regions}
-
-
-def _buf_names(ctx_bufs: set, regions) -> list[str]:
-    return sorted({r.buffer.name for r in regions if id(r.buffer) in ctx_bufs})
-
-
-def _loop_ranges(loops) -> dict:
-    out = {}
-    for lp in loops:
-        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
-        if lo is not None and ext is not None and ext > 0:
-            out[lp.loop_var] = (lo, lo + ext - 1)
-    return out
-
-
-def _inner_loops(ctx: Ctx, loop: For, realize: BlockRealize) -> list[For]:
-    return [lp for lp in ctx.index.loops_above(realize)
-            if lp is not loop and ctx.index.contains(loop, lp)]
-
-
-def _access_bounds(ctx: Ctx, loop: For, blk: Block, region, relax_loops: list[For]):
-    """Symbolic [lo, hi] per dimension of one access region of ``blk`` for one iteration
-    of ``loop`` (inner loops relaxed). None for a dimension that cannot be bounded."""
-    r = ctx.index.realize[id(blk)]
-    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)}
-    rr = {}
-    for lp in relax_loops:
-        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
-        if lo is None or ext is None:
-            return None
-        rr[lp.loop_var] = (lo, lo + ext - 1)
-    out = []
-    for rg in region.region:
-        lo_e = substitute(rg.min, vmap)
-        hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
-        a, b = relax(lo_e, rr), relax(hi_e, rr)
-        if a is None or b is None:
-            out.append(None)
-        else:
-            out.append((a[0], b[1]))
-    return out
-
-
-def _union(an: Analyzer, bounds: list):
-    """Union of per-dimension intervals (None if not comparable)."""
-    if not bounds:
-        return None
-    ndim = len(bounds[0])
-    out = []
-    for d in range(ndim):
-        items = [b[d] for b in bounds]
-        if any(x is None for x in items):
-            out.append(None)
-            continue
-        lo, hi = items[0]
-        ok = True
-        for (l2, h2) in items[1:]:
-            dl = E.as_const_int(an.simplify(l2 - lo))
-            dh = E.as_const_int(an.simplify(h2 - hi))
-            if dl is None or dh is None:
-                ok = False
-                break
-            if dl < 0:
-                lo = l2
-            if dh > 0:
-                hi = h2
-        out.append((lo, hi) if ok else None)
-    return out
 
 
 def _new_nest(ctx: Ctx, blk: Block, var_ranges: dict, outer_an: Analyzer,
@@ -146,27 +80,6 @@ def _new_nest(ctx: Ctx, blk: Block, var_ranges: dict, outer_an: Analyzer,
     for var, ext_e in reversed(loops):
         body = For(var, E.const(0, var.dtype), ext_e, ForKind.SERIAL, body)
     return body
-
-
-def _write_dims(blk: Block) -> dict:
-    """Block iter var -> (buffer id, dim) where some write region is exactly that var."""
-    out = {}
-    for w in blk.writes:
-        for d, rg in enumerate(w.region):
-            if isinstance(rg.min, E.Var) and E.is_const_int(rg.extent, 1) and rg.min not in out:
-                out[rg.min] = (id(w.buffer), d)
-    return out
-
-
-def _read_dims(blk: Block, bufs: set) -> dict:
-    out = {}
-    for r in blk.reads:
-        if id(r.buffer) not in bufs:
-            continue
-        for d, rg in enumerate(r.region):
-            if isinstance(rg.min, E.Var) and E.is_const_int(rg.extent, 1) and rg.min not in out:
-                out[rg.min] = (id(r.buffer), d)
-    return out
 
 
 def _common_checks(ctx: Ctx, blk: Block, loop: For, name: str):
@@ -270,32 +183,12 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
     return partners
 
 
-def _outer_analyzer(ctx: Ctx, loop: For) -> Analyzer:
-    outer = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)] + [loop]
-    return Analyzer(_loop_ranges(outer))
-
-
 def _insert(ctx: Ctx, blk: Block, loop: For, nest, pos: int, children: list) -> Any:
     realize = ctx.index.realize[id(blk)]
     new_children = children[:pos] + [nest] + children[pos:]
     new_loop = loop.replace(body=seq(*new_children))
     root = ctx.index.removal_root(realize)
     return replace_stmts(ctx.func, {root: None, loop: new_loop})
-
-
-def _axis_ranges(blk: Block, dims: dict, regions: dict) -> dict:
-    """The range each spatial axis of ``blk`` must cover at the new place: ``dims`` maps an
-    axis to (buffer id, dimension) of an access, ``regions`` a buffer id to the needed region
-    per dimension (None where unknown). Reduction axes keep their full range."""
-    var_ranges = {}
-    for var, (bid, d) in dims.items():
-        reg = regions.get(bid)
-        if reg is not None and reg[d] is not None:
-            var_ranges[var] = reg[d]
-    for iv in blk.iter_vars:
-        if iv.iter_type is IterType.REDUCE:
-            var_ranges.pop(iv.var, None)
-    return var_ranges
 
 
 def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
@@ -312,7 +205,7 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
     in_place = bool(rmw) and blk.init is None
 
     def check_once(nest):
-        if in_place and not _executes_once(ctx, loop, nest, blk):
+        if in_place and not executes_once(ctx, loop, nest, blk):
             raise ctx.error(f"block {bname}", f"block {bname} updates {rmw[0]} in place (it "
                             "reads what it writes, without an init part), and at loop "
                             f"{lname} some of its elements would be computed more than once, "
@@ -328,7 +221,7 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                             "consumers read", f"to move {bname} under a loop of its producer, "
                             f"use reverse_compute_at({bname}, {lname})", highlight=hl)
     partners = _conflicts(ctx, blk, loop, reverse, hl)
-    an = _outer_analyzer(ctx, loop)
+    an = outer_analyzer(ctx, loop)
     children, pos = _position(ctx, loop, reverse, blk, partners)
     if index >= 0:
         if (not reverse and index > pos) or (reverse and index < pos) or index > len(children):
@@ -341,16 +234,16 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         wbufs = _bufs(blk.writes)
         per_buf: dict[int, list] = {}
         for x in partners:
-            inner = _inner_loops(ctx, loop, ctx.index.realize[id(x)])
+            inner = inner_loops(ctx, loop, ctx.index.realize[id(x)])
             for r in x.reads:
                 if id(r.buffer) in wbufs:
-                    b = _access_bounds(ctx, loop, x, r, inner)
+                    b = access_bounds(ctx, x, r, inner)
                     if b is not None:
                         per_buf.setdefault(id(r.buffer), []).append(b)
                     else:
                         per_buf.setdefault(id(r.buffer), []).append([None] * len(r.region))
-        regions = {k: _union(an, v) for k, v in per_buf.items()}
-        var_ranges = _axis_ranges(blk, _write_dims(blk), regions)
+        regions = {k: union(an, v) for k, v in per_buf.items()}
+        var_ranges = axis_ranges(blk, write_dims(blk), regions)
         nest = _new_nest(ctx, blk, var_ranges, an, preserve)
         check_once(nest)
         return Result(_insert(ctx, blk, loop, nest, pos, children), [])
@@ -372,136 +265,19 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                                         f"holds partial results, which {bname} would read",
                                         "choose a loop outside the reduction loops of "
                                         f"{x.name_hint}", highlight=hl + [lp.loop_var.name])
-        inner = _inner_loops(ctx, loop, xr)
+        inner = inner_loops(ctx, loop, xr)
         for w in x.writes:
             if id(w.buffer) in rbufs:
-                _check_dense(ctx, x, w, inner, blk, loop, hl)
-                b = _access_bounds(ctx, loop, x, w, inner)
+                check_dense(ctx, x, w, inner, blk, loop, hl)
+                b = access_bounds(ctx, x, w, inner)
                 per_buf.setdefault(id(w.buffer), []).append(
                     b if b is not None else [None] * len(w.region))
-    regions = {k: _union(an, v) for k, v in per_buf.items()}
-    var_ranges = _axis_ranges(blk, _read_dims(blk, set(regions)), regions)
+    regions = {k: union(an, v) for k, v in per_buf.items()}
+    var_ranges = axis_ranges(blk, read_dims(blk, set(regions)), regions)
     nest = _new_nest(ctx, blk, var_ranges, an, preserve)
     check_once(nest)
-    _verify_reads(ctx, blk, nest, regions, loop, an, hl)
+    verify_reads(ctx, blk, nest, regions, loop, an, hl)
     return Result(_insert(ctx, blk, loop, nest, pos, children), [])
-
-
-def _executes_once(ctx: Ctx, loop: For, nest, blk: Block) -> bool:
-    """True when, over all iterations of ``loop`` and the loops around it, the new nest
-    runs every instance of ``blk`` exactly once (the loop-to-axis map is a bijection)."""
-    from engine.arith.simplify import Analyzer as _An
-    loops = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)]
-    loops = list(reversed(loops)) + [loop]
-    cur = nest
-    while isinstance(cur, For):
-        loops.append(cur)
-        cur = cur.body
-    realize = cur
-    if not (isinstance(realize.predicate, E.IntImm) and realize.predicate.value == 1):
-        return False
-    extents = {}
-    for lp in loops:
-        e = E.as_const_int(lp.extent)
-        if e is None or not E.is_const_int(lp.min, 0):
-            return False
-        extents[id(lp.loop_var)] = e
-    used: set = set()
-    for iv, val in zip(blk.iter_vars, realize.iter_values):
-        terms, const = _An().linear(val)
-        radix = []
-        for atom, coef in terms.values():
-            if not isinstance(atom, E.Var) or id(atom) not in extents or id(atom) in used:
-                return False
-            used.add(id(atom))
-            if extents[id(atom)] > 1:
-                radix.append((coef, extents[id(atom)]))
-        radix.sort()
-        stride = 1
-        for coef, ext in radix:
-            if coef != stride:
-                return False
-            stride *= ext
-        if not (E.is_const_int(iv.dom.min, const) and E.is_const_int(iv.dom.extent, stride)):
-            return False
-    return all(id(lp.loop_var) in used or extents[id(lp.loop_var)] == 1 for lp in loops)
-
-
-def _check_dense(ctx: Ctx, x: Block, w, inner: list, blk: Block, loop: For, hl: list):
-    """The producer's write region per iteration must be exact (no holes), so the
-    consumer never reads an element of it that is not written yet."""
-    from engine.arith.simplify import Analyzer as _An
-    xr = ctx.index.realize[id(x)]
-    vmap = {iv.var: v for iv, v in zip(x.iter_vars, xr.iter_values)}
-    inner_vars = {id(lp.loop_var): lp for lp in inner}
-    seen: set = set()
-    for rg in w.region:
-        if not E.is_const_int(rg.extent, 1):
-            continue
-        idx_e = substitute(rg.min, vmap)
-        terms, _ = _An().linear(idx_e)
-        radix = []
-        for atom, coef in terms.values():
-            if isinstance(atom, E.Var) and id(atom) in inner_vars:
-                if id(atom) in seen:
-                    break
-                seen.add(id(atom))
-                ext = E.as_const_int(inner_vars[id(atom)].extent)
-                radix.append((abs(coef), ext))
-            elif any(uses_var(atom, lp.loop_var) for lp in inner):
-                radix = None
-                break
-        else:
-            radix.sort()
-            stride = 1
-            ok = True
-            for coef, ext in radix:
-                if ext is None or coef != stride:
-                    ok = False
-                    break
-                stride *= ext
-            if ok:
-                continue
-        raise ctx.error(f"block {blk.name_hint}", f"cannot prove that block {x.name_hint} "
-                        f"writes a contiguous region of {w.buffer.name} in each iteration "
-                        f"of loop {loop.loop_var.name}", "choose an outer loop, or move the "
-                        "block before fusing/reordering the producer's loops",
-                        highlight=hl + [x.name_hint])
-
-
-def _verify_reads(ctx: Ctx, blk: Block, nest, regions: dict, loop: For, an: Analyzer,
-                  hl: list):
-    """Everything the moved consumer reads from the producers' buffers in one iteration
-    must lie inside what they wrote in that iteration."""
-    loops = []
-    cur = nest
-    while isinstance(cur, For):
-        loops.append(cur)
-        cur = cur.body
-    realize = cur
-    rr = {lp.loop_var: (0, E.as_const_int(lp.extent) - 1) for lp in loops
-          if E.as_const_int(lp.extent) is not None}
-    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
-    for r in blk.reads:
-        reg = regions.get(id(r.buffer))
-        if reg is None:
-            continue
-        for d, rg in enumerate(r.region):
-            lo_e = substitute(rg.min, vmap)
-            hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
-            a, b = relax(lo_e, rr), relax(hi_e, rr)
-            ok = a is not None and b is not None and reg[d] is not None
-            if ok:
-                w_lo, w_hi = reg[d]
-                d1 = an.bound(an.simplify(a[0] - w_lo))
-                d2 = an.bound(an.simplify(w_hi - b[1]))
-                ok = d1 is not None and d1[0] is not None and d1[0] >= 0 and \
-                    d2 is not None and d2[0] is not None and d2[0] >= 0
-            if not ok:
-                raise ctx.error(f"block {blk.name_hint}", f"block {blk.name_hint} would read "
-                                f"elements of {r.buffer.name} that are not computed yet in "
-                                f"this iteration of loop {loop.loop_var.name}",
-                                "choose an outer loop", highlight=hl)
 
 
 class _ComputeAtBase(Primitive):
@@ -612,5 +388,3 @@ class ReverseComputeAt(_ComputeAtBase):
                         ...
         """
         sch._run(self, [block, loop], [bool(preserve_unit_loops), index])
-
-

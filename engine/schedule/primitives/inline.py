@@ -12,9 +12,20 @@ from ..tree import replace_stmts
 from ._common import expect_block
 
 
-def _single_store(ctx: Ctx, blk: Block, name: str) -> BufferStore:
+def _reduces(blk: Block) -> bool:
+    """True for a reduction block (a reduction axis or an init)."""
+    return any(iv.iter_type is IterType.REDUCE for iv in blk.iter_vars) or blk.init is not None
+
+
+def _inlined_block(ctx: Ctx, inputs) -> tuple[Block, BufferStore]:
+    """The block to inline and its single store (the common checks of both primitives)."""
+    blk = expect_block(ctx, inputs[0])
+    return blk, _single_store(ctx, blk)
+
+
+def _single_store(ctx: Ctx, blk: Block) -> BufferStore:
     hl = [blk.name_hint]
-    if any(iv.iter_type is IterType.REDUCE for iv in blk.iter_vars) or blk.init is not None:
+    if _reduces(blk):
         raise ctx.error(f"block {blk.name_hint}", f"block {blk.name_hint} is a reduction "
                         "block; only blocks whose axes are all spatial can be inlined",
                         "inline element-wise blocks (padding, ReLU, ...)", highlight=hl)
@@ -58,6 +69,14 @@ def _drop_alloc(ctx: Ctx, func, buf):
                 nb = b.replace(alloc_buffers=tuple(a for a in b.alloc_buffers if a is not buf))
                 return replace_stmts(func, {b: nb})
     return func
+
+
+def _remove_inlined(ctx: Ctx, blk: Block, buf, mapping: dict) -> Result:
+    """Apply ``mapping`` (the rewritten consumers or producer), remove ``blk`` with the loops
+    only it uses, and the allocation of ``buf``, which nothing uses any more."""
+    mapping[ctx.index.removal_root(ctx.index.realize[id(blk)])] = None
+    func = replace_stmts(ctx.func, mapping)
+    return Result(_drop_alloc(ctx, func, buf), [])
 
 
 def _dedup(regions) -> tuple:
@@ -108,9 +127,8 @@ class ComputeInline(Primitive):
         sch._run(self, [block], [])
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        blk = expect_block(ctx, inputs[0])
+        blk, store = _inlined_block(ctx, inputs)
         bname = blk.name_hint
-        store = _single_store(ctx, blk, "compute_inline")
         buf = store.buffer
         if not _at_own_axes(store.indices, blk):
             raise ctx.error(f"block {bname}", f"block {bname} must store to {buf.name} at "
@@ -156,11 +174,7 @@ class ComputeInline(Primitive):
                         if not _spans(r) else Range(0, s) for rg, s in
                         zip(pr.region, pr.buffer.shape))))
             mapping[c] = c.replace(body=body, init=init, reads=_dedup(reads))
-        realize = ctx.index.realize[id(blk)]
-        mapping[ctx.index.removal_root(realize)] = None
-        func = replace_stmts(ctx.func, mapping)
-        func = _drop_alloc(ctx, func, buf)
-        return Result(func, [])
+        return _remove_inlined(ctx, blk, buf, mapping)
 
 
 def _spans(region) -> bool:
@@ -208,9 +222,8 @@ class ReverseComputeInline(Primitive):
         sch._run(self, [block], [])
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        blk = expect_block(ctx, inputs[0])
+        blk, store = _inlined_block(ctx, inputs)
         bname = blk.name_hint
-        store = _single_store(ctx, blk, "reverse_compute_inline")
         params = {id(p) for p in ctx.func.params}
         cands = [r.buffer for r in blk.reads if id(r.buffer) not in params]
         cands = list({id(b): b for b in cands}.values())
@@ -230,8 +243,7 @@ class ReverseComputeInline(Primitive):
             others = [r.name_hint for r in readers if r is not blk]
             raise ctx.error(f"block {bname}", f"{buf.name} is also read by block "
                             f"{', '.join(others)}", "", highlight=[bname, *others])
-        if any(iv.iter_type is IterType.REDUCE for iv in prod.iter_vars) or \
-                prod.init is not None:
+        if _reduces(prod):
             raise ctx.error(f"block {bname}", f"its producer {prod.name_hint} is a reduction "
                             "block, and inlining would apply the block to partial results",
                             "decompose the reduction and reverse_compute_at instead",
@@ -265,9 +277,6 @@ class ReverseComputeInline(Primitive):
         reads = list(prod.reads) + [_substituted(r, vmap) for r in blk.reads
                                     if r.buffer is not buf]
         new_prod = prod.replace(body=new_store, writes=writes, reads=_dedup(reads))
-        realize = ctx.index.realize[id(blk)]
-        func = replace_stmts(ctx.func, {prod: new_prod, ctx.index.removal_root(realize): None})
-        func = _drop_alloc(ctx, func, buf)
-        return Result(func, [])
+        return _remove_inlined(ctx, blk, buf, {prod: new_prod})
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from engine.ir.stmt import BufferStore
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, is_int
-from .storage import alloc_site, nth_buffer
+from .buffers import alloc_site, nth_buffer
 
 READ, WRITE = 0, 1
 _TYPES = {"read": READ, "write": WRITE}

@@ -126,7 +126,7 @@ class Split(Primitive):
         n_none = sum(f is None for f in factors)
         if n_none > 1:
             raise ctx.error(subj, "at most one factor may be None (the inferred one)",
-                            f"give all but one factor, e.g. [None, 4]", highlight=hl)
+                            "give all but one factor, e.g. [None, 4]", highlight=hl)
         known = math.prod(f for f in factors if f is not None)
         if n_none:
             inferred = -(-extent // known)

@@ -63,12 +63,23 @@ class GetBlock(Primitive):
         return [f"name={quote(attrs[0])}", f"func_name={quote(attrs[1])}"]
 
 
-@register
-class GetLoops(Primitive):
-    kind = "GetLoops"
-    method = "get_loops"
+class _BlockQuery(Primitive):
+    """A query from one block to a list of loops or blocks (:meth:`of`)."""
+
     mutates = False
     returns = "list"
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        return Result(None, self.of(ctx, expect_block(ctx, inputs[0])))
+
+    def of(self, ctx: Ctx, block: Block) -> list:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@register
+class GetLoops(_BlockQuery):
+    kind = "GetLoops"
+    method = "get_loops"
 
     def call(self, sch, block):
         """Get the loops above a block, outermost first (up to its enclosing block).
@@ -81,9 +92,8 @@ class GetLoops(Primitive):
         """
         return list(sch._run(self, [block], []))
 
-    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        block = expect_block(ctx, inputs[0])
-        return Result(None, ctx.index.loops_above(ctx.index.realize[id(block)]))
+    def of(self, ctx: Ctx, block: Block) -> list:
+        return ctx.index.loops_above(ctx.index.realize[id(block)])
 
 
 @register
@@ -136,11 +146,9 @@ def consumers_of(ctx: Ctx, block: Block) -> list[Block]:
 
 
 @register
-class GetProducers(Primitive):
+class GetProducers(_BlockQuery):
     kind = "GetProducers"
     method = "get_producers"
-    mutates = False
-    returns = "list"
 
     def call(self, sch, block):
         """Get the producers of a block: the blocks of the same scope, before it, that
@@ -150,16 +158,14 @@ class GetProducers(Primitive):
         """
         return list(sch._run(self, [block], []))
 
-    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        return Result(None, producers_of(ctx, expect_block(ctx, inputs[0])))
+    def of(self, ctx: Ctx, block: Block) -> list:
+        return producers_of(ctx, block)
 
 
 @register
-class GetConsumers(Primitive):
+class GetConsumers(_BlockQuery):
     kind = "GetConsumers"
     method = "get_consumers"
-    mutates = False
-    returns = "list"
 
     def call(self, sch, block):
         """Get the consumers of a block: the blocks of the same scope, after it, that
@@ -169,10 +175,8 @@ class GetConsumers(Primitive):
         """
         return list(sch._run(self, [block], []))
 
-    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
-        return Result(None, consumers_of(ctx, expect_block(ctx, inputs[0])))
-
-
+    def of(self, ctx: Ctx, block: Block) -> list:
+        return consumers_of(ctx, block)
 
 
 @register

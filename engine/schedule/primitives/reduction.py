@@ -20,8 +20,8 @@ from engine.ir.structural import structural_equal
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
-from ._common import conjuncts, expect_loop, is_int
-from .storage import buffer_names, compose, fresh_name, rewrite_stmts
+from ._common import conjuncts, expect_loop, fresh_name, is_int
+from .buffers import buffer_names, compose, rewrite_stmts
 
 
 def _float_limits(dtype: str):

@@ -1,0 +1,249 @@
+"""Region inference for compute_at and reverse_compute_at (and the cache stages).
+
+For ``compute_at(P, L)`` the moved block must compute, in one iteration of ``L``, every
+element its consumers under ``L`` read in that iteration: their read regions are relaxed
+over the loops between ``L`` and them (:func:`engine.arith.relax`, here
+:func:`access_bounds`), giving a symbolic interval per buffer dimension in the variables of
+``L`` and the loops above it (:func:`union` of all the accesses). Each spatial axis of ``P``
+that writes one dimension directly gets that interval (:func:`axis_ranges`); reduction axes
+keep their full domain. For ``reverse_compute_at(C, L)`` the interval comes from what the
+producers under ``L`` write in one iteration; :func:`check_dense` and :func:`verify_reads`
+check that this is a region without holes and that everything ``C`` then reads is inside
+it. :func:`executes_once` tells whether a new loop nest runs each instance of a block once.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.arith import Analyzer, relax
+from engine.ir import expr as E
+from engine.ir.functor import substitute, uses_var
+from engine.ir.stmt import Block, BlockRealize, For, IterType
+
+from ..registry import Ctx
+
+
+def loop_ranges(loops) -> dict:
+    """Loop variable -> (first, last) value, for the loops with a constant, non-empty range."""
+    out = {}
+    for lp in loops:
+        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+        if lo is not None and ext is not None and ext > 0:
+            out[lp.loop_var] = (lo, lo + ext - 1)
+    return out
+
+
+def outer_analyzer(ctx: Ctx, node: Any) -> Analyzer:
+    """An analyzer knowing the ranges of the loops around (and including) ``node``."""
+    loops = [a for a in ctx.index.ancestors(node) if isinstance(a, For)]
+    if isinstance(node, For):
+        loops.append(node)
+    return Analyzer(loop_ranges(loops))
+
+
+def inner_loops(ctx: Ctx, loop: For, realize: BlockRealize) -> list[For]:
+    """The loops around ``realize`` strictly inside ``loop``, outermost first."""
+    return [lp for lp in ctx.index.loops_above(realize)
+            if lp is not loop and ctx.index.contains(loop, lp)]
+
+
+def access_bounds(ctx: Ctx, blk: Block, region, relax_loops: list[For]):
+    """Symbolic [lo, hi] per dimension of one access region of ``blk`` over all iterations
+    of ``relax_loops``. None for a dimension that cannot be bounded; None (for all) when
+    one of the loops has no constant range."""
+    r = ctx.index.realize[id(blk)]
+    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)}
+    rr = {}
+    for lp in relax_loops:
+        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+        if lo is None or ext is None:
+            return None
+        rr[lp.loop_var] = (lo, lo + ext - 1)
+    out = []
+    for rg in region.region:
+        lo_e = substitute(rg.min, vmap)
+        hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
+        a, b = relax(lo_e, rr), relax(hi_e, rr)
+        if a is None or b is None:
+            out.append(None)
+        else:
+            out.append((a[0], b[1]))
+    return out
+
+
+def union(an: Analyzer, bounds: list):
+    """Union of per-dimension intervals (None if not comparable)."""
+    if not bounds:
+        return None
+    ndim = len(bounds[0])
+    out = []
+    for d in range(ndim):
+        items = [b[d] for b in bounds]
+        if any(x is None for x in items):
+            out.append(None)
+            continue
+        lo, hi = items[0]
+        ok = True
+        for (l2, h2) in items[1:]:
+            dl = E.as_const_int(an.simplify(l2 - lo))
+            dh = E.as_const_int(an.simplify(h2 - hi))
+            if dl is None or dh is None:
+                ok = False
+                break
+            if dl < 0:
+                lo = l2
+            if dh > 0:
+                hi = h2
+        out.append((lo, hi) if ok else None)
+    return out
+
+
+def _axis_dims(regions) -> dict:
+    """Block iter var -> (buffer id, dim) where some of ``regions`` is exactly that var."""
+    out = {}
+    for r in regions:
+        for d, rg in enumerate(r.region):
+            if isinstance(rg.min, E.Var) and E.is_const_int(rg.extent, 1) and rg.min not in out:
+                out[rg.min] = (id(r.buffer), d)
+    return out
+
+
+def write_dims(blk: Block) -> dict:
+    """Block iter var -> (buffer id, dim) where some write region is exactly that var."""
+    return _axis_dims(blk.writes)
+
+
+def read_dims(blk: Block, bufs: set) -> dict:
+    """The same for the reads of the buffers ``bufs`` (ids)."""
+    return _axis_dims([r for r in blk.reads if id(r.buffer) in bufs])
+
+
+def axis_ranges(blk: Block, dims: dict, regions: dict) -> dict:
+    """The range each spatial axis of ``blk`` must cover at the new place: ``dims`` maps an
+    axis to (buffer id, dimension) of an access, ``regions`` a buffer id to the needed region
+    per dimension (None where unknown). Reduction axes keep their full range."""
+    var_ranges = {}
+    for var, (bid, d) in dims.items():
+        reg = regions.get(bid)
+        if reg is not None and reg[d] is not None:
+            var_ranges[var] = reg[d]
+    for iv in blk.iter_vars:
+        if iv.iter_type is IterType.REDUCE:
+            var_ranges.pop(iv.var, None)
+    return var_ranges
+
+
+def _nest_loops(nest) -> tuple[list[For], BlockRealize]:
+    """The loops of a new nest, outermost first, and the BlockRealize inside them."""
+    loops = []
+    cur = nest
+    while isinstance(cur, For):
+        loops.append(cur)
+        cur = cur.body
+    return loops, cur
+
+
+def executes_once(ctx: Ctx, loop: For, nest, blk: Block) -> bool:
+    """True when, over all iterations of ``loop`` and the loops around it, the new nest
+    runs every instance of ``blk`` exactly once (the loop-to-axis map is a bijection)."""
+    loops = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)]
+    new_loops, realize = _nest_loops(nest)
+    loops = list(reversed(loops)) + [loop] + new_loops
+    if not (isinstance(realize.predicate, E.IntImm) and realize.predicate.value == 1):
+        return False
+    extents = {}
+    for lp in loops:
+        e = E.as_const_int(lp.extent)
+        if e is None or not E.is_const_int(lp.min, 0):
+            return False
+        extents[id(lp.loop_var)] = e
+    used: set = set()
+    for iv, val in zip(blk.iter_vars, realize.iter_values):
+        terms, const = Analyzer().linear(val)
+        radix = []
+        for atom, coef in terms.values():
+            if not isinstance(atom, E.Var) or id(atom) not in extents or id(atom) in used:
+                return False
+            used.add(id(atom))
+            if extents[id(atom)] > 1:
+                radix.append((coef, extents[id(atom)]))
+        radix.sort()
+        stride = 1
+        for coef, ext in radix:
+            if coef != stride:
+                return False
+            stride *= ext
+        if not (E.is_const_int(iv.dom.min, const) and E.is_const_int(iv.dom.extent, stride)):
+            return False
+    return all(id(lp.loop_var) in used or extents[id(lp.loop_var)] == 1 for lp in loops)
+
+
+def check_dense(ctx: Ctx, x: Block, w, inner: list, blk: Block, loop: For, hl: list):
+    """The producer's write region per iteration must be exact (no holes), so the
+    consumer never reads an element of it that is not written yet."""
+    xr = ctx.index.realize[id(x)]
+    vmap = {iv.var: v for iv, v in zip(x.iter_vars, xr.iter_values)}
+    inner_vars = {id(lp.loop_var): lp for lp in inner}
+    seen: set = set()
+    for rg in w.region:
+        if not E.is_const_int(rg.extent, 1):
+            continue
+        idx_e = substitute(rg.min, vmap)
+        terms, _ = Analyzer().linear(idx_e)
+        radix = []
+        for atom, coef in terms.values():
+            if isinstance(atom, E.Var) and id(atom) in inner_vars:
+                if id(atom) in seen:
+                    break
+                seen.add(id(atom))
+                ext = E.as_const_int(inner_vars[id(atom)].extent)
+                radix.append((abs(coef), ext))
+            elif any(uses_var(atom, lp.loop_var) for lp in inner):
+                radix = None
+                break
+        else:
+            radix.sort()
+            stride = 1
+            ok = True
+            for coef, ext in radix:
+                if ext is None or coef != stride:
+                    ok = False
+                    break
+                stride *= ext
+            if ok:
+                continue
+        raise ctx.error(f"block {blk.name_hint}", f"cannot prove that block {x.name_hint} "
+                        f"writes a contiguous region of {w.buffer.name} in each iteration "
+                        f"of loop {loop.loop_var.name}", "choose an outer loop, or move the "
+                        "block before fusing/reordering the producer's loops",
+                        highlight=hl + [x.name_hint])
+
+
+def verify_reads(ctx: Ctx, blk: Block, nest, regions: dict, loop: For, an: Analyzer,
+                  hl: list):
+    """Everything the moved consumer reads from the producers' buffers in one iteration
+    must lie inside what they wrote in that iteration."""
+    loops, realize = _nest_loops(nest)
+    rr = {lp.loop_var: (0, E.as_const_int(lp.extent) - 1) for lp in loops
+          if E.as_const_int(lp.extent) is not None}
+    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
+    for r in blk.reads:
+        reg = regions.get(id(r.buffer))
+        if reg is None:
+            continue
+        for d, rg in enumerate(r.region):
+            lo_e = substitute(rg.min, vmap)
+            hi_e = substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
+            a, b = relax(lo_e, rr), relax(hi_e, rr)
+            ok = a is not None and b is not None and reg[d] is not None
+            if ok:
+                w_lo, w_hi = reg[d]
+                d1 = an.bound(an.simplify(a[0] - w_lo))
+                d2 = an.bound(an.simplify(w_hi - b[1]))
+                ok = d1 is not None and d1[0] is not None and d1[0] >= 0 and \
+                    d2 is not None and d2[0] is not None and d2[0] >= 0
+            if not ok:
+                raise ctx.error(f"block {blk.name_hint}", f"block {blk.name_hint} would read "
+                                f"elements of {r.buffer.name} that are not computed yet in "
+                                f"this iteration of loop {loop.loop_var.name}",
+                                "choose an outer loop", highlight=hl)

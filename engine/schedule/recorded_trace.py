@@ -1,0 +1,222 @@
+"""The :class:`Trace`: the recorded list of schedule instructions, its JSON/URL forms,
+Python exports (this engine, TVM 0.27, the 2022 course) and replay onto a Schedule.
+
+Our document is ``{"format": "schedule-explorer/trace", "version": 1, "workload": {...},
+"insts": [...]}`` (instructions as in :mod:`.instruction`); :meth:`Trace.from_json` also
+reads TVM's ``trace.as_json()`` list ``[[insts], [decisions]]``.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any, Iterable
+
+from .error import ScheduleError, TraceError
+from .instruction import Instruction, check_insts, is_ref, norm_workload, python_line
+from .registry import REGISTRY
+
+FORMAT = "schedule-explorer/trace"
+VERSION = 1
+
+
+class Trace:
+    """An immutable sequence of :class:`Instruction` plus optional workload metadata."""
+
+    def __init__(self, insts: Iterable[Instruction] = (), workload: Any = None):
+        self._insts = tuple(insts)
+        if workload is not None and not (isinstance(workload, tuple) and len(workload) == 2):
+            workload = norm_workload(workload)
+        self.workload = workload
+
+    # ------------------------------------------------------------------ sequence
+    @property
+    def insts(self) -> tuple:
+        return self._insts
+
+    def __len__(self) -> int:
+        return len(self._insts)
+
+    def __iter__(self):
+        return iter(self._insts)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            if k.step not in (None, 1) or (k.start not in (None, 0)):
+                raise TraceError("only prefixes of a trace can be taken (trace[:k])")
+            return Trace(self._insts[k], self.workload)
+        return self._insts[k]
+
+    def truncate(self, k: int) -> "Trace":
+        """The first ``k`` instructions (undo back to step ``k``)."""
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise TraceError(f"truncate needs a step count >= 0, got {k!r}")
+        return Trace(self._insts[:k], self.workload)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Trace) and self.as_json()["insts"] == other.as_json()["insts"]
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self)} instructions)\n" + self.as_python()
+
+    def steps(self) -> list[str]:
+        """One short Python line per instruction (for the trace pane)."""
+        return [python_line(i, "engine") for i in self._insts]
+
+    # ------------------------------------------------------------------ JSON / URL
+    def as_json(self) -> dict:
+        doc: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+        if self.workload is not None:
+            doc["workload"] = {"name": self.workload[0], "params": dict(self.workload[1])}
+        else:
+            doc["workload"] = None
+        doc["insts"] = [i.as_list() for i in self._insts]
+        return doc
+
+    @staticmethod
+    def from_json(doc: Any) -> "Trace":
+        """Read our document (dict or JSON text) or TVM's ``[[insts], [decisions]]`` list."""
+        if isinstance(doc, (str, bytes)):
+            try:
+                doc = json.loads(doc)
+            except ValueError as e:
+                raise TraceError(f"the trace is not valid JSON: {e}") from None
+        if isinstance(doc, list):
+            return _from_tvm(doc)
+        if not isinstance(doc, dict):
+            raise TraceError("a trace document must be a JSON object (ours) or a list "
+                             f"(TVM's trace.as_json()), got {type(doc).__name__}")
+        if doc.get("format") != FORMAT:
+            raise TraceError(f"not a schedule-explorer trace: format is {doc.get('format')!r}, "
+                             f"expected {FORMAT!r}")
+        version = doc.get("version")
+        if version != VERSION:
+            raise TraceError(f"unsupported trace version {version!r}; this engine reads "
+                             f"version {VERSION}")
+        wl = doc.get("workload")
+        workload = None
+        if wl is not None:
+            if not isinstance(wl, dict) or not isinstance(wl.get("name"), str) or \
+                    not isinstance(wl.get("params", {}), dict):
+                raise TraceError("'workload' must be {\"name\": str, \"params\": {...}} or null")
+            workload = (wl["name"], dict(wl.get("params", {})))
+        insts = doc.get("insts")
+        if not isinstance(insts, list):
+            raise TraceError("the trace document needs an 'insts' list")
+        return Trace(check_insts(insts, tvm=False), workload)
+
+    def encode(self) -> str:
+        """Compact URL-safe token: base64url (no padding) of the compact JSON document."""
+        text = json.dumps(self.as_json(), separators=(",", ":"))
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @staticmethod
+    def decode(token: str) -> "Trace":
+        """Inverse of :meth:`encode`."""
+        if not isinstance(token, str) or not re.fullmatch(r"[A-Za-z0-9_-]*", token):
+            raise TraceError("a trace token contains only letters, digits, '-' and '_'")
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            text = raw.decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raise TraceError("the trace token is damaged (not base64url of a JSON "
+                             "document)") from None
+        return Trace.from_json(text)
+
+    # ------------------------------------------------------------------ exports
+    def as_python(self, *, header: bool = False) -> str:
+        """Python lines for this engine's API (``b0 = sch.get_block("Y", ...)``).
+
+        With ``header=True`` a complete script is returned (imports, workload, Schedule).
+        """
+        lines = [python_line(i, "engine") for i in self._insts]
+        if not header:
+            return "\n".join(lines)
+        head = ["import engine", ""]
+        if self.workload is not None:
+            name, params = self.workload
+            args = "".join(f", {k}={v!r}" for k, v in params.items())
+            head.append(f"mod = engine.workloads.get({name!r}{args})")
+            head.append(f"sch = engine.Schedule(mod, workload=({name!r}, {params!r}))")
+        else:
+            head.append("sch = engine.Schedule(mod)  # mod: the IRModule to schedule")
+        return "\n".join(head + lines + ["print(sch.mod.script())", ""])
+
+    def export(self, fmt_name: str) -> str:
+        """``'python'`` (this engine), ``'tvm'`` (TVM 0.27, ``tvm.s_tir``), ``'course'``
+        (the 2022 course's ``tvm.tir.Schedule``) or ``'json'``."""
+        if fmt_name in ("python", "engine"):
+            return self.as_python(header=True)
+        if fmt_name == "json":
+            return json.dumps(self.as_json(), indent=2)
+        if fmt_name == "tvm":
+            head = ["import tvm", "from tvm import s_tir", "", "",
+                    "def apply_trace(sch: tvm.s_tir.Schedule) -> None:"]
+        elif fmt_name == "course":
+            head = ["import tvm", "from tvm import tir", "", "",
+                    "def apply_trace(sch: tvm.tir.Schedule) -> None:"]
+        else:
+            raise TraceError(f"unknown export format {fmt_name!r}; use 'python', 'tvm', "
+                             "'course' or 'json'")
+        body = ["    " + python_line(i, fmt_name) for i in self._insts] or ["    pass"]
+        return "\n".join(head + body) + "\n"
+
+    # ------------------------------------------------------------------ replay
+    def apply_to_schedule(self, sch: Any, remove_postproc: bool = False) -> None:
+        """Replay the instructions on ``sch``. All or nothing: on any error a
+        :class:`TraceError` is raised and ``sch`` is unchanged."""
+        del remove_postproc  # accepted for TVM compatibility; we have no postprocessors
+        if self.workload is not None and sch.workload is not None and \
+                self.workload[0] != sch.workload[0]:
+            raise TraceError(f"this trace was recorded on workload {self.workload[0]!r}, "
+                             f"but the schedule is for {sch.workload[0]!r}; open "
+                             f"{self.workload[0]!r} to replay it")
+        work = sch.copy()
+        env: dict[str, Any] = {}
+        for n, inst in enumerate(self._insts, 1):
+            prim = REGISTRY.get(inst.kind)
+            if prim is None:
+                raise TraceError(f"instruction {n}: unknown instruction kind {inst.kind!r}")
+            inputs = []
+            for x in inst.inputs:
+                if isinstance(x, (list, tuple)):  # a list of handles (consumer_blocks)
+                    for y in x:
+                        if not is_ref(y) or y not in env:
+                            raise TraceError(f"instruction {n} ({inst.kind}) refers to {y!r}, "
+                                             "which no earlier instruction defines")
+                    inputs.append([env[y] for y in x])
+                elif is_ref(x):
+                    if x not in env:
+                        raise TraceError(f"instruction {n} ({inst.kind}) refers to {x!r}, which no "
+                                         "earlier instruction defines")
+                    inputs.append(env[x])
+                elif isinstance(x, str):
+                    inputs.append(json.loads(x))
+                else:
+                    inputs.append(x)
+            try:
+                outs = work._run(prim, inputs, list(inst.attrs))
+            except ScheduleError as e:
+                raise TraceError(f"instruction {n} ({inst.kind}) cannot be replayed: {e}") from e
+            except (TypeError, ValueError, IndexError, KeyError) as e:
+                raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from e
+            if len(outs) != len(inst.outputs):
+                raise TraceError(f"instruction {n} ({inst.kind}) produced {len(outs)} results here "
+                                 f"but the trace names {len(inst.outputs)}; the trace was "
+                                 "recorded on a different program")
+            env.update(zip(inst.outputs, outs))
+        if work.workload is None and self.workload is not None:
+            work.workload = self.workload
+        sch._assign_from(work)
+
+
+def _from_tvm(doc: list) -> Trace:
+    if len(doc) != 2 or not isinstance(doc[0], list) or not isinstance(doc[1], list):
+        raise TraceError("a TVM trace must be [[instructions], [decisions]] "
+                         "(the output of trace.as_json())")
+    if doc[1]:
+        raise TraceError("this TVM trace has sampling decisions; traces with sampling "
+                         "instructions (Sample*) are not supported — export a trace of "
+                         "fixed primitives")
+    return Trace(check_insts(doc[0], tvm=True), None)
