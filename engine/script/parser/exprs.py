@@ -14,7 +14,7 @@ from engine.ir.buffer import Buffer
 from engine.ir.dtype import SCALAR_DTYPES, is_bool, is_float, is_int
 
 from ..errors import ScriptError
-from ..printer import call_result_dtype
+from ..printer.exprs import call_result_dtype
 from .context import Handle, ParserContext
 from .dialect import AST_NAMES, BINOPS, CMPOPS, DTYPE_LIKE, EXPR_FUNCS, KNOWN_T, STMT_FUNCS
 
