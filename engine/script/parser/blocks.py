@@ -154,8 +154,7 @@ class BlockParser(ParserContext):
         if f == "allocate":
             if type(item.optional_vars) is not ast.Name:
                 raise self.err(n, "write `with T.allocate(shape, dtype) as X:`")
-            spec = self.buffer_spec(call, f)
-            buf = self.make_buffer(call, item.optional_vars.id, spec)
+            buf = self.new_buffer(call, item.optional_vars.id, f)
             body = self.nested(n.body, {item.optional_vars.id: buf})
             return S.Allocate(buf, body)
         if f is None:

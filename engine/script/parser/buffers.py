@@ -99,6 +99,12 @@ class BufferParser(ParserContext):
                                  f"{', '.join(SCOPES)})")
         return node.value
 
+    def new_buffer(self, node: ast.AST, name: str, fname: str, skip_first: bool = False
+                   ) -> Buffer:
+        """The buffer ``name`` that ``T.<fname>(...)`` (or ``T.Buffer[...]``) at ``node``
+        declares."""
+        return self.make_buffer(node, name, self.buffer_spec(node, fname, skip_first=skip_first))
+
     def make_buffer(self, node: ast.AST, name: str, spec: dict) -> Buffer:
         try:
             return Buffer(name, spec["shape"], spec.get("dtype", "float32"),
@@ -154,8 +160,7 @@ class BufferParser(ParserContext):
             raise self.err(h, "T.match_buffer's first argument must be a T.handle parameter")
         if hv.buffer is not None:
             raise self.err(h, f"handle {h.id!r} is already matched")
-        spec = self.buffer_spec(call, "match_buffer", skip_first=True)
-        buf = self.make_buffer(call, name, spec)
+        buf = self.new_buffer(call, name, "match_buffer", skip_first=True)
         hv.buffer = buf
         self.declare(name, buf)
         return None

@@ -99,7 +99,14 @@ CONSUMED = Consumed()
 
 
 class ParserContext:
-    """The state of one parse and the helpers every part of the parser uses."""
+    """The state of one parse and the helpers every part of the parser uses.
+
+    :meth:`.module.ModuleParser.function` sets the state of the function being parsed:
+    ``scopes`` (name -> Var / Buffer / Handle, innermost last), ``blocks`` (the enclosing
+    :class:`BlockCtx`), ``root_allocs``, ``loop_dom`` (loop variable id -> (min, extent)),
+    ``symbolic`` (ids of the symbolic variables), ``attrs``, ``depth`` (statement nesting),
+    ``saw_block`` and ``keep`` (keeps the variables whose ids are used as keys alive).
+    """
 
     def __init__(self, source: str, namespaces: set | None = None, line_offset: int = 0,
                  col_offset: int = 0, filename: str | None = None):

@@ -46,46 +46,8 @@ class ModuleParser(ParserContext):
         if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults:
             raise self.err(fn, f"function {fn.name!r}: parameters must be plain "
                                "`name: T.Buffer(...)` parameters")
-        # symbolic variables declared at the top (n = T.int32()) may appear in shapes
-        for st in fn.body:
-            if type(st) is ast.Assign and len(st.targets) == 1 and \
-                    type(st.targets[0]) is ast.Name and type(st.value) is ast.Call and \
-                    self.is_symbolic_decl(st.value):
-                f = self.tname(st.value.func)
-                if f == "var":
-                    dtype = self.dtype_arg(st.value.args[0]) if st.value.args else "int32"
-                else:
-                    dtype = self.dtype(st.value.func, f)
-                v = E.Var(st.targets[0].id, dtype)
-                self.symbolic.add(id(v))
-                self.keep.append(v)
-                self.declare(st.targets[0].id, v)
-        params: list = []
-        for arg in a.args:
-            ann = arg.annotation
-            if ann is None:
-                raise self.err(arg, f"parameter {arg.arg!r} needs a type: "
-                                    f"{arg.arg}: T.Buffer((128, 128), \"float32\")")
-            if arg.arg in self.ns:
-                raise self.err(arg, f"{arg.arg!r} is the TVMScript namespace; rename the "
-                                    "parameter")
-            target = ann.func if type(ann) is ast.Call else (
-                ann.value if type(ann) is ast.Subscript else ann)
-            f = self.tname(target)
-            if f == "handle" and type(ann) is not ast.Call:
-                h = Handle(arg.arg)
-                self.declare(arg.arg, h)
-                params.append(h)
-                continue
-            if f != "Buffer" or type(ann) not in (ast.Call, ast.Subscript):
-                raise self.err(ann, f"parameter {arg.arg!r} must be annotated as "
-                                    f"T.Buffer(shape, dtype)")
-            spec = self.buffer_spec(ann, "Buffer")
-            buf = self.make_buffer(ann, arg.arg, spec)
-            if self.lookup(arg.arg) is not None and arg.arg in self.scopes[0]:
-                raise self.err(arg, f"duplicate parameter name {arg.arg!r}")
-            self.declare(arg.arg, buf)
-            params.append(buf)
+        self.declare_symbolic_vars(fn.body)
+        params = self.params(a.args)
         stmts = self.stmt_list(fn.body)
         final = []
         for p in params:
@@ -106,6 +68,52 @@ class ModuleParser(ParserContext):
         else:
             body = S.seq(*stmts) or nop()
         return PrimFunc(fn.name, tuple(final), body, self.attrs)
+
+    def declare_symbolic_vars(self, body: list) -> None:
+        """Symbolic variables declared at the top (``n = T.int32()``): they may appear in
+        the parameters' shapes, so they are declared before the parameters."""
+        for st in body:
+            if type(st) is ast.Assign and len(st.targets) == 1 and \
+                    type(st.targets[0]) is ast.Name and type(st.value) is ast.Call and \
+                    self.is_symbolic_decl(st.value):
+                f = self.tname(st.value.func)
+                if f == "var":
+                    dtype = self.dtype_arg(st.value.args[0]) if st.value.args else "int32"
+                else:
+                    dtype = self.dtype(st.value.func, f)
+                v = E.Var(st.targets[0].id, dtype)
+                self.symbolic.add(id(v))
+                self.keep.append(v)
+                self.declare(st.targets[0].id, v)
+
+    def params(self, args: list) -> list:
+        """The parameters: Buffers, and Handles waiting for their ``T.match_buffer``."""
+        params: list = []
+        for arg in args:
+            ann = arg.annotation
+            if ann is None:
+                raise self.err(arg, f"parameter {arg.arg!r} needs a type: "
+                                    f"{arg.arg}: T.Buffer((128, 128), \"float32\")")
+            if arg.arg in self.ns:
+                raise self.err(arg, f"{arg.arg!r} is the TVMScript namespace; rename the "
+                                    "parameter")
+            target = ann.func if type(ann) is ast.Call else (
+                ann.value if type(ann) is ast.Subscript else ann)
+            f = self.tname(target)
+            if f == "handle" and type(ann) is not ast.Call:
+                h = Handle(arg.arg)
+                self.declare(arg.arg, h)
+                params.append(h)
+                continue
+            if f != "Buffer" or type(ann) not in (ast.Call, ast.Subscript):
+                raise self.err(ann, f"parameter {arg.arg!r} must be annotated as "
+                                    f"T.Buffer(shape, dtype)")
+            buf = self.new_buffer(ann, arg.arg, "Buffer")
+            if self.lookup(arg.arg) is not None and arg.arg in self.scopes[0]:
+                raise self.err(arg, f"duplicate parameter name {arg.arg!r}")
+            self.declare(arg.arg, buf)
+            params.append(buf)
+        return params
 
     # ------------------------------------------------------------------ top level
     def decorator_kind(self, fn: Any) -> str | None:

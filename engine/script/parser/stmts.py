@@ -104,8 +104,7 @@ class StmtParser(ParserContext):
             raise self.err(target, f"{name!r} is the TVMScript namespace and cannot be "
                                    "assigned")
         if f in ("alloc_buffer", "sblock_alloc_buffer"):
-            spec = self.buffer_spec(value, f)
-            buf = self.make_buffer(value, name, spec)
+            buf = self.new_buffer(value, name, f)
             if self.blocks:
                 self.blocks[-1].alloc_buffers.append(buf)
             else:
