@@ -1,0 +1,167 @@
+"""Buffers: shapes, ``T.Buffer(...)``/``T.Buffer[...]``/``T.alloc_buffer(...)``/
+``T.allocate(...)`` specifications, storage scopes, ``T.match_buffer`` and the buffer
+regions of ``T.reads``/``T.writes``.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from engine.ir import expr as E
+from engine.ir.buffer import Buffer, BufferRegion, Range
+from engine.ir.dtype import is_int
+
+from .context import Handle, ParserContext, extent_of
+from .dialect import BUFFER_KWARGS
+
+
+class BufferParser(ParserContext):
+    """Buffer declarations and regions (mixed into the parser; see :mod:`.module`)."""
+
+    def shape(self, node: ast.AST) -> tuple:
+        items = list(node.elts) if type(node) in (ast.Tuple, ast.List) else [node]
+        out = []
+        for it in items:
+            v = self.expr(it)
+            if isinstance(v, bool) or isinstance(v, (float, str)):
+                raise self.err(it, f"buffer shapes must be integers, got {v!r}")
+            if isinstance(v, int):
+                if v < 0:
+                    raise self.err(it, f"buffer shapes must not be negative, got {v}")
+                out.append(E.IntImm("int32" if -2**31 <= v < 2**31 else "int64", v))
+                continue
+            if isinstance(v, Buffer) or not isinstance(v, E.PrimExpr):
+                raise self.err(it, "buffer shapes must be integer constants")
+            if not is_int(v.dtype):
+                raise self.err(it, f"buffer shapes must be integers, got dtype {v.dtype}")
+            if type(v) is E.IntImm:
+                if v.value < 0:
+                    raise self.err(it, f"buffer shapes must not be negative, got {v.value}")
+            elif not self.symbolic_only(v):
+                raise self.err(it, "buffer shapes must be constant (or use symbolic "
+                                   "variables declared with n = T.int32() at the top of "
+                                   "the function)")
+            out.append(v)
+        return tuple(out)
+
+    def symbolic_only(self, e: E.PrimExpr) -> bool:
+        from engine.ir.functor import collect_vars
+        return all(id(v) in self.symbolic for v in collect_vars(e))
+
+    def buffer_spec(self, call: ast.AST, fname: str, allow_positional_dtype: bool = True,
+                    skip_first: bool = False) -> dict:
+        """Shape/dtype/scope/... of T.Buffer(...), T.Buffer[...], T.alloc_buffer(...)."""
+        if type(call) is ast.Subscript:  # T.Buffer[(128, 128), "float32"]
+            items = self.subscript_items(call.slice)
+            if type(call.slice) is ast.Tuple and len(items) >= 1 and \
+                    type(items[0]) in (ast.Tuple, ast.List):
+                args, kw = items, {}
+            else:
+                args, kw = [call.slice], {}
+            if len(args) > 2:
+                raise self.err(call, "T.Buffer[shape, dtype] takes a shape and a dtype")
+        else:
+            args, kw = self.call_args(call, fname, 1 + skip_first, 3 + skip_first,
+                                      BUFFER_KWARGS)
+            if skip_first:
+                args = args[1:]
+        if not args:
+            raise self.err(call, f"T.{fname} needs a shape")
+        spec: dict[str, Any] = {"shape": self.shape(args[0])}
+        if len(args) >= 2:
+            if not allow_positional_dtype:
+                raise self.err(args[1], f"T.{fname}: pass the dtype as dtype=\"...\"")
+            if "dtype" in kw:
+                raise self.err(args[1], f"T.{fname}: the dtype is given twice")
+            spec["dtype"] = self.dtype_arg(args[1])
+        if len(args) >= 3:
+            spec["scope"] = self.scope_arg(args[2])
+        if "dtype" in kw:
+            spec["dtype"] = self.dtype_arg(kw["dtype"])
+        if "scope" in kw:
+            spec["scope"] = self.scope_arg(kw["scope"])
+        if "strides" in kw:
+            spec["strides"] = self.shape(kw["strides"])
+        if "elem_offset" in kw:
+            spec["elem_offset"] = self.int_const(kw["elem_offset"], "elem_offset")
+        if "align" in kw:
+            spec["align"] = self.int_const(kw["align"], "align")
+        if "data" in kw:
+            raise self.err(kw["data"], "T.Buffer(data=...) is not supported")
+        return spec
+
+    def scope_arg(self, node: ast.AST) -> str:
+        if type(node) is not ast.Constant or not isinstance(node.value, str):
+            raise self.err(node, "a storage scope must be a string such as \"local\"")
+        from engine.ir.buffer import SCOPES
+        if node.value not in SCOPES:
+            raise self.err(node, f"unknown storage scope {node.value!r} (use "
+                                 f"{', '.join(SCOPES)})")
+        return node.value
+
+    def new_buffer(self, node: ast.AST, name: str, fname: str, skip_first: bool = False
+                   ) -> Buffer:
+        """The buffer ``name`` that ``T.<fname>(...)`` (or ``T.Buffer[...]``) at ``node``
+        declares."""
+        return self.make_buffer(node, name, self.buffer_spec(node, fname, skip_first=skip_first))
+
+    def make_buffer(self, node: ast.AST, name: str, spec: dict) -> Buffer:
+        try:
+            return Buffer(name, spec["shape"], spec.get("dtype", "float32"),
+                          spec.get("scope", "global"), spec.get("strides", ()),
+                          spec.get("elem_offset", 0), spec.get("align", 64))
+        except (TypeError, ValueError) as e:
+            raise self.err(node, str(e)) from None
+
+    # ------------------------------------------------------------------ regions
+    def region(self, node: ast.AST) -> BufferRegion:
+        if type(node) is ast.Name:
+            return BufferRegion.full(self.buffer_of(node))
+        if type(node) is not ast.Subscript:
+            raise self.err(node, "T.reads/T.writes expect buffer regions such as A[vi, 0:128]")
+        buf = self.buffer_of(node.value)
+        items = self.subscript_items(node.slice)
+        if len(items) != buf.ndim:
+            raise self.err(node, f"buffer {buf.name!r} has {buf.ndim} dimension(s) but the "
+                                 f"region has {len(items)}")
+        ranges = []
+        for d, it in enumerate(items):
+            if type(it) is ast.Slice:
+                if it.step is not None:
+                    raise self.err(it, "region slices cannot have a step")
+                lo = self.index_expr(it.lower) if it.lower is not None else \
+                    E.IntImm(buf.shape[d].dtype, 0)
+                hi = self.index_expr(it.upper) if it.upper is not None else buf.shape[d]
+                if type(lo) is not E.IntImm and type(hi) is E.IntImm:
+                    hi = E.IntImm(lo.dtype, hi.value) if hi.dtype != lo.dtype else hi
+                ranges.append(Range(lo, extent_of(lo, hi)))
+            else:
+                mn = self.index_expr(it)
+                ranges.append(Range(mn, E.IntImm(mn.dtype, 1)))
+        return BufferRegion(buf, tuple(ranges))
+
+    def regions(self, call: ast.Call, fname: str) -> tuple:
+        args, _ = self.call_args(call, fname, 0, None)
+        out = []
+        for a in args:
+            if type(a) in (ast.List, ast.Tuple):
+                out.extend(self.region(x) for x in a.elts)
+            else:
+                out.append(self.region(a))
+        return tuple(out)
+
+    def match_buffer(self, n: ast.Assign, name: str, call: ast.Call) -> None:
+        if self.depth != 0 or not call.args:
+            raise self.err(n, "T.match_buffer(handle, shape, dtype) belongs at the top of "
+                              "the function")
+        h = call.args[0]
+        hv = self.lookup(h.id) if type(h) is ast.Name else None
+        if not isinstance(hv, Handle):
+            raise self.err(h, "T.match_buffer's first argument must be a T.handle parameter")
+        if hv.buffer is not None:
+            raise self.err(h, f"handle {h.id!r} is already matched")
+        buf = self.new_buffer(call, name, "match_buffer", skip_first=True)
+        hv.buffer = buf
+        self.declare(name, buf)
+        return None
+

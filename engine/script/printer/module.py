@@ -1,0 +1,151 @@
+"""Module level: :func:`script`, :func:`script_with_spans` and :func:`repr_node`; the
+``@tvm.script.ir_module`` class, each ``@T.prim_func`` header (parameters, attributes,
+symbolic variables) and the elided ``root`` block; and :class:`Printer`, assembled from the
+parts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.buffer import Buffer, BufferRegion, Range
+from engine.ir.function import IRModule, PrimFunc
+
+from .names import sanitize
+from .stmts import StmtPrinter, is_true
+
+@dataclass(frozen=True)
+class Span:
+    """Where an IR node is printed: ``kind`` is "loop", "block" or "stmt"; lines are
+    1-based and inclusive; ``name`` is the printed loop variable / block name (for a
+    statement: the stored buffer's name, or "if", "evaluate", "let", "allocate")."""
+
+    node: Any
+    kind: str
+    name: str
+    start_line: int
+    end_line: int
+
+
+def _contains_block(s: Any) -> bool:
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is S.BlockRealize or t is S.Block:
+            return True
+        if t is S.SeqStmt:
+            stack.extend(x.seq)
+        elif t is S.For or t is S.LetStmt or t is S.Allocate:
+            stack.append(x.body)
+        elif t is S.IfThenElse:
+            stack.append(x.then_case)
+            if x.else_case is not None:
+                stack.append(x.else_case)
+    return False
+
+
+class Printer(StmtPrinter):
+    """One printing job: lines, optional spans, and a scoped name table."""
+
+    def __init__(self, want_spans: bool):
+        self.lines: list[str] = []
+        self.spans: list[list] | None = [] if want_spans else None
+        self._indents = ["    " * i for i in range(64)]
+        self.reset_names()
+        self._expr_fn = self.expr_table()
+        self._stmt_fn = self.stmt_table()
+
+    # ------------------------------------------------------------------ functions
+    def func(self, f: PrimFunc, name: str, ind: int) -> None:
+        self.reset_names()
+        self.emit(ind, "@T.prim_func")
+        names = [self.define(p, p.name) for p in f.params]
+        params = ", ".join(f"{n}: {self.buffer_annotation(p)}" for n, p in zip(names, f.params))
+        self.emit(ind, f"def {sanitize(name)}({params}):")
+        decl_at = len(self.lines)
+        first_span = len(self.spans) if self.spans is not None else 0
+        body_ind = ind + 1
+        if f.attrs:
+            self.emit(body_ind, f"T.func_attr({self.dict_literal(f.attrs)})")
+        body = f.body
+        root = body.block if type(body) is S.BlockRealize else None
+        if (root is not None and root.name_hint == "root" and not root.iter_vars
+                and not body.iter_values and not root.reads and not root.writes
+                and root.init is None and not root.annotations and is_true(body.predicate)
+                and (root.alloc_buffers or _contains_block(root.body))):
+            start = len(self.lines) + 1
+            self.emit(body_ind, '# with T.block("root"):')
+            rec = self.span(root, "block", "root", start)
+            self.emit_allocs(root.alloc_buffers, body_ind)
+            self.stmt(root.body, body_ind)
+            self.end_span(rec)
+        else:
+            self.stmt(body, body_ind)
+        if self.free_vars:  # symbolic variables: declare them right after the signature
+            decls = [self._indents[body_ind] + f"{self.name_of[id(v)]} = T.{v.dtype}()"
+                     for v in self.free_vars]
+            self.lines[decl_at:decl_at] = decls
+            if self.spans is not None:
+                for rec in self.spans[first_span:]:
+                    rec[3] += len(decls)
+                    rec[4] += len(decls)
+
+    def module(self, mod: IRModule) -> None:
+        self.lines.append("# from tvm.script import tir as T")
+        self.lines.append("@tvm.script.ir_module")
+        self.lines.append("class Module:")
+        if not mod.functions:
+            self.lines.append("    pass")
+        for k, (name, f) in enumerate(mod.functions):
+            if k:
+                self.lines.append("")
+            self.func(f, name, 1)
+
+    def run(self, obj: Any) -> str:
+        if isinstance(obj, IRModule):
+            self.module(obj)
+        elif isinstance(obj, PrimFunc):
+            self.func(obj, obj.name, 0)
+        else:
+            raise TypeError(f"script() prints an IRModule or a PrimFunc, not {type(obj).__name__}")
+        return "\n".join(self.lines) + "\n"
+
+
+def script(obj: Any) -> str:
+    """TVMScript text of an IRModule or PrimFunc (course 2022 syntax)."""
+    return Printer(False).run(obj)
+
+
+def script_with_spans(obj: Any) -> tuple[str, list[Span]]:
+    """``(text, spans)``: the text of :func:`script` and where each loop, block and
+    statement is printed (see :class:`Span`)."""
+    p = Printer(True)
+    text = p.run(obj)
+    return text, [Span(*rec) for rec in p.spans]
+
+
+def repr_node(node: Any) -> str:
+    """Short text for any IR node (one line for expressions). Never raises."""
+    try:
+        if isinstance(node, (IRModule, PrimFunc)):
+            return script(node).rstrip("\n")
+        p = Printer(False)
+        if isinstance(node, E.PrimExpr):
+            return p.ex(node)
+        if isinstance(node, (S.Stmt, S.Block)):
+            p.stmt(node, 0)
+            return "\n".join(p.lines)
+        if isinstance(node, Buffer):
+            return f"{node.name}: {p.buffer_annotation(node)}"
+        if isinstance(node, BufferRegion):
+            return p.region(node)
+        if isinstance(node, Range):
+            return p.range_text(node)
+        if isinstance(node, S.IterVar):
+            kind = "spatial" if node.iter_type is S.IterType.SPATIAL else "reduce"
+            return f"IterVar({p.ex(node.var)}: {kind}, dom={p.range_text(node.dom)})"
+        return f"<{type(node).__name__}>"
+    except Exception:  # noqa: BLE001 - repr must never fail
+        return f"<{type(node).__name__} at {id(node):#x}>"
