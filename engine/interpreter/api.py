@@ -1,0 +1,155 @@
+"""The interpreter's entry points: :func:`interpret`, :func:`compile_func` (cached per
+PrimFunc) and :class:`CompiledFunc`, which checks the arrays it is called with against the
+function's parameters and runs the compiled closures on them."""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from engine.ir import expr as E
+from engine.ir.function import IRModule, PrimFunc
+
+from .errors import ArgumentError, InterpretError
+from .stmts import StmtCompiler
+from .values import np_dtype
+
+
+class CompiledFunc:
+    """A PrimFunc compiled for the interpreter: call it with numpy arrays."""
+
+    def __init__(self, func: PrimFunc, vectorize: bool = True):
+        comp = StmtCompiler(func, vectorize)
+        self.vectorize = vectorize
+        self.name = func.name
+        self.params = func.params
+        self._param_slots = [comp.bind_buffer(buf) for buf in func.params]
+        # shape variables of the parameters are bound from the arrays' shapes (first use);
+        # every other dimension is an expression checked against the array
+        self._shape_binds: list[tuple[int, int, int]] = []  # (param, dim, slot)
+        for p_i, buf in enumerate(func.params):
+            for d, s in enumerate(buf.shape):
+                if isinstance(s, E.Var) and id(s) not in comp.scope:
+                    self._shape_binds.append((p_i, d, comp.bind(s)))
+        self._shape_fns = [[comp.expr(s) for s in buf.shape] for buf in func.params]
+        self._body = comp.stmt(func.body)
+        self.bands = comp.nbands  # how many loop nests run as numpy operations
+        self._nslots = comp.nslots
+        self._stored = [id(b) in comp.stored for b in func.params]
+        self._dtypes = [np_dtype(b.dtype) for b in func.params]
+        self._flat = [bool(b.strides) or bool(b.elem_offset) for b in func.params]
+
+    def __repr__(self) -> str:
+        return f"<interpreted {self.name}({', '.join(b.name for b in self.params)})>"
+
+    def _prepare(self, arrays: tuple, env: list) -> None:
+        params = self.params
+        sig = ", ".join(b.name for b in params)
+        if len(arrays) != len(params):
+            raise ArgumentError(f"{self.name} expects {len(params)} array(s) ({sig}), "
+                                f"got {len(arrays)}")
+        for p_i, (buf, arr) in enumerate(zip(params, arrays)):
+            if not isinstance(arr, np.ndarray):
+                raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must be a "
+                                    f"numpy array, got {type(arr).__name__}")
+            if arr.dtype != self._dtypes[p_i]:
+                raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must have "
+                                    f"dtype {buf.dtype}, got {arr.dtype}")
+            if self._stored[p_i] and not arr.flags.writeable:
+                raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} is written "
+                                    "by the function but the array is read-only")
+        for p_i, d, slot in self._shape_binds:
+            arr = arrays[p_i]
+            if d < arr.ndim and env[slot] is None:
+                env[slot] = int(arr.shape[d])
+        for p_i, (buf, arr) in enumerate(zip(params, arrays)):
+            try:
+                expected = tuple(int(f(env)) for f in self._shape_fns[p_i])
+            except TypeError:
+                raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must have "
+                                    f"{len(buf.shape)} dimension(s), got shape "
+                                    f"{arr.shape}") from None
+            if self._flat[p_i]:
+                if not arr.flags.c_contiguous:
+                    raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must be "
+                                        "C-contiguous (its buffer has explicit strides)")
+                env[self._param_slots[p_i]] = arr.reshape(-1)
+                continue
+            if arr.shape != expected:
+                if len(expected) == 1 and arr.size == expected[0] and arr.flags.c_contiguous:
+                    env[self._param_slots[p_i]] = arr.reshape(-1)  # a flattened buffer
+                    continue
+                raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must have "
+                                    f"shape {expected}, got {arr.shape}")
+            env[self._param_slots[p_i]] = arr
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        env: list = [None] * self._nslots
+        self._prepare(arrays, env)
+        with np.errstate(all="ignore"):
+            try:
+                self._body(env)
+            except InterpretError:
+                raise
+            except RecursionError:
+                raise InterpretError(f"{self.name}: the program is nested too deeply for "
+                                     "the interpreter") from None
+            except Exception as exc:  # noqa: BLE001 - reported as an interpreter error
+                raise InterpretError(f"{self.name}: execution failed: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+
+
+_CACHE: "weakref.WeakKeyDictionary[PrimFunc, dict]" = weakref.WeakKeyDictionary()
+
+
+def compile_func(func: PrimFunc, vectorize: bool = True) -> CompiledFunc:
+    """Compile ``func`` for the interpreter (cached per PrimFunc object).
+
+    With ``vectorize`` (the default) innermost loop nests whose iterations are independent
+    (or form a +/max/min reduction) run as numpy operations; the result is the same as
+    running them one iteration at a time (``vectorize=False``), only faster.
+    """
+    if not isinstance(func, PrimFunc):
+        raise ArgumentError(f"expected a PrimFunc, got {type(func).__name__}")
+    per_func = _CACHE.get(func)
+    if per_func is None:
+        per_func = _CACHE[func] = {}
+    cf = per_func.get(bool(vectorize))
+    if cf is None:
+        cf = per_func[bool(vectorize)] = CompiledFunc(func, bool(vectorize))
+    return cf
+
+
+def interpret(mod_or_func: IRModule | PrimFunc, func_name: Any = None,
+              *arrays: np.ndarray, vectorize: bool = True) -> None:
+    """Run ``mod_or_func[func_name]`` on numpy ``arrays`` (outputs are filled in place).
+
+    ``mod_or_func`` may be an :class:`IRModule` (``func_name`` names the function; it may be
+    omitted when the module has one function) or a :class:`PrimFunc` (``func_name`` is then
+    optional).  Arrays must match the parameters' count, dtype and shape
+    (:class:`ArgumentError` otherwise).  ``vectorize=False`` runs every loop iteration by
+    iteration (slower; the results are the same).
+    """
+    if isinstance(func_name, np.ndarray):
+        arrays = (func_name,) + arrays
+        func_name = None
+    if isinstance(mod_or_func, PrimFunc):
+        func = mod_or_func
+        if func_name is not None and func_name != func.name:
+            raise ArgumentError(f"the PrimFunc is named {func.name!r}, not {func_name!r}")
+    elif isinstance(mod_or_func, IRModule):
+        if func_name is None:
+            names = mod_or_func.names()
+            if len(names) != 1:
+                raise ArgumentError(f"the module has {len(names)} functions "
+                                    f"({', '.join(names)}); say which one to run")
+            func_name = names[0]
+        if func_name not in mod_or_func:
+            raise ArgumentError(f"no function named {func_name!r} in the module (it has: "
+                                f"{', '.join(mod_or_func.names())})")
+        func = mod_or_func[func_name]
+    else:
+        raise ArgumentError(f"interpret() needs an IRModule or a PrimFunc, got "
+                            f"{type(mod_or_func).__name__}")
+    compile_func(func, vectorize)(*arrays)
