@@ -108,4 +108,6 @@ def test_save_and_open_never_500(tmp_path_factory, name, tid, at):
         assert "saved as" in text_of(r)
     from urllib.parse import quote
     r = c.get("/saved/" + quote(tid, safe=""))
-    assert r.status_code in (303, 404), (tid, r.status_code)
+    # (an id with a "/" makes a path with "//", which the router merges: a 308 to it)
+    assert r.status_code in (303, 404) or (r.status_code == 308 and "/" in tid), \
+        (tid, r.status_code)

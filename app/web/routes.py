@@ -177,18 +177,9 @@ def _export_text(trace, fmt: str) -> str:
 
 @bp.post("/import")
 def import_trace():
-    text = request.form.get("text", "") or ""
-    up = request.files.get("file")
-    if up is not None and up.filename:
-        raw = up.read(2 * 1024 * 1024 + 1)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AppError(400, "Import failed", "The uploaded file is not UTF-8 text.",
-                           back="/", back_label="the gallery") from None
-    if not text.strip():
-        raise AppError(400, "Import failed", "Paste a trace or choose a file to import.",
-                       back="/", back_label="the gallery")
+    text = _pasted_or_uploaded("text", "Import failed",
+                               "Paste a trace or choose a file to import.",
+                               max_bytes=2 * 1024 * 1024 + 1)
     doc = _load_user_json(text)
     try:
         trace = Trace.from_json(doc)
@@ -279,6 +270,24 @@ def open_saved(tid: str):
     return redirect(s.url(), code=303)
 
 
+def _pasted_or_uploaded(field: str, title: str, empty: str, *, empty_title: str | None = None,
+                        max_bytes: int = -1) -> str:
+    """The text of an uploaded ``file`` if one was chosen, else the form's ``field``; a file
+    that is not UTF-8 is a 400 ``title`` and no text at all a 400 saying ``empty``. At most
+    ``max_bytes`` of the file are read (-1: all, bounded by ``MAX_CONTENT_LENGTH``)."""
+    text = request.form.get(field, "") or ""
+    up = request.files.get("file")
+    if up is not None and up.filename:
+        try:
+            text = up.read(max_bytes).decode("utf-8")
+        except UnicodeDecodeError:
+            raise AppError(400, title, "The uploaded file is not UTF-8 text.",
+                           back="/", back_label="the gallery") from None
+    if not text.strip():
+        raise AppError(400, empty_title or title, empty, back="/", back_label="the gallery")
+    return text
+
+
 def _load_user_json(text: str):
     """Parse an uploaded/pasted JSON document within the server's size and depth limits
     (``app.limits``); every problem is a 400 with a sentence."""
@@ -303,17 +312,9 @@ def _parse_param_text(text: str) -> dict:
 
 @bp.post("/explore/custom")
 def custom():
-    text = request.form.get("program", "")
-    up = request.files.get("file")
-    if up is not None and up.filename:
-        try:
-            text = up.read().decode("utf-8")    # (bounded by MAX_CONTENT_LENGTH)
-        except UnicodeDecodeError:
-            raise AppError(400, "The program does not parse", "The file is not UTF-8 text.",
-                           back="/", back_label="the gallery") from None
-    if not text.strip():
-        raise AppError(400, "No program", "Paste a TVMScript program (a @T.prim_func) first.",
-                       back="/", back_label="the gallery")
+    text = _pasted_or_uploaded("program", "The program does not parse",
+                               "Paste a TVMScript program (a @T.prim_func) first.",
+                               empty_title="No program")
     try:
         limits().check_script(text)
     except LimitsInputError as e:
