@@ -197,7 +197,9 @@ def test_engine_never_imports_the_web_libraries():
 
 @pytest.mark.parametrize("part", ["app.errors", "app.limits", "app.store"])
 def test_the_app_leaves_import_nothing_of_the_app(part):
-    assert not [dst for _, dst in _edges(part) if dst.startswith("app")]
+    # a leaf may be a package: its modules import one another, nothing else of the app
+    assert not [dst for _, dst in _edges(part)
+                if dst.startswith("app") and not (dst == part or dst.startswith(part + "."))]
 
 
 def test_the_service_never_imports_the_web_layer_or_flask():

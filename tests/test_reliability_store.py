@@ -91,7 +91,7 @@ def test_truncated_database_is_recovered(tmp_path, caplog):
     s = Store(path)
     fill(s, 400)                                  # many pages
     s.save_trace("t", "mm_relu", {"n": 8}, {"insts": []})
-    conn = s._conn()
+    conn = s.results.conn()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     s.close()
     size = os.path.getsize(path)
@@ -114,7 +114,7 @@ def test_corruption_while_open_is_recovered_on_next_use(tmp_path, caplog):
     path = str(tmp_path / DB_NAME)
     s = Store(path)
     fill(s, 3)
-    s._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.results.conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with open(path, "r+b") as f:                    # overwrite in place (same inode)
         f.write(b"this is not sqlite" * 500)
     got = []
@@ -200,7 +200,7 @@ def test_machine_fingerprint_names_cpu_cores_and_versions():
 
 
 def test_the_fingerprint_changes_with_the_engine_sources(monkeypatch):
-    import app.store as store_mod
+    import app.store.fingerprint as store_mod
     before = store_mod.code_digest()
     monkeypatch.setattr(store_mod, "_CODE_DIGEST", None)
     real_open = open
