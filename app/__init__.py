@@ -5,7 +5,7 @@
 * :mod:`app.service` — the measurement service: worker processes that compile, check
   against numpy, time and simulate; the web layer talks to it through one interface
   (``app.extensions["measurer"]``, a :class:`~app.service.measurer.StepMeasurer`);
-* :mod:`app.store` — the SQLite store of measured results and saved traces;
+* :mod:`app.store` — the SQLite store: the results cache and the saved traces (two files);
 * :mod:`app.teaching` — lessons, challenges, comparing two states, presenter mode;
 
 plus :mod:`app.limits` (input and resource limits) and :mod:`app.errors` (``AppError``).

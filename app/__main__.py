@@ -6,8 +6,8 @@ Binds 127.0.0.1:5000 by default (only this machine can connect). Listening on ot
 interfaces needs ``--classroom`` (or an explicit ``--host``) and prints a warning.
 
 Compilation and measurement run in worker processes (:mod:`app.service`), started with the
-server and shared by all its request threads; results and saved traces are kept in
-``<instance>/explorer.sqlite3``. ``--limit step_time_limit_s=2`` (repeatable) overrides any
+server and shared by all its request threads; measured results are cached in
+``<instance>/explorer.sqlite3`` and saved traces kept in ``<instance>/saved-traces.sqlite3``. ``--limit step_time_limit_s=2`` (repeatable) overrides any
 field of :class:`app.limits.Limits`.
 """
 from __future__ import annotations

@@ -190,10 +190,12 @@ def test_the_saved_traces_damaged_while_open_are_salvaged_on_next_use(tmp_path, 
 def test_a_zero_length_store_file_is_kept_aside_not_reused(tmp_path, caplog, name):
     empty = tmp_path / name
     empty.write_bytes(b"")
+    (tmp_path / (name + "-wal")).write_bytes(b"w" * 100)   # whatever was beside it goes along
     with caplog.at_level(logging.WARNING, logger="app.store"):
         s = Store(str(tmp_path / RESULTS))
     kept = aside(str(empty), "empty")
     assert len(kept) == 1 and os.path.getsize(kept[0]) == 0
+    assert os.path.getsize(kept[0] + "-wal") == 100
     assert "was empty (0 bytes)" in caplog.text and kept[0] in caplog.text
     if name == TRACES:
         assert any(r.levelno >= logging.ERROR for r in caplog.records)

@@ -10,10 +10,11 @@ salvaged row by row.
 Rules shared by every file of the store:
 
 * on open the file is checked (``PRAGMA quick_check``) and its schema version compared;
-* a **zero-length** file (with no write-ahead log beside it) is never reused in place: it is
-  renamed to ``<name>.empty-<time>`` with a logged error, then a fresh file is created.  A
-  zero-length file is what a crash during a copy or a full disk leaves behind; reusing it
-  would silently turn "my data vanished" into "there never was any";
+* an existing **zero-length** file is never reused in place: it is renamed (with any
+  ``-wal``/``-shm`` beside it) to ``<name>.empty-<time>`` with a logged line, then a fresh
+  file is created.  A zero-length file is what a crash during a copy, a full disk or a
+  careless restore leaves behind; reusing it would silently turn "my data vanished" into
+  "there never was any" (and SQLite would overwrite a write-ahead log left beside it);
 * a file that cannot be created or opened at all (an unusable folder) falls back to memory
   for the life of the process, with a warning.
 """
@@ -61,16 +62,12 @@ def set_aside(path: str, tag: str) -> str:
 
 
 def is_empty_file(path: str) -> bool:
-    """A zero-length file with no write-ahead log holding its pages."""
+    """An existing file of zero length (SQLite would take it for a new, empty database and
+    ignore, then overwrite, a write-ahead log left beside it)."""
     try:
-        if os.path.getsize(path) != 0:
-            return False
+        return os.path.getsize(path) == 0
     except OSError:
         return False                               # missing: a new file, not an empty one
-    try:
-        return os.path.getsize(path + "-wal") == 0
-    except OSError:
-        return True
 
 
 class SqliteFile:
@@ -158,7 +155,9 @@ class SqliteFile:
         conn.execute("PRAGMA synchronous=NORMAL")
         row = conn.execute("PRAGMA quick_check").fetchone()
         if row is None or row[0] != "ok":
-            raise sqlite3.DatabaseError(f"database disk image is malformed ({row and row[0]})")
+            lines = str(row and row[0]).replace("*** in database main ***", "").split()
+            raise sqlite3.DatabaseError(f"database disk image is malformed "
+                                        f"({' '.join(lines)[:120]})")
         conn.executescript(self.schema)
         conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                      (str(SCHEMA_VERSION),))

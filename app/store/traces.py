@@ -6,8 +6,9 @@ disposable results cache and is never replaced by an empty one:
 * **damaged** (found on open or while in use): the file is renamed to
   ``saved-traces.sqlite3.damaged-<time>`` and kept; every saved trace still readable in it is
   copied into a fresh file (:mod:`app.store.salvage`), and the log says how many of how many;
-* **zero-length** (and no write-ahead log beside it): renamed to ``.empty-<time>`` with a
-  logged error, never filled in place;
+* **zero-length**: renamed (with any ``-wal`` beside it) to ``.empty-<time>`` with a logged
+  error, never filled in place (the rule is the same for every file of the store, see
+  :mod:`app.store.sqlite_file`; for this one the log line is an error);
 * **the old single-file store** (``explorer.sqlite3`` before the split, which held results
   and traces together): the first time a saved-traces file is created, the traces of that
   file and of any ``explorer.sqlite3.corrupt-*`` it was moved aside as are copied in.  The
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .salvage import COLUMNS, Salvage, read_traces, read_traces_copy
-from .sqlite_file import SqliteFile, set_aside
+from .sqlite_file import SqliteFile, is_empty_file, set_aside
 
 log = logging.getLogger("app.store")
 
@@ -113,7 +114,8 @@ class TracesFile(SqliteFile):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        of = f"{found.expected:,}" if found.exact else f"at least {found.expected:,}"
+        of = (f"{found.expected:,}" if found.exact else
+              f"at least {found.expected:,}" if found.expected else "an unknown number")
         log.error("saved traces: recovered %s of %s from a damaged file (%s); the damaged file "
                   "is kept as %s", f"{len(found.rows):,}", of, reason, aside)
 
@@ -130,7 +132,8 @@ class TracesFile(SqliteFile):
         conn = self.conn()
         if conn.execute("SELECT 1 FROM meta WHERE key=?", (_MIGRATED,)).fetchone():
             return
-        sources = [old_path] if os.path.exists(old_path) else []
+        # (a zero-length old file holds nothing, and is left for the results cache to set aside)
+        sources = [old_path] if os.path.exists(old_path) and not is_empty_file(old_path) else []
         sources += sorted(p for p in glob.glob(glob.escape(old_path) + ".corrupt-*")
                           if not p.endswith(("-wal", "-shm")))
         copied: list[tuple[str, int, Salvage]] = []
