@@ -186,13 +186,10 @@ class SqliteFile:
 
     # ------------------------------------------------------------------ repairing
     def repair(self, reason: str) -> None:
-        """Replace the damaged file by a working one (it exists and is open afterwards).
-
-        The default: move it aside as ``<name>.corrupt-<time>`` and start empty."""
-        aside = set_aside(self.path, "corrupt")
-        self.init_file()
-        log.warning("The %s file %s was unreadable (%s); it was moved aside to %s and a new, "
-                    "empty one was created.", self.what, self.path, reason, aside)
+        """Replace the damaged file by a working one (it exists and is open afterwards): the
+        policy of each kind of file (raises ``sqlite3.DatabaseError`` or ``OSError`` if it
+        cannot, and the file falls back to memory)."""
+        raise NotImplementedError
 
     def _repair(self, reason: str) -> None:
         self.retire_connections()
