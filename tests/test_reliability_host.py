@@ -115,6 +115,9 @@ def test_the_class_link_token_is_asked_then_remembered(class_app):
     cookie = r.headers["Set-Cookie"]
     assert cookie.startswith(f"{ACCESS_COOKIE}={TOKEN};")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    # the token is the server's: a page given it does not take it for one of its parameters
+    r = client.get(f"/explore/mm_relu?n={N}&token={TOKEN}")
+    assert r.status_code == 200 and "token" not in text(r).split("share-url")[-1][:300]
     # the cookie alone opens every page after that, static files too
     assert client.get(f"/explore/mm_relu?n={N}").status_code == 200
     assert client.get("/static/favicon.svg").status_code == 200

@@ -293,6 +293,11 @@ def init_security(app: Any, *, exempt_endpoints: Iterable[str] = ()) -> None:
         if problem is not None:
             abort(403, description=problem)
         g.set_access_cookie = remember
+        if "token" in request.args:
+            # the class's token is the server's business: the pages never see it
+            args = request.args.copy()
+            args.poplist("token")
+            request.args = type(request.args)(args)
         return None
 
     @app.before_request
