@@ -16,10 +16,23 @@ default arguments (legal, mostly) or with mutated ones (illegal factors, stale s
 corrupt trace tokens, out-of-range steps, cross-origin posts, garbage imports and programs);
 follows the pushed URL, reloads it, looks at the measurements and the code, sometimes undoes.
 
+Scenarios (``--scenario``), each with the learners above:
+
+* ``learners`` (the default): nothing else;
+* ``slow-clients``: ``--slow`` sockets (110) trickle a request's headers a line a second and
+  never finish, each from its own loopback address (``--slow-addresses`` to use fewer);
+* ``noisy-neighbour``: one client keeps ``--noisy-programs`` (12) programs that run past the
+  step time limit queued for measurement; the learners' waits for their measurements (from
+  the first poll to a settled pane) are reported.
+
+``--classroom`` serves in classroom mode (on 127.0.0.1, with its token, its per-address cap
+and timeouts); every learner then connects from its own loopback address, as in a class.
+
 Usage::
 
     python benchmarks/load/load_test.py                 # 30 learners, 60 s
     python benchmarks/load/load_test.py --learners 5 --duration 20 --seed 1
+    python benchmarks/load/load_test.py --classroom --scenario slow-clients
 
 Only ever talks to 127.0.0.1.  Bounds: at most 200 learners, at most 600 s.
 """
@@ -28,13 +41,9 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import random
 import re
-import signal
 import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -43,11 +52,12 @@ from collections import Counter, defaultdict
 from html.parser import HTMLParser
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HOST = "127.0.0.1"
+from adversaries import NoisyNeighbour, SlowClients, loopback_address
+from server_process import (HOST, SERVER_LOG, class_cookie, free_port, start_server,
+                            stop_server, tree_rss)
+
 MAX_LEARNERS = 200
 MAX_DURATION = 600.0
-SERVER_LOG = os.path.join(tempfile.gettempdir(), "schedule-explorer-load-server.log")
 
 
 # --------------------------------------------------------------------------- HTML scraping
@@ -122,6 +132,7 @@ class Stats:
         self.refused = 0
         self.measure_checked = 0
         self.measure_lost: list[str] = []
+        self.measure_wait: list[float] = []
         self.measure_states: Counter = Counter()
 
     def record(self, kind: str, status: int, dt: float, path: str, body: str = ""):
@@ -136,7 +147,8 @@ class Stats:
 # --------------------------------------------------------------------------- a learner
 class Learner:
     def __init__(self, idx: int, port: int, stats: Stats, deadline: float, seed: int,
-                 max_size: int, workloads: list[tuple[str, dict]], timeout: float):
+                 max_size: int, workloads: list[tuple[str, dict]], timeout: float,
+                 source: str | None = None, cookie: str | None = None):
         self.idx = idx
         self.port = port
         self.stats = stats
@@ -146,11 +158,15 @@ class Learner:
         self.workloads = workloads
         self.timeout = timeout
         self.conn: http.client.HTTPConnection | None = None
+        self.source = (source, 0) if source else None
+        self.cookie = cookie
 
     # HTTP ----------------------------------------------------------------------------------
     def request(self, kind: str, method: str, path: str, fields: dict | None = None,
                 headers: dict | None = None, body: bytes | None = None):
         h = {"Host": f"{HOST}:{self.port}", "User-Agent": f"load-learner-{self.idx}"}
+        if self.cookie:
+            h["Cookie"] = self.cookie
         if headers:
             h.update(headers)
         if fields is not None:
@@ -158,7 +174,8 @@ class Learner:
             h["Content-Type"] = "application/x-www-form-urlencoded"
         for attempt in range(2):
             if self.conn is None:
-                self.conn = http.client.HTTPConnection(HOST, self.port, timeout=self.timeout)
+                self.conn = http.client.HTTPConnection(HOST, self.port, timeout=self.timeout,
+                                                       source_address=self.source)
             t0 = time.perf_counter()
             try:
                 self.conn.request(method, path, body=body, headers=h)
@@ -315,7 +332,8 @@ class Learner:
     def check_measurement(self, url: str):
         parts = urlsplit(url)
         path = f"{parts.path}/measure" + (f"?{parts.query}" if parts.query else "")
-        settle = time.monotonic() + 60.0
+        first = time.monotonic()
+        settle = first + 60.0
         state = "lost"
         while True:
             st, _, html = self.request("measure", "GET", path, headers={"HX-Request": "true"})
@@ -327,6 +345,8 @@ class Learner:
                 break
             time.sleep(0.5)
         with self.stats.lock:
+            if state not in ("lost", "pending") and not state.startswith("http"):
+                self.stats.measure_wait.append(time.monotonic() - first)
             self.stats.measure_checked += 1
             self.stats.measure_states[state] += 1
             if state in ("lost", "pending") or state.startswith("http"):
@@ -418,89 +438,9 @@ def classify_measurement(html: str) -> str:
     return "lost"
 
 
-# --------------------------------------------------------------------------- the server
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def rss_kib(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def tree_rss(pid: int) -> tuple[int | None, int]:
-    """(server RSS, total RSS of its child processes — workers, forkserver) in KiB."""
-    kids, todo = [], children(pid)
-    while todo:
-        c = todo.pop()
-        kids.append(c)
-        todo += children(c)
-    return rss_kib(pid), sum(rss_kib(c) or 0 for c in kids)
-
-
-def start_server(port: int, extra: list[str]) -> subprocess.Popen:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    log = open(SERVER_LOG, "w")
-    cmd = [sys.executable, "-m", "app"]
-    proc = subprocess.Popen([*cmd, "--port", str(port), *extra],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited at start (code {proc.returncode}); "
-                             f"see {SERVER_LOG}")
-        try:
-            c = http.client.HTTPConnection(HOST, port, timeout=5)
-            c.request("GET", "/")
-            if c.getresponse().status == 200:
-                c.close()
-                return proc
-        except OSError:
-            time.sleep(0.3)
-    stop_server(proc)
-    raise SystemExit(f"the server did not answer within 90 s; see {SERVER_LOG}")
-
-
-def stop_server(proc: subprocess.Popen) -> int | None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-    return proc.returncode
-
-
-def discover_workloads(port: int) -> list[tuple[str, dict]]:
+def discover_workloads(port: int, cookie: str | None) -> list[tuple[str, dict]]:
     c = http.client.HTTPConnection(HOST, port, timeout=30)
-    c.request("GET", "/")
+    c.request("GET", "/", headers={"Cookie": cookie} if cookie else {})
     html = c.getresponse().read().decode("utf-8", "replace")
     c.close()
     out = []
@@ -530,7 +470,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="use the server's default store (./instance) instead of a fresh one")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for python -m app (repeatable)")
+    ap.add_argument("--classroom", action="store_true",
+                    help="serve in classroom mode on 127.0.0.1 (token, per-address cap, "
+                         "timeouts); each learner connects from its own loopback address")
+    ap.add_argument("--scenario", choices=("learners", "slow-clients", "noisy-neighbour"),
+                    default="learners", help="who else is in the class (see above)")
+    ap.add_argument("--slow", type=int, default=110, help="slow-clients: trickling sockets")
+    ap.add_argument("--slow-addresses", type=int, default=0,
+                    help="slow-clients: addresses they come from (default: one each)")
+    ap.add_argument("--noisy-programs", type=int, default=12,
+                    help="noisy-neighbour: endless programs kept queued")
     args = ap.parse_args(argv)
+    if not 1 <= args.slow <= 400 or not 1 <= args.noisy_programs <= 64:
+        ap.error("--slow must be between 1 and 400, --noisy-programs between 1 and 64")
     if not 1 <= args.learners <= MAX_LEARNERS:
         ap.error(f"--learners must be between 1 and {MAX_LEARNERS}")
     if not 1 <= args.duration <= MAX_DURATION:
@@ -547,13 +499,17 @@ def main(argv: list[str] | None = None) -> int:
         import shutil
         atexit.register(shutil.rmtree, fresh, True)
         extra += ["--instance", fresh]
+    if args.classroom:
+        extra += ["--classroom", "--host", HOST]
     proc = start_server(port, extra)
+    cookie = class_cookie(port)
     what = "python -m app " + " ".join(extra)
     print(f"server: {what} --port {port} (pid {proc.pid}), up in "
           f"{time.monotonic() - t_start:.1f} s")
     stats = Stats()
+    others: list = []
     try:
-        workloads = discover_workloads(port)
+        workloads = discover_workloads(port, cookie)
         if args.workloads:
             keep = set(args.workloads.split(","))
             workloads = [w for w in workloads if w[0] in keep] or workloads
@@ -561,7 +517,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workloads: {', '.join(w for w, _ in workloads)}")
         deadline = time.monotonic() + args.duration
         learners = [Learner(i, port, stats, deadline, args.seed, args.max_size, workloads,
-                            args.timeout) for i in range(args.learners)]
+                            args.timeout, loopback_address(3, i) if args.classroom else None,
+                            cookie) for i in range(args.learners)]
+        if args.scenario == "slow-clients":
+            others.append(SlowClients(port, args.slow, args.slow_addresses or args.slow).start())
+        elif args.scenario == "noisy-neighbour":
+            others.append(NoisyNeighbour(port, args.noisy_programs, cookie).start())
         threads = [threading.Thread(target=lr.run, name=f"learner-{i}", daemon=True)
                    for i, lr in enumerate(learners)]
         t0 = time.monotonic()
@@ -572,9 +533,13 @@ def main(argv: list[str] | None = None) -> int:
             t.join(max(0.0, deadline + args.timeout + 30 - time.monotonic()))
         wall = time.monotonic() - t0
         stuck = sum(t.is_alive() for t in threads)
+        for other in others:
+            other.stop()
         rss1 = tree_rss(proc.pid)
         alive = proc.poll() is None
     finally:
+        for other in others:
+            other.stop()
         code = stop_server(proc)
 
     all_lat = [x for v in stats.lat.values() for x in v]
@@ -589,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
         sts = ", ".join(f"{s}x{c}" for (k, s), c in sorted(stats.status.items()) if k == kind)
         print(f"{kind:10} {len(xs):6d} {pct(xs, 50) * 1e3:8.0f} {pct(xs, 95) * 1e3:8.0f}  {sts}")
     print(f"steps applied: {stats.applied}, refused with a reason: {stats.refused}")
+    waits = stats.measure_wait
+    print(f"learners' wait for a settled measurement: p50 {pct(waits, 50):.1f} s, "
+          f"p95 {pct(waits, 95):.1f} s, max {max(waits, default=0):.1f} s ({len(waits)} steps)")
+    for other in others:
+        print(other.report())
     if stats.unexpected:
         print("unexpected (non-5xx) statuses: " +
               ", ".join(f"{k} {s} x{c}" for (k, s), c in sorted(stats.unexpected.items())))
