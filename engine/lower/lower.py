@@ -397,12 +397,14 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
         raise BuildError(f"lower() expects a PrimFunc or IRModule, got {type(func).__name__}")
     if func.attr("lowered", False):
         return func
+    from .bounds_check import check_bounds
     from .compact import compact_buffers
     from .legalize import legalize_loops
     src = compact_buffers(func) if compact else func
     body = _BlockLowerer(func.name).stmt(src.body, {})
     if body is None:
         body = S.Evaluate(E.IntImm("int32", 0))
+    check_bounds(body, func.name)
     fl = _Flattener()
     params = tuple(fl.flat(p) for p in func.params)
     body = fl.visit(body)
