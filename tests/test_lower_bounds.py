@@ -74,6 +74,17 @@ def test_a_write_before_the_start_is_refused():
     assert "B[i - 3] may write before the start of B (i - 3 reaches -3" in msg
 
 
+def test_a_program_claiming_to_be_lowered_is_proven_too():
+    """``T.func_attr({"lowered": True})`` in a pasted program skips lowering, not the proof."""
+    text = '''@T.prim_func
+def f(A: T.Buffer((72,), "float32"), B: T.Buffer((8,), "float32")):
+    T.func_attr({"global_symbol": "f", "lowered": True})
+    for i in range(72):
+        B[i] = A[i]
+'''
+    assert "B[i] may write past the end of B (i reaches 71, B has 8 elements)" in _refusal(text)
+
+
 def test_an_index_read_from_a_buffer_is_refused_unless_bounded():
     msg = _refusal(GATHER)
     assert "A[I[i]] may read past the end of A" in msg

@@ -184,3 +184,32 @@ class GuardedBounds(Analyzer):
             return -(c - 1), c - 1
         div = lambda x: None if x is None else (abs(x) // c) * (1 if x >= 0 else -1)  # noqa: E731
         return div(lo), div(hi)
+
+    def bound_tree(self, e: E.PrimExpr) -> tuple:
+        """:meth:`bound` met with the interval computed on the expression as written, so a
+        guard on ``j`` still bounds ``j // 2`` when the canonical form has split ``j``
+        (``(i * 4 + k) // 2 -> i * 2 + k // 2``)."""
+        got = self.bound(e) if _scalar_int(e) else None
+        got = (None, None) if got is None else got
+        if isinstance(e, (E.Add, E.Sub)):
+            a, b = self.bound_tree(e.a), self.bound_tree(e.b)
+            if isinstance(e, E.Sub):
+                b = (None if b[1] is None else -b[1], None if b[0] is None else -b[0])
+            return _meet(got, (None if a[0] is None or b[0] is None else a[0] + b[0],
+                               None if a[1] is None or b[1] is None else a[1] + b[1]))
+        if isinstance(e, E.Mul):
+            k = E.as_const_int(e.b)
+            if k is not None:
+                return _meet(got, _scaled(k, *self.bound_tree(e.a)))
+            return got
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            c = E.as_const_int(e.b)
+            if c is None or c <= 0:
+                return got
+            lo, hi = self.bound_tree(e.a)
+            if isinstance(e, E.FloorDiv):
+                return _meet(got, (None if lo is None else lo // c, None if hi is None else hi // c))
+            if lo is not None and hi is not None and lo // c == hi // c:
+                return _meet(got, (lo % c, hi % c))
+            return _meet(got, (0, c - 1))
+        return got

@@ -164,7 +164,7 @@ class _Checker:
     def index_bound(self, idx: E.PrimExpr) -> tuple:
         """Inclusive (lo, hi) of every lane of an index (None ends when unknown)."""
         if lanes_of(idx.dtype) == 1:
-            return self.an.bound(idx) if _is_scalar_int(idx) else (None, None)
+            return self.an.bound_tree(idx) if _is_scalar_int(idx) else (None, None)
         if isinstance(idx, E.Broadcast):
             return self.index_bound(idx.value)
         if isinstance(idx, E.Ramp):

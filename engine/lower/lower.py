@@ -388,16 +388,20 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     strides are then not applied either) — for comparisons only.
 
     Raises :class:`BuildError` (naming the block/buffer/node) for programs that cannot
-    be lowered. Lowering an already lowered function returns it unchanged.
+    be lowered, or whose buffer accesses cannot be proven in bounds (:mod:`.bounds_check`).
+    Lowering an already lowered function returns it unchanged (once its accesses are proven
+    in bounds).
     """
     if isinstance(func, IRModule):
         return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact))
                               for name, f in func.functions))
     if not isinstance(func, PrimFunc):
         raise BuildError(f"lower() expects a PrimFunc or IRModule, got {type(func).__name__}")
-    if func.attr("lowered", False):
-        return func
     from .bounds_check import check_bounds
+    if func.attr("lowered", False):
+        # the attribute may come from a pasted program's T.func_attr: prove its accesses too
+        check_bounds(func.body, func.name)
+        return func
     from .compact import compact_buffers
     from .legalize import legalize_loops
     src = compact_buffers(func) if compact else func
