@@ -29,13 +29,16 @@ def scheduled_mm_relu(n=N):
     return sch
 
 
-def out_of_bounds_kernel():
-    """A program whose kernel reads ~6 GB past its input: the generated code segfaults."""
-    from engine import te
-    a = te.placeholder((16,), "float32", name="A")
-    b = te.compute((16,), lambda i: a[i * 100000000], name="B")
-    f = te.create_prim_func([a, b])
-    return f if hasattr(f, "names") else engine.IRModule.from_funcs(f)
+def crashing_kernel():
+    """A kernel whose generated code raises SIGSEGV when it runs (libc's ``raise(11)``
+    through ``call_extern``, which only the server's own IR can name: an out-of-bounds
+    program is refused at build time now, see tests/test_lower_bounds.py)."""
+    from engine.ir import Buffer, Evaluate
+    from engine.ir import expr as E
+    a = Buffer("A", (E.IntImm("int32", 16),), "float32")
+    call = E.Call("int32", "call_extern", (E.StringImm("raise"), E.IntImm("int32", 11)))
+    f = engine.PrimFunc("main", (a,), Evaluate(call), (("global_symbol", "main"),))
+    return engine.IRModule.from_funcs(f)
 
 
 def test_a_workload_is_built_checked_timed_and_shown(pool):
@@ -79,7 +82,7 @@ def test_the_explorer_step_runs_in_a_worker(pool):
 
 
 def test_a_crashing_generated_kernel_leaves_the_pool_serving(pool):
-    r = pool.run(Job.for_module(out_of_bounds_kernel(), actions=("compile", "run")), timeout=120)
+    r = pool.run(Job.for_module(crashing_kernel(), actions=("compile", "run")), timeout=120)
     assert r.status == "crashed"
     assert "SIGSEGV" in r.message and "the step is kept but not measured" in r.message
     assert r.failed_action == "run"
@@ -90,7 +93,7 @@ def test_a_crashing_generated_kernel_leaves_the_pool_serving(pool):
 
 
 def test_the_crashing_step_through_the_step_seam(pool):
-    r = pool.run(step_job(out_of_bounds_kernel(), None, {}, func_name="main"), timeout=120)
+    r = pool.run(step_job(crashing_kernel(), None, {}, func_name="main"), timeout=120)
     d = step_dict(r, "h")
     # Either the worker dies (SIGSEGV) or measure_step reports the failure: never the server.
     assert d["ok"] is False and d["error"]
@@ -195,7 +198,7 @@ def test_measurer_cache_and_source_services(pool, tmp_path):
     assert err is None and "define" in ir
     assert wait_for(lambda: store.count_results() == 2)
     assert m.source(mod, "ll-opt")[0] == ir                 # from the store now
-    bad, err = m.source(out_of_bounds_kernel(), "nonsense-kind", timeout=120)
+    bad, err = m.source(crashing_kernel(), "nonsense-kind", timeout=120)
     assert bad is None and err
 
 

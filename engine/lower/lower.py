@@ -388,14 +388,19 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     strides are then not applied either) — for comparisons only.
 
     Raises :class:`BuildError` (naming the block/buffer/node) for programs that cannot
-    be lowered. Lowering an already lowered function returns it unchanged.
+    be lowered, or whose buffer accesses cannot be proven in bounds (:mod:`.bounds_check`).
+    Lowering an already lowered function returns it unchanged (once its accesses are proven
+    in bounds).
     """
     if isinstance(func, IRModule):
         return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact))
                               for name, f in func.functions))
     if not isinstance(func, PrimFunc):
         raise BuildError(f"lower() expects a PrimFunc or IRModule, got {type(func).__name__}")
+    from .bounds_check import check_bounds
     if func.attr("lowered", False):
+        # the attribute may come from a pasted program's T.func_attr: prove its accesses too
+        check_bounds(func.body, func.name)
         return func
     from .compact import compact_buffers
     from .legalize import legalize_loops
@@ -403,6 +408,7 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     body = _BlockLowerer(func.name).stmt(src.body, {})
     if body is None:
         body = S.Evaluate(E.IntImm("int32", 0))
+    check_bounds(body, func.name)
     fl = _Flattener()
     params = tuple(fl.flat(p) for p in func.params)
     body = fl.visit(body)

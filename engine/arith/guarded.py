@@ -1,0 +1,215 @@
+"""Interval bounds under guards: the ranges of loop variables plus the facts of the
+conditions that enclose an expression (``if i * 4 + j < 70:``).
+
+:class:`GuardedBounds` is an :class:`~engine.arith.simplify.Analyzer` whose bounds also use
+
+* **facts** ``lo <= d <= hi`` of linear expressions ``d``, added from comparisons with
+  :meth:`GuardedBounds.assume` (conjunctions are split; a negated comparison is flipped).
+  A bound of ``e`` uses a fact by writing ``e = k * d + rest``: ``e <= k * hi + max(rest)``.
+  So ``i0 * 4 + i1`` under ``i0 * 4 + i1 < 70`` is at most 69, and so is
+  ``(i0 * 4 + i1) // 8`` at most 8. A fact on one variable also narrows its range;
+* more atoms than the plain analyzer bounds: casts between integers, ``Select`` and
+  ``if_then_else`` (either value), truncating ``Div``/``Mod`` by a positive constant, and
+  integer loads (the range of their dtype, e.g. ``uint8`` in ``[0, 255]``).
+
+Facts and ranges are scoped by the caller: :meth:`GuardedBounds.scope` saves and restores.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from engine.ir import expr as E
+from engine.ir.dtype import bits_of, is_bool, is_int, is_uint, lanes_of
+
+from .simplify import Analyzer, _lin_add, _lin_scale, _scalar_int
+
+#: comparisons as ``a - b`` in [lo, hi] (None = unbounded)
+_CMP_FACTS = {E.LT: (None, -1), E.LE: (None, 0), E.GT: (1, None), E.GE: (0, None),
+              E.EQ: (0, 0)}
+_NEGATED = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.NE: E.EQ}
+
+
+def dtype_range(dtype: str) -> tuple | None:
+    """Inclusive range of a scalar integer or bool dtype (None for other dtypes)."""
+    if is_bool(dtype):
+        return 0, 1
+    if not is_int(dtype) or lanes_of(dtype) != 1:
+        return None
+    bits = bits_of(dtype)
+    if is_uint(dtype):
+        return 0, 2 ** bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _meet(a: tuple, b: tuple) -> tuple:
+    lo = b[0] if a[0] is None else (a[0] if b[0] is None else max(a[0], b[0]))
+    hi = b[1] if a[1] is None else (a[1] if b[1] is None else min(a[1], b[1]))
+    return lo, hi
+
+
+def _join(a: tuple | None, b: tuple | None) -> tuple | None:
+    if a is None or b is None:
+        return None
+    lo = None if a[0] is None or b[0] is None else min(a[0], b[0])
+    hi = None if a[1] is None or b[1] is None else max(a[1], b[1])
+    return lo, hi
+
+
+def _scaled(k: int, lo, hi) -> tuple:
+    """The interval of ``k * x`` for ``x`` in [lo, hi]."""
+    if k < 0:
+        lo, hi = hi, lo
+    return (None if lo is None else k * lo), (None if hi is None else k * hi)
+
+
+class GuardedBounds(Analyzer):
+    """Bounds under loop ranges and guard facts (see the module docstring)."""
+
+    def __init__(self, var_ranges=None):
+        super().__init__(var_ranges)
+        self.facts: list[tuple] = []  # (linear form of d, lo, hi)
+        self._plain = False
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Facts and ranges added inside the ``with`` are forgotten at its end."""
+        facts, ranges = list(self.facts), dict(self.ranges)
+        try:
+            yield
+        finally:
+            self.facts, self.ranges = facts, ranges
+
+    # ----------------------------------------------------------- facts
+    def assume(self, cond: E.PrimExpr, negate: bool = False) -> None:
+        """Learn what holds where ``cond`` is true (or false, with ``negate``)."""
+        if isinstance(cond, E.Not):
+            self.assume(cond.a, not negate)
+            return
+        if isinstance(cond, E.And) and not negate:
+            self.assume(cond.a)
+            self.assume(cond.b)
+            return
+        if isinstance(cond, E.Or) and negate:
+            self.assume(cond.a, True)
+            self.assume(cond.b, True)
+            return
+        t = type(cond)
+        if negate:
+            t = _NEGATED.get(t)
+        if t not in _CMP_FACTS or not (_scalar_int(cond.a) and _scalar_int(cond.b)):
+            return
+        lo, hi = _CMP_FACTS[t]
+        lin = _lin_add(self.linear(cond.a), self.linear(cond.b), -1)
+        self._add_fact(lin, lo, hi)
+
+    def _add_fact(self, lin: tuple, lo, hi) -> None:
+        terms, const = lin
+        if not terms:
+            return
+        if len(terms) == 1:
+            (atom, coef), = terms.values()
+            if isinstance(atom, E.Var) and coef in (1, -1):
+                # coef * v + const in [lo, hi]  ->  v in ...
+                vlo, vhi = _scaled(coef, None if lo is None else lo - const,
+                                   None if hi is None else hi - const)
+                old = self.ranges.get(atom) or (None, None)
+                self.ranges[atom] = _meet(old, (vlo, vhi))
+                return
+        self.facts.append((lin, lo, hi))
+
+    # ----------------------------------------------------------- bounds
+    def _bound_lin(self, lin: tuple) -> tuple:
+        lo, hi = super()._bound_lin(lin)
+        if not self.facts or self._plain:
+            return lo, hi
+        self._plain = True
+        try:
+            for fact in self.facts:
+                got = self._through_fact(lin, *fact)
+                if got is not None:
+                    lo, hi = _meet((lo, hi), got)
+        finally:
+            self._plain = False
+        return lo, hi
+
+    def _through_fact(self, lin: tuple, flin: tuple, flo, fhi) -> tuple | None:
+        """Bounds of ``lin`` written as ``k * d + rest`` for the fact ``d`` in [flo, fhi]."""
+        terms = lin[0]
+        key, (_, fcoef) = next(iter(flin[0].items()))
+        if key not in terms:
+            return None
+        coef = terms[key][1]
+        if coef % fcoef:
+            return None
+        k = coef // fcoef
+        rest = _lin_add(lin, _lin_scale(flin, k), -1)
+        rlo, rhi = super()._bound_lin(rest)
+        dlo, dhi = _scaled(k, flo, fhi)
+        return (None if rlo is None or dlo is None else rlo + dlo,
+                None if rhi is None or dhi is None else rhi + dhi)
+
+    def _bound_atom(self, a: E.PrimExpr) -> tuple | None:
+        got = super()._bound_atom(a)
+        if got is not None:
+            return got
+        if isinstance(a, E.Cast):
+            target = dtype_range(a.dtype)
+            inner = self.bound(a.value) if _scalar_int(a.value) else None
+            if target is None:
+                return None
+            if inner is not None and None not in inner and \
+                    target[0] <= inner[0] and inner[1] <= target[1]:
+                return inner
+            return target
+        if isinstance(a, E.Select):
+            return _join(self.bound(a.true_value), self.bound(a.false_value))
+        if isinstance(a, E.Call) and a.op == "if_then_else":
+            return _join(self.bound(a.args[1]), self.bound(a.args[2]))
+        if isinstance(a, (E.Div, E.Mod)):
+            return self._bound_trunc(a)
+        if isinstance(a, E.BufferLoad):
+            return dtype_range(a.dtype)
+        return None
+
+    def _bound_trunc(self, a: E.PrimExpr) -> tuple | None:
+        """Truncating division / remainder by a positive constant."""
+        c = E.as_const_int(a.b)
+        if c is None or c <= 0 or not _scalar_int(a.a):
+            return None
+        lo, hi = self.bound(a.a)
+        if isinstance(a, E.Mod):
+            if lo is not None and lo >= 0:
+                return 0, c - 1 if hi is None else min(hi, c - 1)
+            return -(c - 1), c - 1
+        div = lambda x: None if x is None else (abs(x) // c) * (1 if x >= 0 else -1)  # noqa: E731
+        return div(lo), div(hi)
+
+    def bound_tree(self, e: E.PrimExpr) -> tuple:
+        """:meth:`bound` met with the interval computed on the expression as written, so a
+        guard on ``j`` still bounds ``j // 2`` when the canonical form has split ``j``
+        (``(i * 4 + k) // 2 -> i * 2 + k // 2``)."""
+        got = self.bound(e) if _scalar_int(e) else None
+        got = (None, None) if got is None else got
+        if isinstance(e, (E.Add, E.Sub)):
+            a, b = self.bound_tree(e.a), self.bound_tree(e.b)
+            if isinstance(e, E.Sub):
+                b = (None if b[1] is None else -b[1], None if b[0] is None else -b[0])
+            return _meet(got, (None if a[0] is None or b[0] is None else a[0] + b[0],
+                               None if a[1] is None or b[1] is None else a[1] + b[1]))
+        if isinstance(e, E.Mul):
+            k = E.as_const_int(e.b)
+            if k is not None:
+                return _meet(got, _scaled(k, *self.bound_tree(e.a)))
+            return got
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            c = E.as_const_int(e.b)
+            if c is None or c <= 0:
+                return got
+            lo, hi = self.bound_tree(e.a)
+            if isinstance(e, E.FloorDiv):
+                return _meet(got, (None if lo is None else lo // c, None if hi is None else hi // c))
+            if lo is not None and hi is not None and lo // c == hi // c:
+                return _meet(got, (lo % c, hi % c))
+            return _meet(got, (0, c - 1))
+        return got

@@ -1,0 +1,185 @@
+"""The bounds proof: a program whose accesses may leave their buffers is refused at build
+time with a sentence naming the access; guarded accesses and every legal program build."""
+from __future__ import annotations
+
+import html as htmllib
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import engine
+from engine.interpreter import OutOfBoundsError, interpret
+from engine.lower import BuildError
+from engine.runtime import check_correctness
+from engine.script import parse
+
+from inline_service import make_test_app, settled
+
+REFUSAL = re.compile(r"may (read|write) (past the end|before the start) of \w+ \(")
+
+ISSUE_PROGRAM = '''@T.prim_func
+def oob(A: T.Buffer((72,), "float32"), B: T.Buffer((8,), "float32")):
+    T.func_attr({"global_symbol": "oob", "tir.noalias": True})
+    for i in range(72):
+        with T.block("B"):
+            vi = T.axis.spatial(72, i)
+            B[vi] = A[vi] * T.float32(2)
+'''
+
+NEGATIVE = '''@T.prim_func
+def before(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    T.func_attr({"global_symbol": "before", "tir.noalias": True})
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi - 3] = A[vi]
+'''
+
+GUARDED = '''@T.prim_func
+def guarded(A: T.Buffer((72,), "float32"), B: T.Buffer((8,), "float32")):
+    T.func_attr({"global_symbol": "guarded", "tir.noalias": True})
+    for i in range(72):
+        with T.block("B"):
+            vi = T.axis.spatial(72, i)
+            if vi < 8:
+                B[vi] = A[vi] * T.float32(2)
+'''
+
+GATHER = '''@T.prim_func
+def gather(I: T.Buffer((4,), "int32"), A: T.Buffer((8,), "float32"),
+           B: T.Buffer((4,), "float32")):
+    T.func_attr({"global_symbol": "gather", "tir.noalias": True})
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[I[vi]]
+'''
+
+
+def _refusal(text: str) -> str:
+    with pytest.raises(BuildError) as info:
+        engine.build(parse(text))
+    return str(info.value)
+
+
+def test_the_issue_program_is_refused_with_the_access_named():
+    msg = _refusal(ISSUE_PROGRAM)
+    assert "B[i] may write past the end of B (i reaches 71, B has 8 elements)" in msg
+
+
+def test_a_write_before_the_start_is_refused():
+    msg = _refusal(NEGATIVE)
+    assert "B[i - 3] may write before the start of B (i - 3 reaches -3" in msg
+
+
+def test_a_program_claiming_to_be_lowered_is_proven_too():
+    """``T.func_attr({"lowered": True})`` in a pasted program skips lowering, not the proof."""
+    text = '''@T.prim_func
+def f(A: T.Buffer((72,), "float32"), B: T.Buffer((8,), "float32")):
+    T.func_attr({"global_symbol": "f", "lowered": True})
+    for i in range(72):
+        B[i] = A[i]
+'''
+    assert "B[i] may write past the end of B (i reaches 71, B has 8 elements)" in _refusal(text)
+
+
+def test_an_index_read_from_a_buffer_is_refused_unless_bounded():
+    msg = _refusal(GATHER)
+    assert "A[I[i]] may read past the end of A" in msg
+    assert "is read from I and nothing bounds it" in msg
+    clamped = GATHER.replace("A[I[vi]]", "A[T.max(T.min(I[vi], 7), 0)]")
+    engine.build(parse(clamped))
+
+
+def test_a_guarded_access_in_a_longer_loop_builds_and_is_correct():
+    mod = parse(GUARDED)
+    rep = check_correctness(mod)            # the interpreter is the reference
+    assert rep.ok, rep.message
+    a = np.arange(72, dtype="float32")
+    b = np.zeros(8, dtype="float32")
+    engine.build(mod)["guarded"](a, b)
+    np.testing.assert_array_equal(b, a[:8] * 2)
+
+
+def test_the_correctness_check_never_says_matches_for_an_out_of_bounds_program():
+    rep = check_correctness(parse(ISSUE_PROGRAM))
+    assert not rep.ok and "may write past the end of B" in rep.message
+
+
+def test_a_padded_split_keeps_building():
+    """An imperfect split guarded by T.where, vectorized: the guard proves the tail."""
+    text = ISSUE_PROGRAM.replace("(72,)", "(70,)").replace("(8,)", "(70,)") \
+        .replace("range(72)", "range(70)").replace("spatial(72", "spatial(70")
+    sch = engine.Schedule(parse(text))
+    i, = sch.get_loops(sch.get_block("B"))
+    _, inner = sch.split(i, factors=[None, 16])
+    sch.vectorize(inner)
+    rep = check_correctness(sch.mod)
+    assert rep.ok, rep.message
+
+
+# ------------------------------------------------------------------ random programs
+def _program(n, m, a_size, b_size, store, load, guard) -> str:
+    (s_i, s_j, s_c), (l_i, l_j, l_c) = store, load
+    body = f"B[i * {s_i} + j * {s_j} + {s_c}] = A[i * {l_i} + j * {l_j} + {l_c}] + T.float32(1)"
+    if guard is not None:
+        g_i, g_j, g_c = guard
+        body = f"if i * {g_i} + j * {g_j} < {g_c}:\n                {body}"
+    return f'''@T.prim_func
+def rnd(A: T.Buffer(({a_size},), "float32"), B: T.Buffer(({b_size},), "float32")):
+    T.func_attr({{"global_symbol": "rnd", "tir.noalias": True}})
+    for i in range({n}):
+        for j in range({m}):
+            {body}
+'''
+
+
+coef = st.integers(-3, 3)
+affine = st.tuples(coef, coef, st.integers(-4, 12))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), m=st.integers(1, 4), a_size=st.integers(1, 16),
+       b_size=st.integers(1, 16), store=affine, load=affine,
+       guard=st.none() | st.tuples(coef, coef, st.integers(-2, 16)))
+def test_random_affine_programs_build_only_when_in_bounds(n, m, a_size, b_size, store, load,
+                                                          guard):
+    """Built programs match the interpreter (which checks every access); refused ones are
+    refused with the sentence; an unguarded program the interpreter runs always builds
+    (over a box, the interval of an affine index is exact)."""
+    text = _program(n, m, a_size, b_size, store, load, guard)
+    mod = parse(text)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(a_size).astype("float32")
+    b = rng.standard_normal(b_size).astype("float32")
+    try:
+        want_b = b.copy()
+        interpret(mod, "rnd", a.copy(), want_b)
+        in_bounds = True
+    except OutOfBoundsError:
+        in_bounds = False
+    try:
+        rt = engine.build(mod)
+    except BuildError as e:
+        assert REFUSAL.search(str(e)), str(e)
+        assert in_bounds is False or guard is not None, (text, str(e))
+        return
+    assert in_bounds, f"built a program that leaves its buffers:\n{text}"
+    got_b = b.copy()
+    rt["rnd"](a.copy(), got_b)
+    np.testing.assert_array_equal(got_b, want_b)
+
+
+# ------------------------------------------------------------------ the app
+def test_the_custom_program_page_shows_the_refusal_not_a_match():
+    app = make_test_app()
+    client = app.test_client()
+    r = client.post("/explore/custom", data={"program": ISSUE_PROGRAM})
+    assert r.status_code == 303
+    url = r.headers["Location"].replace("/explore/custom?", "/explore/custom/measure?")
+    page = htmllib.unescape(settled(client, url).get_data(as_text=True))
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    assert "B[i] may write past the end of B (i reaches 71, B has 8 elements)" in text
+    assert "matches numpy" not in text
