@@ -159,6 +159,8 @@ class Limits:
     # Traces.
     max_trace_insts: int = 300               # schedule instructions in one trace
     max_token_chars: int = 8000              # the URL's t=<base64url> trace token
+    max_index_map_points: int = 1 << 21      # points one request may evaluate to check
+                                             # that transform_layout's maps are one-to-one
     # JSON (trace import, pasted TVM traces, API bodies).
     max_json_bytes: int = 512 * KiB
     max_json_depth: int = 32

@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 
 from engine.ir import IRModule, PrimFunc
 from engine.schedule import Schedule, Trace
+from engine.schedule.primitives.layout import CheckBudget, IndexMapBudgetError, check_budget
 from engine.schedule.registry import lookup_kind
 from engine.script import ScriptError, parse
 from engine import workloads
@@ -256,6 +257,7 @@ class Session:
     step_ends: list = field(default_factory=list)   # inst count after each step
     at: int = 0
     _mods: dict = field(default_factory=dict)
+    _budget: Any = None                  # the request's CheckBudget (see :meth:`bounded`)
 
     # -- construction
     @classmethod
@@ -375,18 +377,40 @@ class Session:
     def new_schedule(self):
         return Schedule(self.mod0, workload=self.workload_arg())
 
+    def bounded(self):
+        """A context in which schedule primitives draw their analyses whose cost depends
+        on the link (the one-to-one check of index maps) from this session's budget of
+        ``max_index_map_points``, shared by all its replays: a link cannot make one
+        request do more than that much work, whatever its sizes and maps."""
+        if self._budget is None:
+            self._budget = CheckBudget(limits().max_index_map_points)
+        return check_budget(self._budget)
+
+    def replay(self, trace, sch, what: str, back: str, back_label: str,
+               title: str = "The trace does not replay") -> None:
+        """Apply ``trace`` to ``sch`` within the session's budget; a trace that does not
+        replay is a 400 ``title``, ``"what: reason"``, one over the budget a 400 naming
+        the limit."""
+        try:
+            with self.bounded():
+                trace.apply_to_schedule(sch)
+        except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
+            cause = e.__cause__ if isinstance(e.__cause__, IndexMapBudgetError) else e
+            if isinstance(cause, IndexMapBudgetError):
+                raise AppError(400, "Over a limit", over_budget_text(
+                    what, cause, limits().max_index_map_points), back=back,
+                    back_label=back_label) from None
+            raise AppError(400, title, f"{what}: {e}", back=back,
+                           back_label=back_label) from None
+
     def schedule_at(self, k: int):
         """A Schedule with the first ``k`` steps applied (400 when replay fails)."""
         sch = self.new_schedule()
         if k == 0 or self.trace is None:
             return sch
-        tr = self.prefix_trace(k)
-        try:
-            tr.apply_to_schedule(sch)
-        except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
-            raise AppError(400, "The trace does not replay",
-                           f"Step {k} of this trace cannot be applied to {self.workload}: {e}",
-                           back=self.url(token="", at=None), back_label="the initial program") from None
+        self.replay(self.prefix_trace(k), sch,
+                    f"Step {k} of this trace cannot be applied to {self.workload}",
+                    self.url(token="", at=None), "the initial program")
         return sch
 
     def remember(self, k: int, mod) -> None:
@@ -418,3 +442,9 @@ class Session:
 
 def encode_trace(trace) -> str:
     return trace.encode()
+
+
+def over_budget_text(what: str, e: IndexMapBudgetError, points: int) -> str:
+    """The refusal of a step whose index map is too costly to check in the web process."""
+    return (f"{what}: {e.primitive} on {e.subject} — {e.rule}. The explorer checks at most {points} points "
+            f"per request (max_index_map_points).")
