@@ -225,7 +225,8 @@ def inflate_text(raw: bytes, max_chars: int) -> str | None:
         if d.decompress(d.unconsumed_tail, 1):
             return None
         raise zlib.error("the compressed program is cut short")
-    return out.decode("utf-8")
+    text = out.decode("utf-8")
+    return text if len(text) <= max_chars else None
 
 
 def parse_program(text: str):
