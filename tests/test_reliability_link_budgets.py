@@ -114,6 +114,22 @@ def test_an_imported_trace_is_replayed_within_the_budget(points):
     assert "max_index_map_points" in r.get_data(as_text=True)
 
 
+def test_a_challenge_solution_is_replayed_within_the_budget(points):
+    # mm_relu's Y at n=1024 (the size the pasted link asks for): 1M points per map
+    maps = [f"lambda a, b: ((a + {c} * b) % 1024, b)" for c in range(4)]
+    insts = [["GetBlock", [], ["Y", "mm_relu"], ["b0"]]]
+    insts += [["TransformLayout", ["b0"], [0, 1, m, None], []] for m in maps]
+    tok = Trace.from_json({"format": "schedule-explorer/trace", "version": 1,
+                           "workload": {"name": "mm_relu", "params": {"n": 1024}},
+                           "insts": insts}).encode()
+    client = make_test_app().test_client()
+    r = client.get("/challenges/mm_relu_course_nest",
+                   query_string={"solution": f"/explore/mm_relu?n=1024&t={tok}"})
+    assert sum(points) <= BUDGET
+    assert r.status_code == 200
+    assert "cannot be checked to be one-to-one" in " ".join(r.get_data(as_text=True).split())
+
+
 def test_the_gallery_answers_while_costly_links_are_replayed():
     """A hang guard only (no time is measured): GET / answers while several requests
     replay costly links in parallel threads."""
