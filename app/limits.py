@@ -27,10 +27,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["InputError", "LimitError", "Limits", "MeasurePlan", "json_depth", "DEFAULT_LIMITS"]
+__all__ = ["InputError", "LimitError", "Limits", "MeasurePlan", "json_depth", "whole_number",
+           "DEFAULT_LIMITS"]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -136,6 +138,20 @@ def json_depth(text: str, stop_at: int | None = None) -> int:
     return best
 
 
+_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+def whole_number(text: Any) -> int | None:
+    """``text`` as an int when it is ASCII digits only (1 to 18 of them), else None.
+
+    Python's ``int()`` also accepts a sign, surrounding spaces, ``_`` between digits and
+    the digits of other scripts (``"١٢٨"``, full-width ``"１２８"``); a size, a step
+    number or an iteration in a request is written with the ten ASCII digits only."""
+    if not isinstance(text, str) or not _DIGITS.fullmatch(text):
+        return None
+    return int(text)
+
+
 def _reject_constant(name: str) -> Any:
     raise InputError(f"The JSON contains {name}, which is not a JSON number; "
                      f"use a finite number or null.")
@@ -159,6 +175,8 @@ class Limits:
     # Traces.
     max_trace_insts: int = 300               # schedule instructions in one trace
     max_token_chars: int = 8000              # the URL's t=<base64url> trace token
+    max_index_map_points: int = 1 << 21      # points one request may evaluate to check
+                                             # that transform_layout's maps are one-to-one
     # JSON (trace import, pasted TVM traces, API bodies).
     max_json_bytes: int = 512 * KiB
     max_json_depth: int = 32
@@ -317,11 +335,12 @@ class Limits:
                 raise InputError(f"The size {key} of {workload} must be a whole number, "
                                  f"not {raw!r}.")
             if isinstance(raw, str):
-                s = raw.strip()
-                if not (s.isascii() and s.lstrip("+").isdigit()) or len(s) > 12:
+                parsed = whole_number(raw) if len(raw) <= 12 else None
+                if parsed is None:
                     raise InputError(f"The size {key}={raw[:20]!r} of {workload} is not a "
-                                     f"whole number; use e.g. {key}=128.")
-                value = int(s)
+                                     f"whole number written with the digits 0-9; use e.g. "
+                                     f"{key}=128.")
+                value = parsed
             elif isinstance(raw, int):
                 value = raw
             elif isinstance(raw, float) and raw.is_integer():
@@ -356,6 +375,19 @@ class Limits:
                 f"These sizes need {_fmt_bytes(nbytes)} of buffers, over the limit of "
                 f"{_fmt_bytes(self.max_buffer_bytes)} (max_buffer_bytes). Choose smaller sizes.",
                 limit="max_buffer_bytes", maximum=self.max_buffer_bytes, actual=nbytes)
+
+    def check_buffers(self, workload: str, buffers: Mapping[str, int]) -> None:
+        """Bytes of a workload's buffers at its sizes (``{name: bytes}``: inputs, outputs,
+        intermediates); the refusal names the largest buffer."""
+        total = sum(buffers.values())
+        if total <= self.max_buffer_bytes:
+            return
+        name, big = max(buffers.items(), key=lambda kv: kv[1])
+        raise LimitError(
+            f"At these sizes {workload} needs {_fmt_bytes(total)} of buffers (the largest, "
+            f"{name}, alone is {_fmt_bytes(big)}), over the limit of "
+            f"{_fmt_bytes(self.max_buffer_bytes)} (max_buffer_bytes). Choose smaller sizes.",
+            limit="max_buffer_bytes", maximum=self.max_buffer_bytes, actual=total)
 
     def measure_plan(self, flops: float) -> MeasurePlan:
         """Refuse above ``max_flops``; "simulate only" above ``max_flops_measured``.

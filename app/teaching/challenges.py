@@ -17,9 +17,10 @@ from werkzeug.datastructures import MultiDict
 from engine import challenges
 from engine.challenges import ChallengeResult
 from engine.lessons import runner
+from engine.schedule.primitives.layout import CheckBudget, check_budget
 
 from ..errors import AppError
-from ..web.services import measurer
+from ..web.services import limits, measurer
 from ..web.session import Session, decode_token
 from . import compare
 from . import presenter
@@ -83,11 +84,12 @@ def challenge_page(cid: str):
                            f"The pasted text is longer than {compare.MAX_SIDE} characters.",
                            back=f"/challenges/{ch.id}", back_label="the challenge")
         token, params = solution_of(ch, solution)
-        try:
-            if getattr(ch, "kind", "") == "beat_time":
-                res = beat_time(ch, token, params or None)
-            else:   # structural: replays the schedule, compiles nothing
-                res = ch.check(token, params or None)
+        try:   # the replays of this request share one budget of index-map points
+            with check_budget(CheckBudget(limits().max_index_map_points)):
+                if getattr(ch, "kind", "") == "beat_time":
+                    res = beat_time(ch, token, params or None)
+                else:   # structural: replays the schedule, compiles nothing
+                    res = ch.check(token, params or None)
         except Exception as e:  # noqa: BLE001 - a checker failure is reported, not a 500
             log.exception("challenge check failed")
             raise AppError(400, "Your solution could not be checked", str(e),

@@ -28,6 +28,7 @@ from engine import lessons
 from engine.ir import structural_equal
 
 from ..errors import AppError
+from ..limits import whole_number
 from ..web import explorer, toolbar
 from ..web.routes import apply_form
 from ..web.session import Session
@@ -59,10 +60,7 @@ def parse_step(les, raw: str | None, *, allow_end: bool = True) -> int:
     hi = n if allow_end else n - 1
     if raw is None or raw == "":
         return 0
-    try:
-        k = int(raw)
-    except ValueError:
-        k = None
+    k = whole_number(raw)
     if k is None or not 0 <= k <= hi:
         raise AppError(400, "Bad step number",
                        f"Lesson “{les.title}” has steps 1 to {n} (step=0 to step={n - 1} in the "

@@ -97,7 +97,8 @@ def apply_form(s: Session, form):
     parsed = parse_sel(form.get("sel", ""))
     tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), trees[0])
     try:
-        summary = toolbar.apply(sch, tree, form)
+        with s.bounded():
+            summary = toolbar.apply(sch, tree, form)
     except toolbar.InputError as e:
         return refusal(str(e), e.highlight, 422)
     except ScheduleError as e:
@@ -211,11 +212,7 @@ def _replayed(workload: str, params: dict, trace: Trace, title: str, failure: st
     workload attached); a trace that does not replay is a 400 ``title``, ``failure: reason``."""
     s = Session(workload, params, workload_info(workload), load_workload(workload, params))
     sch = s.new_schedule()
-    try:
-        trace.apply_to_schedule(sch)
-    except Exception as e:  # noqa: BLE001 - the trace is the user's
-        raise AppError(400, title, f"{failure}: {e}", back="/",
-                       back_label="the gallery") from None
+    s.replay(trace, sch, failure, "/", "the gallery", title)
     s.set_trace(sch.trace, sch.trace.encode())
     return s
 

@@ -20,6 +20,8 @@ from engine.ir import (Block, BlockRealize, For, ForKind, IfThenElse, IRModule, 
                        SeqStmt, as_const_int, collect_vars)
 from engine.ir.stmt import Allocate
 
+from ..limits import whole_number
+
 
 @dataclass
 class LoopNode:
@@ -168,8 +170,9 @@ def parse_sel(sel: str | None) -> dict | None:
             return {"kind": "block", "func": parts[1], "block": parts[2], "index": None}
     elif sel.startswith("L/"):
         parts = sel.split("/", 3)
-        if len(parts) == 4 and parts[1] and parts[2].isdigit() and parts[3]:
-            return {"kind": "loop", "func": parts[1], "block": parts[3], "index": int(parts[2])}
+        index = whole_number(parts[2]) if len(parts) == 4 else None
+        if index is not None and parts[1] and parts[3]:
+            return {"kind": "loop", "func": parts[1], "block": parts[3], "index": index}
     return None
 
 

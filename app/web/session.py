@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 import zlib
 from collections import OrderedDict
@@ -25,13 +26,17 @@ from typing import Any
 from urllib.parse import urlencode
 
 from engine.ir import IRModule, PrimFunc
+from engine.ir.functor import post_order_visit
+from engine.ir.stmt import Block
 from engine.schedule import Schedule, Trace
+from engine.schedule.primitives.layout import CheckBudget, IndexMapBudgetError, check_budget
 from engine.schedule.registry import lookup_kind
 from engine.script import ScriptError, parse
 from engine import workloads
 from engine.workloads import WorkloadError
 
 from ..errors import AppError
+from ..limits import whole_number
 from .services import limits
 
 RESERVED = {"t", "at", "sel", "src"}
@@ -39,6 +44,7 @@ MAX_TOKEN = 16000
 MAX_SRC = 24000
 CUSTOM = "custom"
 LOOKUP_PREFIXES = ("Get", "Sample", "EnterPostproc")
+_DECIMAL = re.compile(r"[0-9]{1,18}(\.[0-9]{1,18})?")
 
 
 # ---------------------------------------------------------------------------- workloads
@@ -91,13 +97,17 @@ def parse_params(info: dict, args, ignore: frozenset = frozenset()) -> dict:
                     raise ValueError
                 val: Any = raw.lower() in ("1", "true")
             elif isinstance(want, int):
-                val = int(raw.strip())
+                val = whole_number(raw)
+                if val is None:
+                    raise ValueError
             elif isinstance(want, float):
-                val = float(raw.strip())
+                if not _DECIMAL.fullmatch(raw):
+                    raise ValueError
+                val = float(raw)
             else:
                 val = raw
         except ValueError:
-            kind = {"int": "a whole number", "float": "a number",
+            kind = {"int": "a whole number (digits 0-9)", "float": "a number (digits 0-9)",
                     "bool": "true or false"}.get(type(want).__name__, type(want).__name__)
             raise AppError(400, "Bad parameter",
                            f"Parameter “{key}” must be {kind}, got “{raw[:40]}”.",
@@ -143,11 +153,29 @@ def load_workload(name: str, params: dict):
     except (TypeError, ValueError) as e:
         raise AppError(400, "Bad parameters", f"{name} refused these parameters: {e}",
                        back="/", back_label="the gallery") from None
+    _check_limit(limits().check_buffers, name, buffer_bytes(mod),
+                 back=f"/explore/{name}", back_label=f"{name} at its default sizes")
     with _MOD_LOCK:
         _MOD_CACHE[key] = mod
         while len(_MOD_CACHE) > 64:
             _MOD_CACHE.popitem(last=False)
     return mod
+
+
+def buffer_bytes(mod) -> dict[str, int]:
+    """Bytes of every buffer of a program (by name): each function's parameters and the
+    buffers its blocks allocate (those with a symbolic shape are not counted)."""
+    out: dict[str, int] = {}
+    for _, func in mod.items():
+        bufs = list(func.params)
+        post_order_visit(func.body, lambda n: bufs.extend(n.alloc_buffers)
+                         if isinstance(n, Block) else None)
+        for b in bufs:
+            try:
+                out[b.name] = out.get(b.name, 0) + b.nbytes()
+            except ValueError:
+                continue
+    return out
 
 
 # ---------------------------------------------------------------------------- custom programs
@@ -156,18 +184,49 @@ def encode_src(text: str) -> str:
 
 
 def decode_src(token: str) -> str:
+    """The program text of a link's ``src=`` (base64url of zlib), refused (400) when the
+    link is damaged or the text is over the script limits (``max_script_chars``,
+    ``max_script_lines``): the text is inflated with a cap, never beyond the limit."""
     if len(token) > MAX_SRC:
         raise AppError(400, "Program too long",
                        f"The program in this link is longer than {MAX_SRC} characters.",
                        back="/", back_label="the gallery")
+    max_chars = limits().max_script_chars
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        return zlib.decompress(raw, bufsize=1 << 16).decode()
+        text = inflate_text(raw, max_chars)
     except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError):
         raise AppError(400, "Corrupt link",
                        "The program in this link (the src= part) is damaged; it may have been "
                        "cut when copied. Paste the program again from the gallery.",
                        back="/", back_label="the gallery") from None
+    if text is None:
+        raise AppError(400, "Over a limit",
+                       f"The program text in this link is longer than the limit of "
+                       f"{max_chars} characters (max_script_chars). Paste one PrimFunc at a "
+                       f"time.", back="/", back_label="the gallery")
+    _check_limit(limits().check_script, text)
+    return text
+
+
+def inflate_text(raw: bytes, max_chars: int) -> str | None:
+    """zlib-compressed UTF-8 ``raw`` -> its text, or None when the text is longer than
+    ``max_chars`` characters. The decompressor is asked for at most ``max_chars + 1`` bytes
+    (one byte a character, as in any ASCII program), and only when those hold fewer than
+    ``max_chars`` characters (non-ASCII text) for the rest, up to four bytes a character: a
+    small link can never inflate to more than the limit. A cut stream is a ``zlib.error``."""
+    d = zlib.decompressobj()
+    out = d.decompress(raw, max_chars + 1)
+    if len(out) > max_chars:
+        if len(out.decode("utf-8", "ignore")) > max_chars:
+            return None
+        out += d.decompress(d.unconsumed_tail, 3 * max_chars + 3)
+    if not d.eof:
+        if d.decompress(d.unconsumed_tail, 1):
+            return None
+        raise zlib.error("the compressed program is cut short")
+    text = out.decode("utf-8")
+    return text if len(text) <= max_chars else None
 
 
 def parse_program(text: str):
@@ -256,6 +315,7 @@ class Session:
     step_ends: list = field(default_factory=list)   # inst count after each step
     at: int = 0
     _mods: dict = field(default_factory=dict)
+    _budget: Any = None                  # the request's CheckBudget (see :meth:`bounded`)
 
     # -- construction
     @classmethod
@@ -289,12 +349,11 @@ class Session:
         if at_raw is None or at_raw == "":
             s.at = s.nsteps
         else:
-            try:
-                at = int(at_raw)
-            except ValueError:
+            at = whole_number(at_raw)
+            if at is None:
                 raise AppError(400, "Bad step number",
-                               f"at= must be a step number between 0 and {s.nsteps}, got “{at_raw[:20]}”.",
-                               back=s.url(at=None)) from None
+                               f"at= must be a step number between 0 and {s.nsteps} (digits "
+                               f"0-9), got “{str(at_raw)[:20]}”.", back=s.url(at=None))
             if not 0 <= at <= s.nsteps:
                 raise AppError(400, "Bad step number",
                                f"This trace has {s.nsteps} steps; at={at} is outside 0..{s.nsteps}.",
@@ -375,18 +434,40 @@ class Session:
     def new_schedule(self):
         return Schedule(self.mod0, workload=self.workload_arg())
 
+    def bounded(self):
+        """A context in which schedule primitives draw their analyses whose cost depends
+        on the link (the one-to-one check of index maps) from this session's budget of
+        ``max_index_map_points``, shared by all its replays: a link cannot make one
+        request do more than that much work, whatever its sizes and maps."""
+        if self._budget is None:
+            self._budget = CheckBudget(limits().max_index_map_points)
+        return check_budget(self._budget)
+
+    def replay(self, trace, sch, what: str, back: str, back_label: str,
+               title: str = "The trace does not replay") -> None:
+        """Apply ``trace`` to ``sch`` within the session's budget; a trace that does not
+        replay is a 400 ``title``, ``"what: reason"``, one over the budget a 400 naming
+        the limit."""
+        try:
+            with self.bounded():
+                trace.apply_to_schedule(sch)
+        except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
+            cause = e.__cause__ if isinstance(e.__cause__, IndexMapBudgetError) else e
+            if isinstance(cause, IndexMapBudgetError):
+                raise AppError(400, "Over a limit", over_budget_text(
+                    what, cause, limits().max_index_map_points), back=back,
+                    back_label=back_label) from None
+            raise AppError(400, title, f"{what}: {e}", back=back,
+                           back_label=back_label) from None
+
     def schedule_at(self, k: int):
         """A Schedule with the first ``k`` steps applied (400 when replay fails)."""
         sch = self.new_schedule()
         if k == 0 or self.trace is None:
             return sch
-        tr = self.prefix_trace(k)
-        try:
-            tr.apply_to_schedule(sch)
-        except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
-            raise AppError(400, "The trace does not replay",
-                           f"Step {k} of this trace cannot be applied to {self.workload}: {e}",
-                           back=self.url(token="", at=None), back_label="the initial program") from None
+        self.replay(self.prefix_trace(k), sch,
+                    f"Step {k} of this trace cannot be applied to {self.workload}",
+                    self.url(token="", at=None), "the initial program")
         return sch
 
     def remember(self, k: int, mod) -> None:
@@ -418,3 +499,9 @@ class Session:
 
 def encode_trace(trace) -> str:
     return trace.encode()
+
+
+def over_budget_text(what: str, e: IndexMapBudgetError, points: int) -> str:
+    """The refusal of a step whose index map is too costly to check in the web process."""
+    return (f"{what}: {e.primitive} on {e.subject} — {e.rule}. The explorer checks at most {points} points "
+            f"per request (max_index_map_points).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..limits import whole_number
 from .selection import FuncTree, LoopNode, loops_of_block, names_to_sels, parse_sel, walk_tree
 
 
@@ -127,11 +128,10 @@ def parse_factors(text: str) -> list:
         if tok.lower() in ("none", "_", "?", ""):
             out.append(None)
             continue
-        try:
-            v = int(tok)
-        except ValueError:
+        v = whole_number(tok)
+        if v is None:
             raise InputError(f"split factor “{tok[:20]}” is not a whole number or None; "
-                             "write factors like “None, 4”.") from None
+                             "write factors like “None, 4”.")
         out.append(v)
     if len(out) < 2:
         raise InputError("split needs at least two factors (outer and inner), e.g. “None, 4”.")
@@ -141,10 +141,10 @@ def parse_factors(text: str) -> list:
 
 
 def _int(text: str, what: str) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise InputError(f"{what} must be a whole number, got “{str(text)[:20]}”.") from None
+    v = whole_number(text)
+    if v is None:
+        raise InputError(f"{what} must be a whole number (digits 0-9), got “{str(text)[:20]}”.")
+    return v
 
 
 # ---------------------------------------------------------------------------- applying

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...limits import whole_number
 from .. import measuring, plots
 from ..selection import module_trees, parse_sel, walk_tree
 from ..services import measurer
@@ -69,9 +70,8 @@ def pattern(session: Session, sel: str | None, iteration_raw: str | None) -> dic
         ctx["error"] = "This program has no loop to look at."
         return ctx
     extent = node.extent or 1
-    try:
-        iteration = int(iteration_raw) if iteration_raw not in (None, "") else 0
-    except ValueError:
+    iteration = whole_number(iteration_raw) if iteration_raw not in (None, "") else 0
+    if iteration is None:
         iteration = -1
     if not 0 <= iteration < extent:
         ctx["error"] = (f"Iteration must be a whole number from 0 to {extent - 1} "

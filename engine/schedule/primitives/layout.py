@@ -17,8 +17,6 @@ import inspect
 import json
 from typing import Any
 
-import numpy as np
-
 from engine.arith import bound_of, relax, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
@@ -29,15 +27,15 @@ from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, is_int
 from .buffers import alloc_site, nth_buffer
+from .index_map_check import (MAX_CHECK, CheckBudget, CheckBudgetError,  # noqa: F401
+                              IndexMapError, _injective, _injective_enum, _np_eval,
+                              check_budget, injective)
 
 READ, WRITE = 0, 1
 _TYPES = {"read": READ, "write": WRITE}
 _NAMES = {READ: "read", WRITE: "write"}
-MAX_CHECK = 1 << 24  # elements whose images are enumerated to prove the map injective
-
-
-class IndexMapError(ValueError):
-    """An index map that cannot be read (the message says what to write instead)."""
+class IndexMapBudgetError(ScheduleError):
+    """transform_layout refused because its one-to-one check is over the budget."""
 
 
 # ---------------------------------------------------------------------------
@@ -255,76 +253,6 @@ def tvm_index_map_from_json(text: str) -> tuple[list, list]:
 # ---------------------------------------------------------------------------
 # the rewrite
 # ---------------------------------------------------------------------------
-def _np_eval(e: E.PrimExpr, env: dict):
-    if isinstance(e, E.Var):
-        return env[e]
-    if isinstance(e, E.IntImm):
-        return np.int64(e.value)
-    a, b = _np_eval(e.a, env), _np_eval(e.b, env)
-    t = type(e)
-    if t is E.Add:
-        return a + b
-    if t is E.Sub:
-        return a - b
-    if t is E.Mul:
-        return a * b
-    if t in (E.FloorDiv, E.FloorMod):
-        b = np.broadcast_to(b, np.shape(a)) if np.ndim(a) else b
-        if np.any(np.asarray(b) == 0):
-            raise IndexMapError("the index map divides by zero")
-        return np.floor_divide(a, b) if t is E.FloorDiv else np.mod(a, b)
-    raise IndexMapError(f"{t.__name__} is not allowed in an index map")  # pragma: no cover
-
-
-def _injective(params: list, exprs: list, shape: tuple, new_shape: tuple) -> bool:
-    """True when no two old indices map to the same new index.
-
-    A *separable* map (each new index uses at most one old index, as in ``(j // 16, k,
-    j % 16)``) is one-to-one exactly when, for every old index, the new indices using it
-    are one-to-one along that dimension — checked in time linear in the extents. Other
-    maps are checked by enumerating the old index space."""
-    from engine.ir.functor import collect_vars
-    uses = [[p for p in params if any(v is p for v in collect_vars(x))] for x in exprs]
-    if all(len(u) <= 1 for u in uses):
-        for p, n in zip(params, shape):
-            mine = [(x, ns) for x, u, ns in zip(exprs, uses, new_shape) if u and u[0] is p]
-            if not mine:
-                if n > 1:
-                    return False
-                continue
-            vals = np.arange(n, dtype=np.int64)
-            lin = np.zeros(n, dtype=np.int64)
-            for x, ns in mine:
-                lin = lin * ns + np.broadcast_to(_np_eval(x, {p: vals}), (n,)).astype(np.int64)
-            if np.unique(lin).size != n:
-                return False
-        return True
-    return _injective_enum(params, exprs, shape, new_shape)
-
-
-def _injective_enum(params: list, exprs: list, shape: tuple, new_shape: tuple) -> bool:
-    """Enumerate the old index space (in chunks along the first dimension) and check that
-    no two old indices map to the same new index."""
-    total_new = int(np.prod(new_shape, dtype=np.int64))
-    seen = np.zeros(total_new, dtype=bool)
-    rest = shape[1:]
-    rest_count = int(np.prod(rest, dtype=np.int64)) if rest else 1
-    step = max(1, (1 << 20) // max(rest_count, 1))
-    new_strides = np.cumprod((1,) + tuple(new_shape[::-1]))[:-1][::-1].astype(np.int64)
-    for start in range(0, shape[0], step):
-        stop = min(shape[0], start + step)
-        grids = np.meshgrid(np.arange(start, stop, dtype=np.int64),
-                            *[np.arange(s, dtype=np.int64) for s in rest], indexing="ij")
-        env = {p: g.ravel() for p, g in zip(params, grids)}
-        lin = np.zeros(grids[0].size, dtype=np.int64)
-        for x, st in zip(exprs, new_strides):
-            lin += np.broadcast_to(_np_eval(x, env), lin.shape).astype(np.int64) * st
-        if np.unique(lin).size != lin.size or seen[lin].any():
-            return False
-        seen[lin] = True
-    return True
-
-
 class _Remap(Mutator):
     """Rewrite every access to ``old`` through the index map, onto ``new``."""
 
@@ -478,13 +406,11 @@ class TransformLayout(Primitive):
             new_shape.append(hi + 1)
         if 0 in shape:
             raise ctx.error(f"block {bname}", f"{buf.name} is empty", "")
-        count = int(np.prod(shape, dtype=np.int64))
-        if count > MAX_CHECK:
-            raise ctx.error(f"block {bname}", f"{buf.name} has {count} elements, too many to "
-                            "check that the map is one-to-one", "use a smaller problem size",
-                            highlight=[bname])
         try:
-            ok = _injective(params, exprs, shape, tuple(new_shape))
+            ok = injective(params, exprs, shape, tuple(new_shape))
+        except CheckBudgetError as e:
+            raise IndexMapBudgetError(self.method, f"block {bname}", str(e), "",
+                                      highlight=[bname]) from None
         except IndexMapError as e:
             raise ctx.error(f"block {bname}", str(e), "") from None
         if not ok:
