@@ -117,3 +117,41 @@ def test_an_unprivileged_worker_gets_a_network_namespace_through_a_user_namespac
     if reason != "None":
         pytest.skip(reason)
     assert outcome == "OSError"
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
+                    reason="needs root to drop to an unprivileged user")
+def test_when_no_namespace_is_allowed_the_worker_says_why():
+    """An unprivileged process with a second thread may create neither namespace (the
+    user-namespace route needs a single thread): the reason is a sentence, not a crash."""
+    import threading
+    from app.service.worker import isolate_network
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            threading.Thread(target=threading.Event().wait, daemon=True).start()
+            os.write(w, str(isolate_network()).encode())
+        except BaseException as e:  # noqa: BLE001 - the parent reports it
+            os.write(w, f"child failed: {e!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    reason = os.read(r, 4096).decode()
+    os.waitpid(pid, 0)
+    assert reason.startswith("this kernel does not allow new network namespaces ("), reason
+    assert "nor user namespaces (" in reason
+
+
+def test_the_pool_logs_once_that_workers_have_network_access(caplog):
+    with MeasurePool(PoolConfig(workers=1, allow_debug=True)) as p:
+        p.network_warning(timeout=120)                       # the real worker's report
+        caplog.clear()
+        reason = "this kernel does not allow new network namespaces (Operation not permitted)"
+        p.worker_ready(None, {"network": reason})
+        p.worker_ready(None, {"network": reason})
+        assert p.network_warning(0) == f"measurement workers have network access: {reason}"
+    said = [r for r in caplog.records if "have network access" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
