@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"measurement workers: {len(pool.worker_pids())} "
               f"(time limit {pool.config.time_limit_s:g} s per step, "
               f"queue of {pool.config.queue_length})", flush=True)
+        sandbox = pool.network_warning(timeout=pool.config.startup_timeout_s)
+        if sandbox:
+            print(f"warning: {sandbox}", file=sys.stderr, flush=True)
     except Exception as e:  # noqa: BLE001 - the pages say so; retried on first use
         print(f"warning: {e}", file=sys.stderr, flush=True)
     print(f"Schedule Explorer on http://{host}:{args.port}/  (Ctrl+C to stop)", flush=True)

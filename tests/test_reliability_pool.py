@@ -102,13 +102,14 @@ def test_allocation_within_the_limit_succeeds(pool):
     assert r.status == "ok" and r.data["allocated"] == 64 * MiB
 
 
-def test_python_error_is_a_message_and_worker_survives(pool):
+def test_python_error_is_a_message_and_worker_replaced(pool):
     r1 = pool.run(Job.debug("raise", "boom"), timeout=60)
     assert r1.status == "error"
     assert "RuntimeError: boom" in r1.message and r1.failed_action == "debug:raise"
     assert "Traceback" in (r1.detail or "")               # for the log, not the page
     assert "Traceback" not in r1.message
-    assert r1.worker_pid in pool.worker_pids()            # no restart needed
+    assert r1.worker_pid not in pool.worker_pids()        # a failed job's worker is replaced
+    echo_ok(pool)
 
 
 def test_partial_results_survive_a_crash(pool):

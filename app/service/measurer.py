@@ -9,6 +9,9 @@ own process) — and results are kept in :class:`app.store.Store`.
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
+import dataclasses
 import json
 import logging
 import pickle
@@ -26,6 +29,10 @@ from .tickets import Ticket
 log = logging.getLogger(__name__)
 
 __all__ = ["StepMeasurer"]
+
+#: who the jobs submitted in this context are for (see :meth:`StepMeasurer.on_behalf_of`)
+_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("measurement_client",
+                                                                     default=None)
 
 
 class StepMeasurer:
@@ -62,6 +69,10 @@ class StepMeasurer:
 
     ``submit`` raises :class:`QueueFull` when the queue is full (``measure`` turns that into
     an ``ok: False`` dict carrying the sentence).
+
+    The jobs submitted inside ``with measurer.on_behalf_of(client):`` carry that client's
+    key (``Job.client``): the pool's queue takes turns between clients and caps how many
+    jobs one client has waiting.
     """
 
     _TRANSIENT = {"timeout", "crashed", "out-of-memory", "shutdown", "cancelled", "busy",
@@ -110,10 +121,29 @@ class StepMeasurer:
                     made = True
         if made:
             try:
-                self.submit_roofline()
+                with self.on_behalf_of(None):      # the server's own job, nobody's turn
+                    self.submit_roofline()
             except Exception:  # noqa: BLE001 - the roofline pane asks again and reports it
                 log.exception("could not queue the measurement of the machine's peaks")
         return self._pool  # type: ignore[return-value]
+
+    @staticmethod
+    @contextlib.contextmanager
+    def on_behalf_of(client: str | None):
+        """Jobs submitted in this block (this thread) are ``client``'s: the queue is fair
+        between clients (``client`` is e.g. the request's remote address)."""
+        token = _CLIENT.set(client)
+        try:
+            yield
+        finally:
+            _CLIENT.reset(token)
+
+    def _submit(self, pool: Any, job: Job, urgent: bool = False) -> Ticket:
+        """``pool.submit`` with the job marked as the current client's."""
+        client = _CLIENT.get()
+        if client is not None and job.client is None:
+            job = dataclasses.replace(job, client=client)
+        return pool.submit(job, urgent=urgent)
 
     @property
     def started(self) -> bool:
@@ -160,7 +190,7 @@ class StepMeasurer:
                 self.hits += 1                 # running, or finished and being stored
                 return None, t
             self.misses += 1
-            ticket = pool.submit(make_job(), urgent=urgent)
+            ticket = self._submit(pool, make_job(), urgent=urgent)
             ticket.program_hash = h  # type: ignore[attr-defined]
             self._inflight[key] = ticket
         ticket.add_done_callback(
@@ -306,7 +336,7 @@ class StepMeasurer:
         job = Job(actions=("pattern",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
                   func_name=func_name, loop_index=index, iteration=int(iteration))
         try:
-            r = self._wait(self.pool.submit(job, urgent=True), timeout)
+            r = self._wait(self._submit(self.pool, job, urgent=True), timeout)
         except (QueueFull, PoolClosed, PoolUnavailable) as e:
             raise ValueError(str(e)) from None
         if r.ok and isinstance(r.data.get("pattern"), dict):

@@ -9,10 +9,16 @@ memory), and:
 * **timing** is serialised per core (:class:`~app.service.slots.TimingSlots`): every
   CPU-heavy phase holds a slot, so a timing never shares a core with anything else the pool
   runs; the runs of a program with parallel loops take every slot;
-* the **queue is bounded**: when it is full, :meth:`MeasurePool.submit` raises
+* the **queue is bounded and fair**: when it is full, :meth:`MeasurePool.submit` raises
   :class:`~app.service.protocol.QueueFull` ("the server is busy, N steps are waiting; try
-  again in a moment"); a queued job's ``Ticket.position()`` is what the page shows as
-  "queued (position k)".
+  again in a moment"), and one client (``Job.client``) may hold at most
+  ``client_queue_length`` waiting jobs (:class:`~app.service.protocol.ClientQueueFull`:
+  "you have N steps waiting; ..."); clients take turns (:mod:`app.service.queue`); a
+  queued job's ``Ticket.position()`` is what the page shows as "queued (position k)";
+* the **workers are a sandbox** (:mod:`app.service.worker`): no network where the kernel
+  allows a new network namespace (:meth:`MeasurePool.network_warning` says when it does
+  not), CPU-time, memory and file-size limits, no inherited descriptors, replies checked
+  as JSON; a worker whose job failed is replaced.
 
 Typical use::
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import logging
 import multiprocessing
 import threading
 import time
@@ -45,6 +52,8 @@ from .supervisor import Supervisor
 from .tickets import Ticket
 
 __all__ = ["MeasurePool", "PoolConfig"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -62,6 +71,9 @@ class PoolConfig:
     source_max_chars: int = 400_000
     keep_tickets: int = 64                 # finished tickets kept for look-up by id
     max_jobs_per_worker: int = 500         # then the worker is recycled (bounds JIT memory)
+    client_queue_length: int | None = 8    # jobs one client may have waiting; None: no cap
+    file_size_bytes: int = 1 * 2**20       # RLIMIT_FSIZE per worker (largest file it writes)
+    reply_max_bytes: int = 64 * 2**20      # the largest reply the server accepts from a worker
 
     @classmethod
     def from_limits(cls, limits: Any, **kw: Any) -> "PoolConfig":
@@ -95,7 +107,9 @@ class MeasurePool:
         cores = cfg.timing_cores or default_cores()
         self.slots = TimingSlots(cores)
         nworkers = cfg.workers or len(default_cores())
-        self.queue = JobQueue(cfg.queue_length)
+        self.queue = JobQueue(cfg.queue_length, per_client=cfg.client_queue_length)
+        self._network: str | None = None       # the first worker's sandbox report
+        self._reported = threading.Event()
         self._lock = threading.Lock()
         self._tickets: collections.OrderedDict[str, Ticket] = collections.OrderedDict()
         self.closing = threading.Event()
@@ -155,6 +169,13 @@ class MeasurePool:
     def worker_pids(self) -> list[int | None]:
         return [w.pid for w in self._workers]
 
+    def network_warning(self, timeout: float | None = None) -> str | None:
+        """None when the workers have no network; else the sentence saying why they do
+        ("measurement workers have network access: this kernel does not allow ...").
+        Waits up to ``timeout`` seconds for the first worker to report (None if none has)."""
+        self._reported.wait(timeout)
+        return self._network
+
     def close(self, timeout: float = 10.0) -> None:
         """Refuse new jobs, cancel queued ones, let running ones finish (up to ``timeout``
         seconds), then stop every worker.  Idempotent."""
@@ -197,6 +218,18 @@ class MeasurePool:
             del self._tickets[oldest_id]
 
     # what the supervisors use ---------------------------------------------------------
+    def worker_ready(self, worker: Supervisor, report: dict[str, Any]) -> None:
+        """A worker has set up its sandbox: the first one that could not isolate its
+        network says so in the log (once)."""
+        reason = report.get("network")
+        with self._lock:
+            first = not self._reported.is_set()
+            if reason and self._network is None:
+                self._network = f"measurement workers have network access: {reason}"
+                log.warning("%s", self._network)
+            self._reported.set()
+        if first and not reason:
+            log.info("measurement workers run without network access")
     def count(self, key: str) -> None:
         with self._lock:
             self._stats[key] += 1

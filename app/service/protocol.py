@@ -11,12 +11,19 @@ Messages over a worker's pipe (``multiprocessing`` connection, small tuples)::
     pool -> worker   ("job", job_dict)        run one job
                      ("go", [cores])          the timing slot asked for is granted
                      ("stop",)                exit cleanly
-    worker -> pool   ("ready", pid)           after start-up (limits applied)
+    worker -> pool   ("ready", pid, {...})    after start-up (sandbox set up: see
+                                              ``app.service.worker``; ``{"network": None}``
+                                              or why the worker still has network access)
                      ("action", name)         an action starts (so a crash can be placed)
                      ("data", {...})          partial results, as soon as each action ends
                      ("need_timing", ncores)  ask for a timing slot (waits for "go")
                      ("timing_done",)         the slot is free again
                      ("result", {...})        the job's final status
+
+The server made what it sends, so that direction is pickled. What comes back was made by a
+process that ran untrusted code: each reply is one JSON document (:func:`encode_reply`),
+bounded in size, and the server accepts only the shapes above (:func:`decode_reply`);
+anything else is a :class:`BadReply` — the job failed and the worker is replaced.
 
 The step dict (one explorer step, measured; JSON-friendly, stored by :mod:`app.store`)::
 
@@ -31,12 +38,14 @@ The step dict (one explorer step, measured; JSON-friendly, stored by :mod:`app.s
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-__all__ = ["Job", "JobResult", "QueueFull", "PoolClosed", "PoolUnavailable", "STEP_ACTIONS",
-           "ENGINE_ACTIONS", "step_job", "step_dict", "empty_step", "loop_index", "loop_at"]
+__all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "PoolUnavailable",
+           "BadReply", "STEP_ACTIONS", "ENGINE_ACTIONS", "WORKER_STATUSES", "step_job",
+           "step_dict", "empty_step", "encode_reply", "decode_reply", "loop_index", "loop_at"]
 
 STEP_ACTIONS = ("compile", "check", "time", "source")
 ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
@@ -49,6 +58,16 @@ class QueueFull(RuntimeError):
     def __init__(self, waiting: int):
         super().__init__(f"the server is busy, {waiting} steps are waiting; "
                          f"try again in a moment")
+        self.waiting = waiting
+
+
+class ClientQueueFull(QueueFull):
+    """One client already has its share of the queue waiting; ``str(e)`` is the sentence."""
+
+    def __init__(self, waiting: int):
+        RuntimeError.__init__(self, f"you have {waiting} steps waiting; they are measured "
+                                    f"in turn with everyone else's — try again when they "
+                                    f"are done")
         self.waiting = waiting
 
 
@@ -94,6 +113,8 @@ class Job:
     debug_cores: int | None = None
     loop_index: int | None = None       # "pattern": the loop (post-order index of its For)
     iteration: int = 0                  # "pattern": which iteration of that loop
+    client: str | None = None           # who asked (the queue is fair between clients);
+                                        # stays in the server, never sent to a worker
 
     @classmethod
     def for_trace(cls, workload: str, params: dict[str, Any], trace: Any,
@@ -129,7 +150,9 @@ class Job:
                              f"known actions: {sorted(ENGINE_ACTIONS)}")
 
     def to_wire(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        wire = dataclasses.asdict(self)
+        del wire["client"]
+        return wire
 
 
 @dataclass
@@ -170,6 +193,57 @@ class JobResult:
     def from_dict(cls, d: dict[str, Any]) -> "JobResult":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+# --------------------------------------------------------------------------- worker replies
+#: the statuses a worker may report for a job (the pool adds timeout, crashed, ...)
+WORKER_STATUSES = ("ok", "error", "out-of-memory")
+
+
+class BadReply(ValueError):
+    """What a worker sent is not one of the replies the protocol allows."""
+
+
+def encode_reply(msg: tuple) -> bytes:
+    """One worker -> pool message as JSON (values JSON cannot hold are sent as text)."""
+    return json.dumps(list(msg), default=str, separators=(",", ":")).encode()
+
+
+def _optional(value: Any, kind: type) -> bool:
+    return value is None or isinstance(value, kind)
+
+
+def _result_ok(r: Any) -> bool:
+    return (isinstance(r, dict) and r.get("status") in WORKER_STATUSES
+            and _optional(r.get("message"), str) and _optional(r.get("detail"), str)
+            and _optional(r.get("failed_action"), str)
+            and isinstance(r.get("retire", False), bool))
+
+
+_REPLY_SHAPES = {
+    "ready": lambda m: len(m) == 3 and isinstance(m[1], int) and isinstance(m[2], dict)
+    and _optional(m[2].get("network"), str),
+    "action": lambda m: len(m) == 2 and isinstance(m[1], str),
+    "data": lambda m: len(m) == 2 and isinstance(m[1], dict),
+    "need_timing": lambda m: len(m) == 2 and type(m[1]) is int and m[1] >= 1,
+    "timing_done": lambda m: len(m) == 1,
+    "result": lambda m: len(m) == 2 and _result_ok(m[1]),
+}
+
+
+def decode_reply(raw: bytes) -> tuple:
+    """A worker's message from its bytes; :class:`BadReply` unless it is JSON of one of the
+    shapes in the module docstring (never unpickled, never evaluated)."""
+    try:
+        msg = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BadReply(f"not JSON ({type(e).__name__})") from None
+    if not (isinstance(msg, list) and msg and isinstance(msg[0], str)):
+        raise BadReply("not a message")
+    check = _REPLY_SHAPES.get(msg[0])
+    if check is None or not check(msg):
+        raise BadReply(f"a {msg[0][:40]!r} message of the wrong shape")
+    return tuple(msg)
 
 
 # --------------------------------------------------------------------------- explorer steps

@@ -1,63 +1,93 @@
-"""The queue in front of the measurement workers: bounded, first come first served, urgent
+"""The queue in front of the measurement workers: bounded, fair between clients, urgent
 jobs first.
 
 :class:`JobQueue` holds :class:`~app.service.tickets.Ticket` s. ``put`` refuses with
 :class:`~app.service.protocol.QueueFull` when the queue is at its bound ("the server is
-busy, N steps are waiting") and with :class:`~app.service.protocol.PoolClosed` once closed;
-an *urgent* job (short and interactive: the code pane's compile, an access pattern) goes
-ahead of the waiting measurements, behind earlier urgent ones. Whoever runs jobs ``take`` s
-the next one (it is then *running*) and reports it ``done``. ``position`` is what the page
-shows as "queued (position k)".
+busy, N steps are waiting"), with :class:`~app.service.protocol.ClientQueueFull` when the
+ticket's client already has ``per_client`` jobs waiting ("you have N steps waiting; ..."),
+and with :class:`~app.service.protocol.PoolClosed` once closed.
+
+Which job runs next:
+
+* **urgent** jobs (short and interactive: the code pane's compile, an access pattern) first,
+  in the order they came;
+* then the **clients take turns** (``Ticket.client``, e.g. the learner's address): the next
+  job is the oldest waiting job of the client served least recently (a client never served
+  comes first), so one learner's twelve slow steps make another learner wait for at most
+  the jobs already running. Jobs without a client share one turn.
+
+Whoever runs jobs ``take`` s the next one (it is then *running*) and reports it ``done``.
+``position`` is what the page shows as "queued (position k)": how many jobs will be taken
+before this one, plus one, if nothing else arrives.
 """
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
+from typing import Any
 
-from .protocol import JobResult, PoolClosed, QueueFull
+from .protocol import ClientQueueFull, JobResult, PoolClosed, QueueFull
 from .tickets import Ticket
 
 __all__ = ["JobQueue"]
 
 
 class JobQueue:
-    """A bounded FIFO of tickets, urgent ones first (see the module docstring)."""
+    """A bounded queue of tickets, urgent ones first, then round-robin between clients
+    (see the module docstring)."""
 
-    def __init__(self, length: int):
+    #: how many clients' last turns are remembered
+    REMEMBERED_CLIENTS = 4096
+
+    def __init__(self, length: int, per_client: int | None = None):
         self.length = length
+        self.per_client = per_client
         self._cond = threading.Condition()
-        self._pending: collections.deque[Ticket] = collections.deque()
-        self._urgent: set[Ticket] = set()
+        self._urgent: collections.deque[Ticket] = collections.deque()
+        self._by_client: dict[Any, collections.deque[Ticket]] = {}
+        self._waiting_of: collections.Counter = collections.Counter()
+        self._last_served: dict[Any, int] = {}     # in the order of their last turn
+        self._turns = itertools.count(1)
         self._running: set[Ticket] = set()
         self._closed = False
 
+    # ------------------------------------------------------------------ putting and taking
     def put(self, ticket: Ticket, urgent: bool = False) -> None:
-        """Queue ``ticket``; raises :class:`QueueFull` or :class:`PoolClosed` instead."""
+        """Queue ``ticket``; raises :class:`QueueFull` (or :class:`ClientQueueFull`) or
+        :class:`PoolClosed` instead."""
+        client = ticket.client
         with self._cond:
             if self._closed:
                 raise PoolClosed()
-            if len(self._pending) >= self.length:
-                raise QueueFull(len(self._pending))
+            waiting = self._count()
+            if waiting >= self.length:
+                raise QueueFull(waiting)
+            if (client is not None and self.per_client is not None
+                    and self._waiting_of[client] >= self.per_client):
+                raise ClientQueueFull(self._waiting_of[client])
             if urgent:
-                self._urgent.add(ticket)
-                at = 0
-                while at < len(self._pending) and self._pending[at] in self._urgent:
-                    at += 1
-                self._pending.insert(at, ticket)
+                self._urgent.append(ticket)
             else:
-                self._pending.append(ticket)
+                self._by_client.setdefault(client, collections.deque()).append(ticket)
+            self._waiting_of[client] += 1
             self._cond.notify()
 
     def take(self) -> Ticket | None:
         """The next job (now running), waiting for one; None once the queue is closed."""
         with self._cond:
-            while not self._pending:
+            while not self._count():
                 if self._closed:
                     return None
                 self._cond.wait(1.0)
-            ticket = self._pending.popleft()
-            self._urgent.discard(ticket)
+            if self._urgent:
+                ticket = self._urgent.popleft()
+            else:
+                client = self._turn_order()[0]
+                ticket = self._pop(client, 0)
+                self._served(client)
+            self._uncount(ticket.client)
             ticket.started = time.monotonic()
             self._running.add(ticket)
             return ticket
@@ -71,33 +101,93 @@ class JobQueue:
             self._running.discard(ticket)
             self._cond.notify_all()
 
+    # ------------------------------------------------------------------ the order of turns
+    def _count(self) -> int:
+        return len(self._urgent) + sum(len(q) for q in self._by_client.values())
+
+    def _turn_order(self) -> list:
+        """The clients with waiting jobs, in the order of their next turn: least recently
+        served first (never served: 0), ties by their oldest waiting job."""
+        return sorted(self._by_client, key=lambda c: (self._last_served.get(c, 0),
+                                                      self._by_client[c][0].seq))
+
+    def _pop(self, client: Any, index: int) -> Ticket:
+        jobs = self._by_client[client]
+        ticket = jobs[index]
+        del jobs[index]
+        if not jobs:
+            del self._by_client[client]
+        return ticket
+
+    def _uncount(self, client: Any) -> None:
+        self._waiting_of[client] -= 1
+        if self._waiting_of[client] <= 0:
+            del self._waiting_of[client]
+
+    def _served(self, client: Any) -> None:
+        """``client`` has had its turn: it goes behind every other client. Only the most
+        recent turns are remembered (a client forgotten has waited longest anyway)."""
+        self._last_served.pop(client, None)
+        self._last_served[client] = next(self._turns)
+        while len(self._last_served) > self.REMEMBERED_CLIENTS:
+            self._last_served.pop(next(iter(self._last_served)))
+
     def position(self, ticket: Ticket) -> int | None:
-        """1-based place while waiting, 0 while running, None when finished."""
+        """1-based place while waiting (the jobs taken before it, plus one), 0 while
+        running, None when finished."""
         with self._cond:
             if ticket in self._running:
                 return 0
-            for i, t in enumerate(self._pending):
+            for i, t in enumerate(self._urgent):
                 if t is ticket:
                     return i + 1
+            jobs = self._by_client.get(ticket.client, ())
+            index = next((i for i, t in enumerate(jobs) if t is ticket), None)
+            if index is not None:
+                return len(self._urgent) + self._rank(ticket.client, index)
         return None if ticket.done() else 0
 
+    def _rank(self, client: Any, index: int) -> int:
+        """The place of ``client``'s ``index``-th waiting job among the others': each
+        client's first jobs in turn order, then each one's second, ..."""
+        before = 0
+        ahead = True                       # clients before ``client`` in the turn order
+        for c in self._turn_order():
+            n = len(self._by_client[c])
+            if c == client:
+                ahead = False
+            before += min(n, index) + (1 if ahead and n > index else 0)
+        return before + 1
+
+    # ------------------------------------------------------------------ withdrawing, closing
     def cancel(self, ticket: Ticket) -> bool:
         """Withdraw a waiting job (True), or False if it already started or finished."""
         with self._cond:
-            try:
-                self._pending.remove(ticket)
-            except ValueError:
+            if not self._withdraw(ticket):
                 return False
-            self._urgent.discard(ticket)
         ticket._finish(JobResult("cancelled", "this step was withdrawn before it was measured"))
+        return True
+
+    def _withdraw(self, ticket: Ticket) -> bool:
+        try:
+            self._urgent.remove(ticket)
+        except ValueError:
+            jobs = self._by_client.get(ticket.client, ())
+            index = next((i for i, t in enumerate(jobs) if t is ticket), None)
+            if index is None:
+                return False
+            self._pop(ticket.client, index)
+        self._uncount(ticket.client)
         return True
 
     def close(self) -> None:
         """Refuse new jobs and end the waiting ones ("the server is shutting down")."""
         with self._cond:
             self._closed = True
-            pending, self._pending = list(self._pending), collections.deque()
+            pending = list(self._urgent) + [t for q in self._by_client.values() for t in q]
             self._urgent.clear()
+            self._by_client.clear()
+            self._waiting_of.clear()
             self._cond.notify_all()
         for t in pending:
             t._finish(JobResult("shutdown", str(PoolClosed())))
@@ -108,7 +198,7 @@ class JobQueue:
 
     def waiting(self) -> int:
         with self._cond:
-            return len(self._pending)
+            return self._count()
 
     def running(self) -> int:
         with self._cond:
@@ -118,7 +208,7 @@ class JobQueue:
         """Wait until no job waits or runs; False if that took longer than ``timeout``."""
         end = time.monotonic() + timeout
         with self._cond:
-            while self._pending or self._running:
+            while self._count() or self._running:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False

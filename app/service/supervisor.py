@@ -12,8 +12,11 @@ pipe, relays the worker's requests for core slots, and turns what happens into a
 * a **crash** (the pipe closes: a segfault or abort in generated code) — "the compiled
   program crashed (signal SIGSEGV) — the step is kept but not measured"; a fresh worker is
   started;
-* **out of memory** (the worker's ``RLIMIT_AS``) and internal errors are reported by the
-  worker itself, which is then replaced;
+* **out of memory** (the worker's ``RLIMIT_AS``) and any other failure are reported by the
+  worker itself, which is then replaced: a worker whose job failed is never used again;
+* a **malformed reply** (anything but the protocol's JSON, or larger than
+  ``reply_max_bytes``: :func:`~app.service.protocol.decode_reply`) fails the job and
+  replaces the worker — what a worker sends is never unpickled;
 * after ``max_jobs_per_worker`` jobs the worker is recycled (generated code and compile
   caches accumulate in a long-lived process).
 """
@@ -21,12 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
 from typing import Any
 
-from .protocol import JobResult, PoolClosed
+from .protocol import BadReply, JobResult, PoolClosed, decode_reply
 from .tickets import Ticket
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,12 @@ def _fmt_s(x: float) -> str:
     return f"{x:g}"
 
 
+def cpu_budget_s(time_limit_s: float) -> int:
+    """The CPU time a job may use (``RLIMIT_CPU``, a backstop behind the wall-clock limit):
+    every core busy for twice the time limit, plus ten seconds."""
+    return int(2 * float(time_limit_s) * (os.cpu_count() or 1)) + 10
+
+
 class Supervisor:
     """One worker process and the pool thread that drives it."""
 
@@ -72,7 +82,9 @@ class Supervisor:
         self.jobs_done = 0
         ctx = self.pool.context
         parent, child = ctx.Pipe(duplex=True)
-        cfg = {"memory_bytes": self.pool.config.memory_bytes}
+        pcfg = self.pool.config
+        cfg = {"memory_bytes": pcfg.memory_bytes, "file_size_bytes": pcfg.file_size_bytes,
+               "reply_max_bytes": pcfg.reply_max_bytes}
         proc = ctx.Process(target=_worker_main, args=(child, cfg),
                            name=f"measure-worker-{self.index}", daemon=True)
         proc.start()
@@ -87,12 +99,27 @@ class Supervisor:
                 return False
             try:
                 if self.conn.poll(min(left, 0.5)):
-                    msg = self.conn.recv()
+                    msg = self.receive(self.conn)
                     if msg[0] == "ready":
-                        self.ready, self.pid = True, msg[1]
-            except (EOFError, OSError):
+                        self.ready = True
+                        self.pool.worker_ready(self, msg[2])
+            except (EOFError, OSError, BadReply) as e:
+                if isinstance(e, BadReply):
+                    log.warning("measurement worker %s: %s", self.index, e)
                 return False
         return True
+
+    def receive(self, conn: Any) -> tuple:
+        """The worker's next message: JSON of a shape the protocol allows, at most
+        ``reply_max_bytes`` (else :class:`BadReply`); never unpickled."""
+        cap = self.pool.config.reply_max_bytes
+        try:
+            raw = conn.recv_bytes(cap)
+        except OSError as e:
+            if e.errno is None and "message length" in str(e):
+                raise BadReply(f"a reply larger than {cap} bytes") from None
+            raise
+        return decode_reply(raw)
 
     def kill(self) -> None:
         proc, conn = self.proc, self.conn
@@ -128,6 +155,7 @@ class Supervisor:
     # the serving loop -----------------------------------------------------------------
     def _serve(self) -> None:
         pool = self.pool
+        self._ensure_process()       # ready (and its sandbox reported) before the first job
         while True:
             ticket = pool.next_job(self)
             if ticket is None:
@@ -179,6 +207,7 @@ class Supervisor:
         limit = job.time_limit_s if job.time_limit_s is not None else pool.config.time_limit_s
         wire = job.to_wire()
         wire["source_max_chars"] = pool.config.source_max_chars
+        wire["cpu_limit_s"] = cpu_budget_s(limit)
         data: dict[str, Any] = {}
         held: list[int] | None = None
         remaining = float(limit)
@@ -213,7 +242,9 @@ class Supervisor:
                         f"skipped, the trace is kept",
                         data, busy, worker_pid=pid, failed_action=action)
                 try:
-                    msg = conn.recv()
+                    msg = self.receive(conn)
+                except BadReply as e:
+                    return self._bad_reply(e, data, time.monotonic() - t_start, pid, action)
                 except (EOFError, OSError, TypeError):
                     res = self._crashed(proc, data, time.monotonic() - t_start, pid)
                     res.failed_action = action
@@ -245,8 +276,8 @@ class Supervisor:
                     if r.get("detail"):
                         log.warning("measurement job failed in worker %s:\n%s", pid,
                                     r["detail"])
-                    if r.get("retire"):
-                        self.replace()
+                    if r.get("retire") or r["status"] != "ok":
+                        self.replace()          # a failed job may have left it corrupted
                     if r["status"] == "out-of-memory":
                         pool.count("oom")
                     return JobResult(r["status"], r.get("message"), data, busy,
@@ -255,6 +286,19 @@ class Supervisor:
         finally:
             if held is not None:
                 pool.slots.release(held)
+
+    def _bad_reply(self, e: BadReply, data: dict[str, Any], elapsed: float,
+                   pid: int | None, action: str | None) -> JobResult:
+        """The worker sent something the protocol does not allow: it is replaced."""
+        log.warning("measurement worker %s sent a malformed reply: %s", pid, e)
+        closing = self.pool.closing.is_set()
+        self.replace()
+        if closing:
+            return JobResult("shutdown", str(PoolClosed()), data, elapsed, worker_pid=pid)
+        self.pool.count("bad_replies")
+        return JobResult("crashed", f"the measurement worker sent a malformed reply ({e}) — "
+                                    f"the step is kept but not measured",
+                         data, elapsed, worker_pid=pid, failed_action=action)
 
     def _crashed(self, proc: Any, data: dict[str, Any], elapsed: float,
                  pid: int | None) -> JobResult:
@@ -270,7 +314,10 @@ class Supervisor:
         self.pool.count("crashes")
         if code is not None and code < 0:
             sig = _signal_name(-code)
-            if sig == "SIGKILL":
+            if sig == "SIGXCPU":
+                msg = ("this step used more CPU time than a worker may — measurement "
+                       "skipped, the trace is kept")
+            elif sig == "SIGKILL":
                 msg = ("the measurement worker was killed (SIGKILL, perhaps for using too much "
                        "memory) — the step is kept but not measured")
             else:

@@ -29,6 +29,7 @@ class Ticket:
         self.id = secrets.token_urlsafe(12)
         self.seq = next(_ids)
         self.job = job
+        self.client = job.client        # whose job it is: the queue is fair between clients
         self.submitted = time.monotonic()
         self.started: float | None = None
         self._queue = queue

@@ -18,15 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import pickle
 import resource
 import signal
+import socket
 import sys
+import tempfile
 import time
 import traceback
 from typing import Any, Callable
 
 from .actions import ENGINE
+from .protocol import encode_reply
 
 # Exceptions whose message is meant for the learner (the engine's error classes).
 USER_ERRORS = {"ScriptError", "ScheduleError", "BuildError", "ArgumentError", "TraceError",
@@ -120,10 +125,217 @@ def _debug(kind: str) -> Callable[[JobContext], None]:
     return run
 
 
+def _open_fds() -> dict[int, str]:
+    """This process's open file descriptors and what they point to (``/proc/self/fd``)."""
+    fds: dict[int, str] = {}
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return fds
+
+
+def _debug_limits(ctx: JobContext) -> None:
+    """Report what confines this worker: its resource limits and its open descriptors."""
+    raw = getattr(ctx.conn, "raw", ctx.conn)
+    ctx.emit(rlimits={name: list(resource.getrlimit(getattr(resource, f"RLIMIT_{name}")))
+                      for name in ("AS", "CPU", "FSIZE", "CORE")},
+             fds={str(fd): target for fd, target in _open_fds().items()},
+             pipe=raw.fileno(), pid=os.getpid())
+
+
+def _debug_connect(ctx: JobContext) -> None:
+    """Try to open a TCP connection to 127.0.0.1 on the job's port (``debug_arg``)."""
+    try:
+        with socket.create_connection(("127.0.0.1", int(ctx.job.get("debug_arg"))), timeout=5):
+            ctx.emit(connected=True, error=None)
+    except OSError as e:
+        ctx.emit(connected=False, error=f"{type(e).__name__}: {e}")
+
+
+def _debug_write(ctx: JobContext) -> None:
+    """Write ``debug_arg`` bytes to a new temporary file (removed afterwards)."""
+    fd, path = tempfile.mkstemp(prefix="worker-write-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"\0" * int(ctx.job.get("debug_arg") or 0))
+        ctx.emit(written=os.path.getsize(path), error=None)
+    except OSError as e:
+        ctx.emit(written=None, error=f"{type(e).__name__}: {e}")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+class _CreatesFileWhenUnpickled:
+    """Unpickling this creates the file ``path`` (how a test sees who unpickled it)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _debug_reply(ctx: JobContext) -> None:
+    """Send the pool a reply that is not what the protocol allows, on the raw pipe:
+    ``debug_arg`` is ``["pickle", path]`` (a pickle that creates ``path`` when loaded),
+    ``["garbage"]``, ``["shape"]`` (JSON of the wrong shape) or ``["huge", nbytes]``;
+    then carry on as if nothing happened."""
+    kind, *rest = ctx.job.get("debug_arg") or ["garbage"]
+    raw = getattr(ctx.conn, "raw", ctx.conn)
+    if kind == "pickle":
+        payload = pickle.dumps(("result", _CreatesFileWhenUnpickled(rest[0])))
+    elif kind == "shape":
+        payload = json.dumps(["result", {"status": "fine", "retire": "no"}]).encode()
+    elif kind == "huge":
+        payload = json.dumps(["data", {"blob": "x" * int(rest[0])}]).encode()
+    else:
+        payload = b"\x80\x05 neither a pickle nor JSON \xff"
+    raw.send_bytes(payload)
+    ctx.emit(sent=len(payload))
+
+
 ACTIONS: dict[str, Callable[[JobContext], None]] = dict(ENGINE)
 DEBUG_ACTIONS = ("segfault", "abort", "exit", "sleep", "spin", "alloc", "raise", "echo", "timed")
 for _k in DEBUG_ACTIONS:
     ACTIONS[f"debug:{_k}"] = _debug(_k)
+ACTIONS.update({"debug:limits": _debug_limits, "debug:connect": _debug_connect,
+                "debug:write": _debug_write, "debug:reply": _debug_reply})
+
+
+# --------------------------------------------------------------------------- the sandbox
+CLONE_NEWNET = getattr(os, "CLONE_NEWNET", 0x40000000)
+CLONE_NEWUSER = getattr(os, "CLONE_NEWUSER", 0x10000000)
+
+
+def _unshare(flags: int) -> None:
+    """``unshare(2)``: ``os.unshare`` from Python 3.12, the C library's before."""
+    if hasattr(os, "unshare"):
+        os.unshare(flags)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(ctypes.c_int(flags)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _why(e: Exception) -> str:
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def _keep_own_ids(uid: int, gid: int) -> None:
+    """In a new user namespace: stay the same user and group (not "nobody")."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with contextlib.suppress(OSError), open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def isolate_network() -> str | None:
+    """Move this process into a new network namespace: no interface but a loopback that is
+    down, so every connection fails ("network is unreachable").
+
+    Tried directly (it needs privileges), then inside a new user namespace (which many
+    kernels allow without them; this needs a single-threaded process: call it first).
+    Returns None once isolated, else the sentence saying why not."""
+    refused = []
+    try:
+        _unshare(CLONE_NEWNET)
+        return None
+    except (OSError, AttributeError) as e:
+        refused.append(f"new network namespaces ({_why(e)})")
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    except (OSError, AttributeError) as e:
+        refused.append(f"user namespaces ({_why(e)})")
+        return "this kernel does not allow " + " nor ".join(refused)
+    _keep_own_ids(uid, gid)
+    return None
+
+
+def close_inherited_fds(keep: int) -> None:
+    """Close every file descriptor but stdin (made ``/dev/null``), stdout, stderr and
+    ``keep`` (the pipe to the pool)."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    if null != 0:
+        os.dup2(null, 0)
+        os.close(null)
+    with contextlib.suppress(Exception):
+        if sys.stdin is not None and sys.stdin.fileno() != 0:
+            sys.stdin.close()
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 stays open for the process
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    # multiprocessing's resource tracker must not write to a descriptor closed here.
+    with contextlib.suppress(Exception):
+        from multiprocessing import resource_tracker
+        resource_tracker._resource_tracker._fd = None
+
+
+def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
+    """Set a resource limit's soft value (and, given ``hard``, lower its hard one), never
+    above the hard limit the process already has."""
+    inf = resource.RLIM_INFINITY
+    with contextlib.suppress(ValueError, OSError):
+        _, new_hard = resource.getrlimit(which)
+        if hard is not None:
+            new_hard = hard if new_hard == inf else min(hard, new_hard)
+        if new_hard != inf:
+            soft = min(soft, new_hard)
+        resource.setrlimit(which, (soft, new_hard))
+
+
+def apply_limits(config: dict[str, Any]) -> None:
+    """The worker's lasting limits: address space (``memory_bytes``), the size of any file
+    it writes (``file_size_bytes``: beyond it a write fails "File too large"), no core
+    files. The CPU time is limited per job (:func:`limit_cpu_time`)."""
+    if config.get("memory_bytes"):
+        _set_limit(resource.RLIMIT_AS, int(config["memory_bytes"]))
+    if config.get("file_size_bytes"):
+        size = int(config["file_size_bytes"])
+        _set_limit(resource.RLIMIT_FSIZE, size, size)
+    # No core files from deliberately (or accidentally) crashing generated code.
+    _set_limit(resource.RLIMIT_CORE, 0, 0)
+
+
+def limit_cpu_time(seconds: float | None) -> None:
+    """Allow the next job ``seconds`` of CPU time (all threads together) from now; past it
+    the kernel stops the worker (SIGXCPU). A backstop: the pool's wall-clock limit on the
+    job comes first."""
+    if seconds:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        used = usage.ru_utime + usage.ru_stime
+        _set_limit(resource.RLIMIT_CPU, int(used + float(seconds)) + 1)
+
+
+class ReplyChannel:
+    """The worker's end of its pipe: what it sends is JSON
+    (:func:`app.service.protocol.encode_reply`, at most ``max_bytes`` a message); what it
+    receives was made by the pool."""
+
+    def __init__(self, raw: Any, max_bytes: int | None = None):
+        self.raw = raw
+        self.max_bytes = max_bytes
+
+    def send(self, msg: tuple) -> None:
+        data = encode_reply(msg)
+        if self.max_bytes and len(data) > self.max_bytes:
+            raise ValueError(f"this step's results are too large to send "
+                             f"({_fmt_gib(len(data))}; at most {_fmt_gib(self.max_bytes)})")
+        self.raw.send_bytes(data)
+
+    def recv(self) -> Any:
+        return self.raw.recv()
+
+    def close(self) -> None:
+        self.raw.close()
 
 
 # --------------------------------------------------------------------------- main loop
@@ -156,7 +368,9 @@ def run_job(conn, job: dict[str, Any], config: dict[str, Any]) -> None:
         message = "this program is nested too deeply to compile — measurement skipped, the trace is kept"
     except Exception as e:  # noqa: BLE001
         names = {c.__name__ for c in type(e).__mro__}
-        status = "error"
+        # Whatever failed may have left the process in a bad state (generated code that
+        # wrote out of bounds, say): a worker whose job failed is not used again.
+        status, retire = "error", True
         if names & USER_ERRORS:
             message = str(e)
         else:
@@ -169,36 +383,32 @@ def run_job(conn, job: dict[str, Any], config: dict[str, Any]) -> None:
 
 
 def worker_loop(conn, config: dict[str, Any]) -> None:
-    """Entry point of a worker process (``multiprocessing`` target)."""
+    """Entry point of a worker process (``multiprocessing`` target): set up the sandbox
+    (no network where the kernel allows it, no inherited descriptors, resource limits),
+    say "ready", then run jobs until told to stop."""
     # Ctrl-C in the terminal goes to the whole process group: let the server decide.
     with contextlib.suppress(Exception):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    limit = config.get("memory_bytes")
-    if limit:
-        soft = int(limit)
-        with contextlib.suppress(ValueError, OSError):
-            _, hard = resource.getrlimit(resource.RLIMIT_AS)
-            if hard != resource.RLIM_INFINITY:
-                soft = min(soft, hard)
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    # No core files from deliberately (or accidentally) crashing generated code.
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    network = isolate_network()            # first: a user namespace needs a single thread
+    close_inherited_fds(conn.fileno())
+    apply_limits(config)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
-    conn.send(("ready", os.getpid()))
+    channel = ReplyChannel(conn, config.get("reply_max_bytes"))
+    channel.send(("ready", os.getpid(), {"network": network}))
     while True:
         try:
-            msg = conn.recv()
+            msg = channel.recv()
         except (EOFError, OSError):
             break                      # the pool went away
         if not msg or msg[0] == "stop":
             break
         if msg[0] == "job":
+            limit_cpu_time(msg[1].get("cpu_limit_s"))
             try:
-                run_job(conn, msg[1], config)
+                run_job(channel, msg[1], config)
             except _Exit:
                 break
             except (EOFError, OSError, BrokenPipeError):
                 break
     with contextlib.suppress(Exception):
-        conn.close()
+        channel.close()

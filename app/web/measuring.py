@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from flask import current_app
+from flask import current_app, has_request_context, request
 
 from ..limits import LimitError, MeasurePlan
 from ..service.protocol import PoolClosed, PoolUnavailable, QueueFull
@@ -39,6 +39,12 @@ POOL_AHEAD = 3
 POOL_POLL = "1s"
 
 
+def client_key() -> str | None:
+    """Whose measurements these are, for the queue's turns: the request's remote address
+    (None outside a request)."""
+    return request.remote_addr if has_request_context() else None
+
+
 def measure_plan(session: Session):
     """``app.limits.Limits.measure_plan`` for this workload and sizes (None for a pasted
     program, whose FLOP count is unknown): ``plan.measure`` False means "simulate only"."""
@@ -61,6 +67,12 @@ def collect(session: Session, lookup, submit, value_of, budget: float):
     None: not queued yet). Returns ``(by_step, queued, busy)`` where ``busy`` is the
     "server is busy" sentence when the queue was full.
     """
+    with measurer().on_behalf_of(client_key()):
+        return _collect(session, lookup, submit, value_of, budget)
+
+
+def _collect(session: Session, lookup, submit, value_of, budget: float):
+    """:func:`collect`, its jobs marked as this request's client's."""
     t_end = time.monotonic() + budget
     by_step: dict[int, Any] = {}
     tickets: dict[int, Any] = {}
@@ -121,6 +133,8 @@ def prefetch(session: Session, mod) -> None:
     if not current_app.config.get("PREFETCH_MEASUREMENTS", True) or (plan and not plan.measure):
         return
     wl = session.workload_arg()
-    measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
-                        func_name=session.func_name, baseline=session.mod0 if wl is None else None,
-                        cache=plan is None or plan.simulate_cache)
+    with measurer().on_behalf_of(client_key()):
+        measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
+                            func_name=session.func_name,
+                            baseline=session.mod0 if wl is None else None,
+                            cache=plan is None or plan.simulate_cache)
