@@ -12,7 +12,7 @@ from app.service import Job, MeasurePool, PoolConfig, QueueFull
 from app.service.queue import JobQueue
 from app.service.tickets import Ticket
 
-from inline_service import make_test_app, settled
+from inline_service import drain, make_test_app, settled
 
 
 def ticket(queue, client, name=None, urgent=False):
@@ -137,3 +137,18 @@ def test_the_measurement_pane_names_its_client():
     pool = app.extensions["measurer"].pool
     steps = [j for j in pool.jobs if j.actions == ("step",)]
     assert steps and {j.client for j in steps} == {"10.1.2.3"}
+
+
+def test_every_pane_names_its_client():
+    """The code listing and the access pattern are jobs of the requesting client too."""
+    app = make_test_app({"PREFETCH_MEASUREMENTS": False})
+    client = app.test_client()
+    client.environ_base["REMOTE_ADDR"] = "10.4.5.6"
+    assert client.get("/explore/mm_relu/code?n=16").status_code == 200
+    assert client.get("/explore/mm_relu/pattern?n=16&sel=L/mm_relu/1/Y&iteration=1"
+                      ).status_code == 200
+    drain(app)
+    jobs = app.extensions["measurer"].pool.jobs
+    kinds = {j.actions[-1] for j in jobs}
+    assert {"source", "pattern"} <= kinds, kinds
+    assert {j.client for j in jobs if j.actions[-1] in ("source", "pattern")} == {"10.4.5.6"}

@@ -20,7 +20,7 @@ import json
 import logging
 import re
 
-from flask import Blueprint, Flask, Response, current_app, redirect, render_template, request
+from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request
 from htmx_flask import make_response
 from werkzeug.exceptions import HTTPException
 
@@ -33,7 +33,7 @@ from .panes import cache as cache_view
 from .panes import code as code_view
 from .panes import measurement
 from .selection import module_trees, parse_sel
-from .services import limits, store
+from .services import limits, measurer, store
 from .session import CUSTOM, Session, encode_src, parse_program, trace_json, workload_info
 from .session import load_workload, parse_params, workload_names
 
@@ -47,6 +47,23 @@ EXPORTS = {
     "course": ("text/x-python", "py", "course-2022 Python"),
 }
 
+
+
+@bp.before_app_request
+def _jobs_on_behalf_of_the_client():
+    """Every measurement job a request submits (step, cache, code listing, access pattern,
+    a challenge's check) is the requesting client's, for the queue's turns and its
+    per-client cap (:meth:`app.service.measurer.StepMeasurer.on_behalf_of`)."""
+    ctx = measurer().on_behalf_of(measuring.client_key())
+    ctx.__enter__()
+    g.measure_client = ctx
+
+
+@bp.teardown_app_request
+def _end_jobs_on_behalf_of_the_client(_exc):
+    ctx = g.pop("measure_client", None)
+    if ctx is not None:
+        ctx.__exit__(None, None, None)
 
 @bp.get("/")
 def index():
