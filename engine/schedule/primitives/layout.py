@@ -25,7 +25,8 @@ from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, substitute
 from engine.ir.stmt import BufferStore
 
-from ..error import ScheduleError
+from ..error import ScheduleError, TraceError
+from ..literals import py_str
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, is_int
 from .buffers import alloc_site, nth_buffer
@@ -379,6 +380,10 @@ class _Remap(Mutator):
 @register
 class TransformLayout(Primitive):
     kind = "TransformLayout"
+    attr_kinds = (("buffer_index", "int"), ("buffer_index_type", "int"),
+                  ("index_map", "str"), ("pad_value", "number?"),
+                  ("assume_injective_transform", "bool"))
+    required_attrs = 3
     method = "transform_layout"
 
     def call(self, sch, block, buffer, index_map, pad_value=None):
@@ -497,22 +502,24 @@ class TransformLayout(Primitive):
         return Result(ctx.func.replace(body=body), [])
 
     def python_args(self, inputs, attrs, dialect):
-        btype = _NAMES.get(attrs[1], "write")
-        buf = f'("{btype}", {attrs[0]})'
-        text = attrs[2]
-        if isinstance(text, str) and text.lstrip().startswith("{"):  # imported from TVM
-            try:
-                text = normalize_index_map(text)
-            except IndexMapError:
-                pass
-        pad = fmt(attrs[3]) if len(attrs) > 3 else "None"
+        btype = self.attr(attrs, 1)
+        if btype not in ("0", "1"):
+            raise TraceError(f"TransformLayout's buffer_index_type must be 0 (read) or 1 "
+                             f"(write), got {btype}")
+        buf = f'("{_NAMES[int(btype)]}", {self.attr(attrs, 0)})'
+        self.attr(attrs, 2)  # a string
+        try:  # written again from the parsed map, never from the trace's text
+            text = normalize_index_map(attrs[2])
+        except IndexMapError as e:
+            raise TraceError(f"TransformLayout's index_map: {e}") from None
+        pad = self.attr(attrs, 3)
         if dialect == "engine":
-            args = [fmt(inputs[0]), buf, json.dumps(text)]
-            if len(attrs) > 3 and attrs[3] is not None:
+            args = [fmt(inputs[0]), buf, py_str(text)]
+            if pad != "None":
                 args.append(f"pad_value={pad}")
             return args
         args = [f"block={fmt(inputs[0])}", f"buffer={buf}", f"index_map={text}"]
-        if dialect == "tvm" or (len(attrs) > 3 and attrs[3] is not None):
+        if dialect == "tvm" or pad != "None":
             args.append(f"pad_value={pad}")  # the 2022 API had no pad_value yet
         return args
 
