@@ -12,7 +12,7 @@ import base64
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.schedule import Trace, TraceError
@@ -130,6 +130,49 @@ def test_export_of_a_trace_the_page_refuses_is_the_pages_400(fmt):
     assert ok.status_code == 200 and "Content-Disposition" in ok.headers
 
 
+def _tvm_map(k_name: str, a_of_div: str = "4") -> str:
+    """TVM's IndexMap JSON of ``lambda k, j: (j // 4, k, j % 4)``, the first variable named
+    ``k_name`` (a node may point at itself with ``a_of_div="6"``)."""
+    var = {"dtype": "int32", "span": "0", "type_annotation": "0"}
+    nodes = [{"type_key": ""},
+             {"type_key": "tir.IndexMap", "attrs": {"final_indices": "5",
+                                                    "initial_indices": "2"}},
+             {"type_key": "Array", "data": [3, 4]},
+             {"type_key": "tir.Var", "attrs": {**var, "name": k_name}},
+             {"type_key": "tir.Var", "attrs": {**var, "name": "j"}},
+             {"type_key": "Array", "data": [6, 3, 8]},
+             {"type_key": "tir.FloorDiv", "attrs": {"a": a_of_div, "b": "7", "span": "0"}},
+             {"type_key": "IntImm", "attrs": {"dtype": "int32", "span": "0", "value": "4"}},
+             {"type_key": "tir.FloorMod", "attrs": {"a": "4", "b": "7", "span": "0"}}]
+    return json.dumps({"root": 1, "nodes": nodes})
+
+
+def _tvm_layout_doc(index_map: str) -> list:
+    return [[["GetBlock", [], ["C", "matmul"], ["b0"]],
+             ["CacheRead", ["b0", []], [1, "global"], ["b1"]],
+             ["TransformLayout", ["b1"], [0, 1, index_map, None, False], []]], []]
+
+
+def test_tvm_index_maps_are_written_from_the_parsed_map():
+    good = Trace.from_json(_tvm_layout_doc(_tvm_map("k")))
+    assert "index_map=lambda k, j: (j // 4, k, j % 4)" in good.export("tvm")
+    for hostile in (f"{ATTACK}", "k): __import__('os'); (lambda k", "k, j"):
+        with pytest.raises(TraceError, match="index_map"):
+            Trace.from_json(_tvm_layout_doc(_tvm_map(hostile)))
+    with pytest.raises(TraceError, match="index_map"):   # a node that refers to itself
+        Trace.from_json(_tvm_layout_doc(_tvm_map("k", a_of_div="6")))
+
+
+def test_a_step_after_the_cursor_that_cannot_be_written_does_not_break_the_page():
+    """Undone steps are listed in the trace pane without being replayed."""
+    doc = mm_relu_doc(["Split", ["l3", None, 4], [True, False], ["l4", "l5"]],
+                      ["RFactor", [], [1], ["b6"]])
+    q = {"n": N, "t": token(doc), "at": 1}
+    assert APP.test_client().get("/explore/mm_relu", query_string=q).status_code == 200
+    assert export(doc, "python", at=1).status_code == 200
+    assert export(doc, "python").status_code == 400
+
+
 # ------------------------------------------------------------------ property tests
 WORKLOADS = ["mm_relu", "matmul", "sum", "softmax", "transpose"]
 steps = st.lists(st.tuples(st.sampled_from(_MINE * 2 + _OPS + ["annotate"]),
@@ -164,7 +207,9 @@ def test_exports_of_random_legal_schedules_hold_only_schedule_calls(name, plan, 
         assert read_back.export(fmt) == text
 
 
+ATTACKING = st.sampled_from([ATTACK, f"lambda k, j: ({ATTACK}, j)", "0) or (1"])
 HOSTILE = st.one_of(
+    ATTACKING, ATTACKING,
     st.sampled_from([ATTACK, f'"{ATTACK}"', '"\\"); import os; (\\""', "sch", "print",
                      "import", "__import__", "None", "l1", "b0", '"\\ud83d\\ude00"', "",
                      f"lambda i, j: ({ATTACK}, j)", "lambda i, j: (j, i)", "{}", "[1]",
@@ -194,15 +239,26 @@ def corrupt(doc: dict, data) -> dict:
 def test_exports_of_hostile_traces_are_refused_or_hold_only_schedule_calls(name, plan, data):
     sch = random_schedule(name, plan, lambda: "k", lambda: 1)
     doc = corrupt(sch.trace.as_json(), data)
+    # the writer alone, on a trace that was never checked when read
+    raw = Trace([Instruction(k, tuple(i), tuple(a), tuple(o)) for k, i, a, o in doc["insts"]],
+                (doc["workload"]["name"], doc["workload"]["params"]))
+    assert_exports_refused_or_safe(raw, "unchecked")
     try:
         trace = Trace.from_json(doc)
     except TraceError:
+        event("refused when read")
         return
+    assert_exports_refused_or_safe(trace, "read")
+
+
+def assert_exports_refused_or_safe(trace, how: str) -> None:
     for fmt in DIALECTS:
         try:
             text = trace.export(fmt)
         except TraceError:
+            event(f"{how}: refused by the writer")
             continue
+        event(f"{how}: exported")
         assert_safe_export(text)
 
 

@@ -64,8 +64,15 @@ class Trace:
         return f"Trace({len(self)} instructions)\n" + self.as_python()
 
     def steps(self) -> list[str]:
-        """One short Python line per instruction (for the trace pane)."""
-        return [python_line(i, "engine") for i in self._insts]
+        """One short Python line per instruction (for the trace pane); an instruction whose
+        values cannot be written (a step the page will refuse to replay) shows as a comment."""
+        lines = []
+        for inst in self._insts:
+            try:
+                lines.append(python_line(inst, "engine"))
+            except TraceError as e:
+                lines.append(f"# {inst.kind}: cannot be written ({e})")
+        return lines
 
     # ------------------------------------------------------------------ JSON / URL
     def as_json(self) -> dict:

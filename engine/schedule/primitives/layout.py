@@ -501,6 +501,12 @@ class TransformLayout(Primitive):
         body = _Remap(buf, new, params, exprs).visit(ctx.func.body)
         return Result(ctx.func.replace(body=body), [])
 
+    def check_attrs(self, attrs) -> None:
+        """The declared kinds, and an index map that parses (it is written again from the
+        parsed map when the trace is exported)."""
+        super().check_attrs(attrs)
+        _index_map_text(attrs[2])
+
     def python_args(self, inputs, attrs, dialect):
         btype = self.attr(attrs, 1)
         if btype not in ("0", "1"):
@@ -508,10 +514,7 @@ class TransformLayout(Primitive):
                              f"(write), got {btype}")
         buf = f'("{_NAMES[int(btype)]}", {self.attr(attrs, 0)})'
         self.attr(attrs, 2)  # a string
-        try:  # written again from the parsed map, never from the trace's text
-            text = normalize_index_map(attrs[2])
-        except IndexMapError as e:
-            raise TraceError(f"TransformLayout's index_map: {e}") from None
+        text = _index_map_text(attrs[2])
         pad = self.attr(attrs, 3)
         if dialect == "engine":
             args = [fmt(inputs[0]), buf, py_str(text)]
@@ -522,6 +525,18 @@ class TransformLayout(Primitive):
         if dialect == "tvm" or pad != "None":
             args.append(f"pad_value={pad}")  # the 2022 API had no pad_value yet
         return args
+
+
+def _index_map_text(text: str) -> str:
+    """The canonical lambda of a trace's index map (a lambda string or TVM's IndexMap JSON),
+    printed from the map parsed back from that lambda (never the trace's own text: a TVM
+    variable's name must be an identifier to parse); TraceError when it does not parse."""
+    try:
+        return map_text(*parse_index_map(normalize_index_map(text)))
+    except IndexMapError as e:
+        raise TraceError(f"TransformLayout's index_map: {e}") from None
+    except RecursionError:
+        raise TraceError("TransformLayout's index_map is nested too deeply") from None
 
 
 def _buffer_arg(sch, block, buffer, method: str) -> tuple[int, int]:
