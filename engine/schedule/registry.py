@@ -28,7 +28,8 @@ import inspect
 from typing import Any
 
 from .error import ScheduleError, TraceError
-from .literals import fmt, py_bool, py_int, py_literal, py_number_or_none, py_str  # noqa: F401 (fmt: for the primitives)
+# fmt is imported by the primitives from here
+from .literals import fmt, py_bool, py_int, py_literal, py_number_or_none, py_str  # noqa: F401
 
 REGISTRY: dict[str, "Primitive"] = {}   # kind (and aliases) -> primitive
 BY_METHOD: dict[str, "Primitive"] = {}  # method name -> primitive
