@@ -8,6 +8,7 @@ programs.
 """
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import random
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from export_safety import assert_safe_export
 from inline_service import make_test_app
 
 
@@ -89,6 +91,20 @@ def test_explorer_get_never_500(client, name, n, t, at, sel):
     fmt = random.Random(hash(str(t))).choice(["json", "python", "tvm", "course", "exe", ""])
     r = client.get(f"/explore/{name}/export/{fmt}", query_string=q)
     assert_no_500(r, f"export {fmt} {q}")
+    assert_export_parses(r, fmt)
+
+
+def assert_export_parses(r, fmt: str) -> None:
+    """A 200 export is a download that parses: JSON, or a script of schedule calls only."""
+    if r.status_code != 200:
+        return
+    assert "attachment" in r.headers.get("Content-Disposition", "")
+    body = r.get_data(as_text=True)
+    if fmt == "json":
+        json.loads(body)
+    else:
+        ast.parse(body)
+        assert_safe_export(body)
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -157,6 +173,51 @@ def test_import_never_500(client, doc, seed, raw):
     mutated = _mutated_trace(real, random.Random(seed))
     r = client.post("/import", data={"text": json.dumps(mutated)})
     assert_no_500(r, f"import mutated {json.dumps(mutated)[:300]}")
+
+
+def _token(doc) -> str:
+    text = json.dumps(doc, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+attacks = st.sampled_from(
+    ["__import__('os').system('x')", '"\\"); import os; (\\""', "lambda k, j: (j, k)",
+     "lambda k, j: (__import__('os'), j)", "sch", "import", "l1", "b0", '"x"'])
+hostile_values = st.one_of(st.just("__import__('os').system('x')"), attacks, json_leaf)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10 ** 6), slot=st.integers(0, 50), value=hostile_values,
+       fmt=st.sampled_from(["json", "python", "tvm", "course"]),
+       at=st.one_of(st.none(), st.integers(-1, 4).map(str)))
+def test_export_of_mutated_traces_never_500_and_parses(client, seed, slot, value, fmt, at):
+    """Real traces (split, cache_read, transform_layout, rfactor), mutated and with a
+    hostile value put into one of their input/attr slots: the export answers 4xx, or a
+    download that parses and holds only schedule calls."""
+    real = {"format": "schedule-explorer/trace", "version": 1,
+            "workload": {"name": "matmul", "params": {"n": 16}},
+            "insts": [["GetBlock", [], ["C", "matmul"], ["b0"]],
+                      ["CacheRead", ["b0", []], [1, "global"], ["b1"]],
+                      ["TransformLayout", ["b1"], [0, 1, "lambda k, j: (j // 4, k, j % 4)",
+                                                   None], []],
+                      ["GetLoops", ["b0"], [], ["l2", "l3", "l4"]],
+                      ["Split", ["l4", None, 4], [True, False], ["l5", "l6"]],
+                      ["RFactor", ["l6"], [0], ["b7"]]]}
+    doc = _mutated_trace(real, random.Random(seed)) if seed % 4 == 0 else real
+    slots = [(inst, part) for inst in doc.get("insts") or [] if isinstance(inst, list)
+             and len(inst) == 4 for part in (1, 2, 2) if isinstance(inst[part], list)]
+    if slots:
+        inst, part = slots[slot % len(slots)]
+        if inst[part] and slot % 2:
+            inst[part][slot % len(inst[part])] = value
+        else:
+            inst[part].append(value)
+    q = {"n": "16", "t": _token(doc)}
+    if at is not None:
+        q["at"] = at
+    r = client.get(f"/explore/matmul/export/{fmt}", query_string=q)
+    assert_no_500(r, f"export {fmt} {json.dumps(doc)[:300]}")
+    assert_export_parses(r, fmt)
 
 
 PROGRAM = '''@T.prim_func

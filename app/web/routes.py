@@ -24,7 +24,7 @@ from flask import Blueprint, Flask, Response, current_app, g, redirect, render_t
 from htmx_flask import make_response
 from werkzeug.exceptions import HTTPException
 
-from engine.schedule import ScheduleError, Trace
+from engine.schedule import ScheduleError, Trace, TraceError
 
 from ..errors import AppError
 from ..limits import InputError as LimitsInputError
@@ -175,11 +175,11 @@ def export(workload: str, fmt: str):
         raise AppError(404, "Unknown export format",
                        f"Exports are: {', '.join(EXPORTS)}; “{fmt[:20]}” is not one of them.",
                        back=s.url())
-    trace = s.prefix_trace(s.at)
+    trace = _validated_trace(s)
     if fmt == "json":
         body = json.dumps(trace_json(trace), indent=2)
     else:
-        body = _export_text(trace, fmt)
+        body = _export_text(trace, fmt, s)
     mime, ext, _ = EXPORTS[fmt]
     name = re.sub(r"[^A-Za-z0-9_-]", "_", s.func_name if workload == CUSTOM else workload)
     suffix = {"json": "trace", "python": "engine", "tvm": "tvm", "course": "course"}[fmt]
@@ -188,8 +188,20 @@ def export(workload: str, fmt: str):
     return resp
 
 
-def _export_text(trace, fmt: str) -> str:
-    text = trace.export(fmt)
+def _validated_trace(s: Session) -> Trace:
+    """The trace to the cursor, replayed as the page replays it (400 with the page's message
+    when it does not replay), carrying the session's checked workload and sizes rather than
+    whatever the link's document says."""
+    s.mod_at(s.at)
+    return Trace(s.prefix_trace(s.at).insts, workload=s.workload_arg())
+
+
+def _export_text(trace, fmt: str, s: Session) -> str:
+    try:
+        text = trace.export(fmt)
+    except TraceError as e:  # a value the writer refuses: the link's fault, never a file
+        raise AppError(400, "The trace cannot be exported", str(e),
+                       back=s.url(token="", at=None), back_label="the initial program") from None
     return text if text.endswith("\n") else text + "\n"
 
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
+import math
 from typing import Any
 
 from .error import TraceError
+from .literals import SCRIPT_NAMES, is_handle_name, is_param_name, py_name, short
 from .registry import REGISTRY
-
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +76,15 @@ def python_line(inst: Instruction, dialect: str) -> str:
     prim = REGISTRY.get(inst.kind)
     if prim is None:
         raise TraceError(f"unknown instruction kind {inst.kind!r}")
-    args = prim.python_args(list(inst.inputs), list(inst.attrs), dialect)
+    try:
+        args = prim.python_args(list(inst.inputs), list(inst.attrs), dialect)
+    except (IndexError, TypeError, ValueError) as e:  # TraceError is a ValueError
+        if isinstance(e, TraceError):
+            raise
+        raise TraceError(f"{inst.kind} has inputs or attributes of the wrong shape "
+                         f"({inst.kind} takes {len(inst.inputs)} input(s) here)") from None
     call = f"sch.{prim.method_name(dialect)}({', '.join(args)})"
-    outs = list(inst.outputs)
+    outs = [py_name(o) for o in inst.outputs]
     if not outs:
         return call
     if prim.returns == "list":
@@ -89,7 +94,21 @@ def python_line(inst: Instruction, dialect: str) -> str:
     return f"{outs[0]} = {call}"
 
 
+def check_workload_params(params: dict) -> None:
+    """Workload parameters are keyword arguments: identifier names, plain values."""
+    for k, v in params.items():
+        if not is_param_name(k):
+            raise TraceError(f"workload parameter {short(k)} is not a parameter name "
+                             "(letters, digits and '_')")
+        if not (v is None or isinstance(v, (bool, int, str)) or
+                (isinstance(v, float) and math.isfinite(v))):
+            raise TraceError(f"workload parameter {k} must be a number or a string, "
+                             f"got {short(v)}")
+
+
 def _check_value(v: Any, where: str) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise TraceError(f"{where}: numbers must be finite, got {v!r}")
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, list):
@@ -138,10 +157,15 @@ def check_insts(insts: list, tvm: bool) -> list[Instruction]:
                                          f"a list of earlier handle names, got {x!r}")
             ins.append(_check_value(x, f"instruction {n} ({kind})"))
         at = [_check_value(x, f"instruction {n} ({kind})") for x in attrs]
+        try:
+            prim.check_attrs(at)
+        except TraceError as e:
+            raise TraceError(f"instruction {n} ({kind}): {e}") from None
         for o in outputs:
-            if not isinstance(o, str) or not _NAME_RE.match(o):
-                raise TraceError(f"instruction {n} ({kind}): output names must be identifiers, "
-                                 f"got {o!r}")
+            if not is_handle_name(o):
+                raise TraceError(f"instruction {n} ({kind}): output names must be identifiers "
+                                 "that are not Python keywords nor "
+                                 f"{', '.join(sorted(SCRIPT_NAMES))}, got {short(o)}")
             if o in defined:
                 raise TraceError(f"instruction {n} ({kind}) defines {o!r} a second time")
             defined.add(o)

@@ -14,10 +14,13 @@ import re
 from typing import Any, Iterable
 
 from .error import ScheduleError, TraceError
-from .instruction import Instruction, check_insts, is_ref, norm_workload, python_line
+from .instruction import (Instruction, check_insts, check_workload_params, is_ref, norm_workload,
+                          python_line)
+from .literals import is_param_name, py_literal, py_str, short
 from .registry import REGISTRY
 
 FORMAT = "schedule-explorer/trace"
+SINGLE = "'"  # the engine script's header quotes as Python's repr does
 VERSION = 1
 
 
@@ -61,8 +64,15 @@ class Trace:
         return f"Trace({len(self)} instructions)\n" + self.as_python()
 
     def steps(self) -> list[str]:
-        """One short Python line per instruction (for the trace pane)."""
-        return [python_line(i, "engine") for i in self._insts]
+        """One short Python line per instruction (for the trace pane); an instruction whose
+        values cannot be written (a step the page will refuse to replay) shows as a comment."""
+        lines = []
+        for inst in self._insts:
+            try:
+                lines.append(python_line(inst, "engine"))
+            except TraceError as e:
+                lines.append(f"# {inst.kind}: cannot be written ({e})")
+        return lines
 
     # ------------------------------------------------------------------ JSON / URL
     def as_json(self) -> dict:
@@ -101,6 +111,7 @@ class Trace:
                     not isinstance(wl.get("params", {}), dict):
                 raise TraceError("'workload' must be {\"name\": str, \"params\": {...}} or null")
             workload = (wl["name"], dict(wl.get("params", {})))
+            check_workload_params(workload[1])
         insts = doc.get("insts")
         if not isinstance(insts, list):
             raise TraceError("the trace document needs an 'insts' list")
@@ -130,15 +141,22 @@ class Trace:
 
         With ``header=True`` a complete script is returned (imports, workload, Schedule).
         """
-        lines = [python_line(i, "engine") for i in self._insts]
+        lines = self._python_lines("engine")
         if not header:
             return "\n".join(lines)
         head = ["import engine", ""]
         if self.workload is not None:
             name, params = self.workload
-            args = "".join(f", {k}={v!r}" for k, v in params.items())
-            head.append(f"mod = engine.workloads.get({name!r}{args})")
-            head.append(f"sch = engine.Schedule(mod, workload=({name!r}, {params!r}))")
+            for k in params:
+                if not is_param_name(k):
+                    raise TraceError(f"workload parameter {short(k)} is not a parameter name")
+            what = "a workload parameter"
+            name_text = py_str(name, "the workload name", quote=SINGLE)
+            args = "".join(f", {k}={py_literal(v, what, quote=SINGLE)}"
+                           for k, v in params.items())
+            head.append(f"mod = engine.workloads.get({name_text}{args})")
+            head.append(f"sch = engine.Schedule(mod, workload=({name_text}, "
+                        f"{py_literal(dict(params), what, quote=SINGLE)}))")
         else:
             head.append("sch = engine.Schedule(mod)  # mod: the IRModule to schedule")
         return "\n".join(head + lines + ["print(sch.mod.script())", ""])
@@ -159,8 +177,20 @@ class Trace:
         else:
             raise TraceError(f"unknown export format {fmt_name!r}; use 'python', 'tvm', "
                              "'course' or 'json'")
-        body = ["    " + python_line(i, fmt_name) for i in self._insts] or ["    pass"]
+        body = ["    " + line for line in self._python_lines(fmt_name)] or ["    pass"]
         return "\n".join(head + body) + "\n"
+
+    def _python_lines(self, dialect: str) -> list[str]:
+        """One Python line per instruction; a value that cannot be written refuses the
+        export (TraceError naming the instruction)."""
+        lines = []
+        for n, inst in enumerate(self._insts, 1):
+            try:
+                lines.append(python_line(inst, dialect))
+            except TraceError as e:
+                raise TraceError(f"instruction {n} ({inst.kind}) cannot be exported: {e}") \
+                    from None
+        return lines
 
     # ------------------------------------------------------------------ replay
     def apply_to_schedule(self, sch: Any, remove_postproc: bool = False) -> None:
@@ -178,6 +208,10 @@ class Trace:
             prim = REGISTRY.get(inst.kind)
             if prim is None:
                 raise TraceError(f"instruction {n}: unknown instruction kind {inst.kind!r}")
+            try:
+                prim.check_attrs(list(inst.attrs))
+            except TraceError as e:
+                raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from None
             inputs = []
             for x in inst.inputs:
                 if isinstance(x, (list, tuple)):  # a list of handles (consumer_blocks)

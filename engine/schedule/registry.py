@@ -13,7 +13,11 @@ export stay consistent:
   with every handle replaced by its current IR node (a ``For`` or a ``Block``); ``ctx``
   gives the function and a :class:`~engine.schedule.tree.FuncIndex`. It returns the new
   PrimFunc (or None for a query) and the output nodes; it raises ScheduleError to refuse.
-* ``python_args(inputs, attrs, dialect)`` — the argument list for exported Python.
+* ``python_args(inputs, attrs, dialect)`` — the argument list for exported Python, every
+  value written by :mod:`.literals` (``fmt`` for inputs, ``attr`` for attributes).
+* ``attr_kinds`` — the name and type of each attribute (``("factor_axis", "int")``), the
+  first ``required_attrs`` of them required: a trace is refused when it is read or replayed
+  if its attributes do not fit (:meth:`Primitive.check_attrs`).
 
 See ``engine/schedule/__init__.py`` for a worked example of adding a primitive.
 """
@@ -23,7 +27,9 @@ import dataclasses
 import inspect
 from typing import Any
 
-from .error import ScheduleError
+from .error import ScheduleError, TraceError
+# fmt is imported by the primitives from here
+from .literals import fmt, py_bool, py_int, py_literal, py_number_or_none, py_str  # noqa: F401
 
 REGISTRY: dict[str, "Primitive"] = {}   # kind (and aliases) -> primitive
 BY_METHOD: dict[str, "Primitive"] = {}  # method name -> primitive
@@ -78,6 +84,35 @@ class Primitive:
     # ``consumer_blocks``: ``["CacheRead", ["b0", ["b3"]], [0, "global"], ["b4"]]``).
     list_inputs: tuple = ()
 
+    # The attributes: (name, kind) pairs, kinds from ATTR_KINDS; None: not declared (any
+    # plain values, still written only by the literal writer). ``required_attrs``: how many
+    # of them a trace must give (None: all).
+    attr_kinds: tuple | None = None
+    required_attrs: int | None = None
+
+    def check_attrs(self, attrs) -> None:
+        """Refuse (TraceError) attributes of the wrong number or type for this kind."""
+        if self.attr_kinds is None:
+            return
+        most = len(self.attr_kinds)
+        least = most if self.required_attrs is None else self.required_attrs
+        if not least <= len(attrs) <= most:
+            names = ", ".join(n for n, _ in self.attr_kinds) or "none"
+            count = str(most) if least == most else f"{least} to {most}"
+            raise TraceError(f"{self.kind} takes {count} attribute(s) ({names}), got "
+                             f"{len(attrs)}")
+        for i in range(len(attrs)):
+            self.attr(attrs, i)
+
+    def attr(self, attrs, i: int, default: Any = None) -> str:
+        """Attribute ``i`` written as Python (``default`` when the trace omits it), checked
+        against its declared kind."""
+        if i >= len(attrs):
+            return py_literal(default)
+        name, kind = self.attr_kinds[i] if self.attr_kinds and i < len(self.attr_kinds) \
+            else (f"attribute {i}", "literal")
+        return ATTR_KINDS[kind](attrs[i], f"{self.kind}'s {name}")
+
     def call(self, sch, *args, **kwargs):  # pragma: no cover - overridden
         raise NotImplementedError
 
@@ -92,19 +127,14 @@ class Primitive:
         return self.dialect_method.get(dialect, self.method)
 
 
-def fmt(v: Any) -> str:
-    """Python source for a trace input/attr value (handle names are bare identifiers)."""
-    if v is None:
-        return "None"
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if isinstance(v, str):
-        if v.startswith('"'):
-            return v  # already a quoted string literal
-        return v      # a handle name
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
-    return repr(v)
+# How each kind of attribute is checked and written (each raises TraceError on a misfit).
+ATTR_KINDS = {
+    "int": py_int,
+    "bool": py_bool,
+    "str": py_str,
+    "number?": py_number_or_none,
+    "literal": py_literal,
+}
 
 
 def quote(s: str) -> str:

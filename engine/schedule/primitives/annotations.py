@@ -5,7 +5,7 @@ from engine.ir import expr as E
 from engine.ir.functor import uses_var
 from engine.ir.stmt import Block, For, ForKind, IterType
 
-from ..registry import Ctx, Primitive, Result, fmt, quote, register
+from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
 from ._common import expect_loop, is_reduction_block, name_of, subject_of
 
@@ -123,6 +123,7 @@ def _set_kind(ctx: Ctx, loop: For, kind: ForKind) -> Result:
 @register
 class Parallel(Primitive):
     kind = "Parallel"
+    attr_kinds = ()
     method = "parallel"
 
     def call(self, sch, loop):
@@ -174,6 +175,7 @@ class Parallel(Primitive):
 @register
 class Vectorize(Primitive):
     kind = "Vectorize"
+    attr_kinds = ()
     method = "vectorize"
 
     def call(self, sch, loop):
@@ -214,6 +216,7 @@ class Vectorize(Primitive):
 @register
 class Unroll(Primitive):
     kind = "Unroll"
+    attr_kinds = ()
     method = "unroll"
 
     def call(self, sch, loop):
@@ -260,6 +263,7 @@ def _target(ctx: Ctx, node):
 @register
 class Annotate(Primitive):
     kind = "Annotate"
+    attr_kinds = (("ann_key", "str"),)
     method = "annotate"
 
     def call(self, sch, block_or_loop, ann_key: str, ann_val):
@@ -301,14 +305,15 @@ class Annotate(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [fmt(inputs[0]), quote(attrs[0]), fmt(inputs[1])]
-        return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={quote(attrs[0])}",
+            return [fmt(inputs[0]), self.attr(attrs, 0), fmt(inputs[1])]
+        return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={self.attr(attrs, 0)}",
                 f"ann_val={fmt(inputs[1])}"]
 
 
 @register
 class Unannotate(Primitive):
     kind = "Unannotate"
+    attr_kinds = (("ann_key", "str"),)
     method = "unannotate"
 
     def call(self, sch, block_or_loop, ann_key: str):
@@ -342,5 +347,5 @@ class Unannotate(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [fmt(inputs[0]), quote(attrs[0])]
-        return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={quote(attrs[0])}"]
+            return [fmt(inputs[0]), self.attr(attrs, 0)]
+        return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={self.attr(attrs, 0)}"]

@@ -19,7 +19,7 @@ from engine.ir.buffer import Buffer
 from engine.ir.stmt import Block
 
 from ..error import ScheduleError
-from ..registry import Ctx, Primitive, Result, fmt, quote, register
+from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
 from ._common import expect_block
 from .buffers import (buffer_index_of, check_scope, loads_buf, need_attrs, nth_buffer, reads_buf,
@@ -47,15 +47,15 @@ def _consumer_blocks(ctx: Ctx, items: Any, scope_blk: Block, buf: Buffer, what: 
     return out
 
 
-def _cache_python_args(inputs, attrs, dialect, arg):
+def _cache_python_args(prim, inputs, attrs, dialect, arg):
     consumers = list(inputs[1]) if len(inputs) > 1 and inputs[1] else []
     if dialect == "engine":
-        args = [fmt(inputs[0]), fmt(attrs[0]), quote(attrs[1])]
+        args = [fmt(inputs[0]), prim.attr(attrs, 0), prim.attr(attrs, 1)]
         if consumers:
             args.append(f"consumer_blocks={fmt(consumers)}")
         return args
-    args = [f"block={fmt(inputs[0])}", f"{arg}={fmt(attrs[0])}",
-            f"storage_scope={quote(attrs[1])}"]
+    args = [f"block={fmt(inputs[0])}", f"{arg}={prim.attr(attrs, 0)}",
+            f"storage_scope={prim.attr(attrs, 1)}"]
     if consumers:
         args.append(f"consumer_blocks={fmt(consumers)}")
     return args
@@ -92,6 +92,7 @@ def _cache_subject(ctx: Ctx, inputs, attrs, direction: str) -> tuple:
 @register
 class CacheRead(Primitive):
     kind = "CacheRead"
+    attr_kinds = (("read_buffer_index", "int"), ("storage_scope", "str"))
     method = "cache_read"
     returns = "one"
     list_inputs = (1,)
@@ -191,7 +192,7 @@ class CacheRead(Primitive):
         return add_cache_stage(ctx, "read", buf, scope, scope_blk, node, pos, writer, consumers)
 
     def python_args(self, inputs, attrs, dialect):
-        return _cache_python_args(inputs, attrs, dialect, "read_buffer_index")
+        return _cache_python_args(self, inputs, attrs, dialect, "read_buffer_index")
 
 # ---------------------------------------------------------------------------
 # cache_write
@@ -199,6 +200,7 @@ class CacheRead(Primitive):
 @register
 class CacheWrite(Primitive):
     kind = "CacheWrite"
+    attr_kinds = (("write_buffer_index", "int"), ("storage_scope", "str"))
     method = "cache_write"
     returns = "one"
     list_inputs = (1,)
@@ -293,4 +295,4 @@ class CacheWrite(Primitive):
         return add_cache_stage(ctx, "write", buf, scope, scope_blk, node, pos, blk, listed)
 
     def python_args(self, inputs, attrs, dialect):
-        return _cache_python_args(inputs, attrs, dialect, "write_buffer_index")
+        return _cache_python_args(self, inputs, attrs, dialect, "write_buffer_index")

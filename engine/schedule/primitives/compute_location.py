@@ -287,17 +287,17 @@ class _ComputeAtBase(Primitive):
         return _compute_at(ctx, inputs, attrs, self.reverse)
 
     def python_args(self, inputs, attrs, dialect):
-        preserve = bool(attrs[0]) if attrs else False
-        index = attrs[1] if len(attrs) > 1 else -1
+        preserve = self.attr(attrs, 0, default=False)
+        index = self.attr(attrs, 1, default=-1)
         if dialect == "engine":
             args = [fmt(inputs[0]), fmt(inputs[1])]
-            if preserve:
+            if preserve == "True":
                 args.append("preserve_unit_loops=True")
-            if index != -1:
+            if index != "-1":
                 args.append(f"index={index}")
             return args
         args = [f"block={fmt(inputs[0])}", f"loop={fmt(inputs[1])}",
-                f"preserve_unit_loops={fmt(preserve)}"]
+                f"preserve_unit_loops={preserve}"]
         if dialect == "tvm":
             args.append(f"index={index}")
         return args
@@ -306,6 +306,8 @@ class _ComputeAtBase(Primitive):
 @register
 class ComputeAt(_ComputeAtBase):
     kind = "ComputeAt"
+    attr_kinds = (("preserve_unit_loops", "bool"), ("index", "int"))
+    required_attrs = 0
     method = "compute_at"
 
     def call(self, sch, block, loop, preserve_unit_loops: bool = False, index: int = -1):
@@ -349,6 +351,8 @@ class ComputeAt(_ComputeAtBase):
 @register
 class ReverseComputeAt(_ComputeAtBase):
     kind = "ReverseComputeAt"
+    attr_kinds = (("preserve_unit_loops", "bool"), ("index", "int"))
+    required_attrs = 0
     method = "reverse_compute_at"
     reverse = True
 

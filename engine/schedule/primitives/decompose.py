@@ -15,6 +15,7 @@ from ._common import conjuncts, expect_block, expect_loop, fresh_name
 @register
 class DecomposeReduction(Primitive):
     kind = "DecomposeReduction"
+    attr_kinds = ()
     method = "decompose_reduction"
     returns = "one"
 

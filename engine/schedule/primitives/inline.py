@@ -91,6 +91,7 @@ def _dedup(regions) -> tuple:
 @register
 class ComputeInline(Primitive):
     kind = "ComputeInline"
+    attr_kinds = ()
     method = "compute_inline"
 
     def call(self, sch, block):
@@ -185,6 +186,7 @@ def _spans(region) -> bool:
 @register
 class ReverseComputeInline(Primitive):
     kind = "ReverseComputeInline"
+    attr_kinds = ()
     method = "reverse_compute_inline"
 
     def call(self, sch, block):

@@ -23,7 +23,8 @@ from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, substitute
 from engine.ir.stmt import BufferStore
 
-from ..error import ScheduleError
+from ..error import ScheduleError, TraceError
+from ..literals import py_str
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, is_int
 from .buffers import alloc_site, nth_buffer
@@ -307,6 +308,10 @@ class _Remap(Mutator):
 @register
 class TransformLayout(Primitive):
     kind = "TransformLayout"
+    attr_kinds = (("buffer_index", "int"), ("buffer_index_type", "int"),
+                  ("index_map", "str"), ("pad_value", "number?"),
+                  ("assume_injective_transform", "bool"))
+    required_attrs = 3
     method = "transform_layout"
 
     def call(self, sch, block, buffer, index_map, pad_value=None):
@@ -422,25 +427,42 @@ class TransformLayout(Primitive):
         body = _Remap(buf, new, params, exprs).visit(ctx.func.body)
         return Result(ctx.func.replace(body=body), [])
 
+    def check_attrs(self, attrs) -> None:
+        """The declared kinds, and an index map that parses (it is written again from the
+        parsed map when the trace is exported)."""
+        super().check_attrs(attrs)
+        _index_map_text(attrs[2])
+
     def python_args(self, inputs, attrs, dialect):
-        btype = _NAMES.get(attrs[1], "write")
-        buf = f'("{btype}", {attrs[0]})'
-        text = attrs[2]
-        if isinstance(text, str) and text.lstrip().startswith("{"):  # imported from TVM
-            try:
-                text = normalize_index_map(text)
-            except IndexMapError:
-                pass
-        pad = fmt(attrs[3]) if len(attrs) > 3 else "None"
+        btype = self.attr(attrs, 1)
+        if btype not in ("0", "1"):
+            raise TraceError(f"TransformLayout's buffer_index_type must be 0 (read) or 1 "
+                             f"(write), got {btype}")
+        buf = f'("{_NAMES[int(btype)]}", {self.attr(attrs, 0)})'
+        self.attr(attrs, 2)  # a string
+        text = _index_map_text(attrs[2])
+        pad = self.attr(attrs, 3)
         if dialect == "engine":
-            args = [fmt(inputs[0]), buf, json.dumps(text)]
-            if len(attrs) > 3 and attrs[3] is not None:
+            args = [fmt(inputs[0]), buf, py_str(text)]
+            if pad != "None":
                 args.append(f"pad_value={pad}")
             return args
         args = [f"block={fmt(inputs[0])}", f"buffer={buf}", f"index_map={text}"]
-        if dialect == "tvm" or (len(attrs) > 3 and attrs[3] is not None):
+        if dialect == "tvm" or pad != "None":
             args.append(f"pad_value={pad}")  # the 2022 API had no pad_value yet
         return args
+
+
+def _index_map_text(text: str) -> str:
+    """The canonical lambda of a trace's index map (a lambda string or TVM's IndexMap JSON),
+    printed from the map parsed back from that lambda (never the trace's own text: a TVM
+    variable's name must be an identifier to parse); TraceError when it does not parse."""
+    try:
+        return map_text(*parse_index_map(normalize_index_map(text)))
+    except IndexMapError as e:
+        raise TraceError(f"TransformLayout's index_map: {e}") from None
+    except RecursionError:
+        raise TraceError("TransformLayout's index_map is nested too deeply") from None
 
 
 def _buffer_arg(sch, block, buffer, method: str) -> tuple[int, int]:

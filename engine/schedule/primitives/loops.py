@@ -50,6 +50,8 @@ def _add_predicate(ctx: Ctx, loop_body, pred):
 @register
 class Split(Primitive):
     kind = "Split"
+    attr_kinds = (("preserve_unit_iters", "bool"), ("disable_predication", "bool"))
+    required_attrs = 0
     method = "split"
     returns = "list"
     death_verb = "split"
@@ -164,15 +166,17 @@ class Split(Primitive):
         if dialect == "engine":
             return [fmt(loop), f"factors={fmt(factors)}"]
         args = [f"loop={fmt(loop)}", f"factors={fmt(factors)}",
-                f"preserve_unit_iters={fmt(bool(attrs[0]) if attrs else True)}"]
+                f"preserve_unit_iters={self.attr(attrs, 0, default=True)}"]
         if dialect == "tvm":
-            args.append(f"disable_predication={fmt(bool(attrs[1]) if len(attrs) > 1 else False)}")
+            args.append(f"disable_predication={self.attr(attrs, 1, default=False)}")
         return args
 
 
 @register
 class Fuse(Primitive):
     kind = "Fuse"
+    attr_kinds = (("preserve_unit_iters", "bool"),)
+    required_attrs = 0
     method = "fuse"
     returns = "one"
     death_verb = "fused"
@@ -259,13 +263,14 @@ class Fuse(Primitive):
     def python_args(self, inputs, attrs, dialect):
         args = [fmt(x) for x in inputs]
         if dialect != "engine":
-            args.append(f"preserve_unit_iters={fmt(bool(attrs[0]) if attrs else True)}")
+            args.append(f"preserve_unit_iters={self.attr(attrs, 0, default=True)}")
         return args
 
 
 @register
 class Reorder(Primitive):
     kind = "Reorder"
+    attr_kinds = ()
     method = "reorder"
 
     def call(self, sch, *ordered_loops):

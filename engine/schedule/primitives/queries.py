@@ -8,13 +8,14 @@ from __future__ import annotations
 from engine.ir.stmt import Block, For
 
 from ..error import ScheduleError
-from ..registry import Ctx, Primitive, Result, quote, register
+from ..registry import Ctx, Primitive, Result, register
 from ._common import expect_block, subject_of
 
 
 @register
 class GetBlock(Primitive):
     kind = "GetBlock"
+    attr_kinds = (("name", "str"), ("func_name", "str"))
     aliases = ("GetSBlock",)
     method = "get_block"
     mutates = False
@@ -59,8 +60,8 @@ class GetBlock(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [quote(attrs[0]), f"func_name={quote(attrs[1])}"]
-        return [f"name={quote(attrs[0])}", f"func_name={quote(attrs[1])}"]
+            return [self.attr(attrs, 0), f"func_name={self.attr(attrs, 1)}"]
+        return [f"name={self.attr(attrs, 0)}", f"func_name={self.attr(attrs, 1)}"]
 
 
 class _BlockQuery(Primitive):
@@ -79,6 +80,7 @@ class _BlockQuery(Primitive):
 @register
 class GetLoops(_BlockQuery):
     kind = "GetLoops"
+    attr_kinds = ()
     method = "get_loops"
 
     def call(self, sch, block):
@@ -99,6 +101,7 @@ class GetLoops(_BlockQuery):
 @register
 class GetChildBlocks(Primitive):
     kind = "GetChildBlocks"
+    attr_kinds = ()
     method = "get_child_blocks"
     mutates = False
     returns = "list"
@@ -148,6 +151,7 @@ def consumers_of(ctx: Ctx, block: Block) -> list[Block]:
 @register
 class GetProducers(_BlockQuery):
     kind = "GetProducers"
+    attr_kinds = ()
     method = "get_producers"
 
     def call(self, sch, block):
@@ -165,6 +169,7 @@ class GetProducers(_BlockQuery):
 @register
 class GetConsumers(_BlockQuery):
     kind = "GetConsumers"
+    attr_kinds = ()
     method = "get_consumers"
 
     def call(self, sch, block):
@@ -182,6 +187,7 @@ class GetConsumers(_BlockQuery):
 @register
 class EnterPostproc(Primitive):
     kind = "EnterPostproc"
+    attr_kinds = ()
     method = "enter_postproc"
     mutates = False
 

@@ -100,6 +100,7 @@ def _combine(kind: str, a, b):
 @register
 class RFactor(Primitive):
     kind = "RFactor"
+    attr_kinds = (("factor_axis", "int"),)
     method = "rfactor"
     returns = "one"
     death_verb = "merged into the rfactor block"
@@ -351,5 +352,5 @@ class RFactor(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [fmt(inputs[0]), f"factor_axis={fmt(attrs[0])}"]
-        return [f"loop={fmt(inputs[0])}", f"factor_axis={fmt(attrs[0])}"]
+            return [fmt(inputs[0]), f"factor_axis={self.attr(attrs, 0)}"]
+        return [f"loop={fmt(inputs[0])}", f"factor_axis={self.attr(attrs, 0)}"]

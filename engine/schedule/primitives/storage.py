@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.ir.stmt import Block
 
-from ..registry import Ctx, Primitive, Result, fmt, quote, register
+from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, fresh_name, is_int
 from .buffers import (BufferSwap, ReplaceBuffer, all_buffers, alloc_site, buffer_index_of,
                       buffer_names, check_scope, compose, loads_buf, need_attrs, nth_buffer,
@@ -48,6 +48,7 @@ def _allocated_write_buffer(ctx: Ctx, blk: Block, index: Any, prim: str) -> tupl
 @register
 class SetScope(Primitive):
     kind = "SetScope"
+    attr_kinds = (("buffer_index", "int"), ("storage_scope", "str"))
     method = "set_scope"
 
     def call(self, sch, block, buffer_index, storage_scope: str):
@@ -90,9 +91,9 @@ class SetScope(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [fmt(inputs[0]), fmt(attrs[0]), quote(attrs[1])]
-        return [f"block={fmt(inputs[0])}", f"buffer_index={fmt(attrs[0])}",
-                f"storage_scope={quote(attrs[1])}"]
+            return [fmt(inputs[0]), self.attr(attrs, 0), self.attr(attrs, 1)]
+        return [f"block={fmt(inputs[0])}", f"buffer_index={self.attr(attrs, 0)}",
+                f"storage_scope={self.attr(attrs, 1)}"]
 
 
 # ---------------------------------------------------------------------------
@@ -122,6 +123,8 @@ def aligned_strides(shape: tuple, aligns: list) -> list[int]:
 @register
 class StorageAlign(Primitive):
     kind = "StorageAlign"
+    attr_kinds = (("buffer_index", "int"), ("axis", "int"), ("factor", "int"),
+                  ("offset", "int"))
     method = "storage_align"
 
     def call(self, sch, block, buffer_index, axis: int, factor: int, offset: int):
@@ -199,7 +202,8 @@ class StorageAlign(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [fmt(inputs[0]), fmt(attrs[0]), f"axis={fmt(attrs[1])}",
-                    f"factor={fmt(attrs[2])}", f"offset={fmt(attrs[3])}"]
-        return [f"block={fmt(inputs[0])}", f"buffer_index={fmt(attrs[0])}",
-                f"axis={fmt(attrs[1])}", f"factor={fmt(attrs[2])}", f"offset={fmt(attrs[3])}"]
+            return [fmt(inputs[0]), self.attr(attrs, 0), f"axis={self.attr(attrs, 1)}",
+                    f"factor={self.attr(attrs, 2)}", f"offset={self.attr(attrs, 3)}"]
+        return [f"block={fmt(inputs[0])}", f"buffer_index={self.attr(attrs, 0)}",
+                f"axis={self.attr(attrs, 1)}", f"factor={self.attr(attrs, 2)}",
+                f"offset={self.attr(attrs, 3)}"]
