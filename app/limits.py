@@ -28,7 +28,7 @@ import dataclasses
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = ["InputError", "LimitError", "Limits", "MeasurePlan", "json_depth", "whole_number",

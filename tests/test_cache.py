@@ -1,5 +1,4 @@
 """engine.cache: geometry validation, the reference LRU, the compiled simulator on streams."""
-import os
 
 import numpy as np
 import pytest

@@ -13,7 +13,7 @@ from engine.ir import (Allocate, Buffer, BufferStore, Call, Evaluate, For, ForKi
 from engine.ir import expr as E
 from engine.lower import BuildError, lower
 
-from test_lower_ir_helpers import (TRUE, block, elementwise, loop, mm_relu, mm_relu_tiled,
+from test_lower_ir_helpers import (block, elementwise, loop, mm_relu, mm_relu_tiled,
                                    reduce_sum, root)
 
 F32 = "float32"

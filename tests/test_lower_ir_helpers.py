@@ -1,7 +1,7 @@
 """Hand-built IR used by the backend tests (until/besides the script parser and workloads)."""
 from __future__ import annotations
 
-from engine.ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, For, ForKind,
+from engine.ir import (Block, BlockRealize, Buffer, BufferStore, For, ForKind,
                        IterType, IterVar, PrimFunc, Range, Var, const)
 from engine.ir import expr as E
 from engine.ir import substitute

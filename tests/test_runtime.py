@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.ir import (Buffer, BufferStore, Call, For, ForKind, PrimFunc, StringImm, Var, const,
-                       seq)
+from engine.ir import (Buffer, BufferStore, Call, For, ForKind, PrimFunc, StringImm, Var, const)
 from engine.ir import expr as E
 from engine.lower import BuildError
 from engine.runtime import (ArgumentError, CorrectnessReport, TimingResult, cache_info,

@@ -1,6 +1,5 @@
 """Every workload compiled by the LLVM backend and checked against its numpy reference,
 unscheduled and after random schedules (hypothesis; sizes not divisible by split factors)."""
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -17,7 +17,7 @@ from engine.ir.function import IRModule, PrimFunc
 
 from . import hwcounters
 from .footprint import loop_footprints
-from .geometry import CacheConfigError, Geometry, resolve
+from .geometry import Geometry, resolve
 from .instrument import SamplePlan, instrument, mark_blocks, plan_sampling
 from .report import CacheReport, LevelStats
 from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module

@@ -45,7 +45,6 @@ schedule, just not compacted.
 """
 from __future__ import annotations
 
-from typing import Any
 
 from engine.arith import Analyzer, relax
 from engine.ir import expr as E

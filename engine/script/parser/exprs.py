@@ -184,7 +184,7 @@ class ExprParser(ParserContext):
 
     def buffer_of(self, node: ast.AST, what: str = "index") -> Buffer:
         if type(node) is not ast.Name:
-            raise self.err(node, f"only buffers can be indexed (write a buffer name before [...])")
+            raise self.err(node, "only buffers can be indexed (write a buffer name before [...])")
         v = self.lookup(node.id)
         if v is None:
             raise self.err(node, f"undefined name {node.id!r}")
