@@ -245,3 +245,38 @@ def test_deeply_nested_import_is_refused(client):
     r = client.post("/import", data={"text": "[" * 20_000 + "]" * 20_000})
     assert 400 <= r.status_code < 500
     assert "max_json_depth" in r.get_data(as_text=True)
+
+
+def _deflated(data: bytes) -> str:
+    import zlib
+    return base64.urlsafe_b64encode(zlib.compress(data, 9)).decode().rstrip("=")
+
+
+src_tokens = st.one_of(
+    tokens,
+    # the real program, whole or spliced with junk
+    st.tuples(st.integers(0, len(PROGRAM)), st.text(max_size=12)).map(
+        lambda t: _deflated((PROGRAM[:t[0]] + t[1] + PROGRAM[t[0]:]).encode())),
+    st.just(_deflated(PROGRAM.encode())),
+    # the real program followed by many comment lines (a small link, a long program)
+    st.integers(1, 20_000).map(lambda k: _deflated((PROGRAM + "# x\n" * k).encode())),
+    # deflated random bytes and deflated runs of one byte (a decompression bomb)
+    st.binary(max_size=200).map(_deflated),
+    st.tuples(st.sampled_from([b"\n", b" ", b"A", b"\x00"]), st.integers(1, 4_000_000)).map(
+        lambda t: _deflated(t[0] * t[1])),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(src=src_tokens, extra=st.sampled_from(["", "&at=1", "&sel=L/f/0/B", "&t=x"]))
+def test_custom_program_link_never_500(client, src, extra):
+    """``GET /explore/custom?src=``: any link is a page or a 4xx with a sentence, never a 500;
+    a program over the script limits is refused (not rendered)."""
+    from app.limits import DEFAULT_LIMITS
+    from app.web.session import decode_src
+    r = client.get(f"/explore/custom?src={quote(src)}{extra}")
+    assert_no_500(r, f"custom program link {src[:80]!r}")
+    if r.status_code == 200:
+        text = decode_src(src)
+        assert len(text) <= DEFAULT_LIMITS.max_script_chars
+        assert text.count("\n") < DEFAULT_LIMITS.max_script_lines
