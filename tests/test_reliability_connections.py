@@ -7,67 +7,41 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
+
+from live_server import free_port, log_text, start_app, stop_app, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAP = 6                 # --per-client-connections
 HANG_GUARD_S = 60.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(port, token) of a classroom server on 127.0.0.1 with a 1 s header timeout."""
-    port = _free_port()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    log_path = tmp_path_factory.mktemp("log") / "server.log"
-    log = open(log_path, "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "--classroom", "--host", "127.0.0.1", "--port", str(port),
-         "--measure-workers", "1", "--instance", str(tmp_path_factory.mktemp("instance")),
-         "--client-timeout", "1", "--per-client-connections", str(CAP)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    token = None
+    port = free_port()
+    proc = start_app(["--classroom", "--host", "127.0.0.1", "--port", str(port),
+                      "--measure-workers", "1",
+                      "--instance", str(tmp_path_factory.mktemp("instance")),
+                      "--client-timeout", "1", "--per-client-connections", str(CAP)],
+                     tmp_path_factory.mktemp("log"))
+
+    def class_link_token():
+        m = re.search(r"class link: http://127\.0\.0\.1:%d/\?token=([\w-]+)" % port,
+                      log_text(proc))
+        if m and get(port, "/static/favicon.svg", token=m.group(1))[0] == 200:
+            return m.group(1)
+        return None
+
     try:
-        for _ in range(900):
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"the server exited at start:\n{log.read()}")
-            log.seek(0)
-            m = re.search(r"class link: http://127\.0\.0\.1:%d/\?token=([\w-]+)" % port,
-                          log.read())
-            if m:
-                token = m.group(1)
-                try:
-                    if get(port, "/static/favicon.svg", token=token)[0] == 200:
-                        break
-                except OSError:
-                    pass
-            time.sleep(0.1)
-        else:
-            log.seek(0)
-            pytest.fail(f"the server did not answer:\n{log.read()}")
-        yield port, token
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+        token = wait_until(proc, class_link_token)
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield port, token
+    stop_app(proc)
 
 
 def get(port: int, path: str, token: str | None = None, conn=None,

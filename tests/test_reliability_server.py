@@ -9,14 +9,12 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from urllib.parse import quote, urlencode, urlsplit
 
 import pytest
+
+from live_server import free_port, start_app, stop_app, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -53,43 +51,24 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 ''' % PAYLOAD.replace('"', "'")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port), "--measure-workers", "2",
-         "--instance", str(tmp_path_factory.mktemp("instance")),
-         "--limit", "step_time_limit_s=1"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    for _ in range(600):
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"the server exited at start:\n{log.read()}")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/static/favicon.svg")
-            if c.getresponse().status == 200:
-                break
-        except OSError:
-            time.sleep(0.1)
-    base = f"http://127.0.0.1:{port}"
-    yield base, proc
-    proc.send_signal(signal.SIGINT)
+    port = free_port()
+    proc = start_app(["--port", str(port), "--measure-workers", "2",
+                      "--instance", str(tmp_path_factory.mktemp("instance")),
+                      "--limit", "step_time_limit_s=1"], tmp_path_factory.mktemp("log"))
+
+    def answers():
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/static/favicon.svg")
+        return c.getresponse().status == 200
+
     try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-    log.close()
+        wait_until(proc, answers)
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    yield f"http://127.0.0.1:{port}", proc
+    stop_app(proc)
 
 
 def request(base: str, method: str, path: str, fields: dict | None = None,

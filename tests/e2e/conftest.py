@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import tempfile
-import sys
-import time
 import urllib.request
 
 import pytest
+
+from live_server import free_port, start_app, stop_app, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHOTS = os.path.join(ROOT, "test-artifacts", "screenshots")
@@ -18,36 +17,15 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(port: int) -> subprocess.Popen:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    # a fresh store (stored results from earlier runs must not hide compiles) and a log
-    # file rather than a pipe nobody reads (a full pipe would block the server)
+    """The real server on ``port`` with a fresh store (stored results from earlier runs must
+    not hide compiles), once it serves its static files."""
     work = tempfile.mkdtemp(prefix="explorer-e2e-")
-    log = open(os.path.join(work, "server.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(port),
-                             "--instance", os.path.join(work, "instance")],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    proc.log_path = log.name  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            with open(log.name, errors="replace") as f:
-                out = f.read()
-            raise RuntimeError(f"the server exited early:\n{out}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/static/favicon.svg", timeout=2)
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not start within 60 s")
+    proc = start_app(["--host", "127.0.0.1", "--port", str(port),
+                      "--instance", os.path.join(work, "instance")], work)
+    wait_until(proc, lambda: urllib.request.urlopen(
+        f"http://127.0.0.1:{port}/static/favicon.svg", timeout=2), timeout=60, poll=0.2)
+    return proc
 
 
 @pytest.fixture(scope="session")
@@ -55,11 +33,7 @@ def server():
     port = free_port()
     proc = start_server(port)
     yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_app(proc, timeout=10)
 
 
 @pytest.fixture(scope="session")
