@@ -229,3 +229,30 @@ def test_fuzz_token_soup(tokens):
 @given(programs(), st.lists(_mutation, min_size=1, max_size=3))
 def test_fuzz_mutated_random_programs(mod, mutations):
     _parse_or_script_error(_apply(script(mod), mutations))
+
+
+def test_a_block_with_axes_may_not_use_an_enclosing_loop_variable():
+    """TVM's rule: the block sees its loops only through its axes' bindings. Accepting
+    ``A[i]`` here let ``parallel(i)`` pass a block whose every iteration writes ``B[0]``."""
+    text = '''@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((1,), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(1, i // 1 % 1 + i % 1)
+            T.reads(A[i])
+            T.writes(B[vi])
+            B[vi] = A[i]
+'''
+    e = _error(text)
+    assert (e.line, e.col) == (4, 9)
+    assert 'block "B" uses the loop variable i of an enclosing loop' in str(e)
+    assert "T.axis.spatial(extent, i)" in str(e)
+    # the bindings and T.where may use it, and a block without axes (opaque) may too
+    parse(text.replace("T.reads(A[i])", "T.reads(A[vi])").replace("B[vi] = A[i]",
+                                                                  "B[vi] = A[vi]"))
+    parse('''@T.prim_func
+def g(A: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("opaque"):
+            A[i] = T.float32(0)
+''')

@@ -178,13 +178,21 @@ ANNOTATIONS = ((), (("pragma_unroll_explicit", 1),), (("pragma_x", "text"), ("fl
 class _Ctx:
     """What the generator can reference at a point of the program."""
 
-    def __init__(self, buffers, ivars, counter=None):
+    def __init__(self, buffers, ivars, counter=None, loop_vars=()):
         self.buffers = list(buffers)
         self.ivars = list(ivars)  # integer vars in scope
         self.counter = counter if counter is not None else [0]
+        self.loop_vars = list(loop_vars)  # those of ivars that are loop variables
 
-    def child(self, more_vars=(), more_bufs=()):
-        return _Ctx(self.buffers + list(more_bufs), self.ivars + list(more_vars), self.counter)
+    def child(self, more_vars=(), more_bufs=(), loops=False):
+        return _Ctx(self.buffers + list(more_bufs), self.ivars + list(more_vars), self.counter,
+                    self.loop_vars + (list(more_vars) if loops else []))
+
+    def inside_block(self, axes):
+        """Inside a block with ``axes``: the enclosing loops' variables are out of reach
+        (the block sees them only through its axes' bindings, as in TVM)."""
+        outer = [v for v in self.ivars if not any(v is lv for lv in self.loop_vars)]
+        return _Ctx(self.buffers, outer + list(axes), self.counter)
 
     def fresh_buffer_name(self):
         # buffer names are compared by structural_equal, so keep them distinct
@@ -327,7 +335,7 @@ def block_realize(draw, ctx, loops, depth=1):
         ivs.append(IterVar(Var(name, dtype), dom,
                            draw(st.sampled_from([IterType.SPATIAL, IterType.REDUCE]))))
         vals.append(val)
-    inner = ctx.child([iv.var for iv in ivs])
+    inner = ctx.inside_block([iv.var for iv in ivs]) if ivs else ctx.child()
     allocs = ()
     if draw(st.integers(0, 4)) == 0:
         allocs = (Buffer(ctx.fresh_buffer_name(), (4,), draw(st.sampled_from(BUF_TYPES)), "local"),)
@@ -361,7 +369,7 @@ def loop_nest(draw, ctx, loops, depth):
         kind = draw(st.sampled_from(list(ForKind)))
         ann = draw(st.sampled_from(ANNOTATIONS)) if draw(st.integers(0, 3)) == 0 else ()
         made.append((v, mn, ext, kind, ann))
-        inner_ctx = inner_ctx.child([v])
+        inner_ctx = inner_ctx.child([v], loops=True)
     fake_loops = loops + [For(v, mn, ext, kind, None, ann) for v, mn, ext, kind, ann in made]
     body = statements(draw, inner_ctx, fake_loops, depth - 1)
     for v, mn, ext, kind, ann in reversed(made):

@@ -12,6 +12,7 @@ from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.buffer import Buffer, Range
 from engine.ir.dtype import is_int, lanes_of
+from engine.ir.functor import collect_vars
 
 from ..regions import infer_block_regions
 from .context import BlockCtx, ParserContext, const_true, extent_of
@@ -173,12 +174,16 @@ class BlockParser(ParserContext):
                 raise self.err(name_node, "a block name must be a string such as \"Y\"")
             name = name_node.value
         ctx = BlockCtx(name, n)
+        outer_loops = set(self.loop_dom)
         self.blocks.append(ctx)
         self.saw_block = True
         try:
             body = self.nested(n.body)
         finally:
             self.blocks.pop()
+        if ctx.iter_vars:
+            self.check_no_outer_loop_var(n, name, outer_loops, (body, ctx.init, ctx.reads,
+                                                                ctx.writes))
         reads, writes = ctx.reads, ctx.writes
         if reads is None or writes is None:
             r, w = infer_block_regions(body, ctx.init, tuple(ctx.alloc_buffers))
@@ -188,6 +193,20 @@ class BlockParser(ParserContext):
                         tuple(ctx.alloc_buffers), ctx.annotations or ())
         return S.BlockRealize(tuple(ctx.iter_values),
                               ctx.predicate if ctx.predicate is not None else const_true(), block)
+
+    def check_no_outer_loop_var(self, n: ast.With, name: str, outer_loops: set,
+                                parts: tuple) -> None:
+        """A block with axes sees the enclosing loops only through its axes' bindings (and
+        ``T.where``): its body, init and regions may not use an outer loop variable — the
+        schedule's legality checks reason about the axes (TVM refuses such a block too)."""
+        for part in parts:
+            if part is None:
+                continue
+            used = next((v for v in collect_vars(part) if id(v) in outer_loops), None)
+            if used is not None:
+                raise self.err(n, f"block \"{name}\" uses the loop variable {used.name} of an "
+                                  f"enclosing loop; inside a block use its axes instead (bind "
+                                  f"one with T.axis.spatial(extent, {used.name}) and use that)")
 
     def axis(self, n: ast.Assign, target: ast.AST, call: ast.Call, f: str) -> None:
         ctx = self.block_ctx(n, f"T.{f}")
