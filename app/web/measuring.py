@@ -41,7 +41,8 @@ POOL_POLL = "1s"
 
 def client_key() -> str | None:
     """Whose measurements these are, for the queue's turns: the request's remote address
-    (None outside a request)."""
+    (None outside a request). Every request's jobs carry it (a hook in
+    :mod:`app.web.routes`)."""
     return request.remote_addr if has_request_context() else None
 
 
@@ -67,12 +68,6 @@ def collect(session: Session, lookup, submit, value_of, budget: float):
     None: not queued yet). Returns ``(by_step, queued, busy)`` where ``busy`` is the
     "server is busy" sentence when the queue was full.
     """
-    with measurer().on_behalf_of(client_key()):
-        return _collect(session, lookup, submit, value_of, budget)
-
-
-def _collect(session: Session, lookup, submit, value_of, budget: float):
-    """:func:`collect`, its jobs marked as this request's client's."""
     t_end = time.monotonic() + budget
     by_step: dict[int, Any] = {}
     tickets: dict[int, Any] = {}
@@ -133,8 +128,6 @@ def prefetch(session: Session, mod) -> None:
     if not current_app.config.get("PREFETCH_MEASUREMENTS", True) or (plan and not plan.measure):
         return
     wl = session.workload_arg()
-    with measurer().on_behalf_of(client_key()):
-        measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
-                            func_name=session.func_name,
-                            baseline=session.mod0 if wl is None else None,
-                            cache=plan is None or plan.simulate_cache)
+    measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
+                        func_name=session.func_name, baseline=session.mod0 if wl is None else None,
+                        cache=plan is None or plan.simulate_cache)
