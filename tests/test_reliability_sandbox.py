@@ -87,60 +87,63 @@ def test_a_reply_that_is_not_the_protocols_json_is_a_failed_job(pool, kind, tmp_
     echo_ok(pool)
 
 
-@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
-                    reason="needs root to drop to an unprivileged user")
-def test_an_unprivileged_worker_gets_a_network_namespace_through_a_user_namespace():
-    import encodings.idna  # noqa: F401 - imported here: the child may not read the library
-    from app.service.worker import isolate_network
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:                                  # child: an ordinary user, then isolate
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            reason = isolate_network()
-            try:
-                socket.create_connection(("127.0.0.1", 9), timeout=2).close()
-                outcome = "connected"
-            except OSError as e:
-                outcome = f"{type(e).__name__}"
-            os.write(w, f"{reason}|{outcome}".encode())
-        except BaseException as e:  # noqa: BLE001 - the parent reports it
-            os.write(w, f"child failed: {e!r}|".encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 4096).decode()
-    os.waitpid(pid, 0)
-    reason, outcome = got.split("|")
-    assert not reason.startswith("child failed"), reason
-    if reason != "None":
-        pytest.skip(reason)
-    assert outcome == "OSError"
-
-
-@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
-                    reason="needs root to drop to an unprivileged user")
-def test_when_no_namespace_is_allowed_the_worker_says_why():
-    """An unprivileged process with a second thread may create neither namespace (the
-    user-namespace route needs a single thread): the reason is a sentence, not a crash."""
-    import threading
-    from app.service.worker import isolate_network
+def _as_nobody(body) -> str:
+    """``body()``'s text, run in a forked child that has dropped to uid/gid 65534 (an
+    ordinary user); the child's own failure is reported, not hidden."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.setgid(65534)
             os.setuid(65534)
-            threading.Thread(target=threading.Event().wait, daemon=True).start()
-            os.write(w, str(isolate_network()).encode())
+            os.write(w, body().encode())
         except BaseException as e:  # noqa: BLE001 - the parent reports it
             os.write(w, f"child failed: {e!r}".encode())
         finally:
             os._exit(0)
     os.close(w)
-    reason = os.read(r, 4096).decode()
+    got = os.read(r, 4096).decode()
     os.waitpid(pid, 0)
+    assert not got.startswith("child failed"), got
+    return got
+
+
+needs_root = pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
+                                reason="needs root to drop to an unprivileged user")
+
+
+@needs_root
+def test_an_unprivileged_worker_gets_a_network_namespace_through_a_user_namespace():
+    import encodings.idna  # noqa: F401 - imported here: the child may not read the library
+    from app.service.worker import isolate_network
+
+    def isolate_then_connect() -> str:
+        reason = isolate_network()
+        try:
+            socket.create_connection(("127.0.0.1", 9), timeout=2).close()
+            outcome = "connected"
+        except OSError as e:
+            outcome = f"{type(e).__name__}"
+        return f"{reason}|{outcome}"
+
+    reason, outcome = _as_nobody(isolate_then_connect).split("|")
+    if reason != "None":
+        pytest.skip(reason)
+    assert outcome == "OSError"
+
+
+@needs_root
+def test_when_no_namespace_is_allowed_the_worker_says_why():
+    """An unprivileged process with a second thread may create neither namespace (the
+    user-namespace route needs a single thread): the reason is a sentence, not a crash."""
+    import threading
+    from app.service.worker import isolate_network
+
+    def isolate_with_a_second_thread() -> str:
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+        return str(isolate_network())
+
+    reason = _as_nobody(isolate_with_a_second_thread)
     assert reason.startswith("this kernel does not allow new network namespaces ("), reason
     assert "nor user namespaces (" in reason
 
