@@ -55,6 +55,44 @@ def test_split_and_fuse_patterns_fold():
     assert text(simplify((x * 4 + y) < 15, {x: (0, 3), y: (0, 3)})) == "(((x * 4) + y) < 15)"
 
 
+def test_floor_division_identity_folds_a_fused_pair_of_split_loops():
+    # j = j_0 * 3 + j_1 split, then fused: j_0 = f // 3, j_1 = f % 3 -> f (as TVM prints it)
+    assert text(simplify(x // 3 * 3 + x % 3)) == "x"
+    assert text(simplify((x // 3 * 3 + x % 3) * 2 + y)) == "((x * 2) + y)"
+    assert text(simplify(x // 4 * 8 + x % 4 * 2 + 1)) == "((x * 2) + 1)"
+    assert text(simplify(x // 4 * 3 + x % 4)) == "(((x // 4) * 3) + (x % 4))"  # not the pair
+    assert bound_of(x // 3 * 3 + x % 3, {x: (0, 7)}) == (0, 7)
+
+
+def test_a_split_then_fused_loop_with_a_tail_compiles_and_matches_numpy():
+    # hypothesis found it: split(j, [None, 3]) on extent 8, then fuse(j_0, j_1): the guard
+    # j_0_j_1_fused < 8 must bound the index (it did not while the index kept // and %)
+    import numpy as np
+    from engine import Schedule, build
+    sch = Schedule(_add_mod())
+    blk = sch.get_block("C")
+    i, j = sch.get_loops(blk)
+    sch.fuse(*sch.split(j, factors=[None, 3]))
+    assert "T.where(j_0_j_1_fused < 8)" in sch.mod.script()
+    a, b = np.random.rand(12, 8).astype("float32"), np.random.rand(12, 8).astype("float32")
+    c = np.zeros((12, 8), "float32")
+    build(sch.mod)["add"](a, b, c)
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+
+
+def _add_mod():
+    from engine import parse
+    return parse('''
+@T.prim_func
+def add(A: T.Buffer((12, 8), "float32"), B: T.Buffer((12, 8), "float32"),
+        C: T.Buffer((12, 8), "float32")):
+    for i, j in T.grid(12, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] + B[vi, vj]
+''')
+
+
 def test_bounds_and_relax():
     assert bound_of(x * 4 + y, {x: (0, 31), y: (0, 3)}) == (0, 127)
     assert bound_of(x - y, {x: (0, 3), y: (0, 3)}) == (-3, 3)

@@ -87,9 +87,9 @@ class Analyzer:
         if isinstance(e, E.IntImm):
             return {}, e.value
         if isinstance(e, E.Add):
-            return _lin_add(self.linear(e.a), self.linear(e.b), 1)
+            return self._merge_divmod(_lin_add(self.linear(e.a), self.linear(e.b), 1))
         if isinstance(e, E.Sub):
-            return _lin_add(self.linear(e.a), self.linear(e.b), -1)
+            return self._merge_divmod(_lin_add(self.linear(e.a), self.linear(e.b), -1))
         if isinstance(e, E.Mul):
             la, lb = self.linear(e.a), self.linear(e.b)
             if not la[0]:
@@ -118,6 +118,25 @@ class Analyzer:
         if isinstance(e, E.Var):
             return {("v", id(e)): (e, 1)}, 0
         return self._atom(self._simplify_other(e))
+
+    def _merge_divmod(self, lin: Lin) -> Lin:
+        """``k * c * (x // c) + k * (x % c)  ->  k * x`` (floor division's identity), so
+        the index of a fused pair of split loops reads as the fused loop itself."""
+        terms = lin[0]
+        for key, (atom, coef) in list(terms.items()):
+            if not isinstance(atom, E.FloorMod) or key not in terms:
+                continue
+            c = E.as_const_int(atom.b)
+            if c is None or c <= 0:
+                continue
+            div_key = ("FloorDiv",) + key[1:]
+            div = terms.get(div_key)
+            if div is None or div[1] != coef * c:
+                continue
+            rest = {k: v for k, v in terms.items() if k not in (key, div_key)}
+            lin = _lin_add((rest, lin[1]), _lin_scale(self.linear(atom.a), coef), 1)
+            return self._merge_divmod(lin)
+        return lin
 
     def _atom(self, e: E.PrimExpr) -> Lin:
         if isinstance(e, E.IntImm):
