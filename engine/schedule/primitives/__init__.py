@@ -11,6 +11,10 @@
   storage_align, rfactor, transform_layout (added by their own modules when present);
   :mod:`.storage` brings in :mod:`.cache` (cache_read/cache_write, with their copy stage
   in :mod:`.cache_stage`)
+* :mod:`.blockize` — blockize; :mod:`.tensorize` — tensorize (its intrinsics in
+  :mod:`engine.schedule.tensor_intrin`); :mod:`.partition` — loop_partition, merge;
+  :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout;
+  :mod:`.buffer_access` — unsafe_set_dtype, annotate_buffer_access
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
@@ -19,7 +23,8 @@ import importlib
 from . import queries, loops  # noqa: F401
 
 for _name in ("annotations", "compute_location", "inline", "decompose",
-              "storage", "reduction", "layout"):
+              "storage", "reduction", "layout", "blockize", "tensorize", "partition",
+              "block_layout", "buffer_access"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as _e:  # a family not written yet

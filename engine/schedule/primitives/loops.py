@@ -363,3 +363,63 @@ def _check_affine_blocks(ctx: Ctx, bottom: For, loop_vars, names):
                                 f"{b.name_hint} is bound to a non-affine expression of the "
                                 "loops being reordered", "reorder before fusing these loops",
                                 highlight=names + [b.name_hint])
+
+
+@register
+class AddUnitLoop(Primitive):
+    kind = "AddUnitLoop"
+    attr_kinds = ()
+    method = "add_unit_loop"
+    returns = "one"
+
+    def call(self, sch, block_or_loop):
+        """Create a new loop of extent 1 on top of a loop or a block.
+
+        It requires: 1) ``block_or_loop`` is a valid loop handle, or a block handle of
+        a block other than the root block. On a loop, the new loop encloses it; on a
+        block, the new loop sits between the block and the loops above it.
+
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+
+        Call::
+
+            u = sch.add_unit_loop(sch.get_block("C"))
+
+        After::
+
+            for i, j, u in T.grid(128, 128, 1):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+
+        Returns the new loop.
+        """
+        return sch._run(self, [block_or_loop], [])[0]
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        from engine.ir.stmt import Block
+        node = inputs[0]
+        if isinstance(node, Block):
+            if node is ctx.index.root_block:
+                raise ctx.error("block root", "a loop cannot be added on top of the root "
+                                "block", "pass a loop or another block")
+            target = ctx.index.realize[id(node)]
+        elif isinstance(node, For):
+            target = node
+        else:
+            raise ctx.error(subject_of(node), "expected a loop or block handle", "")
+        used = {v.name for v in ctx.index.loops}
+        name = "u"
+        n = 0
+        while name in used:
+            n += 1
+            name = f"u_{n}"
+        new = For(E.Var(name, "int32"), E.const(0, "int32"), E.const(1, "int32"),
+                  ForKind.SERIAL, target)
+        return Result(replace_stmts(ctx.func, {target: new}), [new])
+
+    def python_args(self, inputs, attrs, dialect):
+        return [fmt(inputs[0]) if dialect == "engine" else f"block_or_loop={fmt(inputs[0])}"]
