@@ -19,7 +19,7 @@ from .ir import IRModule, PrimFunc, display, structural_equal, structural_hash
 
 __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
-    "build", "Schedule", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
+    "build", "Schedule", "TensorIntrin", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
     "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
 ]
 
@@ -33,6 +33,7 @@ _LAZY = {
     "interpret": ("engine.interpreter", "interpret"),
     "build": ("engine.runtime", "build"),
     "Schedule": ("engine.schedule", "Schedule"),
+    "TensorIntrin": ("engine.schedule.tensor_intrin", "TensorIntrin"),
     "ScheduleError": ("engine.schedule", "ScheduleError"),
     "Trace": ("engine.schedule", "Trace"),
     "TraceError": ("engine.schedule", "TraceError"),
