@@ -45,6 +45,14 @@ class Prim:
 SCOPES = [("global", "global"), ("local", "local"), ("shared", "shared")]
 
 
+def _intrinsics() -> list:
+    from engine.schedule.tensor_intrin import builtin_names
+    return [(n, n) for n in builtin_names()]
+
+
+_INTRINS = _intrinsics()
+
+
 def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
     chain = loops_of_block(tree, loop.block) if loop.block else []
     order_default = ", ".join(l.name for l in chain)
@@ -67,6 +75,12 @@ def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
         Prim("unroll", "unroll", "Unroll this loop completely."),
         Prim("rfactor", "rfactor", "Factor a reduction over this loop into a new block.",
              [Arg("factor_axis", "factor axis", "number", "0")]),
+        Prim("add_unit_loop", "add unit loop", "Put a new loop of extent 1 around this loop."),
+        Prim("blockize", "blockize", "Turn the loops from here down, and the block inside, "
+             "into one outer block (a tile)."),
+        Prim("tensorize", "tensorize", "Blockize the loops from here down and replace the tile "
+             "by a tensor intrinsic's vector micro-kernel.",
+             [Arg("intrin", "intrinsic", "select", _INTRINS[0][0], choices=_INTRINS)]),
     ]
     return prims
 
@@ -106,16 +120,21 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
              [Arg("buffer", "write buffer", "select", choices=writes),
               Arg("scope", "scope", "select", "local", choices=SCOPES)],
              disabled="" if writes else "this block writes no buffer"),
+        Prim("tensorize", "tensorize", "Replace this block (a tile made by blockize) by a "
+             "tensor intrinsic's vector micro-kernel.",
+             [Arg("intrin", "intrinsic", "select", _INTRINS[0][0], choices=_INTRINS)]),
     ]
 
 
 ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
-             "decompose_reduction", "cache_read", "cache_write"}
+             "decompose_reduction", "cache_read", "cache_write", "add_unit_loop", "blockize",
+             "tensorize"}
 # form fields of the toolbar that are not workload parameters
 FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
-                         "scope"})
-LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor"}
+                         "scope", "intrin"})
+LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
+              "add_unit_loop", "blockize", "tensorize"}
 
 
 # ---------------------------------------------------------------------------- parsing inputs
@@ -159,6 +178,14 @@ def _loop(sch, parsed: dict, sel: str):
     return loops[parsed["index"]]
 
 
+def _intrin(form) -> str:
+    name = form.get("intrin", "")
+    if name not in dict(_INTRINS):
+        raise InputError(f"Unknown tensor intrinsic “{str(name)[:40]}”; choose one of "
+                         f"{', '.join(n for n, _ in _INTRINS)}.")
+    return name
+
+
 def _sel(form, key: str, kind: str) -> dict:
     raw = form.get(key, "")
     parsed = parse_sel(raw)
@@ -175,6 +202,8 @@ def apply(sch, tree: FuncTree, form) -> str:
         raise InputError(f"Unknown primitive “{prim[:40]}”.")
     sel = form.get("sel", "")
     kind = "loop" if prim in LOOP_PRIMS else "block"
+    if prim == "tensorize" and str(sel).startswith("B/"):   # a loop or a block
+        kind = "block"
     subj = _sel(form, "sel", kind)
     if subj["func"] != tree.func_name:
         raise InputError(f"The selection belongs to function {subj['func']}, not {tree.func_name}.")
@@ -218,6 +247,12 @@ def apply(sch, tree: FuncTree, form) -> str:
     if prim in ("parallel", "vectorize", "unroll"):
         getattr(sch, prim)(_loop(sch, subj, sel))
         return f"{prim} {name}"
+    if prim in ("add_unit_loop", "blockize"):
+        getattr(sch, prim)(_loop(sch, subj, sel))
+        return f"{prim} {name}"
+    if prim == "tensorize" and kind == "loop":
+        sch.tensorize(_loop(sch, subj, sel), _intrin(form))
+        return f"tensorize {name} with {form.get('intrin')}"
     if prim == "rfactor":
         axis = _int(form.get("factor_axis", "0"), "factor axis")
         sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
@@ -236,6 +271,9 @@ def apply(sch, tree: FuncTree, form) -> str:
         tnode = tree.by_sel.get(form.get("loop", ""))
         sch.decompose_reduction(block, _loop(sch, target, form.get("loop", "")))
         return f"decompose_reduction {name} above {tnode.name if tnode else 'loop'}"
+    if prim == "tensorize":
+        sch.tensorize(block, _intrin(form))
+        return f"tensorize {name} with {form.get('intrin')}"
     if prim in ("cache_read", "cache_write"):
         idx = _int(form.get("buffer", "0"), "buffer index")
         scope = form.get("scope", "local")

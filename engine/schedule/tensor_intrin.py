@@ -174,6 +174,11 @@ def _builtins() -> None:
         _REGISTRY[name] = TensorIntrin(d, i)
 
 
+def builtin_names() -> list[str]:
+    """The names of the built-in intrinsics (no parsing: the toolbar lists them)."""
+    return list(_BUILTINS)
+
+
 def builtin_source(name: str, part: str) -> str:
     """The TVMScript text of a built-in intrinsic's ``desc`` or ``impl`` (for docs/lessons)."""
     m, n, k, tr = _BUILTINS[name]
