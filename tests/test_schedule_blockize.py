@@ -264,3 +264,29 @@ def test_get_output_blocks_and_add_unit_loop(monkeypatch):
     check_traces(sch, "mm_relu", monkeypatch)
     refused(sch, lambda: sch.add_unit_loop(root), "root")
     refused(sch, lambda: sch.get_loops(root), "root")
+
+
+# ------------------------------------------------------------------ block axes and dtypes
+def test_reorder_block_iter_var_and_unsafe_set_dtype(monkeypatch):
+    sch = fresh("mm_relu")
+    y = sch.get_block("Y")
+    sch.reorder_block_iter_var(y, [2, 0, 1])
+    sch.unsafe_set_dtype(y, 0, "float64")
+    text = sch.mod.script()
+    assert 'vk, vi, vj = T.axis.remap("RSS", [k, i, j])' in text
+    assert 'Y = T.alloc_buffer((16, 16), dtype="float64")' in text
+    assert 'T.Cast("float64", T.Cast("float32", Y[vi, vj])' in text
+    run_and_check(sch.mod, "mm_relu", SMALL["mm_relu"])
+    run_and_check(sch.mod, "mm_relu", SMALL["mm_relu"], use_build=False)
+    check_traces(sch, "mm_relu", monkeypatch)
+    assert sch.trace.as_json()["insts"][1:] == [
+        ["ReorderBlockIterVar", ["b0", [2, 0, 1]], [], []],
+        ["UnsafeSetDType", ["b0"], ["0", "float64"], []]]   # TVM's own encoding
+    for bad in ([0, 0, 1], [0, 1], [0, 1, 3]):
+        refused(sch, lambda bad=bad: sch.reorder_block_iter_var(y, bad), "not a permutation")
+    c = sch.get_block("C")
+    refused(sch, lambda: sch.unsafe_set_dtype(c, 0, "float16"), "parameter")
+    refused(sch, lambda: sch.unsafe_set_dtype(y, 0, "float7"), "not a scalar type")
+    with pytest.raises(engine.TraceError, match="integers"):
+        Trace.from_json([[["GetSBlock", [], ["Y", "mm_relu"], ["b0"]],
+                          ["ReorderBlockIterVar", ["b0", ["b0"]], [], []]], []])

@@ -147,6 +147,11 @@ def check_insts(insts: list, tvm: bool) -> list[Instruction]:
                 except ValueError:
                     raise TraceError(f"instruction {n} ({kind}): bad string literal {x!r}") \
                         from None
+            elif isinstance(x, list) and len(ins) in prim.int_list_inputs:
+                if len(x) > 64 or not all(isinstance(y, int) and not isinstance(y, bool)
+                                          for y in x):
+                    raise TraceError(f"instruction {n} ({kind}): input {len(ins)} must be "
+                                     f"a list of at most 64 integers, got {x!r}"[:200])
             elif isinstance(x, list):
                 if len(ins) not in prim.list_inputs:
                     raise TraceError(f"instruction {n} ({kind}): nested lists are not valid "

@@ -213,8 +213,10 @@ class Trace:
             except TraceError as e:
                 raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from None
             inputs = []
-            for x in inst.inputs:
-                if isinstance(x, (list, tuple)):  # a list of handles (consumer_blocks)
+            for pos, x in enumerate(inst.inputs):
+                if isinstance(x, (list, tuple)) and pos in prim.int_list_inputs:
+                    inputs.append(list(x))  # a list of integers (ReorderBlockIterVar)
+                elif isinstance(x, (list, tuple)):  # a list of handles (consumer_blocks)
                     for y in x:
                         if not is_ref(y) or y not in env:
                             raise TraceError(f"instruction {n} ({inst.kind}) refers to {y!r}, "

@@ -83,6 +83,9 @@ class Primitive:
     # Positions in inputs that hold a *list* of handles (TVM's CacheRead/CacheWrite
     # ``consumer_blocks``: ``["CacheRead", ["b0", ["b3"]], [0, "global"], ["b4"]]``).
     list_inputs: tuple = ()
+    # Positions in inputs that hold a list of integers (TVM's ReorderBlockIterVar
+    # ``new_order``: ``["ReorderBlockIterVar", ["b0", [2, 0, 1]], [], []]``).
+    int_list_inputs: tuple = ()
 
     # The attributes: (name, kind) pairs, kinds from ATTR_KINDS; None: not declared (any
     # plain values, still written only by the literal writer). ``required_attrs``: how many
