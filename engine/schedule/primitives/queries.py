@@ -208,13 +208,13 @@ class GetOutputBlocks(Primitive):
     mutates = False
     returns = "list"
 
-    def call(self, sch, block):
-        """Get the output blocks of a scope: the blocks under ``block`` (at any depth)
+    def call(self, sch, scope_block):
+        """Get the output blocks of a scope: the blocks under ``scope_block`` (at any depth)
         that write a buffer which their scope block does not allocate (a parameter of
         the function, or a buffer of an outer scope).
 
-        It requires: 1) ``block`` is a valid block handle (``sch.get_block("root")`` for
-        the whole function).
+        It requires: 1) ``scope_block`` is a valid block handle (``sch.get_block("root")``
+        for the whole function).
 
         .. code-block:: python
 
@@ -222,7 +222,7 @@ class GetOutputBlocks(Primitive):
             root = sch.get_block("root")
             (c_block,) = sch.get_output_blocks(root)      # the block "C"
         """
-        return list(sch._run(self, [block], []))
+        return list(sch._run(self, [scope_block], []))
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
         node = inputs[0]
@@ -232,7 +232,7 @@ class GetOutputBlocks(Primitive):
         return Result(None, output_blocks(ctx, node))
 
     def python_args(self, inputs, attrs, dialect):
-        return [fmt(inputs[0]) if dialect == "engine" else f"block={fmt(inputs[0])}"]
+        return [fmt(inputs[0]) if dialect == "engine" else f"scope_block={fmt(inputs[0])}"]
 
 
 @register
