@@ -51,7 +51,7 @@ def _einsum_indices(ctx: Ctx, blk: Block) -> dict:
                    "a constant")
         if why:
             raise ctx.error(f"block {blk.name_hint}", f"block {blk.name_hint} is not an Einsum: "
-                            f"{why} (requirement 2)", "pad_einsum applies to blocks such as "
+                            f"{why} (requirement 2)", "apply it to blocks such as "
                             "C[i, j] += A[i, k] * B[k, j] (pad before decompose_reduction)",
                             highlight=[blk.name_hint])
         seen[buf] = tuple(r.min for r in region.region)
