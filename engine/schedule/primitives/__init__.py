@@ -19,7 +19,8 @@ import importlib
 from . import queries, loops  # noqa: F401
 
 for _name in ("annotations", "compute_location", "inline", "decompose",
-              "storage", "reduction", "layout", "pad_einsum", "reindex"):
+              "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace",
+              "decompose_padding"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as _e:  # a family not written yet
