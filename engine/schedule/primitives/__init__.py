@@ -20,7 +20,7 @@ from . import queries, loops  # noqa: F401
 
 for _name in ("annotations", "compute_location", "inline", "decompose",
               "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace",
-              "decompose_padding"):
+              "decompose_padding", "rolling_buffer"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as _e:  # a family not written yet
