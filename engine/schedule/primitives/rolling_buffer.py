@@ -102,7 +102,8 @@ class RollingBuffer(Primitive):
         It requires: 1) the buffer is allocated by the function (not an output) and the
         block is its only writer, the other blocks only read it; 2) ``write_buffer_index``
         names a buffer the block writes; 3) the innermost statement holding the block and
-        all the readers is a loop, and the loops that move the window run in order (serial);
+        all the readers is a loop, and the loops that move the window run in order (not
+        parallel nor vectorized);
         4) one dimension's window overlaps the previous one (a positive overlap).
 
         Before::
@@ -209,9 +210,9 @@ class RollingBuffer(Primitive):
                             "producer under the tile loop", highlight=[name])
         moving = {w[0] for w in windows if w is not None}
         for lp in mine:
-            if lp.loop_var in moving and lp.kind is not ForKind.SERIAL:
+            if lp.loop_var in moving and lp.kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
                 raise ctx.error(f"block {name}", f"loop {lp.loop_var.name} moves the window "
-                                "but is not serial: a ring needs its iterations in order "
+                                f"but is {lp.kind.value}: a ring needs its iterations in order "
                                 "(requirement 3)", "", highlight=[name, lp.loop_var.name])
         size = windows[axis][2]
         shape = tuple(E.const(size, "int32") if d == axis else s for d, s in
