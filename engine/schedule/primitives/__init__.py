@@ -11,6 +11,9 @@
   storage_align, rfactor, transform_layout (added by their own modules when present);
   :mod:`.storage` brings in :mod:`.cache` (cache_read/cache_write, with their copy stage
   in :mod:`.cache_stage`)
+* :mod:`.pad_einsum`, :mod:`.decompose_padding` (and can_decompose_padding, a Schedule
+  method that records nothing), :mod:`.reindex` (reindex, reindex_cache_read/write),
+  :mod:`.cache_inplace`, :mod:`.rolling_buffer` — their new stages built by :mod:`.stages`
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """

@@ -235,6 +235,10 @@ class PadEinsum(Primitive):
                 raise ctx.error(f"block {bname}", f"axis {iv.var.name} has no constant extent",
                                 "", highlight=[bname])
             new = -(-ext // p) * p
+            if new >= 2 ** 31:
+                raise ctx.error(f"block {bname}", f"padding axis {iv.var.name} to {new} would "
+                                "not fit a 32-bit index (requirement 1)", "use a smaller "
+                                "factor", highlight=[bname])
             if new != ext:
                 grown[iv.var] = new
         if not grown:
