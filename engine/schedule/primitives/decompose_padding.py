@@ -127,7 +127,8 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
         Range(substitute(r.min, fmap), r.extent) for r in w.region)),),
         fresh_name(f"{name}_pad_const", set(ctx.index.blocks)),
         BufferStore(body.buffer, pad_value, tuple(substitute(i, fmap) for i in body.indices)))
-    fill_nest: Any = BlockRealize(tuple(substitute(v, lmap) for v in realize.iter_values),
+    fill_nest: Any = BlockRealize(tuple(substitute(an.simplify(v), lmap)
+                                        for v in realize.iter_values),
                                   realize.predicate, fill)
     for lp in reversed(below):
         fill_nest = For(lmap[lp.loop_var], lp.min, lp.extent, lp.kind, fill_nest)
@@ -148,7 +149,7 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
     for iv, val in zip(blk.iter_vars, realize.iter_values):
         lo, hi = box[iv.var]
         if isinstance(val, E.Var) and val in loop_shift:
-            bindings.append(val)
+            bindings.append(an.simplify(val))
             continue
         moved = substitute(val, loop_shift)
         bindings.append(an.simplify(moved - lo) if lo else moved)
