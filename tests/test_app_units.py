@@ -196,6 +196,7 @@ def test_toolbar_offers_pad_einsum_and_decompose_padding_on_a_block():
     prims = {p.name: p for p in block_prims(tree, "Y")}
     assert prims["pad_einsum"].args[0].default == "16, 16, 16"   # one factor per axis
     assert prims["pad_einsum"].disabled == ""
+    assert [v for v, _ in prims["reindex"].args[0].choices] == ["r0", "r1", "w0"]
     assert [v for v, _ in prims["decompose_padding"].args[0].choices][0] == "L/mm_relu/0/Y"
     assert parse_padding("16, 16, 1") == [16, 16, 1]
     assert parse_padding("[4,4]") == [4, 4]

@@ -112,6 +112,20 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
              [Arg("padding", "padding", "text", ", ".join(["16"] * n_axes),
                   help="one factor per block axis, e.g. 16, 16, 1")],
              disabled="" if n_axes else "this block has no axes"),
+        Prim("reindex", "reindex", "Put a buffer this block accesses behind a copy indexed by "
+             "the block's own axes.",
+             [Arg("buffer", "buffer", "select", choices=[("r" + v, f"read {b}") for v, b in reads]
+                  + [("w" + v, f"write {b}") for v, b in writes])],
+             disabled="" if reads or writes else "this block accesses no buffer"),
+        Prim("cache_inplace", "cache_inplace", "Copy a buffer this block updates in place into "
+             "a cache before it and back after it.",
+             [Arg("buffer", "read buffer", "select", choices=reads),
+              Arg("scope", "scope", "select", "local", choices=SCOPES)],
+             disabled="" if reads else "this block reads no buffer"),
+        Prim("rolling_buffer", "rolling_buffer", "Keep only the sliding window of the buffer this "
+             "block writes, as a ring (after compute_at into a tiled consumer).",
+             [Arg("buffer", "write buffer", "select", choices=writes)],
+             disabled="" if writes else "this block writes no buffer"),
         Prim("decompose_padding", "decompose_padding", "Split this padding block into a block "
              "filling the pad value and a block writing the in-bound values.",
              [Arg("loop", "fill above loop", "select", own_choices[0][0] if own_choices else "",
@@ -121,7 +135,8 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
 
 ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
-             "decompose_reduction", "cache_read", "cache_write", "pad_einsum", "decompose_padding"}
+             "decompose_reduction", "cache_read", "cache_write", "pad_einsum", "decompose_padding",
+             "reindex", "cache_inplace", "rolling_buffer"}
 # form fields of the toolbar that are not workload parameters
 FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
                          "scope", "padding"})
@@ -268,6 +283,24 @@ def apply(sch, tree: FuncTree, form) -> str:
         tnode = tree.by_sel.get(form.get("loop", ""))
         sch.decompose_padding(block, _loop(sch, target, form.get("loop", "")))
         return f"decompose_padding {name} above {tnode.name if tnode else 'loop'}"
+    if prim == "reindex":
+        raw = form.get("buffer", "")
+        kind = {"r": "read", "w": "write"}.get(raw[:1])
+        if kind is None:
+            raise InputError("reindex: choose a buffer the block reads or writes.")
+        idx = _int(raw[1:], "buffer index")
+        sch.reindex(block, (kind, idx))
+        return f"reindex {name} {kind} buffer #{idx}"
+    if prim in ("cache_inplace", "rolling_buffer"):
+        idx = _int(form.get("buffer", "0"), "buffer index")
+        if prim == "rolling_buffer":
+            sch.rolling_buffer(block, idx)
+            return f"rolling_buffer {name} buffer #{idx}"
+        scope = form.get("scope", "local")
+        if scope not in dict(SCOPES):
+            raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
+        sch.cache_inplace(block, idx, scope)
+        return f"cache_inplace {name} buffer #{idx} ({scope})"
     if prim == "pad_einsum":
         padding = parse_padding(form.get("padding", ""))
         sch.pad_einsum(block, padding)
