@@ -111,8 +111,7 @@ def _random_session(seed: int, steps: int):
         summary = ""
         if r.status_code == 200:
             q = dict(parse_qsl(urlsplit(r.headers["HX-Push-Url"]).query))
-            # as the page's poll does: asked again after each round of queued jobs, so a
-            # busy machine makes the answer later, never different
+            # as the page's poll does: asked again until the step's measurement has landed
             m = settled(c, f"/explore/{wl}/measure?{urlencode(q)}").get_data(as_text=True)
             now = re.search(r'id="measure-now">(.*?)</p>', m, re.S)
             summary = re.sub(r"\s+", " ", re.sub("<[^>]+>", "", now.group(1))) if now else m[:200]

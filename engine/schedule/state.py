@@ -146,6 +146,16 @@ class Schedule:
         """TVM 0.27's name for :meth:`get_block` (so pasted 0.27 code runs)."""
         return self.get_block(name, func_name)  # type: ignore[attr-defined]
 
+    def can_decompose_padding(self, block: "BlockRV", loop: "LoopRV") -> bool:
+        """Whether ``decompose_padding(block, loop)`` would apply (TVM's
+        ``can_decompose_padding``: a question, recorded in no trace, changing nothing)."""
+        trial = self.copy()
+        try:
+            trial._run(registry.BY_METHOD["decompose_padding"], [block, loop], [])
+        except ScheduleError:
+            return False
+        return True
+
     def __repr__(self) -> str:
         wl = f" workload={self.workload[0]}" if self.workload else ""
         return f"<Schedule{wl} funcs={self._mod.names()} steps={len(self._insts)}>"
