@@ -366,3 +366,13 @@ def test_sampling_in_a_module_of_several_functions():
         "relu", **SMALL["relu"])["relu"])
     sch = Schedule(two, seed=0)
     assert sch.get(sch.sample_categorical([7], [1.0])) == 7
+
+
+def test_a_trace_is_built_from_its_instructions_and_decisions():
+    trace = stochastic_mm_relu(6).trace
+    assert Trace(trace.insts, trace.workload, trace.decisions) == trace
+    pairs = [[trace.insts.index(i), d] for i, d in trace.decisions.items()]
+    assert Trace(trace.insts, trace.workload, pairs) == trace
+    assert trace.truncate(3).decisions == {i: d for i, d in trace.decisions.items()
+                                          if trace.insts.index(i) < 3}
+    assert Trace(trace.insts, trace.workload) != trace  # decisions are part of a trace
