@@ -376,3 +376,31 @@ def test_a_trace_is_built_from_its_instructions_and_decisions():
     assert trace.truncate(3).decisions == {i: d for i, d in trace.decisions.items()
                                           if trace.insts.index(i) < 3}
     assert Trace(trace.insts, trace.workload) != trace  # decisions are part of a trace
+
+
+@pytest.mark.parametrize("name,block", [("conv2d_relu", "pad"), ("conv2d_relu", "conv"),
+                                        ("softmax", "T_softmax_exp"), ("mlp", "relu0")])
+def test_every_offered_compute_location_builds_a_correct_program(name, block):
+    """The locations sample_compute_location offers (TVM's CollectComputeLocation) are
+    all legal: each one, given to compute_at, builds a program that matches numpy; any
+    other decision is refused with the list of legal ones."""
+    offered = []
+    for decision in range(-2, 8):
+        sch = fresh(name)
+        b = sch.get_block(block)
+        try:
+            loc = sch.sample_compute_location(b, decision=decision)
+        except ScheduleError as e:
+            assert "is not a legal compute location" in str(e) and "legal: " in str(e)
+            continue
+        offered.append(decision)
+        sch.compute_at(b, loc, preserve_unit_loops=True)
+        run_and_check(sch.mod, name, SMALL[name])
+    assert -1 in offered and len(offered) >= 2, offered
+    seen = set()
+    for seed in range(12):  # sampling draws only offered locations
+        sch = fresh(name)
+        sch.seed(seed)
+        sch.sample_compute_location(sch.get_block(block))
+        seen.update(sch.trace.decisions.values())
+    assert seen <= set(offered) and len(seen) >= 2
