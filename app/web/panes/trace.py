@@ -5,8 +5,8 @@ A *step* is one state-changing or sampling instruction (a sampling step shows it
 ``v4, v5 = sch.sample_perfect_tile(j, n=2, max_innermost_factor=16, decision=[8, 16])``,
 and leaves the program as it was); the look-ups recorded before it (``GetBlock``,
 ``GetLoops``, ...) belong to it and are shown folded under it. A step's label names loops
-and blocks as the program printed them before the step (``sch.split(j, factors=[None,
-4])``, not ``l2``).
+and blocks (looked up by it or by an earlier step) as the program printed them before the
+step that looked them up (``sch.split(j, factors=[None, 4])``, not ``l2``).
 """
 from __future__ import annotations
 
@@ -83,9 +83,10 @@ def steps(session: Session) -> list[Step]:
     py = session.trace.steps() if session.trace is not None else []
     out = [Step(0, "initial program", current=session.at == 0)]
     start = 0
+    names: dict[str, str] = {}  # handles named by the look-ups of this step and earlier ones
     for k, end in enumerate(session.step_ends, start=1):
         lines = py[start:end]
-        names = _handle_names(session, k, start, end)
+        names.update(_handle_names(session, k, start, end))
         label = _friendly(lines[-1], names) if names else lines[-1]
         if _samples(session.insts[end - 1]) and " = sch." in lines[-1]:
             # a sampling step keeps its results' names (later steps use them) and shows
