@@ -404,3 +404,19 @@ def test_every_offered_compute_location_builds_a_correct_program(name, block):
         sch.sample_compute_location(sch.get_block(block))
         seen.update(sch.trace.decisions.values())
     assert seen <= set(offered) and len(seen) >= 2
+
+
+def test_the_replay_command_reads_a_tvm_trace_with_decisions():
+    """``python -m engine replay`` (engine.lessons.runner): a TVM list with decisions
+    keeps them when the workload is named on the command line, and every prefix replays
+    the same way (also without decisions: the runner's schedules have a fixed seed)."""
+    from engine.lessons import runner
+    trace = runner.load_trace(json.dumps(TVM_SAMPLED), workload="matmul")
+    assert list(trace.decisions.values()) == [[4, 4], 1]
+    steps = list(runner.replay_steps(trace, params=MM))
+    final = mm(0)
+    Trace.from_json(TVM_SAMPLED).apply_to_schedule(final)
+    assert structural_equal(steps[-1].mod, final.mod)
+    free = runner.load_trace(json.dumps([TVM_SAMPLED[0], []]), workload="matmul")
+    runs = [list(runner.replay_steps(free, params=MM)) for _ in range(2)]
+    assert all(structural_equal(a.mod, b.mod) for a, b in zip(*runs))
