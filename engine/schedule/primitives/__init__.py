@@ -18,6 +18,7 @@
   :mod:`engine.schedule.tensor_intrin`); :mod:`.partition` — loop_partition, merge;
   :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout;
   :mod:`.buffer_access` — unsafe_set_dtype, annotate_buffer_access
+* :mod:`.sampling` — sample_perfect_tile, sample_categorical, sample_compute_location
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
@@ -28,7 +29,7 @@ from . import queries, loops  # noqa: F401
 for _name in ("annotations", "compute_location", "inline", "decompose",
               "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace",
               "decompose_padding", "rolling_buffer", "blockize", "tensorize", "partition",
-              "block_layout", "buffer_access"):
+              "block_layout", "buffer_access", "sampling"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as _e:  # a family not written yet
