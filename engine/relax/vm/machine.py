@@ -142,6 +142,47 @@ class VirtualMachine:
         return _to_user(self._run(prog, [_from_user(prog, i, a) for i, a in enumerate(args)],
                                   len(args)))
 
+    def time_evaluator(self, func_name: str, device: Any = None, number: int = 10,
+                       repeat: int = 3, min_repeat_ms: float = 0) -> Any:
+        """A timer for ``func_name`` (TVM's ``vm.time_evaluator("main", dev, ...)``): the
+        returned callable converts and checks its arguments once, runs once to warm up,
+        then ``repeat`` times runs ``number`` calls back to back (``number`` grows until a
+        repeat lasts ``min_repeat_ms``) and returns a ``TimingResult`` (seconds per call)."""
+        import math
+        import statistics
+        import time
+
+        from engine.runtime import TimingResult
+
+        check_device(device)
+        prog = self.exe.programs[_known(self.exe.programs, func_name)]
+        if not isinstance(number, int) or number < 1 or not isinstance(repeat, int) or \
+                repeat < 1:
+            raise ValueError("number and repeat must be positive integers")
+
+        def evaluator(*args: Any) -> Any:
+            inputs = [_from_user(prog, i, a) for i, a in enumerate(args)]
+            run = self._run
+            run(prog, inputs, len(args))
+            n, results, perf = number, [], time.perf_counter
+            for _ in range(repeat):
+                while True:
+                    t0 = perf()
+                    for _ in range(n):
+                        run(prog, inputs, len(args))
+                    elapsed = perf() - t0
+                    if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms:
+                        break
+                    grow = (min_repeat_ms / 1e3) / max(elapsed, 1e-9)
+                    n = max(n + 1, int(math.ceil(n * min(grow * 1.1, 100.0))))
+                results.append(elapsed / n)
+            return TimingResult(mean=statistics.fmean(results),
+                                median=statistics.median(results), min=min(results),
+                                max=max(results),
+                                std=statistics.pstdev(results) if len(results) > 1 else 0.0,
+                                results=tuple(results))
+        return evaluator
+
     # ------------------------------------------------------------------ running
     def _arena(self, prog: Program) -> tuple:
         """The arena's per-token views (made once, reused by every call)."""

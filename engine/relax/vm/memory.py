@@ -47,8 +47,10 @@ def _reads(ins: tuple) -> list:
     kind = ins[0]
     if kind in ("kernel", "packed"):
         return list(ins[2])
-    if kind in ("op", "func", "tuple"):
+    if kind in ("op", "func"):
         return list(ins[2])
+    if kind == "tuple":
+        return list(ins[1])
     if kind in ("get", "move"):
         return [ins[1]]
     return []
