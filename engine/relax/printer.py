@@ -72,6 +72,7 @@ class RelaxPrinter:
         self.const_index: dict[int, int] = {}
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
+        self.global_names: set[str] = set()  # a variable never takes a function's name
 
     # ------------------------------------------------------------------ names
     def define(self, var: X.Var) -> str:
@@ -160,7 +161,7 @@ class RelaxPrinter:
 
     def function(self, f: X.Function, name: str, ind: int) -> None:
         self.names = {}
-        self.used = set()
+        self.used = set(self.global_names)
         self.emit(ind, "@R.function")
         params = ", ".join(f"{self.define(p)}: {struct_info_text(p.struct_info)}"
                            for p in f.params)
@@ -191,6 +192,7 @@ class RelaxPrinter:
         self.lines.append("class Module:")
         if not mod.functions:
             self.lines.append("    pass")
+        self.global_names = set(mod.names())
         for k, (name, f) in enumerate(mod.functions):
             if k:
                 self.lines.append("")
