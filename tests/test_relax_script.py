@@ -119,6 +119,17 @@ class Module:
 '''
 
 
+def test_function_attributes_round_trip():
+    text = OPS.replace("    with R.dataflow():\n", "    R.func_attr({\"Primitive\": 1, "
+                                                      "\"note\": \"fused\"})\n"
+                                                      "    with R.dataflow():\n", 1)
+    mod = engine.parse(text)
+    assert mod["main"].attrs == (("Primitive", 1), ("note", "fused"))
+    printed = mod.script()
+    assert 'R.func_attr({"Primitive": 1, "note": "fused"})' in printed
+    assert engine.structural_equal(engine.parse(printed), mod)
+
+
 def test_tvm_027_spellings():
     mod = engine.parse(TVM_027)
     main = mod["main"]

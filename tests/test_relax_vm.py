@@ -249,19 +249,20 @@ FUNCS_AND_TUPLES = '''
 @tvm.script.ir_module
 class M:
     @R.function
+    def main(x: Tensor((2, 3), "float32"), w: Tensor((3, 3), "float32")):
+        R.func_attr({"note": "main"})
+        a = layer(x, w)
+        b = layer(a, w)
+        pair = R.call_tir("test.split", (b,), ((2, 3), (2, 3)), dtype=("float32", "float32"))
+        return (pair[1], a)
+
+    @R.function
     def layer(x: Tensor((2, 3), "float32"), w: Tensor((3, 3), "float32")):
         with R.dataflow():
             y = R.matmul(x, w)
             z = R.nn.relu(y)
             R.output(z)
         return z
-
-    @R.function
-    def main(x: Tensor((2, 3), "float32"), w: Tensor((3, 3), "float32")):
-        a = layer(x, w)
-        b = layer(a, w)
-        pair = R.call_tir("test.split", (b,), ((2, 3), (2, 3)), dtype=("float32", "float32"))
-        return (pair[1], a)
 '''
 
 
@@ -271,6 +272,7 @@ def test_relax_functions_tuples_and_operators_run():
                          override=True)
     mod = engine.parse(FUNCS_AND_TUPLES)
     assert engine.structural_equal(engine.parse(mod.script()), mod)
+    assert mod["main"].attrs == (("note", "main"),) and mod["layer"].attrs == ()
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((2, 3)).astype("float32"), rng.standard_normal((3, 3)).astype(
         "float32")

@@ -167,6 +167,9 @@ class RelaxPrinter:
                            for p in f.params)
         self.emit(ind, f"def {name}({params}) -> {struct_info_text(f.ret_struct_info)}:")
         body = ind + 1
+        if f.attrs:
+            items = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in f.attrs)
+            self.emit(body, f"R.func_attr({{{items}}})")
         for block in f.body.blocks:
             if isinstance(block, X.DataflowBlock):
                 self.emit(body, "with R.dataflow():")
