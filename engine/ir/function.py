@@ -1,6 +1,7 @@
 """PrimFunc and IRModule."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator
 
 from . import display
@@ -62,9 +63,16 @@ class PrimFunc(Node):
 
 @node
 class IRModule(Node):
-    """A module of named PrimFuncs: ``mod["mm_relu"]``, ``mod.script()``."""
+    """A module of named PrimFuncs: ``mod["mm_relu"]``, ``mod.script()``.
+
+    ``workload`` is where the module came from, ``(name, params)``, set by
+    ``engine.workloads.get`` (None otherwise): a ``Schedule`` of the module records it in its
+    trace, so the trace replays on its own. It is metadata, not structure: structural
+    equality, hashing and the IR walkers ignore it, and a changed module drops it.
+    """
 
     functions: tuple  # ((name, PrimFunc), ...)
+    workload: Any = dataclasses.field(default=None, metadata={"structural": False})
 
     __hash__ = object.__hash__
 

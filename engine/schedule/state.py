@@ -80,13 +80,15 @@ class Schedule:
     """A schedule over an IRModule, mirroring ``tvm.tir.Schedule``.
 
     ``Schedule(mod, workload=("mm_relu", {"n": 128}))`` — ``workload`` is optional
-    metadata recorded in the trace (used when replaying a shared trace).
+    metadata recorded in the trace (used when replaying a shared trace); without it, a
+    module from ``engine.workloads.get`` gives its own (``mod.workload``).
     """
 
     def __init__(self, mod: Any, workload: Any = None, *, func_name: str | None = None):
         self._mod: IRModule = _as_module(mod)
         self._orig_mod: IRModule = self._mod
-        self.workload = norm_workload(workload)
+        self.workload = norm_workload(workload if workload is not None
+                                      else getattr(mod, "workload", None))
         self._default_func = func_name
         if func_name is not None and func_name not in self._mod:
             raise ScheduleError("Schedule", f"function {func_name}",
