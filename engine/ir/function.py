@@ -53,8 +53,10 @@ class PrimFunc(Node):
     def with_body(self, body: Stmt) -> "PrimFunc":
         return self.replace(body=body)
 
-    def script(self) -> str:
-        return display.render("script", self)
+    def script(self, dialect: str = "course-2022") -> str:
+        """TVMScript text: ``dialect="course-2022"`` (the course's spelling, the default)
+        or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""
+        return display.render("script", self, dialect=dialect)
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""
@@ -120,8 +122,10 @@ class IRModule(Node):
             out.append((name, func))
         return IRModule(tuple(out))
 
-    def script(self) -> str:
-        return display.render("script", self)
+    def script(self, dialect: str = "course-2022") -> str:
+        """TVMScript text: ``dialect="course-2022"`` (the course's spelling, the default)
+        or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""
+        return display.render("script", self, dialect=dialect)
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""
