@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from engine.arith.guarded import GuardedBounds
 from engine.ir import expr as E
-from engine.ir.functor import uses_var
+from engine.ir.functor import substitute, uses_var
 from engine.ir.stmt import IterType
 
 
@@ -46,9 +46,13 @@ def iterations_disjoint(index, loop, block, realize) -> bool:
         if lo is not None and ext is not None and ext > 0:
             ranges[lp.loop_var] = (lo, lo + ext - 1)
     an = GuardedBounds(ranges)
+    # a loop of one iteration is a constant (so ``i_1_0 * 3 + i_1_1 < 2`` with ``i_1_0`` in
+    # [0, 0] bounds ``i_1_1``, and ``i_1_0 * 3`` does not count as a varying term)
+    units = {lp.loop_var: lp.min for lp in loops
+             if lp is not loop and E.as_const_int(lp.extent) == 1}
     pred = realize.predicate
     if pred is not None and not (isinstance(pred, E.IntImm) and pred.value == 1):
-        an.assume(pred)
+        an.assume(substitute(pred, units) if units else pred)
 
     def width_inside(lin) -> int | None:
         """How much the part of ``lin`` that varies inside the loop can vary."""
@@ -66,6 +70,7 @@ def iterations_disjoint(index, loop, block, realize) -> bool:
     for iv, val in zip(block.iter_vars, realize.iter_values):
         if iv.iter_type is not IterType.SPATIAL or not uses_var(val, lv):
             continue
+        val = substitute(val, units) if units else val
         for atom in _readable_atoms(an.linear(val), [lv] + inner, width_of):
             digit = _digit(atom) if uses_var(atom, lv) else None
             if digit is None:
