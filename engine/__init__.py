@@ -58,14 +58,14 @@ def __getattr__(name: str) -> Any:
 # How IR objects and schedules show themselves (``mod.script()``, ``repr(node)``, Jupyter's
 # ``_repr_html_``): the IR sits below the printer and the notebook views, so they are
 # registered here, from the top, and imported on first use (``import engine`` stays cheap).
-def _script(obj: Any) -> str:
+def _script(obj: Any, dialect: str = "course-2022") -> str:
     from .ir.function import PrimFunc
     if not isinstance(obj, (IRModule, PrimFunc)) or (isinstance(obj, IRModule) and any(
             not isinstance(f, PrimFunc) for _, f in obj.functions)):
         from .relax.printer import script as relax_script
         return relax_script(obj)
     from .script.printer import script
-    return script(obj)
+    return script(obj, dialect=dialect)
 
 
 def _repr(node: Any) -> str:

@@ -6,7 +6,9 @@ The URL is the whole session (``/explore/mm_relu?n=128&t=<token>&at=<k>``):
   applied when the learner has undone some (so *redo* works from the link alone);
 * ``at`` — how many steps are applied (absent = all);
 * the other query parameters are the workload's parameters (``n=128``);
-* for a pasted program (``/explore/custom``), ``src`` carries the program text compressed.
+* for a pasted program (``/explore/custom``), ``src`` carries the program text compressed;
+* ``dialect`` — how the program pane prints the program: ``course-2022`` (absent, the
+  default) or ``tvm-0.27`` (what Apache TVM 0.27 reads).
 
 A *step* is one state-changing schedule instruction; the look-ups recorded before it
 (``GetBlock``, ``GetLoops``, ...) belong to it. Every bad part of a URL raises
@@ -39,7 +41,10 @@ from ..errors import AppError
 from ..limits import whole_number
 from .services import limits
 
-RESERVED = {"t", "at", "sel", "src"}
+RESERVED = {"t", "at", "sel", "src", "dialect"}
+#: the program pane's script dialects (``dialect=`` in the URL; the first is the default)
+DIALECTS = {"course-2022": "course 2022", "tvm-0.27": "TVM 0.27"}
+DEFAULT_DIALECT = "course-2022"
 MAX_TOKEN = 16000
 MAX_SRC = 24000
 CUSTOM = "custom"
@@ -316,6 +321,7 @@ class Session:
     step_ends: list = field(default_factory=list)   # inst count after each step
     decisions: dict = field(default_factory=dict)   # inst index -> sampling decision
     at: int = 0
+    dialect: str = DEFAULT_DIALECT       # the program pane's script dialect
     _mods: dict = field(default_factory=dict)
     _budget: Any = None                  # the request's CheckBudget (see :meth:`bounded`)
 
@@ -343,6 +349,12 @@ class Session:
             mod0 = load_workload(workload, params)
             src = None
         s = cls(workload, params, info, mod0, src=src)
+        dialect = args.get("dialect") or DEFAULT_DIALECT
+        if dialect not in DIALECTS:
+            raise AppError(400, "Unknown script dialect",
+                           f"dialect= must be one of {', '.join(DIALECTS)}, got "
+                           f"“{str(dialect)[:30]}”.", back=s.url(at=None))
+        s.dialect = dialect
         token = args.get("t", "") or ""
         if token:
             s.set_trace(decode_token(token, s.url(token="", at=None), "the initial program"),
@@ -412,12 +424,20 @@ class Session:
             at = self.at if self.at != self.nsteps else None
         if at is not None and tok:
             q["at"] = at
+        if self.dialect != DEFAULT_DIALECT:
+            q["dialect"] = self.dialect
         q.update({k: v for k, v in extra.items() if v is not None})
         return q
 
-    def url(self, token: str | None = None, at: int | None | str = "keep", path: str = "") -> str:
+    def url(self, token: str | None = None, at: int | None | str = "keep", path: str = "",
+            dialect: str | None = None) -> str:
+        """This state's link (``dialect`` switches the program pane's dialect)."""
         base = f"/explore/{self.workload}{path}"
         q = self.query(token, at)
+        if dialect is not None:
+            q.pop("dialect", None)
+            if dialect != DEFAULT_DIALECT:
+                q["dialect"] = dialect
         return base + ("?" + urlencode(q) if q else "")
 
     # -- programs

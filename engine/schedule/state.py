@@ -119,13 +119,16 @@ class Schedule:
     the schedule's random generator (the sampling primitives): the same seed and the same
     calls give the same decisions; without one (or with -1) a seed is drawn from the
     system's random source.
+    Without ``workload``, a module from ``engine.workloads.get`` gives its own
+    (``mod.workload``).
     """
 
     def __init__(self, mod: Any, workload: Any = None, *, func_name: str | None = None,
                  seed: int | None = None):
         self._mod: IRModule = _as_module(mod)
         self._orig_mod: IRModule = self._mod
-        self.workload = norm_workload(workload)
+        self.workload = norm_workload(workload if workload is not None
+                                      else getattr(mod, "workload", None))
         self._default_func = func_name
         if func_name is not None and func_name not in self._mod:
             raise ScheduleError("Schedule", f"function {func_name}",

@@ -13,14 +13,15 @@ from ..tree import replace_stmts
 from ._common import as_bool, conj, expect_loop, is_int, subject_of
 
 
-def _simplify_realizes(stmt, loop_vars):
-    """Simplify bindings/predicates of the block realizes directly under ``stmt``."""
+def _simplify_realizes(stmt, var_ranges=None):
+    """Simplify bindings/predicates of the block realizes directly under ``stmt``, with the
+    known ranges of new loop variables (``{var: (min, max)}``)."""
     from engine.ir.functor import Mutator
 
     class M(Mutator):
         def visit_BlockRealize(self, r: BlockRealize):
-            vals = tuple(simplify(v) for v in r.iter_values)
-            pred = simplify(r.predicate)
+            vals = tuple(simplify(v, var_ranges) for v in r.iter_values)
+            pred = simplify(r.predicate, var_ranges)
             return r.replace(iter_values=vals, predicate=pred)
 
         def visit_BufferStore(self, s):
@@ -150,7 +151,7 @@ class Split(Primitive):
             fused = fused * E.const(f, dtype) + v
         value = fused if E.is_const_int(loop.min, 0) else fused + loop.min
         body = substitute(loop.body, {loop.loop_var: value})
-        body = _simplify_realizes(body, new_vars)
+        body = _simplify_realizes(body)
         if total != extent:
             body = _add_predicate(ctx, body, simplify(fused < E.const(extent, dtype)))
         new_loops = []
@@ -249,13 +250,21 @@ class Fuse(Primitive):
         vmap = {}
         stride: E.PrimExpr = E.const(1, dtype)
         for idx in range(len(loops) - 1, -1, -1):
+            # TVM's bindings: a unit loop is 0, the outermost ``fused // stride``, the
+            # others ``fused % (stride * extent) // stride``
             lp = loops[idx]
-            q = fused if E.is_const_int(stride, 1) else E.FloorDiv(fused, stride)
-            val = q if idx == 0 else E.FloorMod(q, lp.extent)
+            upper = simplify(stride * lp.extent)
+            if E.is_const_int(lp.extent, 1):
+                val = E.const(0, dtype)
+            elif idx == 0:
+                val = E.FloorDiv(fused, stride)
+            else:
+                val = E.FloorDiv(E.FloorMod(fused, upper), stride)
             vmap[lp.loop_var] = val
-            stride = simplify(stride * lp.extent)
+            stride = upper
         body = substitute(loops[-1].body, vmap)
-        body = _simplify_realizes(body, [fused])
+        total = E.as_const_int(stride)
+        body = _simplify_realizes(body, {fused: (0, total - 1)} if total else {})
         new = For(fused, E.const(0, dtype), stride, ForKind.SERIAL, body)
         func = replace_stmts(ctx.func, {loops[0]: new})
         return Result(func, [new])

@@ -58,7 +58,7 @@ class BufferParser(ParserContext):
                 args, kw = items, {}
             elif type(call.slice) is ast.Tuple and len(items) == 2 and \
                     type(items[1]) is ast.Constant and isinstance(items[1].value, str):
-                args, kw = items, {}  # T.Buffer[128, "float32"] (TVM's 2022 printer)
+                args, kw = items, {}  # T.Buffer[128, "float32"]: a 1-D shape, no tuple
             else:
                 args, kw = [call.slice], {}
             if len(args) > 2:
