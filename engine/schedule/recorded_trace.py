@@ -252,11 +252,18 @@ class Trace:
 
     def _python_lines(self, dialect: str) -> list[str]:
         """One Python line per instruction; a value that cannot be written refuses the
-        export (TraceError naming the instruction)."""
+        export (TraceError naming the instruction). A handle is written only where an
+        earlier line defines it, so the script names nothing else."""
         lines = []
+        defined: set[str] = set()
         for n, inst in enumerate(self._insts, 1):
             try:
+                for name in _handle_refs(inst.inputs):
+                    if name not in defined:
+                        raise TraceError(f"it refers to {short(name)}, which no earlier "
+                                         "instruction defines")
                 lines.append(python_line(inst, dialect, self._decisions.get(n - 1)))
+                defined.update(o for o in inst.outputs if isinstance(o, str))
             except TraceError as e:
                 raise TraceError(f"instruction {n} ({inst.kind}) cannot be exported: {e}") \
                     from None
@@ -371,3 +378,12 @@ def read_decisions(raw: Any, insts: list) -> dict[int, Any]:
             continue
         out[n] = _checked_decision(tuple(insts), n, decision)
     return out
+
+
+def _handle_refs(values: Iterable) -> Iterable[str]:
+    """The handle names among trace inputs (inside lists too)."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _handle_refs(v)
+        elif is_ref(v):
+            yield v
