@@ -110,6 +110,19 @@ def cases() -> dict:
     s = Schedule(engine.parse(INPLACE))
     s.cache_inplace(s.get_block("A"), 0, "local")
     add("cache_inplace", Schedule(engine.parse(INPLACE)), s)
+    s = fresh("mm_relu")
+    s.loop_partition(s.get_loops(s.get_block("Y"))[0], [None, 4, 3])
+    add("loop_partition mm_relu", fresh("mm_relu"), s)
+    s = fresh("add")
+    b = s.get_block(s.index().all_blocks()[0].name_hint)
+    s.loop_partition(s.get_loops(b)[1], [3, 2])
+    add("loop_partition add (rest added)", fresh("add"), s)
+    s = fresh("mm_relu")
+    s.merge(s.get_loops(s.get_block("Y"))[1], s.get_loops(s.get_block("C"))[1])
+    add("merge mm_relu", fresh("mm_relu"), s)
+    s = fresh("softmax")
+    s.merge(*[s.get_loops(b)[0] for b in s.get_child_blocks(s.get_block("root"))])
+    add("merge softmax rows", fresh("softmax"), s)
     return out
 
 

@@ -1,0 +1,435 @@
+"""Loop partitioning and merging: loop_partition (a loop cut into consecutive ranges, one
+loop nest each) and merge (loop nests of the same shape made one)."""
+from __future__ import annotations
+
+from engine.ir import expr as E, structural_equal
+from engine.ir.buffer import BufferRegion, Range
+from engine.ir.functor import Mutator, post_order_visit, substitute
+from engine.ir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterVar, seq
+
+from ..error import ScheduleError
+from ..registry import Ctx, Primitive, Result, fmt, register
+from ..tree import replace_stmts
+from ._common import as_bool, expect_loop, is_int, subject_of, true_const
+
+
+# ------------------------------------------------------------------ loop_partition
+def _first_block_name(ctx: Ctx, loop: For) -> str:
+    blocks = ctx.index.child_blocks(loop)
+    return blocks[0].name_hint if blocks else loop.loop_var.name
+
+
+def _first_access_indices(body) -> dict:
+    """Buffer -> the indices of its first access in ``body`` (a store before the loads of
+    its value, as TVM's extractor visits), kept only when every index is a variable."""
+    found: dict = {}
+    skipped: set = set()
+
+    def note(buf, indices):
+        if buf in found or buf in skipped:
+            return
+        if all(isinstance(i, E.Var) for i in indices):
+            found[buf] = list(indices)
+        else:
+            skipped.add(buf)
+
+    class Walk(Mutator):
+        def visit_BufferStore(self, s):
+            note(s.buffer, s.indices)
+            self.visit(s.value)
+            for i in s.indices:
+                self.visit(i)
+            return s
+
+        def visit_BufferLoad(self, e):
+            note(e.buffer, e.indices)
+            for i in e.indices:
+                self.visit(i)
+            return e
+
+    Walk().visit(body)
+    return found
+
+
+def _narrow_regions(regions: tuple, accesses: dict, doms: dict) -> tuple:
+    """Each region of a buffer accessed at plain iter vars becomes those vars' domains."""
+    out = []
+    for r in regions:
+        idx = accesses.get(r.buffer)
+        if idx is None or len(idx) != len(r.region) or not all(v in doms for v in idx):
+            out.append(r)
+        else:
+            out.append(BufferRegion(r.buffer, tuple(doms[v] for v in idx)))
+    return tuple(out)
+
+
+class _Partition(Mutator):
+    """One partition's copy of the loop body: fresh variables for every loop and block
+    axis, every block renamed ``<name>_<loop>``, and the axis a block binds to the
+    partitioned loop itself given the partition's range (with its accesses at plain axes)."""
+
+    def __init__(self, loop_var: E.Var, dom: Range):
+        self.loop_var, self.dom = loop_var, dom
+
+    def visit_For(self, f: For):
+        new_var = E.Var(f.loop_var.name, f.loop_var.dtype)
+        body = substitute(f.body, {f.loop_var: new_var})
+        return f.replace(loop_var=new_var, body=self.visit(body))
+
+    def visit_BlockRealize(self, r: BlockRealize):
+        blk = r.block
+        hit = next((k for k, v in enumerate(r.iter_values) if v is self.loop_var), None)
+        fresh = {iv.var: E.Var(iv.var.name, iv.var.dtype) for iv in blk.iter_vars}
+        ivs = tuple(IterVar(fresh[iv.var], self.dom if k == hit else iv.dom, iv.iter_type)
+                    for k, iv in enumerate(blk.iter_vars))
+        body = self.visit(blk.body)
+        init = self.visit(blk.init) if blk.init is not None else None
+        reads, writes = blk.reads, blk.writes
+        if hit is not None:
+            doms = {iv.var: iv.dom for iv in ivs}
+            accesses = _first_access_indices(substitute(blk.body, fresh))
+            reads = _narrow_regions(substitute(reads, fresh), accesses, doms)
+            writes = _narrow_regions(substitute(writes, fresh), accesses, doms)
+        new_blk = blk.replace(iter_vars=ivs, reads=reads, writes=writes,
+                              name_hint=f"{blk.name_hint}_{self.loop_var.name}",
+                              body=body, init=init)
+        new_blk = substitute(new_blk, fresh)
+        return r.replace(iter_values=tuple(self.visit(v) for v in r.iter_values),
+                         predicate=self.visit(r.predicate), block=new_blk)
+
+    def visit_BufferStore(self, s):
+        return s
+
+
+def _partition_factors(ctx: Ctx, loop: For, factors: list) -> list[int]:
+    """The partitions' extents (TVM's rules: one None inferred as the rest, and a last
+    partition added for the rest when no factor is None)."""
+    subj, hl = subject_of(loop), [loop.loop_var.name]
+    extent = E.as_const_int(loop.extent)
+    if extent is None or E.as_const_int(loop.min) is None:
+        raise ctx.error(subj, "the loop's start and extent must be constants", "",
+                        highlight=hl)
+    if not factors:
+        raise ctx.error(subj, "loop_partition needs at least one factor",
+                        "try factors=[None, 4]", highlight=hl)
+    vals = []
+    for k, f in enumerate(factors):
+        if isinstance(f, E.IntImm):
+            f = f.value
+        if f is not None and (not is_int(f) or f <= 0):
+            raise ctx.error(subj, f"every factor must be a positive integer or None, got "
+                            f"{f!r} at position {k}", "e.g. factors=[None, 4]", highlight=hl)
+        vals.append(f)
+    if sum(f is None for f in vals) > 1:
+        raise ctx.error(subj, "at most one factor may be None (the inferred one)",
+                        "give all but one factor, e.g. [None, 4]", highlight=hl)
+    total = sum(f for f in vals if f is not None)
+    if total >= extent:
+        raise ctx.error(subj, f"the factors add up to {total}, not less than the loop's "
+                        f"extent {extent}: no range would be left for "
+                        f"{'the None factor' if None in vals else 'the last partition'}",
+                        f"give factors adding up to less than {extent}", highlight=hl)
+    if None in vals:
+        return [extent - total if f is None else f for f in vals]
+    return vals + [extent - total]
+
+
+@register
+class LoopPartition(Primitive):
+    kind = "LoopPartition"
+    attr_kinds = (("preserve_unit_iters", "bool"),)
+    required_attrs = 0
+    method = "loop_partition"
+    returns = "list"
+    death_verb = "partitioned"
+
+    def call(self, sch, loop, factors, preserve_unit_iters: bool = True):
+        """Partition a loop into consecutive ranges, each with a copy of the loop body.
+
+        The factors are the lengths of the ranges, in order; at most one is ``None``,
+        inferred as what the others leave of the extent. When none is ``None`` a last
+        range takes the rest. Each copy's loop keeps the range's start (``T.serial(3,
+        7)``), its blocks are renamed ``<block>_<loop>`` and the axis bound to the loop
+        gets the range as its domain; each copy sits in an opaque block
+        ``<block>_<loop><k>_partition``, all in one ``<block>_<loop>_common`` block, as in
+        TVM.
+
+        It requires: 1) ``loop`` is a valid loop handle without annotations; 2) its start
+        and extent are constants; 3) the factors are positive integers (or one ``None``);
+        4) they add up to less than the extent.
+
+        Before::
+
+            for i, j in T.grid(10, 8):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+
+        Call::
+
+            i, j = sch.get_loops(sch.get_block("B"))
+            i0, i1, i2 = sch.loop_partition(i, factors=[None, 4, 3])
+
+        After::
+
+            with T.block("B_i_common"):
+                with T.block("B_i0_partition"):
+                    for i0, j in T.grid(3, 8):
+                        with T.block("B_i0"):
+                            vi, vj = T.axis.remap("SS", [i0, j])
+                            T.reads(A[0:3, 0:8])
+                            T.writes(B[0:3, 0:8])
+                            B[vi, vj] = A[vi, vj] * T.float32(2)
+                with T.block("B_i1_partition"):
+                    for i1 in T.serial(3, 7):
+                        for j in T.serial(8):
+                            with T.block("B_i1"):
+                                vi = T.axis.spatial((3, 7), i1)
+                                ...
+                with T.block("B_i2_partition"):
+                    for i2 in T.serial(7, 10):
+                        ...
+
+        Returns the partitions' loops, in order.
+        """
+        if not isinstance(factors, (list, tuple)):
+            raise ScheduleError(self.method, sch._describe(loop) if loop in sch._symbols
+                                else "loop", f"factors must be a list such as [None, 4], got "
+                                f"{factors!r}"[:200], "pass factors=[None, 4]")
+        return list(sch._run(self, [loop, *factors], [bool(preserve_unit_iters)]))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loop = expect_loop(ctx, inputs[0])
+        if attrs:
+            as_bool(ctx, attrs[0], "preserve_unit_iters")
+        if loop.annotations:
+            raise ctx.error(subject_of(loop), "the loop has annotations ("
+                            f"{', '.join(str(k) for k, _ in loop.annotations)})",
+                            "unannotate it first", highlight=[loop.loop_var.name])
+        sizes = _partition_factors(ctx, loop, list(inputs[1:]))
+        name = f"{_first_block_name(ctx, loop)}_{loop.loop_var.name}"
+        start = E.as_const_int(loop.min)
+        dtype = loop.loop_var.dtype
+        parts, loops = [], []
+        for k, size in enumerate(sizes):
+            var = E.Var(f"{loop.loop_var.name}{k}", dtype)
+            dom = Range(E.const(start, dtype), E.const(size, dtype))
+            body = _Partition(var, dom).visit(substitute(loop.body, {loop.loop_var: var}))
+            new_loop = For(var, E.const(start, dtype), E.const(size, dtype), ForKind.SERIAL,
+                           body)
+            loops.append(new_loop)
+            part = Block((), (), (), f"{name}{k}_partition", new_loop)
+            parts.append(BlockRealize((), true_const(), part))
+            start += size
+        common = Block((), (), (), f"{name}_common", seq(*parts))
+        func = replace_stmts(ctx.func, {loop: BlockRealize((), true_const(), common)})
+        return Result(func, loops)
+
+    def python_args(self, inputs, attrs, dialect):
+        loop, factors = inputs[0], list(inputs[1:])
+        if dialect == "engine":
+            return [fmt(loop), f"factors={fmt(factors)}"]
+        return [f"loop={fmt(loop)}", f"factors={fmt(factors)}",
+                f"preserve_unit_iters={self.attr(attrs, 0, default=True)}"]
+
+
+# ------------------------------------------------------------------ merge
+def _chain(ctx: Ctx, loop: For, lca) -> list[For]:
+    """The loops from ``loop`` up to (not including) ``lca``, innermost first."""
+    out = [loop]
+    for a in ctx.index.ancestors(loop):
+        if a is lca:
+            return out
+        if isinstance(a, For):
+            out.append(a)
+    return out
+
+
+def _lowest_common_ancestor(ctx: Ctx, loops: list[For]):
+    paths = [[*reversed(ctx.index.ancestors(lp)), lp] for lp in loops]
+    lca = None
+    for nodes in zip(*paths):
+        if all(n is nodes[0] for n in nodes):
+            lca = nodes[0]
+        else:
+            break
+    return lca
+
+
+def _point_access(blk: Block, realize: BlockRealize, buf, merged: dict):
+    """The indices at which ``blk`` accesses ``buf`` in terms of the merged loops, when its
+    every access is the same single element given by them; else None."""
+    binding = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
+    seen = []
+
+    def fn(x):
+        if isinstance(x, (BufferStore, E.BufferLoad)) and x.buffer is buf:
+            seen.append(tuple(substitute(i, binding) for i in x.indices))
+
+    post_order_visit(blk, fn)
+    if not seen:
+        return None
+    first = tuple(substitute(i, merged) for i in seen[0])
+    for s in seen[1:]:
+        if not all(structural_equal(substitute(a, merged), b) for a, b in zip(s, first)):
+            return None
+    return first
+
+
+@register
+class Merge(Primitive):
+    kind = "Merge"
+    attr_kinds = ()
+    method = "merge"
+    returns = "one"
+    death_verb = "merged"
+
+    def call(self, sch, *loops):
+        """Merge loop nests of the same shape into one: their bodies run one after the
+        other inside a single nest of new loops ``<loop>_m``, placed where the last nest
+        was. Each given loop stands for the nest from it up to the loops they share.
+
+        It requires: 1) at least two loop handles, none inside another; 2) from each given
+        loop up to the loops they share, a perfect nest (each loop the only child of the
+        one above) of loops without annotations, all starting at 0; 3) the nests have the
+        same depth and the same extents, level by level; 4) (beyond TVM, which does not
+        check it) merging keeps every value a block reads: a buffer that one nest writes
+        and another accesses is accessed by each of their blocks at one element per
+        iteration, the same element, named by every merged loop (so each element is made
+        before it is used, as before).
+
+        Before::
+
+            for i, j in T.grid(10, 8):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+            for i, j in T.grid(10, 8):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = B[vi, vj] + T.float32(1)
+
+        Call::
+
+            i, j = sch.get_loops(sch.get_block("B"))
+            i2, j2 = sch.get_loops(sch.get_block("C"))
+            sch.merge(j, j2)
+
+        After::
+
+            for i_m, j_m in T.grid(10, 8):
+                with T.block("B"):
+                    vi, vj = T.axis.remap("SS", [i_m, j_m])
+                    B[vi, vj] = A[vi, vj] * T.float32(2)
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i_m, j_m])
+                    C[vi, vj] = B[vi, vj] + T.float32(1)
+
+        Returns the innermost merged loop.
+        """
+        if len(loops) == 1 and isinstance(loops[0], (list, tuple)):
+            loops = tuple(loops[0])
+        return sch._run(self, list(loops), [])[0]
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loops = [expect_loop(ctx, x) for x in inputs]
+        if len(loops) < 2:
+            raise ctx.error("the loops", f"merge needs at least two loops, got {len(loops)}",
+                            "pass the loops of two nests, e.g. sch.merge(j, j2)")
+        names = [lp.loop_var.name for lp in loops]
+        for a in loops:
+            for b in loops:
+                if a is not b and ctx.index.contains(a, b):
+                    raise ctx.error(subject_of(a), f"it contains loop {b.loop_var.name}: the "
+                                    "merged loops must be separate nests", "", highlight=names)
+        scopes = {id(ctx.index.scope_block(lp)) for lp in loops}
+        if len(scopes) > 1:
+            raise ctx.error("the loops", "they are under different blocks", "merge loops "
+                            "of one block scope", highlight=names)
+        lca = _lowest_common_ancestor(ctx, loops)
+        chains = [_chain(ctx, lp, lca) for lp in loops]
+        for chain in chains:
+            for lp in chain:
+                if lp.annotations:
+                    raise ctx.error(subject_of(lp), "the loop has annotations", "unannotate it "
+                                    "first", highlight=[lp.loop_var.name])
+                if not E.is_const_int(lp.min, 0):
+                    raise ctx.error(subject_of(lp), "the loop does not start at 0", "",
+                                    highlight=[lp.loop_var.name])
+            for inner, outer in zip(chain, chain[1:]):
+                if outer.body is not inner:
+                    raise ctx.error(subject_of(outer), f"loop {inner.loop_var.name} is not its "
+                                    "only child: the nest above a merged loop must be perfect",
+                                    "", highlight=[outer.loop_var.name, inner.loop_var.name])
+        first = chains[0]
+        for chain, lp in zip(chains[1:], loops[1:]):
+            if len(chain) != len(first):
+                raise ctx.error(subject_of(lp), f"its nest has {len(chain)} loop(s) below the "
+                                f"shared ones, loop {names[0]}'s has {len(first)}: the nests "
+                                "must have the same depth", "", highlight=names)
+            for a, b in zip(first, chain):
+                ea, eb = E.as_const_int(a.extent), E.as_const_int(b.extent)
+                if ea is None or eb is None or ea != eb:
+                    raise ctx.error(subject_of(b), f"its extent {_text(b.extent)} differs from "
+                                    f"loop {a.loop_var.name}'s {_text(a.extent)}: merged loops "
+                                    "must have the same extents", "",
+                                    highlight=[a.loop_var.name, b.loop_var.name])
+        new_vars = [E.Var(f"{lp.loop_var.name}_m", lp.loop_var.dtype) for lp in first]
+        bodies = [substitute(chain[0].body, {lp.loop_var: v for lp, v in zip(chain, new_vars)})
+                  for chain in chains]
+        self._check_dependences(ctx, chains, bodies, new_vars)
+        nest = seq(*bodies)
+        out_loops = []
+        for lp, v in zip(first, new_vars):
+            nest = For(v, E.const(0, v.dtype), lp.extent, ForKind.SERIAL, nest)
+            out_loops.append(nest)
+        mapping = {chain[-1]: None for chain in chains[:-1]}
+        mapping[chains[-1][-1]] = nest
+        return Result(replace_stmts(ctx.func, mapping), [out_loops[0]])
+
+    def _check_dependences(self, ctx: Ctx, chains, bodies, new_vars) -> None:
+        """Requirement 4: buffers written by one nest and accessed by another are accessed
+        pointwise, at the same element, one-to-one in the merged loops."""
+        nests = [ctx.index.blocks_under(chain[0]) for chain in chains]
+        merged = {}
+        for chain in chains:
+            for lp, v in zip(chain, new_vars):
+                merged[lp.loop_var] = v
+        for a, blocks_a in enumerate(nests):
+            for b, blocks_b in enumerate(nests):
+                if a == b:
+                    continue
+                for wa in blocks_a:
+                    for w in wa.writes:
+                        users = [x for x in blocks_b if any(r.buffer is w.buffer for r in
+                                                            (*x.reads, *x.writes))]
+                        if users:
+                            self._check_pointwise(ctx, wa, users, w.buffer, merged, new_vars)
+
+    def _check_pointwise(self, ctx, writer, users, buf, merged, new_vars) -> None:
+        hl = [writer.name_hint, *(u.name_hint for u in users)]
+        where = _point_access(writer, ctx.index.realize[id(writer)], buf, merged)
+        ok = where is not None and all(isinstance(i, E.Var) for i in where) and \
+            all(any(v is i for i in where) for v in new_vars)
+        for u in users:
+            if not ok:
+                break
+            other = _point_access(u, ctx.index.realize[id(u)], buf, merged)
+            ok = other is not None and len(other) == len(where) and \
+                all(structural_equal(x, y) for x, y in zip(where, other))
+        if not ok:
+            raise ctx.error(f"block {writer.name_hint}", f"{buf.name} is written in one merged "
+                            f"nest and used in another ({', '.join(u.name_hint for u in users)})"
+                            ", not at one same element per iteration: merging could let a "
+                            "block read a value before it is made (or after it is "
+                            "overwritten)", "merge nests that share no buffer, or whose "
+                            "blocks use it element by element (elementwise stages)",
+                            highlight=hl)
+
+    def python_args(self, inputs, attrs, dialect):
+        return [fmt(x) for x in inputs]
+
+
+def _text(e) -> str:
+    c = E.as_const_int(e)
+    return str(c) if c is not None else "a symbolic extent"

@@ -1,0 +1,129 @@
+"""loop_partition and merge: compiled results (and the interpreter's) against numpy,
+refusals that leave the schedule untouched, traces (JSON, token, Python, TVM export re-run
+on our API, TVM's JSON imported)."""
+from __future__ import annotations
+
+import pytest
+
+from test_schedule_blockize import check_traces
+from test_schedule_support import SMALL, fresh, refused, run_and_check
+
+
+def _both(sch, name):
+    run_and_check(sch.mod, name, SMALL[name])
+    run_and_check(sch.mod, name, SMALL[name], use_build=False)
+
+
+# ------------------------------------------------------------------ loop_partition
+def test_loop_partition_inferred_factor_matches_numpy_and_tvm_shape(monkeypatch):
+    sch = fresh("mm_relu")
+    y = sch.get_block("Y")
+    i, j, k = sch.get_loops(y)
+    parts = sch.loop_partition(i, [None, 4, 3])
+    text = sch.mod.script()
+    for name in ("Y_i_common", "Y_i0_partition", "Y_i1_partition", "Y_i2_partition"):
+        assert f'with T.block("{name}"):' in text
+    assert "for i1 in T.serial(9, 13):" in text and "vi = T.axis.spatial((9, 13), i1)" in text
+    assert "T.reads(A[13:16, 0:16], B[0:16, 0:16])" in text
+    assert [sch.get(p).loop_var.name for p in parts] == ["i0", "i1", "i2"]
+    assert [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("Y_i2"))] == \
+        ["i2", "j", "k"]
+    assert not sch.is_alive(y) and not sch.is_alive(j)
+    _both(sch, "mm_relu")
+    check_traces(sch, "mm_relu", monkeypatch)
+
+
+def test_loop_partition_without_none_adds_the_rest_and_partitions_again(monkeypatch):
+    sch = fresh("add")
+    blk = sch.get_block(sch.index().all_blocks()[0].name_hint)
+    i, j = sch.get_loops(blk)
+    parts = sch.loop_partition(j, [3, 2])          # [0, 3), [3, 5), [5, 8)
+    assert len(parts) == 3
+    assert sch.get(parts[2]).extent.value == 3
+    sch.loop_partition(parts[2], [1])              # inside a partition: [5, 6), [6, 8)
+    _both(sch, "add")
+    check_traces(sch, "add", monkeypatch)
+
+
+def test_loop_partition_after_split_keeps_regions_and_matches(monkeypatch):
+    sch = fresh("matmul")
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    sch.loop_partition(i0, [1, 2])
+    _both(sch, "matmul")
+    check_traces(sch, "matmul", monkeypatch)
+
+
+def test_loop_partition_refusals_leave_the_schedule_untouched():
+    sch = fresh("add")
+    blk = sch.get_block(sch.index().all_blocks()[0].name_hint)
+    i, j = sch.get_loops(blk)
+    refused(sch, lambda: sch.loop_partition(j, [None, None]), "at most one factor")
+    refused(sch, lambda: sch.loop_partition(j, [4, 4]), "add up to 8", "extent 8")
+    refused(sch, lambda: sch.loop_partition(j, [None, 8]), "add up to 8")
+    refused(sch, lambda: sch.loop_partition(j, [0, 2]), "positive integer")
+    refused(sch, lambda: sch.loop_partition(j, []), "at least one factor")
+    refused(sch, lambda: sch.loop_partition(j, 4), "factors must be a list")
+    refused(sch, lambda: sch.loop_partition(blk, [2]), "must be a loop")
+    sch.annotate(j, "pragma_x", 1)
+    refused(sch, lambda: sch.loop_partition(j, [2]), "annotations")
+
+
+# ------------------------------------------------------------------ merge
+def test_merge_producer_and_consumer_nests_matches_numpy(monkeypatch):
+    sch = fresh("mm_relu")
+    y, c = sch.get_block("Y"), sch.get_block("C")
+    i, j, k = sch.get_loops(y)
+    i2, j2 = sch.get_loops(c)
+    m = sch.merge(j, j2)
+    assert sch.get(m).loop_var.name == "j_m"
+    assert [sch.get(x).loop_var.name for x in sch.get_loops(c)] == ["i_m", "j_m"]
+    assert [sch.get(x).loop_var.name for x in sch.get_loops(y)] == ["i_m", "j_m", "k"]
+    _both(sch, "mm_relu")
+    check_traces(sch, "mm_relu", monkeypatch)
+
+
+def test_merge_outer_loops_of_softmax_stages(monkeypatch):
+    sch = fresh("softmax")
+    names = ["T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"]
+    outer = [sch.get_loops(sch.get_block(n))[0] for n in names]
+    sch.merge(*outer)
+    assert sch.mod.script().count("for i_m in T.serial(4):") == 1
+    _both(sch, "softmax")
+    check_traces(sch, "softmax", monkeypatch)
+
+
+def test_merge_refusals_leave_the_schedule_untouched():
+    sch = fresh("softmax")
+    mx, ex = sch.get_block("T_softmax_maxelem"), sch.get_block("T_softmax_exp")
+    (i, k), (i2, j2) = sch.get_loops(mx), sch.get_loops(ex)
+    # exp reads the row maximum that only the whole k loop makes: merging k and j is wrong
+    refused(sch, lambda: sch.merge(k, j2), "T_softmax_maxelem", "one same element")
+    refused(sch, lambda: sch.merge(i, k), "contains loop k")
+    refused(sch, lambda: sch.merge(i), "at least two loops")
+    sch2 = fresh("mm_relu")
+    y, c = sch2.get_block("Y"), sch2.get_block("C")
+    i, j, k = sch2.get_loops(y)
+    i2, j2 = sch2.get_loops(c)
+    refused(sch2, lambda: sch2.merge(k, j2), "same depth")
+    sch2.split(j2, [None, 4])
+    j2 = sch2.get_loops(c)[1]
+    refused(sch2, lambda: sch2.merge(j, j2), "extent")
+    sch3 = fresh("mm_relu")
+    y, c = sch3.get_block("Y"), sch3.get_block("C")
+    i, j, k = sch3.get_loops(y)
+    i2, j2 = sch3.get_loops(c)
+    sch3.annotate(j2, "pragma_x", 1)
+    refused(sch3, lambda: sch3.merge(j, j2), "annotations")
+
+
+@pytest.mark.parametrize("at", [0, 1])
+def test_loop_partition_of_either_loop_in_two(at, monkeypatch):
+    sch = fresh("add")
+    blk = sch.get_block(sch.index().all_blocks()[0].name_hint)
+    i, j = sch.get_loops(blk)
+    parts = sch.loop_partition([i, j][at], [5])
+    assert len(parts) == 2
+    _both(sch, "add")
+    check_traces(sch, "add", monkeypatch)
