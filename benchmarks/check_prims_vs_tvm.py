@@ -123,6 +123,13 @@ def cases() -> dict:
     s = fresh("softmax")
     s.merge(*[s.get_loops(b)[0] for b in s.get_child_blocks(s.get_block("root"))])
     add("merge softmax rows", fresh("softmax"), s)
+    for n, (name, blk, m) in enumerate((("add", "C", "lambda i, j: (j, i)"),
+                         ("matmul", "C", "lambda i, j, k: (j // 4, i, k, j % 4)"),
+                         ("matmul", "C", "lambda i, j, k: (i * 16 + j, k)"),
+                         ("mm_relu", "C", "lambda i, j: ((i * 16 + j) // 32, (i * 16 + j) % 32)"))):
+        s = fresh(name)
+        s.transform_block_layout(s.get_block(blk), m)
+        add(f"transform_block_layout {name} ({n})", fresh(name), s)
     return out
 
 
