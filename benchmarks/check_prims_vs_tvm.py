@@ -130,6 +130,13 @@ def cases() -> dict:
         s = fresh(name)
         s.transform_block_layout(s.get_block(blk), m)
         add(f"transform_block_layout {name} ({n})", fresh(name), s)
+    s = fresh("mm_relu")
+    c = s.get_block("C")
+    s.annotate_buffer_access(c, 0, "read", "lambda vi, vj: [(vi, vi + 1), (vj // 4 * 4, "
+                             "vj // 4 * 4 + 4)]")
+    s.annotate_buffer_access(c, 0, "write", "lambda vi, vj: [vi, vj]")
+    s.compute_at(s.get_block("Y"), s.get_loops(c)[1])
+    add("annotate_buffer_access + compute_at", fresh("mm_relu"), s)
     return out
 
 
@@ -137,6 +144,7 @@ def from_027(text: str) -> str:
     text = re.sub(r"\s*T\.func_attr\(.*\)\n", "\n", text)
     text = re.sub(r"# from .*\n", "", text)
     return text.replace("T.sblock_alloc_buffer(", "T.alloc_buffer(") \
+        .replace("T.sblock_attr(", "T.block_attr(") \
         .replace("T.prim_func(s_tir=True)", "T.prim_func")
 
 
