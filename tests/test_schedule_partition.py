@@ -70,6 +70,21 @@ def test_loop_partition_refusals_leave_the_schedule_untouched():
     refused(sch, lambda: sch.loop_partition(j, [2]), "annotations")
 
 
+def test_loop_partition_of_a_reduction_loop_needs_the_init_decomposed(monkeypatch):
+    """TVM 0.27 partitions k of a matmul with its init in every copy (a wrong program:
+    each copy starts the sum again); here it is refused until decompose_reduction."""
+    sch = fresh("matmul")
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    refused(sch, lambda: sch.loop_partition(k, [None, 4]), "reduction axis vk", "init",
+            "decompose_reduction")
+    sch.decompose_reduction(c, k)
+    parts = sch.loop_partition(sch.get_loops(sch.get_block("C_update"))[2], [None, 4])
+    assert len(parts) == 2
+    _both(sch, "matmul")
+    check_traces(sch, "matmul", monkeypatch)
+
+
 # ------------------------------------------------------------------ merge
 def test_merge_producer_and_consumer_nests_matches_numpy(monkeypatch):
     sch = fresh("mm_relu")

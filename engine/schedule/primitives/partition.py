@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from engine.ir import expr as E, structural_equal
 from engine.ir.buffer import BufferRegion, Range
-from engine.ir.functor import Mutator, post_order_visit, substitute
-from engine.ir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterVar, seq
+from engine.ir.functor import Mutator, post_order_visit, substitute, uses_var
+from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
+                            seq)
 
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, register
@@ -134,6 +135,24 @@ def _partition_factors(ctx: Ctx, loop: For, factors: list) -> list[int]:
     return vals + [extent - total]
 
 
+def _check_no_restarted_reduction(ctx: Ctx, loop: For) -> None:
+    """Requirement 5: no block under the loop both has an init and reduces over the loop
+    (each partition's copy would run the init again, losing the earlier partitions' sums;
+    TVM builds that program, whose results are wrong)."""
+    for blk in ctx.index.blocks_under(loop):
+        if blk.init is None:
+            continue
+        realize = ctx.index.realize[id(blk)]
+        for iv, v in zip(blk.iter_vars, realize.iter_values):
+            if iv.iter_type is IterType.REDUCE and uses_var(v, loop.loop_var):
+                raise ctx.error(subject_of(loop), f"it feeds the reduction axis {iv.var.name} "
+                                f"of block {blk.name_hint}, which has an init: every "
+                                "partition would start the reduction again",
+                                f"first run decompose_reduction on block {blk.name_hint} (its "
+                                "update block has no init), then partition",
+                                highlight=[loop.loop_var.name, blk.name_hint])
+
+
 @register
 class LoopPartition(Primitive):
     kind = "LoopPartition"
@@ -152,11 +171,13 @@ class LoopPartition(Primitive):
         7)``), its blocks are renamed ``<block>_<loop>`` and the axis bound to the loop
         gets the range as its domain; each copy sits in an opaque block
         ``<block>_<loop><k>_partition``, all in one ``<block>_<loop>_common`` block, as in
-        TVM.
+        TVM; as in TVM too, the new loops are serial (parallelize or vectorize them after).
 
         It requires: 1) ``loop`` is a valid loop handle without annotations; 2) its start
         and extent are constants; 3) the factors are positive integers (or one ``None``);
-        4) they add up to less than the extent.
+        4) they add up to less than the extent; 5) (beyond TVM, whose program would be
+        wrong) no block under the loop with a ``T.init`` reduces over it (decompose the
+        reduction first).
 
         Before::
 
@@ -207,6 +228,7 @@ class LoopPartition(Primitive):
                             f"{', '.join(str(k) for k, _ in loop.annotations)})",
                             "unannotate it first", highlight=[loop.loop_var.name])
         sizes = _partition_factors(ctx, loop, list(inputs[1:]))
+        _check_no_restarted_reduction(ctx, loop)
         name = f"{_first_block_name(ctx, loop)}_{loop.loop_var.name}"
         start = E.as_const_int(loop.min)
         dtype = loop.loop_var.dtype
