@@ -131,6 +131,24 @@ def test_merge_refusals_leave_the_schedule_untouched():
     i2, j2 = sch3.get_loops(c)
     sch3.annotate(j2, "pragma_x", 1)
     refused(sch3, lambda: sch3.merge(j, j2), "annotations")
+    refused(sch3, lambda: sch3.merge(j, j), "given twice")
+
+
+def test_merge_refuses_what_would_reorder_a_producer_and_its_users():
+    """Beyond TVM (which builds these programs, with wrong results): merging keeps the
+    order of a producer and its consumer, and moves no nest past a block it shares a
+    buffer with."""
+    sch = fresh("mm_relu")
+    y, c = sch.get_block("Y"), sch.get_block("C")
+    (i, j, k), (i2, j2) = sch.get_loops(y), sch.get_loops(c)
+    refused(sch, lambda: sch.merge(j2, j), "would swap them", "order their nests run")
+    sch = fresh("softmax")
+    names = ["T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"]
+    outer = [sch.get_loops(sch.get_block(n))[0] for n in names]
+    refused(sch, lambda: sch.merge(outer[0], outer[3]), "block T_softmax_exp",
+            "runs between the merged nests")
+    sch.merge(outer[2], outer[3])      # neighbours: expsum then norm
+    _both(sch, "softmax")
 
 
 @pytest.mark.parametrize("at", [0, 1])
@@ -142,3 +160,13 @@ def test_loop_partition_of_either_loop_in_two(at, monkeypatch):
     assert len(parts) == 2
     _both(sch, "add")
     check_traces(sch, "add", monkeypatch)
+
+
+def test_merge_compares_the_very_variables_of_the_accesses():
+    """After transform_block_layout swaps Y's axes, Y's outer loop walks j: merging it with
+    C's i would read rows not made yet (structurally alike indices, other variables)."""
+    sch = fresh("mm_relu")
+    y, c = sch.get_block("Y"), sch.get_block("C")
+    sch.transform_block_layout(y, "lambda i, j, k: (j, i, k)")
+    refused(sch, lambda: sch.merge(sch.get_loops(y)[0], sch.get_loops(c)[0]),
+            "one same element")

@@ -293,7 +293,9 @@ def _point_access(blk: Block, realize: BlockRealize, buf, merged: dict):
         return None
     first = tuple(substitute(i, merged) for i in seen[0])
     for s in seen[1:]:
-        if not all(structural_equal(substitute(a, merged), b) for a, b in zip(s, first)):
+        again = tuple(substitute(a, merged) for a in s)
+        if not all(a is b or (not isinstance(a, E.Var) and structural_equal(a, b) and
+                              _same_vars(a, b)) for a, b in zip(again, first)):
             return None
     return first
 
@@ -315,10 +317,12 @@ class Merge(Primitive):
         loop up to the loops they share, a perfect nest (each loop the only child of the
         one above) of loops without annotations, all starting at 0; 3) the nests have the
         same depth and the same extents, level by level; 4) (beyond TVM, which does not
-        check it) merging keeps every value a block reads: a buffer that one nest writes
-        and another accesses is accessed by each of their blocks at one element per
-        iteration, the same element, named by every merged loop (so each element is made
-        before it is used, as before).
+        check it and then builds wrong programs) merging keeps every value a block reads:
+        a buffer that one nest writes and another accesses is accessed by each of their
+        blocks at one element per iteration, the same element, named by every merged loop,
+        and the loops are given in the order those two nests run; no block between the
+        nests shares a buffer (one of them writing it) with a nest that merging moves past
+        it.
 
         Before::
 
@@ -359,6 +363,9 @@ class Merge(Primitive):
             raise ctx.error("the loops", f"merge needs at least two loops, got {len(loops)}",
                             "pass the loops of two nests, e.g. sch.merge(j, j2)")
         names = [lp.loop_var.name for lp in loops]
+        if len({id(lp) for lp in loops}) != len(loops):
+            raise ctx.error("the loops", "the same loop is given twice", "give each nest's "
+                            "loop once", highlight=names)
         for a in loops:
             for b in loops:
                 if a is not b and ctx.index.contains(a, b):
@@ -410,9 +417,13 @@ class Merge(Primitive):
         return Result(replace_stmts(ctx.func, mapping), [out_loops[0]])
 
     def _check_dependences(self, ctx: Ctx, chains, bodies, new_vars) -> None:
-        """Requirement 4: buffers written by one nest and accessed by another are accessed
-        pointwise, at the same element, one-to-one in the merged loops."""
+        """Requirement 4: merging keeps every value a block reads. Two merged nests that
+        share a buffer (one writes it) access it element by element, the same element per
+        iteration, every merged loop naming it, and keep their order; a block between the
+        nests shares no such buffer with a nest that moves past it."""
         nests = [ctx.index.blocks_under(chain[0]) for chain in chains]
+        roots = [chain[-1] for chain in chains]
+        start = [ctx.index.order[id(r)] for r in roots]
         merged = {}
         for chain in chains:
             for lp, v in zip(chain, new_vars):
@@ -423,10 +434,36 @@ class Merge(Primitive):
                     continue
                 for wa in blocks_a:
                     for w in wa.writes:
-                        users = [x for x in blocks_b if any(r.buffer is w.buffer for r in
-                                                            (*x.reads, *x.writes))]
-                        if users:
-                            self._check_pointwise(ctx, wa, users, w.buffer, merged, new_vars)
+                        users = [x for x in blocks_b if _touches(x, w.buffer)]
+                        if not users:
+                            continue
+                        self._check_pointwise(ctx, wa, users, w.buffer, merged, new_vars)
+                        if (start[a] < start[b]) != (a < b):
+                            raise ctx.error(f"block {wa.name_hint}", f"{w.buffer.name} is "
+                                            f"written by block {wa.name_hint} and used by "
+                                            f"block {users[0].name_hint}, and merging in this "
+                                            "order would swap them", "give the loops in the "
+                                            "order their nests run",
+                                            highlight=[wa.name_hint, users[0].name_hint])
+        target = start[-1]
+        inside = [ctx.index.blocks_under(r) for r in roots]
+        in_nests = {id(x) for bs in inside for x in bs}
+        for x in ctx.index.all_blocks():
+            pos = ctx.index.order[id(x)]
+            if id(x) in in_nests or any(ctx.index.contains(x, r) for r in roots):
+                continue
+            for k, blocks in enumerate(nests):
+                if not (start[k] < pos < target or target < pos < start[k]):
+                    continue
+                for y in blocks:
+                    shared = _conflict(x, y)
+                    if shared is not None:
+                        raise ctx.error(f"block {x.name_hint}", f"it runs between the merged "
+                                        f"nests and shares {shared.name} with block "
+                                        f"{y.name_hint}, which merging would move past it",
+                                        "merge nests that are next to each other (or that "
+                                        "share nothing with the blocks between them)",
+                                        highlight=[x.name_hint, y.name_hint])
 
     def _check_pointwise(self, ctx, writer, users, buf, merged, new_vars) -> None:
         hl = [writer.name_hint, *(u.name_hint for u in users)]
@@ -438,7 +475,7 @@ class Merge(Primitive):
                 break
             other = _point_access(u, ctx.index.realize[id(u)], buf, merged)
             ok = other is not None and len(other) == len(where) and \
-                all(structural_equal(x, y) for x, y in zip(where, other))
+                all(x is y for x, y in zip(where, other))   # the same variables
         if not ok:
             raise ctx.error(f"block {writer.name_hint}", f"{buf.name} is written in one merged "
                             f"nest and used in another ({', '.join(u.name_hint for u in users)})"
@@ -450,6 +487,26 @@ class Merge(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         return [fmt(x) for x in inputs]
+
+
+def _same_vars(a, b) -> bool:
+    """Whether two expressions use the very same variables (structural equality alone
+    maps one free variable onto another)."""
+    from engine.ir.functor import collect_vars
+    return [id(v) for v in collect_vars(a)] == [id(v) for v in collect_vars(b)]
+
+
+def _touches(blk: Block, buf) -> bool:
+    return any(r.buffer is buf for r in (*blk.reads, *blk.writes))
+
+
+def _conflict(x: Block, y: Block):
+    """A buffer one of the two blocks writes and the other accesses (None if none)."""
+    for a, b in ((x, y), (y, x)):
+        for w in a.writes:
+            if _touches(b, w.buffer):
+                return w.buffer
+    return None
 
 
 def _text(e) -> str:
