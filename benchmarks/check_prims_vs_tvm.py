@@ -1,5 +1,6 @@
-"""Do our pad_einsum, reindex, reindex_cache_read/write, decompose_padding, rolling_buffer
-and cache_inplace build the programs Apache TVM 0.27 builds from the same trace?
+"""Do our pad_einsum, reindex, reindex_cache_read/write, decompose_padding, rolling_buffer,
+cache_inplace, loop_partition, merge, transform_block_layout and annotate_buffer_access
+build the programs Apache TVM 0.27 builds from the same trace?
 
     python benchmarks/check_prims_vs_tvm.py                  # uses /tmp/tvm-venv
     python benchmarks/check_prims_vs_tvm.py --tvm-python /path/to/python
@@ -10,7 +11,9 @@ replayed by TVM (in a separate Python that has ``apache-tvm==0.27.0.post1``; cre
 parsed back here and compared structurally with ours. It prints one line per case: SAME,
 DIFFERENT (both programs are written next to the script's temporary files) or TVM's
 refusal. Known differences: TVM marks rolling_buffer's rolled axis opaque (an iter type
-this engine does not have); TVM's cache_inplace leaves the block's variable unbound in its
+this engine does not have); loop_partition of a reduction loop under its init and merges
+that reorder a producer and its users are refused here (TVM builds them, and their results
+are wrong), so they are not among the cases; TVM's cache_inplace leaves the block's variable unbound in its
 copy stages (its printed program does not parse), ours binds it; after compute_at
 under a loop of extent 1, TVM's decompose_padding binds that axis to 0, ours to the loop.
 """

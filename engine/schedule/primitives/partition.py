@@ -2,16 +2,16 @@
 loop nest each) and merge (loop nests of the same shape made one)."""
 from __future__ import annotations
 
-from engine.ir import expr as E, structural_equal
+from engine.ir import expr as E
 from engine.ir.buffer import BufferRegion, Range
-from engine.ir.functor import Mutator, post_order_visit, substitute, uses_var
+from engine.ir.functor import Mutator, collect_vars, post_order_visit, substitute, uses_var
 from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
                             seq)
 
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
-from ._common import as_bool, expect_loop, is_int, subject_of, true_const
+from ._common import as_bool, expect_loop, is_int, is_true as is_true_const, subject_of, true_const
 
 
 # ------------------------------------------------------------------ loop_partition
@@ -278,26 +278,77 @@ def _lowest_common_ancestor(ctx: Ctx, loops: list[For]):
     return lca
 
 
-def _point_access(blk: Block, realize: BlockRealize, buf, merged: dict):
-    """The indices at which ``blk`` accesses ``buf`` in terms of the merged loops, when its
-    every access is the same single element given by them; else None."""
+def _accesses(blk: Block, realize: BlockRealize, buf, merged: dict) -> list:
+    """Every index tuple at which ``blk`` accesses ``buf``, in terms of the loops (merged
+    loops replaced by the new variables)."""
     binding = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
     seen = []
 
     def fn(x):
         if isinstance(x, (BufferStore, E.BufferLoad)) and x.buffer is buf:
-            seen.append(tuple(substitute(i, binding) for i in x.indices))
+            seen.append(tuple(substitute(substitute(i, binding), merged) for i in x.indices))
 
     post_order_visit(blk, fn)
-    if not seen:
-        return None
-    first = tuple(substitute(i, merged) for i in seen[0])
-    for s in seen[1:]:
-        again = tuple(substitute(a, merged) for a in s)
-        if not all(a is b or (not isinstance(a, E.Var) and structural_equal(a, b) and
-                              _same_vars(a, b)) for a, b in zip(again, first)):
+    return seen
+
+
+def _uses_any(e, vs) -> bool:
+    return any(uses_var(e, v) for v in vs)
+
+
+def _inner_bound(ctx: Ctx, e) -> tuple | None:
+    """(lo, hi) of an index over the ranges of the (unmerged) loops it uses."""
+    from engine.arith import bound_of
+    ranges = {}
+    for v in collect_vars(e):
+        lp = ctx.index.loops.get(v)
+        lo, n = (E.as_const_int(lp.min), E.as_const_int(lp.extent)) if lp else (None, None)
+        if lo is None or n is None:
             return None
-    return first
+        ranges[v] = (lo, lo + n - 1)
+    lo, hi = bound_of(e, ranges)
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _pointwise_ok(ctx: Ctx, writer: Block, users: list, buf, merged: dict,
+                  new_vars: list) -> bool:
+    """Requirement 4's element rule: in each merged iteration the writer makes a slice of
+    ``buf`` (its dimensions given by merged loops are those loops themselves, every merged
+    loop naming one; its other dimensions whole loop ranges of inner loops, unguarded) and
+    the users access only inside that same slice."""
+    realize = ctx.index.realize[id(writer)]
+    wacc = _accesses(writer, realize, buf, merged)
+    if not wacc or not is_true_const(realize.predicate):
+        return False
+    first = wacc[0]
+    dims = []
+    for d, x in enumerate(first):
+        if any(x is v for v in new_vars):
+            if not all(a[d] is x for a in wacc):
+                return False
+            dims.append(("merged", x))
+        elif isinstance(x, E.Var) and not _uses_any(x, new_vars):
+            b = _inner_bound(ctx, x)
+            if b is None or not all(a[d] is x for a in wacc):
+                return False
+            dims.append(("slice", b))
+        else:
+            return False
+    if {id(v) for kind, v in dims if kind == "merged"} != {id(v) for v in new_vars}:
+        return False
+    for u in users:
+        for acc in _accesses(u, ctx.index.realize[id(u)], buf, merged):
+            for (kind, what), x in zip(dims, acc):
+                if kind == "merged":
+                    if x is not what:
+                        return False
+                else:
+                    if _uses_any(x, new_vars):
+                        return False
+                    b = _inner_bound(ctx, x)
+                    if b is None or b[0] < what[0] or b[1] > what[1]:
+                        return False
+    return True
 
 
 @register
@@ -467,33 +518,19 @@ class Merge(Primitive):
 
     def _check_pointwise(self, ctx, writer, users, buf, merged, new_vars) -> None:
         hl = [writer.name_hint, *(u.name_hint for u in users)]
-        where = _point_access(writer, ctx.index.realize[id(writer)], buf, merged)
-        ok = where is not None and all(isinstance(i, E.Var) for i in where) and \
-            all(any(v is i for i in where) for v in new_vars)
-        for u in users:
-            if not ok:
-                break
-            other = _point_access(u, ctx.index.realize[id(u)], buf, merged)
-            ok = other is not None and len(other) == len(where) and \
-                all(x is y for x, y in zip(where, other))   # the same variables
+        ok = _pointwise_ok(ctx, writer, users, buf, merged, new_vars)
         if not ok:
             raise ctx.error(f"block {writer.name_hint}", f"{buf.name} is written in one merged "
                             f"nest and used in another ({', '.join(u.name_hint for u in users)})"
-                            ", not at one same element per iteration: merging could let a "
-                            "block read a value before it is made (or after it is "
-                            "overwritten)", "merge nests that share no buffer, or whose "
-                            "blocks use it element by element (elementwise stages)",
+                            ", not slice by slice (each merged iteration making the part of it "
+                            "that iteration uses): merging could let a block read a value "
+                            "before it is made (or after it is overwritten)", "merge nests "
+                            "that share no buffer, or whose blocks use it element by element "
+                            "along the merged loops (elementwise stages, row-wise reductions)",
                             highlight=hl)
 
     def python_args(self, inputs, attrs, dialect):
         return [fmt(x) for x in inputs]
-
-
-def _same_vars(a, b) -> bool:
-    """Whether two expressions use the very same variables (structural equality alone
-    maps one free variable onto another)."""
-    from engine.ir.functor import collect_vars
-    return [id(v) for v in collect_vars(a)] == [id(v) for v in collect_vars(b)]
 
 
 def _touches(blk: Block, buf) -> bool:
