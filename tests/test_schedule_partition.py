@@ -4,6 +4,7 @@ on our API, TVM's JSON imported)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from test_schedule_blockize import check_traces
 from test_schedule_support import SMALL, fresh, refused, run_and_check
@@ -170,3 +171,35 @@ def test_merge_compares_the_very_variables_of_the_accesses():
     sch.transform_block_layout(y, "lambda i, j, k: (j, i, k)")
     outer_y, outer_c = sch.get_loops(y)[0], sch.get_loops(c)[0]
     refused(sch, lambda: sch.merge(outer_y, outer_c), "slice by slice")
+
+
+@settings(max_examples=15)
+@given(st.sampled_from(["mm_relu", "softmax", "transpose", "sum"]),
+       st.randoms(use_true_random=False),
+       st.lists(st.sampled_from(["partition", "merge", "decompose"]), min_size=1, max_size=3))
+def test_accepted_partitions_and_merges_compute_what_numpy_computes(name, rnd, ops):
+    """Random partitions and merges (after a reduction is decomposed or not): whatever is
+    accepted computes the workload's result, run through the interpreter."""
+    from engine.schedule import ScheduleError
+    sch = fresh(name)
+    for op in ops:
+        blocks = sch.index().all_blocks()
+        b = sch.get_block(rnd.choice(blocks).name_hint)
+        loops = sch.get_loops(b)
+        if not loops:
+            continue
+        try:
+            if op == "partition":
+                sch.loop_partition(rnd.choice(loops), rnd.choice([[None, 1], [2], [1, 1]]))
+            elif op == "decompose":
+                sch.decompose_reduction(b, rnd.choice(loops))
+            else:
+                other = sch.get_block(rnd.choice(blocks).name_hint)
+                theirs = sch.get_loops(other)
+                d = rnd.randrange(min(len(loops), len(theirs))) if theirs else None
+                if d is None:
+                    continue
+                sch.merge(loops[d], theirs[d])
+        except ScheduleError:
+            continue
+    run_and_check(sch.mod, name, SMALL[name], use_build=False)
