@@ -14,9 +14,9 @@ refusal. Known differences: TVM marks rolling_buffer's rolled axis opaque (an it
 this engine does not have); loop_partition of a reduction loop under its init and merges
 that reorder a producer and its users are refused here (TVM builds them, and their results
 are wrong), so they are not among the cases; TVM's cache_inplace leaves the block's
-variable unbound in its
-copy stages (its printed program does not parse), ours binds it; after compute_at
-under a loop of extent 1, TVM's decompose_padding binds that axis to 0, ours to the loop.
+variable unbound in its copy stages (its printed program does not parse), ours binds it;
+after compute_at under a loop of extent 1, TVM's decompose_padding binds that axis to 0,
+ours to the loop.
 """
 from __future__ import annotations
 
