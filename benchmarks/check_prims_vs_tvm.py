@@ -1,5 +1,6 @@
-"""Do our pad_einsum, reindex, reindex_cache_read/write, decompose_padding, rolling_buffer
-and cache_inplace build the programs Apache TVM 0.27 builds from the same trace?
+"""Do our pad_einsum, reindex, reindex_cache_read/write, decompose_padding, rolling_buffer,
+cache_inplace, loop_partition, merge, transform_block_layout and annotate_buffer_access
+build the programs Apache TVM 0.27 builds from the same trace?
 
     python benchmarks/check_prims_vs_tvm.py                  # uses /tmp/tvm-venv
     python benchmarks/check_prims_vs_tvm.py --tvm-python /path/to/python
@@ -10,9 +11,12 @@ replayed by TVM (in a separate Python that has ``apache-tvm==0.27.0.post1``; cre
 parsed back here and compared structurally with ours. It prints one line per case: SAME,
 DIFFERENT (both programs are written next to the script's temporary files) or TVM's
 refusal. Known differences: TVM marks rolling_buffer's rolled axis opaque (an iter type
-this engine does not have); TVM's cache_inplace leaves the block's variable unbound in its
-copy stages (its printed program does not parse), ours binds it; after compute_at
-under a loop of extent 1, TVM's decompose_padding binds that axis to 0, ours to the loop.
+this engine does not have); loop_partition of a reduction loop under its init and merges
+that reorder a producer and its users are refused here (TVM builds them, and their results
+are wrong), so they are not among the cases; TVM's cache_inplace leaves the block's
+variable unbound in its copy stages (its printed program does not parse), ours binds it;
+after compute_at under a loop of extent 1, TVM's decompose_padding binds that axis to 0,
+ours to the loop.
 """
 from __future__ import annotations
 
@@ -110,6 +114,33 @@ def cases() -> dict:
     s = Schedule(engine.parse(INPLACE))
     s.cache_inplace(s.get_block("A"), 0, "local")
     add("cache_inplace", Schedule(engine.parse(INPLACE)), s)
+    s = fresh("mm_relu")
+    s.loop_partition(s.get_loops(s.get_block("Y"))[0], [None, 4, 3])
+    add("loop_partition mm_relu", fresh("mm_relu"), s)
+    s = fresh("add")
+    b = s.get_block(s.index().all_blocks()[0].name_hint)
+    s.loop_partition(s.get_loops(b)[1], [3, 2])
+    add("loop_partition add (rest added)", fresh("add"), s)
+    s = fresh("mm_relu")
+    s.merge(s.get_loops(s.get_block("Y"))[1], s.get_loops(s.get_block("C"))[1])
+    add("merge mm_relu", fresh("mm_relu"), s)
+    s = fresh("softmax")
+    s.merge(*[s.get_loops(b)[0] for b in s.get_child_blocks(s.get_block("root"))])
+    add("merge softmax rows", fresh("softmax"), s)
+    for n, (name, blk, m) in enumerate((("add", "C", "lambda i, j: (j, i)"),
+                         ("matmul", "C", "lambda i, j, k: (j // 4, i, k, j % 4)"),
+                         ("matmul", "C", "lambda i, j, k: (i * 16 + j, k)"),
+                         ("mm_relu", "C", "lambda i, j: ((i * 16 + j) // 32, (i * 16 + j) % 32)"))):
+        s = fresh(name)
+        s.transform_block_layout(s.get_block(blk), m)
+        add(f"transform_block_layout {name} ({n})", fresh(name), s)
+    s = fresh("mm_relu")
+    c = s.get_block("C")
+    s.annotate_buffer_access(c, 0, "read", "lambda vi, vj: [(vi, vi + 1), (vj // 4 * 4, "
+                             "vj // 4 * 4 + 4)]")
+    s.annotate_buffer_access(c, 0, "write", "lambda vi, vj: [vi, vj]")
+    s.compute_at(s.get_block("Y"), s.get_loops(c)[1])
+    add("annotate_buffer_access + compute_at", fresh("mm_relu"), s)
     return out
 
 
@@ -117,6 +148,7 @@ def from_027(text: str) -> str:
     text = re.sub(r"\s*T\.func_attr\(.*\)\n", "\n", text)
     text = re.sub(r"# from .*\n", "", text)
     return text.replace("T.sblock_alloc_buffer(", "T.alloc_buffer(") \
+        .replace("T.sblock_attr(", "T.block_attr(") \
         .replace("T.prim_func(s_tir=True)", "T.prim_func")
 
 

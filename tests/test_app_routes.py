@@ -679,3 +679,49 @@ def test_apply_reindex_cache_inplace_and_rolling_buffer_from_the_toolbar(client)
     assert r.status_code == 422 and "requirement 2" in html(r)   # Y only reads A
     r = apply(client, q, "B/mm_relu/Y", "rolling_buffer", buffer="0")
     assert r.status_code == 422 and "share no loop" in html(r)
+
+
+def test_apply_partition_merge_layout_and_buffer_access_from_the_toolbar(client):
+    q = {"n": str(N), "at": "0"}
+    r = apply(client, q, "L/mm_relu/0/Y", "loop_partition", factors="None, 4")
+    assert r.status_code == 200, html(r)
+    assert "applied: loop_partition i into [None, 4]" in html(r) and "Y_i_common" in html(r)
+    r = apply(client, q, "L/mm_relu/0/Y", "loop_partition", factors="20")
+    assert r.status_code == 422 and "add up to 20" in html(r)
+    r = apply(client, q, "L/mm_relu/1/Y", "merge", loop="L/mm_relu/1/C")
+    assert r.status_code == 200, html(r)
+    assert "applied: merge j with j" in html(r) and "j_m" in html(r)
+    r = apply(client, q, "L/mm_relu/2/Y", "merge", loop="L/mm_relu/1/C")
+    assert r.status_code == 422 and "same depth" in html(r)
+    r = apply(client, q, "B/mm_relu/C", "transform_block_layout", index_map="lambda i, j: (j, i)")
+    assert r.status_code == 200, html(r)
+    assert "ax0" in html(r)
+    r = apply(client, q, "B/mm_relu/C", "transform_block_layout", index_map="lambda i, j: (i, i)")
+    assert r.status_code == 422 and "not bijective" in html(r)
+    r = apply(client, q, "B/mm_relu/C", "transform_block_layout",
+              index_map="lambda i, j: __import__('os')")
+    assert r.status_code == 422 and "not allowed" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "reorder_block_iter_var", order="2, 0, 1")
+    assert r.status_code == 200, html(r)
+    assert "applied: reorder_block_iter_var Y to [2, 0, 1]" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "reorder_block_iter_var", order="0, 0, 1")
+    assert r.status_code == 422 and "permutation" in html(r)
+    r = apply(client, q, "B/mm_relu/C", "annotate_buffer_access", buffer="r0",
+              index_map="lambda vi, vj: [vi, (0, 16)]")
+    assert r.status_code == 200, html(r)
+    assert "explicit_read_region" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "unsafe_set_dtype", buffer="0", dtype="float64")
+    assert r.status_code == 200, html(r)
+    assert "float64" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "unsafe_set_dtype", buffer="0", dtype="complex")
+    assert r.status_code == 422 and "Unknown type" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "reindex_cache_read", buffer="0", scope="local",
+              index_map="lambda i, j, k: (k, i)")
+    assert r.status_code == 200, html(r)
+    assert "A_local" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "reindex_cache_write", buffer="0", scope="shared",
+              index_map="lambda i, j, k: (j, i)")
+    assert r.status_code == 200, html(r)
+    r = apply(client, q, "B/mm_relu/Y", "reindex_cache_write", buffer="0", scope="shared",
+              index_map="lambda i, j, k: (j, i")
+    assert r.status_code == 422 and "not valid Python" in html(r)

@@ -203,3 +203,29 @@ def test_toolbar_offers_pad_einsum_and_decompose_padding_on_a_block():
     for bad in ("", "0, 4", "x", "4, 5000", ",".join(["2"] * 17)):
         with pytest.raises(InputError):
             parse_padding(bad)
+
+
+def test_toolbar_offers_the_partition_layout_and_buffer_access_primitives():
+    from app.web.toolbar import index_map_text, parse_lengths, parse_positions
+    tree = build_tree(mm_relu_module(8)["mm_relu"])
+    lp = {p.name: p for p in loop_prims(tree, tree.by_sel["L/mm_relu/1/Y"])}
+    assert lp["loop_partition"].args[0].default == "None, 4"
+    assert [v for v, _ in lp["merge"].args[0].choices] == ["L/mm_relu/0/C", "L/mm_relu/1/C"]
+    bp = {p.name: p for p in block_prims(tree, "Y")}
+    assert bp["transform_block_layout"].args[0].default == "lambda vi, vj, vk: (vk, vj, vi)"
+    assert bp["reorder_block_iter_var"].args[0].default == "2, 1, 0"
+    assert bp["annotate_buffer_access"].args[1].default == \
+        "lambda vi, vj, vk: [(vi, vi + 1), (vk, vk + 1)]"
+    assert [v for v, _ in bp["unsafe_set_dtype"].args[0].choices] == ["0"]
+    assert bp["reindex_cache_read"].disabled == "" and bp["reindex_cache_write"].disabled == ""
+    assert parse_lengths("None, 4") == [None, 4] and parse_lengths("[3]") == [3]
+    assert parse_positions("2, 0, 1") == [2, 0, 1]
+    for bad, fn in (("x", parse_lengths), (",".join(["1"] * 9), parse_lengths),
+                    ("a, 1", parse_positions)):
+        with pytest.raises(InputError):
+            fn(bad)
+    assert index_map_text({"index_map": "lambda i, j: (j, i)"}, "transform_block_layout")
+    for bad, word in (("", "needs an index map"), ("lambda i: os.system(i)", "not allowed"),
+                      ("x" * 500, "too long"), ("lambda i: (i ** 2,)", "not allowed")):
+        with pytest.raises(InputError, match=word):
+            index_map_text({"index_map": bad}, "transform_block_layout")

@@ -43,6 +43,8 @@ class Prim:
 
 
 SCOPES = [("global", "global"), ("local", "local"), ("shared", "shared")]
+DTYPES = [(t, t) for t in ("float64", "float32", "float16", "int32", "int64")]
+MAX_MAP_TEXT = 400   # characters of an index map typed in the toolbar
 
 
 def _intrinsics() -> list:
@@ -60,6 +62,8 @@ def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
     fuse_reason = ""
     if not (len(inner) == 1 and isinstance(inner[0], LoopNode)):
         fuse_reason = "fuse needs a loop whose body is exactly one loop"
+    others = [n for n in walk_tree(tree.roots) if n.is_loop and n.sel and n.block != loop.block]
+    merge_choices = [(n.sel, f"{n.name} (above {n.block})") for n in others]
     prims = [
         Prim("split", "split", "Split the loop into nested loops of the given extents "
              "(one factor may be None: inferred).",
@@ -81,6 +85,15 @@ def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
         Prim("tensorize", "tensorize", "Blockize the loops from here down and replace the tile "
              "by a tensor intrinsic's vector micro-kernel.",
              [Arg("intrin", "intrinsic", "select", _INTRINS[0][0], choices=_INTRINS)]),
+        Prim("loop_partition", "loop_partition", "Cut the loop into consecutive ranges of the "
+             "given lengths, each with its own copy of the body (one length may be None: the "
+             "rest; without None a last range takes the rest).",
+             [Arg("factors", "lengths", "text", "None, 4",
+                  help="comma-separated range lengths, in order; one may be None")]),
+        Prim("merge", "merge with", "Merge this loop's nest with a nest of the same shape "
+             "above another block: both bodies run in one loop nest.",
+             [Arg("loop", "other loop", "select", choices=merge_choices)],
+             disabled="" if merge_choices else "no loop of another block to merge with"),
     ]
     return prims
 
@@ -100,6 +113,11 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
     writes = [(str(i), b) for i, b in enumerate(node.writes)] if node else []
     no_target = "" if target_choices else "no loop of another block to move under"
     n_axes = len(node.iter_kinds) if node else 0
+    axes = [iv.var.name for iv in node.node.iter_vars] if node else []
+    swap = f"lambda {', '.join(axes)}: ({', '.join(axes[::-1])}{',' if n_axes == 1 else ''})"
+    either = [("r" + v, f"read {b}") for v, b in reads] + [("w" + v, f"write {b}")
+                                                            for v, b in writes]
+    no_axes = "" if n_axes else "this block has no axes"
     return [
         Prim("compute_at", "compute_at", "Move this (producer) block under a loop of its consumer.",
              [Arg("loop", "under loop", "select", choices=target_choices)], disabled=no_target),
@@ -147,6 +165,40 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
         Prim("tensorize", "tensorize", "Replace this block (a tile made by blockize) by a "
              "tensor intrinsic's vector micro-kernel.",
              [Arg("intrin", "intrinsic", "select", _INTRINS[0][0], choices=_INTRINS)]),
+        Prim("transform_block_layout", "transform_block_layout", "Remap this block's "
+             "iteration space (its axes become the map's results) and rebuild its loops.",
+             [Arg("index_map", "index map", "text", swap, help="a lambda of the block's axes: "
+                  "a permutation, split (// %) or fuse (a * n + b)")], disabled=no_axes),
+        Prim("reorder_block_iter_var", "reorder_block_iter_var", "Reorder this block's axes "
+             "(its bindings follow).",
+             [Arg("order", "new order", "text", ", ".join(str(k) for k in
+                                                          reversed(range(n_axes))),
+                  help="axis positions, new first; each once")],
+             disabled="" if n_axes > 1 else "the block has fewer than two axes"),
+        Prim("annotate_buffer_access", "annotate_buffer_access", "Declare the region this "
+             "block reads or writes of a buffer (later compute_at and caches use it).",
+             [Arg("buffer", "buffer", "select", choices=either),
+              Arg("index_map", "ranges", "text", _region_default(node, axes),
+                  help="a lambda of the block's axes giving (begin, end) or one index per "
+                  "buffer dimension")], disabled="" if either and n_axes else
+             "this block accesses no buffer"),
+        Prim("unsafe_set_dtype", "unsafe_set_dtype", "Change the element type of an "
+             "intermediate buffer this block writes (values cast on store and load).",
+             [Arg("buffer", "write buffer", "select", choices=writes),
+              Arg("dtype", "type", "select", "float64", choices=DTYPES)],
+             disabled="" if writes else "this block writes no buffer"),
+        Prim("reindex_cache_read", "reindex_cache_read", "Copy a buffer this block reads into "
+             "a cache laid out by an index map of the block's axes.",
+             [Arg("buffer", "read buffer", "select", choices=reads),
+              Arg("scope", "scope", "select", "local", choices=SCOPES),
+              Arg("index_map", "index map", "text", swap, help="a lambda of the block's axes")],
+             disabled="" if reads and n_axes else "this block reads no buffer"),
+        Prim("reindex_cache_write", "reindex_cache_write", "Write this block's result into a "
+             "cache laid out by an index map of the block's axes, copied out after.",
+             [Arg("buffer", "write buffer", "select", choices=writes),
+              Arg("scope", "scope", "select", "local", choices=SCOPES),
+              Arg("index_map", "index map", "text", swap, help="a lambda of the block's axes")],
+             disabled="" if writes and n_axes else "this block writes no buffer"),
     ]
 
 
@@ -154,12 +206,14 @@ ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfa
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
              "decompose_reduction", "cache_read", "cache_write", "pad_einsum", "decompose_padding",
              "reindex", "cache_inplace", "rolling_buffer", "add_unit_loop", "blockize",
-             "tensorize"}
+             "tensorize", "loop_partition", "merge", "transform_block_layout",
+             "reorder_block_iter_var", "annotate_buffer_access", "unsafe_set_dtype",
+             "reindex_cache_read", "reindex_cache_write"}
 # form fields of the toolbar that are not workload parameters
 FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
-                         "scope", "padding", "intrin"})
+                         "scope", "padding", "intrin", "index_map", "dtype"})
 LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
-              "add_unit_loop", "blockize", "tensorize"}
+              "add_unit_loop", "blockize", "tensorize", "loop_partition", "merge"}
 
 
 # ---------------------------------------------------------------------------- parsing inputs
@@ -199,6 +253,53 @@ def parse_padding(text: str) -> list[int]:
                              "4096; write factors like “16, 16, 1”.")
         out.append(v)
     return out
+
+
+def parse_lengths(text: str) -> list:
+    """``"None, 4"`` -> [None, 4]: loop_partition's range lengths (one or more)."""
+    out: list = []
+    for tok in str(text).replace("[", "").replace("]", "").split(","):
+        tok = tok.strip()
+        if tok.lower() in ("none", "_", "?"):
+            out.append(None)
+            continue
+        v = whole_number(tok)
+        if v is None:
+            raise InputError(f"loop_partition length “{tok[:20]}” is not a whole number or "
+                             "None; write lengths like “None, 4”.")
+        out.append(v)
+    if len(out) > 8:
+        raise InputError("loop_partition takes at most 8 lengths.")
+    return out
+
+
+def parse_positions(text: str) -> list[int]:
+    """``"2, 0, 1"`` -> [2, 0, 1]: reorder_block_iter_var's new order."""
+    toks = [t.strip() for t in str(text).replace("[", "").replace("]", "").split(",")]
+    if len(toks) > 16:
+        raise InputError("a block has at most 16 axes to reorder.")
+    return [_int(t, "an axis position") for t in toks]
+
+
+def index_map_text(form, what: str) -> str:
+    """The index map typed in the toolbar: bounded, and parsed by the engine's parser (only
+    a lambda of integers, its parameters and ``+ - * // %``; never evaluated)."""
+    from engine.schedule.primitives.buffer_access import parse_ranges
+    from engine.schedule.primitives.index_map_check import IndexMapError
+    from engine.schedule.primitives.layout import parse_index_map
+    text = str(form.get("index_map", "")).strip()
+    if not text:
+        raise InputError(f"{what} needs an index map, e.g. “lambda i, j: (j, i)”.")
+    if len(text) > MAX_MAP_TEXT:
+        raise InputError(f"The index map is too long ({len(text)} characters; at most "
+                         f"{MAX_MAP_TEXT}).")
+    try:
+        (parse_ranges if what == "annotate_buffer_access" else parse_index_map)(text)
+    except IndexMapError as e:
+        raise InputError(f"{what}: {e}") from None
+    except (RecursionError, MemoryError):
+        raise InputError(f"{what}: the index map is nested too deeply.") from None
+    return text
 
 
 def _int(text: str, what: str) -> int:
@@ -295,6 +396,15 @@ def apply(sch, tree: FuncTree, form) -> str:
     if prim == "tensorize" and kind == "loop":
         sch.tensorize(_loop(sch, subj, sel), _intrin(form))
         return f"tensorize {name} with {form.get('intrin')}"
+    if prim == "loop_partition":
+        lengths = parse_lengths(form.get("factors", ""))
+        sch.loop_partition(_loop(sch, subj, sel), factors=lengths)
+        return f"loop_partition {name} into {lengths}"
+    if prim == "merge":
+        target = _sel(form, "loop", "loop")
+        tnode = tree.by_sel.get(form.get("loop", ""))
+        sch.merge(_loop(sch, subj, sel), _loop(sch, target, form.get("loop", "")))
+        return f"merge {name} with {tnode.name if tnode else 'loop'}"
     if prim == "rfactor":
         axis = _int(form.get("factor_axis", "0"), "factor axis")
         sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
@@ -340,6 +450,9 @@ def apply(sch, tree: FuncTree, form) -> str:
         padding = parse_padding(form.get("padding", ""))
         sch.pad_einsum(block, padding)
         return f"pad_einsum {name} by {padding}"
+    if prim in ("transform_block_layout", "reorder_block_iter_var", "annotate_buffer_access",
+                "unsafe_set_dtype", "reindex_cache_read", "reindex_cache_write"):
+        return _apply_block_layout(sch, block, name, prim, form)
     if prim == "tensorize":
         sch.tensorize(block, _intrin(form))
         return f"tensorize {name} with {form.get('intrin')}"
@@ -351,6 +464,56 @@ def apply(sch, tree: FuncTree, form) -> str:
         getattr(sch, prim)(block, idx, scope)
         return f"{prim} {name} buffer #{idx} ({scope})"
     raise InputError(f"Unknown primitive “{prim}”.")  # pragma: no cover - ALL_PRIMS guards
+
+
+def _region_default(node, axes: list) -> str:
+    """The block's own region of its first accessed buffer, as annotate_buffer_access's
+    ranges (a valid starting point to edit)."""
+    from engine.ir.expr import Add
+    from engine.schedule.primitives.buffer_access import ranges_text
+    regions = [*node.node.reads, *node.node.writes] if node else []
+    if not regions or not axes:
+        return ""
+    from engine.arith import simplify
+    pairs = [(r.min, simplify(Add(r.min, r.extent))) for r in regions[0].region]
+    try:
+        return ranges_text([iv.var for iv in node.node.iter_vars], pairs)
+    except ValueError:   # an expression the index-map syntax cannot write
+        return f"lambda {', '.join(axes)}: [...]"
+
+
+def _apply_block_layout(sch, block, name: str, prim: str, form) -> str:
+    """The block primitives that take an index map, a type or an axis order."""
+    if prim == "transform_block_layout":
+        text = index_map_text(form, prim)
+        sch.transform_block_layout(block, text)
+        return f"transform_block_layout {name} by {text}"
+    if prim == "reorder_block_iter_var":
+        order = parse_positions(form.get("order", ""))
+        sch.reorder_block_iter_var(block, order)
+        return f"reorder_block_iter_var {name} to {order}"
+    if prim == "annotate_buffer_access":
+        raw = form.get("buffer", "")
+        kind = {"r": "read", "w": "write"}.get(raw[:1])
+        if kind is None:
+            raise InputError("annotate_buffer_access: choose a buffer the block reads or writes.")
+        idx = _int(raw[1:], "buffer index")
+        sch.annotate_buffer_access(block, idx, kind, index_map_text(form, prim))
+        return f"annotate_buffer_access {name} {kind} buffer #{idx}"
+    idx = _int(form.get("buffer", "0"), "buffer index")
+    if prim == "unsafe_set_dtype":
+        dtype = form.get("dtype", "")
+        if dtype not in dict(DTYPES):
+            raise InputError(f"Unknown type “{str(dtype)[:20]}”; use one of "
+                             f"{', '.join(t for t, _ in DTYPES)}.")
+        sch.unsafe_set_dtype(block, idx, dtype)
+        return f"unsafe_set_dtype {name} buffer #{idx} to {dtype}"
+    scope = form.get("scope", "local")
+    if scope not in dict(SCOPES):
+        raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
+    text = index_map_text(form, prim)
+    getattr(sch, prim)(block, idx, scope, text)
+    return f"{prim} {name} buffer #{idx} ({scope}) by {text}"
 
 
 # ---------------------------------------------------------------------------- the pane

@@ -16,7 +16,8 @@
   :mod:`.cache_inplace`, :mod:`.rolling_buffer` — their new stages built by :mod:`.stages`
 * :mod:`.blockize` — blockize; :mod:`.tensorize` — tensorize (its intrinsics in
   :mod:`engine.schedule.tensor_intrin`); :mod:`.partition` — loop_partition, merge;
-  :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout;
+  :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout (its map's inverse
+  in :mod:`.index_map_inverse`);
   :mod:`.buffer_access` — unsafe_set_dtype, annotate_buffer_access
 * :mod:`.sampling` — sample_perfect_tile, sample_categorical, sample_compute_location
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer

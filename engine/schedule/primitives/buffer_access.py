@@ -1,15 +1,25 @@
-"""Buffer-level edits: unsafe_set_dtype (the element type of an intermediate buffer)."""
+"""Buffer-level edits: unsafe_set_dtype (the element type of an intermediate buffer) and
+annotate_buffer_access (a block's declared region of a buffer)."""
 from __future__ import annotations
 
+import ast
+import inspect
+from typing import Any
+
+from engine.arith import simplify
 from engine.ir import expr as E
+from engine.ir.buffer import BufferRegion, Range
 from engine.ir.dtype import check_dtype
-from engine.ir.functor import Mutator
+from engine.ir.functor import Mutator, substitute
 from engine.ir.stmt import BufferStore
 
 from ..error import ScheduleError, TraceError
-from ..registry import Ctx, Primitive, Result, fmt, py_str, register
+from ..registry import Ctx, Primitive, Result, fmt, py_int, py_str, register, unquote
+from ..tree import replace_stmts
 from ._common import expect_block
 from .buffers import alloc_site, buffer_index_of, nth_buffer
+from .index_map_check import IndexMapError
+from .layout import expr_text, parse_index_map, tvm_index_map_from_json
 
 
 class _SetDType(Mutator):
@@ -118,3 +128,196 @@ class UnsafeSetDType(Primitive):
         if dialect == "engine":
             return [fmt(inputs[0]), index, dtype]
         return [f"block={fmt(inputs[0])}", f"buffer_index={index}", f"dtype={dtype}"]
+
+
+# ------------------------------------------------------------------ annotate_buffer_access
+_EXAMPLE = 'e.g. "lambda vi, vj: [(vi - 1, vi + 2), (0, 8)]"'
+
+
+def parse_ranges(text: Any) -> tuple[list, list]:
+    """``"lambda vi, vj: [(vi, vi + 2), vj]"`` -> ([vi, vj], [(vi, vi + 2), (vj, vj + 1)]):
+    each item a ``(begin, end)`` pair or one index (the point ``(i, i + 1)``), as TVM's
+    ``gen_new_ranges``; or TVM's IndexMap JSON of the flattened pairs. Parsed, never
+    evaluated: the index map's operators only."""
+    if not isinstance(text, str):
+        raise IndexMapError(f"the ranges must be a lambda string, got {type(text).__name__}")
+    if text.lstrip().startswith("{"):  # TVM's IndexMap object: (begin, end) flattened
+        params, exprs = tvm_index_map_from_json(text)
+        if len(exprs) % 2:
+            raise IndexMapError("the IndexMap of the ranges must give (begin, end) pairs")
+        return params, [(simplify(b), simplify(e)) for b, e in zip(exprs[::2], exprs[1::2])]
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise IndexMapError(f"the ranges are not valid Python ({e.msg}); {_EXAMPLE}") from None
+    except RecursionError:
+        raise IndexMapError("the ranges are nested too deeply") from None
+    lam = tree.body
+    if not isinstance(lam, ast.Lambda) or not isinstance(lam.body, (ast.List, ast.Tuple)):
+        raise IndexMapError(f"the ranges must be a lambda returning a list; {_EXAMPLE}")
+    flat = []
+    for item in lam.body.elts:
+        if isinstance(item, (ast.Tuple, ast.List)):
+            if len(item.elts) != 2:
+                raise IndexMapError("each range must be (begin, end) or one index")
+            flat.extend(item.elts)
+        else:
+            flat.extend([item, ast.BinOp(item, ast.Add(), ast.Constant(1))])
+    lam.body = ast.Tuple(flat, ast.Load())
+    params, exprs = parse_index_map(ast.unparse(lam))
+    return params, [(simplify(b), simplify(e)) for b, e in zip(exprs[::2], exprs[1::2])]
+
+
+def ranges_text(params: list, ranges: list) -> str:
+    """The canonical lambda of ``ranges`` (TVM's ``gen_new_ranges`` form)."""
+    items = ", ".join(f"({expr_text(b)}, {expr_text(e)})" for b, e in ranges)
+    return f"lambda {', '.join(p.name for p in params)}: [{items}]"
+
+
+def _normal_ranges(gen: Any) -> str:
+    if isinstance(gen, str):
+        return ranges_text(*parse_ranges(gen))
+    if not callable(gen):
+        raise IndexMapError(f"gen_new_ranges must be a lambda or a lambda string; {_EXAMPLE}")
+    try:
+        names = list(inspect.signature(gen).parameters)
+    except (TypeError, ValueError):
+        raise IndexMapError("cannot read the parameters of gen_new_ranges; pass a lambda "
+                            "string") from None
+    params = [E.Var(n, "int32") for n in names]
+    try:
+        out = gen(*params)
+    except Exception as e:  # noqa: BLE001 - the user's function
+        raise IndexMapError(f"calling gen_new_ranges failed: {e}") from None
+    if not isinstance(out, (list, tuple)):
+        raise IndexMapError(f"gen_new_ranges must return a list of ranges; {_EXAMPLE}")
+    ranges = []
+    for item in out:
+        pair = tuple(item) if isinstance(item, (list, tuple)) else (item, item + 1)
+        if len(pair) != 2:
+            raise IndexMapError("each range must be (begin, end) or one index")
+        ranges.append(tuple(E.convert(x) for x in pair))
+    text = ranges_text(params, ranges)
+    parse_ranges(text)  # only the allowed operators
+    return text
+
+
+@register
+class AnnotateBufferAccess(Primitive):
+    kind = "AnnotateBufferAccess"
+    attr_kinds = ()
+    method = "annotate_buffer_access"
+
+    def call(self, sch, block, buffer_index, buf_type: str, gen_new_ranges):
+        """Declare the region a block reads or writes of one buffer, replacing the one
+        inferred from its accesses (TVM: for accesses the analysis cannot bound, e.g.
+        data-dependent ones). The block gets the annotation ``explicit_read_region`` (or
+        ``explicit_write_region``) listing the buffer's index, and later primitives
+        (compute_at, cache_read, ...) use the declared region. Like TVM it does not check
+        that the region covers what the block accesses: a region too small makes those
+        primitives compute too little (what the block reads out of its buffer is still
+        proven in bounds when the program is built).
+
+        It requires: 1) ``buffer_index`` names a buffer the block reads (``buf_type``
+        "read") or writes ("write"): an index into ``T.reads``/``T.writes`` or the buffer's
+        name; 2) ``gen_new_ranges`` (a lambda or lambda string) takes one parameter per
+        block axis and returns one ``(begin, end)`` pair (or one index, the point
+        ``(i, i + 1)``) per buffer dimension, using the index map's operators.
+
+        Before::
+
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(B[vi, vj])
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+
+        Call::
+
+            sch.annotate_buffer_access(sch.get_block("C"), 0, "read",
+                                       "lambda vi, vj: [(vi, vi + 2), (0, 8)]")
+
+        After::
+
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.reads(B[vi:vi + 2, 0:8])
+                T.block_attr({"explicit_read_region": [0]})
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+        """
+        if buf_type not in ("read", "write"):
+            raise ScheduleError(self.method, "buf_type", f'buf_type must be "read" or "write", '
+                                f"got {buf_type!r}"[:120], "")
+        index = buffer_index_of(sch, block, buffer_index, buf_type, self.method,
+                                "buffer_index")
+        try:
+            text = _normal_ranges(gen_new_ranges)
+        except IndexMapError as e:
+            raise ScheduleError(self.method, "gen_new_ranges", str(e), "") from None
+        sch._run(self, [block, index, 0 if buf_type == "read" else 1, text], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        blk = expect_block(ctx, inputs[0])
+        subj, hl = f"block {blk.name_hint}", [blk.name_hint]
+        if len(inputs) != 4:
+            raise ctx.error(subj, "annotate_buffer_access needs the block, the buffer index, "
+                            "its kind and the ranges", "")
+        index, btype, text = inputs[1], inputs[2], inputs[3]
+        if btype not in (0, 1) or isinstance(btype, bool):
+            raise ctx.error(subj, f"the buffer kind must be 0 (read) or 1 (write), got "
+                            f"{btype!r}"[:80], "", highlight=hl)
+        kind = "read" if btype == 0 else "write"
+        buf = nth_buffer(ctx, blk, index, kind, "buffer_index")
+        try:
+            params, ranges = parse_ranges(text)
+        except IndexMapError as e:
+            raise ctx.error(subj, str(e), "") from None
+        if len(params) != len(blk.iter_vars):
+            raise ctx.error(subj, f"gen_new_ranges takes {len(params)} parameter(s) but the "
+                            f"block has {len(blk.iter_vars)} axes", "give the lambda one "
+                            "parameter per block axis", highlight=hl)
+        if len(ranges) != buf.ndim:
+            raise ctx.error(subj, f"gen_new_ranges gives {len(ranges)} range(s) but "
+                            f"{buf.name} has {buf.ndim} dimension(s)", "give one (begin, end) "
+                            "per dimension", highlight=hl)
+        axes = {p: iv.var for p, iv in zip(params, blk.iter_vars)}
+        region = []
+        for d, (b, e) in enumerate(ranges):
+            b, e = substitute(b, axes), substitute(e, axes)
+            extent = simplify(e - b)
+            c = E.as_const_int(extent)
+            if c is not None and c <= 0:
+                raise ctx.error(subj, f"range {d} of {buf.name} is empty (it ends before it "
+                                "begins)", "give (begin, end) with end > begin", highlight=hl)
+            region.append(Range(b, extent))
+        field = "reads" if btype == 0 else "writes"
+        regions = list(getattr(blk, field))
+        regions[index] = BufferRegion(buf, tuple(region))
+        key = f"explicit_{kind}_region"
+        notes = dict(blk.annotations)
+        listed = list(notes.get(key, ()))
+        if index not in listed:
+            listed.append(index)
+        notes[key] = tuple(listed)
+        new_blk = blk.replace(**{field: tuple(regions)}, annotations=tuple(notes.items()))
+        return Result(replace_stmts(ctx.func, {blk: new_blk}), [])
+
+    def python_args(self, inputs, attrs, dialect):
+        if len(inputs) != 4:
+            raise TraceError("AnnotateBufferAccess takes 4 inputs (block, buffer_index, "
+                             "buffer_index_type, the ranges)")
+        index = py_int(inputs[1], "AnnotateBufferAccess's buffer_index")
+        btype = inputs[2]
+        if btype not in (0, 1) or isinstance(btype, bool):
+            raise TraceError(f"AnnotateBufferAccess's buffer_index_type must be 0 (read) or 1 "
+                             f"(write), got {btype!r}"[:120])
+        raw = unquote(inputs[3]) if isinstance(inputs[3], str) and \
+            inputs[3].startswith('"') else inputs[3]
+        try:
+            text = ranges_text(*parse_ranges(raw))
+        except IndexMapError as e:
+            raise TraceError(f"AnnotateBufferAccess's ranges: {e}") from None
+        kind = py_str("read" if btype == 0 else "write")
+        if dialect == "engine":
+            return [fmt(inputs[0]), index, kind, py_str(text)]
+        return [f"block={fmt(inputs[0])}", f"buffer_index={index}", f"buf_type={kind}",
+                f"gen_new_ranges={text}"]
