@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE_LAYERS = [
     {"engine.ir"},
     {"engine.arith", "engine.script", "engine.te"},
-    {"engine.interpreter", "engine.lower"},
+    {"engine.interpreter", "engine.lower", "engine.topi"},
     {"engine.workloads", "engine.codegen"},
     {"engine.runtime"},
     {"engine.schedule"},
