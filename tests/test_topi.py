@@ -132,3 +132,18 @@ def test_reshape_refuses_a_shape_of_another_size():
         topi.reshape_shape((3, 4), (5, 2))
     with pytest.raises(topi.TopiError, match="more than one -1"):
         topi.reshape_shape((3, 4), (-1, -1))
+
+
+@pytest.mark.parametrize("op,fn", [("subtract", np.subtract), ("multiply", np.multiply),
+                                   ("divide", np.divide)])
+def test_other_binary_operators(op, fn):
+    a, b = _rand(3, 4), _rand(4, seed=1) + 3
+    np.testing.assert_allclose(_run([a, b], getattr(topi, op)), fn(a, b), rtol=1e-6)
+
+
+def test_grouped_conv2d_matches_per_group_convolutions():
+    x, w = _rand(1, 4, 6, 6), _rand(6, 2, 3, 3, seed=1)
+    got = _run([x, w], lambda a, b: topi.conv2d_nchw(a, b, 1, 1, 1, groups=2))
+    ref = np.concatenate([_conv_ref(x[:, :2], w[:3], 1, 1, 1), _conv_ref(x[:, 2:], w[3:], 1, 1, 1)],
+                         axis=1)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

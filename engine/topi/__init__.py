@@ -7,7 +7,7 @@ compose into one PrimFunc (``te.create_prim_func([x, w, b, out])``).  They are w
 ========================  =====================================  ======================
 Relax operator            topi                                   blocks (TVM's names)
 ========================  =====================================  ======================
-``R.add``                 :func:`add` (numpy broadcasting)       ``T_add``
+``R.add`` (and the rest)  :func:`add`, :func:`subtract`, ...    ``T_add``, ``T_subtract``, ...
 ``R.matmul``              :func:`matmul` (numpy's matmul)        ``T_matmul``
 ``R.nn.relu``             :func:`relu`                           ``compute``
 ``R.nn.conv2d``           :func:`conv2d_nchw`                    ``pad_temp``, ``conv2d_nchw``
@@ -21,11 +21,11 @@ Shapes are checked here with messages that say what did not fit (:class:`TopiErr
 """
 from __future__ import annotations
 
-from .broadcast import TopiError, add, broadcast_shape
+from .broadcast import TopiError, add, binary, broadcast_shape, divide, multiply, subtract
 from .linalg import linear, matmul, matmul_shape
 from .nn import conv2d_nchw, conv2d_shape, relu, softmax
 from .transform import permute_dims, reshape, reshape_shape
 
-__all__ = ["TopiError", "add", "broadcast_shape", "matmul", "matmul_shape", "linear", "relu",
+__all__ = ["TopiError", "add", "subtract", "multiply", "divide", "binary", "broadcast_shape", "matmul", "matmul_shape", "linear", "relu",
            "conv2d_nchw", "conv2d_shape", "softmax", "permute_dims", "reshape",
            "reshape_shape"]

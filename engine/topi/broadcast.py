@@ -7,7 +7,8 @@ from typing import Callable, Sequence
 from engine import te
 from engine.te import TeError
 
-__all__ = ["TopiError", "broadcast_shape", "add", "compute_nd"]
+__all__ = ["TopiError", "broadcast_shape", "add", "subtract", "multiply", "divide", "binary",
+           "compute_nd"]
 
 
 class TopiError(TeError):
@@ -29,7 +30,31 @@ def broadcast_shape(a: Sequence[int], b: Sequence[int], op: str = "add") -> tupl
 
 
 def add(a: te.Tensor, b: te.Tensor, name: str = "T_add") -> te.Tensor:
-    """``a + b`` with broadcasting, e.g. ``(1, 128) + (128,)`` (a bias)::
+    """``a + b`` with broadcasting (see :func:`binary`)."""
+    return binary(a, b, "add", name)
+
+
+def subtract(a: te.Tensor, b: te.Tensor, name: str = "T_subtract") -> te.Tensor:
+    """``a - b`` with broadcasting."""
+    return binary(a, b, "subtract", name)
+
+
+def multiply(a: te.Tensor, b: te.Tensor, name: str = "T_multiply") -> te.Tensor:
+    """``a * b`` with broadcasting."""
+    return binary(a, b, "multiply", name)
+
+
+def divide(a: te.Tensor, b: te.Tensor, name: str = "T_divide") -> te.Tensor:
+    """``a / b`` with broadcasting (floor division for integers, as numpy's ``//``)."""
+    return binary(a, b, "divide", name)
+
+
+_BINARY = {"add": lambda x, y: x + y, "subtract": lambda x, y: x - y,
+           "multiply": lambda x, y: x * y, "divide": lambda x, y: x / y}
+
+
+def binary(a: te.Tensor, b: te.Tensor, op: str, name: str) -> te.Tensor:
+    """``a <op> b`` with broadcasting, e.g. ``(1, 128) + (128,)`` (a bias)::
 
         for ax0, ax1 in T.grid(1, 128):
             with T.block("T_add"):
@@ -37,8 +62,11 @@ def add(a: te.Tensor, b: te.Tensor, name: str = "T_add") -> te.Tensor:
                 T_add[v_ax0, v_ax1] = A[v_ax0, v_ax1] + B[v_ax1]
     """
     if a.dtype != b.dtype:
-        raise TopiError(f"add: operands have dtypes {a.dtype} and {b.dtype}; they must match")
-    shape = broadcast_shape(a.shape, b.shape, "add")
+        raise TopiError(f"{op}: operands have dtypes {a.dtype} and {b.dtype}; they must match")
+    shape = broadcast_shape(a.shape, b.shape, op)
+    fn = _BINARY[op]
+    if op == "divide" and not a.dtype.startswith("float"):
+        fn = lambda x, y: x // y  # noqa: E731 - numpy's floor division on integers
     n = len(shape)
 
     def read(t: te.Tensor, idx: tuple):
@@ -47,7 +75,7 @@ def add(a: te.Tensor, b: te.Tensor, name: str = "T_add") -> te.Tensor:
                        for d in range(t.ndim))]
 
     def fcompute(*idx):
-        return read(a, idx) + read(b, idx)
+        return fn(read(a, idx), read(b, idx))
 
     return compute_nd(shape, fcompute, name)
 

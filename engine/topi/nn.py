@@ -41,7 +41,7 @@ def _padding(padding) -> tuple[int, int, int, int]:
 
 
 def conv2d_shape(data: Sequence[int], weight: Sequence[int], strides=1, padding=0,
-                 dilation=1) -> tuple[int, int, int, int]:
+                 dilation=1, groups: int = 1) -> tuple[int, int, int, int]:
     """The output shape of an NCHW/OIHW convolution, or a :class:`TopiError` naming the
     mismatch."""
     if len(data) != 4 or len(weight) != 4:
@@ -49,9 +49,13 @@ def conv2d_shape(data: Sequence[int], weight: Sequence[int], strides=1, padding=
                         f"shapes {tuple(data)} and {tuple(weight)}")
     n, c, h, w = data
     o, i, kh, kw = weight
-    if i != c:
-        raise TopiError(f"conv2d: data has {c} channels but the weight expects {i} "
-                        "(grouped convolutions are not supported)")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise TopiError(f"conv2d: groups must be a positive integer, got {groups!r}")
+    if c % groups or o % groups or i * groups != c:
+        raise TopiError(f"conv2d: data has {c} channels but the weight expects {i}"
+                        + (f" per group of {groups}" if groups > 1 else "")
+                        + (f"; with groups={groups} both channel counts must divide by it"
+                           if groups > 1 else ""))
     sh, sw = _pair(strides, "strides")
     dh, dw = _pair(dilation, "dilation")
     pt, pl, pb, pr = _padding(padding)
@@ -65,7 +69,7 @@ def conv2d_shape(data: Sequence[int], weight: Sequence[int], strides=1, padding=
 
 
 def conv2d_nchw(data: te.Tensor, weight: te.Tensor, strides=1, padding=0,
-                dilation=1) -> te.Tensor:
+                dilation=1, groups: int = 1) -> te.Tensor:
     """2-D convolution, data NCHW, weight OIHW (``R.nn.conv2d``, ONNX ``Conv``).  With
     padding a ``pad_temp`` stage first copies the input into a zero-bordered buffer::
 
@@ -74,12 +78,12 @@ def conv2d_nchw(data: te.Tensor, weight: te.Tensor, strides=1, padding=0,
     """
     if data.dtype != weight.dtype:
         raise TopiError(f"conv2d: data is {data.dtype} but the weight is {weight.dtype}")
-    shape = conv2d_shape(data.shape, weight.shape, strides, padding, dilation)
+    shape = conv2d_shape(data.shape, weight.shape, strides, padding, dilation, groups)
     sh, sw = _pair(strides, "strides")
     dh, dw = _pair(dilation, "dilation")
     pt, pl, pb, pr = _padding(padding)
     _, c, h, w = data.shape
-    _, _, kh, kw = weight.shape
+    o, cg, kh, kw = weight.shape
     src = data
     if pt or pl or pb or pr:
         def pad(i0, i1, i2, i3):
@@ -87,13 +91,15 @@ def conv2d_nchw(data: te.Tensor, weight: te.Tensor, strides=1, padding=0,
             return te.if_then_else(inside, data[i0, i1, i2 - pt, i3 - pl],
                                    te.const(0, data.dtype))
         src = te.compute((data.shape[0], c, h + pt + pb, w + pl + pr), pad, name="pad_temp")
-    rc = te.reduce_axis((0, c), name="rc")
+    rc = te.reduce_axis((0, cg), name="rc")
+    per_group = o // groups
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
 
     def conv(nn, ff, yy, xx):
-        return te.sum(src[nn, rc, yy * sh + ry * dh, xx * sw + rx * dw] * weight[ff, rc, ry, rx],
-                      axis=[rc, ry, rx])
+        chan = rc if groups == 1 else ff // per_group * cg + rc
+        return te.sum(src[nn, chan, yy * sh + ry * dh, xx * sw + rx * dw]
+                      * weight[ff, rc, ry, rx], axis=[rc, ry, rx])
 
     return te.compute(shape, conv, name="conv2d_nchw")
 
