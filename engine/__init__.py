@@ -25,7 +25,7 @@ __all__ = [
 
 _SUBMODULES = {"workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
                "runtime", "schedule", "ir", "interpreter", "lessons", "challenges",
-               "notebook", "roofline"}
+               "notebook", "roofline", "topi"}
 
 _LAZY = {
     "parse": ("engine.script", "parse"),
