@@ -21,14 +21,18 @@ __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
     "build", "Schedule", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
     "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
+    "relax", "nd", "register_func", "get_global_func", "cpu",
 ]
 
-_SUBMODULES = {"workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
+_SUBMODULES = {"relax", "nd", "workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
                "runtime", "schedule", "ir", "interpreter", "lessons", "challenges",
                "notebook", "roofline", "topi"}
 
 _LAZY = {
-    "parse": ("engine.script", "parse"),
+    "parse": ("engine.relax", "parse"),
+    "register_func": ("engine.runtime", "register_func"),
+    "get_global_func": ("engine.runtime", "get_global_func"),
+    "cpu": ("engine.nd", "cpu"),
     "ScriptError": ("engine.script", "ScriptError"),
     "interpret": ("engine.interpreter", "interpret"),
     "build": ("engine.runtime", "build"),
@@ -54,11 +58,20 @@ def __getattr__(name: str) -> Any:
 # ``_repr_html_``): the IR sits below the printer and the notebook views, so they are
 # registered here, from the top, and imported on first use (``import engine`` stays cheap).
 def _script(obj: Any) -> str:
+    from .ir.function import PrimFunc
+    if not isinstance(obj, (IRModule, PrimFunc)) or (isinstance(obj, IRModule) and any(
+            not isinstance(f, PrimFunc) for _, f in obj.functions)):
+        from .relax.printer import script as relax_script
+        return relax_script(obj)
     from .script.printer import script
     return script(obj)
 
 
 def _repr(node: Any) -> str:
+    if type(node).__module__.startswith("engine.relax") or (isinstance(node, IRModule) and any(
+            not isinstance(f, PrimFunc) for _, f in node.functions)):
+        from .relax.printer import repr_relax
+        return repr_relax(node)
     from .script.printer import repr_node
     return repr_node(node)
 

@@ -25,13 +25,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: engine's packages from the bottom up; a package may import packages of lower layers only
 ENGINE_LAYERS = [
-    {"engine.ir"},
+    {"engine.ir", "engine.nd"},
     {"engine.arith", "engine.script", "engine.te"},
     {"engine.interpreter", "engine.lower", "engine.topi"},
     {"engine.workloads", "engine.codegen"},
     {"engine.runtime"},
     {"engine.schedule"},
-    {"engine.cache", "engine.presets", "engine.notebook"},
+    {"engine.cache", "engine.presets", "engine.notebook", "engine.relax"},
     {"engine.roofline", "engine.lessons"},
     {"engine.challenges"},
     {"engine.cli"},

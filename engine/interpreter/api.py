@@ -140,7 +140,7 @@ def interpret(mod_or_func: IRModule | PrimFunc, func_name: Any = None,
             raise ArgumentError(f"the PrimFunc is named {func.name!r}, not {func_name!r}")
     elif isinstance(mod_or_func, IRModule):
         if func_name is None:
-            names = mod_or_func.names()
+            names = mod_or_func.prim_func_names()
             if len(names) != 1:
                 raise ArgumentError(f"the module has {len(names)} functions "
                                     f"({', '.join(names)}); say which one to run")
@@ -149,6 +149,9 @@ def interpret(mod_or_func: IRModule | PrimFunc, func_name: Any = None,
             raise ArgumentError(f"no function named {func_name!r} in the module (it has: "
                                 f"{', '.join(mod_or_func.names())})")
         func = mod_or_func[func_name]
+        if not isinstance(func, PrimFunc):
+            raise ArgumentError(f"{func_name!r} is a Relax function; run a model with "
+                                "engine.relax.VirtualMachine(engine.relax.build(mod))")
     else:
         raise ArgumentError(f"interpret() needs an IRModule or a PrimFunc, got "
                             f"{type(mod_or_func).__name__}")

@@ -62,7 +62,11 @@ class PrimFunc(Node):
 
 @node
 class IRModule(Node):
-    """A module of named PrimFuncs: ``mod["mm_relu"]``, ``mod.script()``."""
+    """A module of named functions: ``mod["mm_relu"]``, ``mod.script()``.
+
+    The functions are TensorIR ``PrimFunc`` s and, in a model (``engine.relax``), Relax
+    functions too; :meth:`prim_funcs` gives the TensorIR ones.
+    """
 
     functions: tuple  # ((name, PrimFunc), ...)
 
@@ -96,6 +100,14 @@ class IRModule(Node):
 
     def names(self) -> list[str]:
         return [n for n, _ in self.functions]
+
+    def prim_funcs(self) -> list[tuple[str, PrimFunc]]:
+        """The ``(name, PrimFunc)`` pairs: the TensorIR functions (a module may also hold
+        Relax functions, ``engine.relax``)."""
+        return [(n, f) for n, f in self.functions if isinstance(f, PrimFunc)]
+
+    def prim_func_names(self) -> list[str]:
+        return [n for n, f in self.functions if isinstance(f, PrimFunc)]
 
     def items(self):
         return list(self.functions)

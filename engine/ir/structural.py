@@ -57,6 +57,15 @@ class _Equal:
             if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
                 return False
             return all(self.eq(x, y) for x, y in zip(a, b))
+        if getattr(a, "structural_var", False) or getattr(b, "structural_var", False):
+            # a variable of a higher-level IR (Relax): bound one to one on first sight,
+            # compared by kind and struct info, not by name
+            if type(a) is not type(b):
+                return False
+            known = self.lmap.get(id(a))
+            if known is not None or self.rmap.get(id(b)) is not None:
+                return known is b and self.rmap.get(id(b)) is a
+            return self.bind(a, b) and self.eq(a.struct_info, b.struct_info)
         if isinstance(a, Node) or isinstance(b, Node):
             if type(a) is not type(b):
                 return False
@@ -99,6 +108,15 @@ class _Hasher:
             self.put(f"T{len(v)}")
             for x in v:
                 self.walk(x)
+            return
+        if getattr(v, "structural_var", False):
+            idx = self.ids.get(id(v))
+            if idx is not None:
+                self.put(f"R{idx}")
+                return
+            self.ids[id(v)] = len(self.ids)
+            self.put(f"Rdef:{type(v).__name__}")
+            self.walk(v.struct_info)
             return
         if isinstance(v, Node):
             self.put(type(v).__name__)

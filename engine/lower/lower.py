@@ -393,7 +393,8 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     in bounds).
     """
     if isinstance(func, IRModule):
-        return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact))
+        return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact)
+                               if isinstance(f, PrimFunc) else f)
                               for name, f in func.functions))
     if not isinstance(func, PrimFunc):
         raise BuildError(f"lower() expects a PrimFunc or IRModule, got {type(func).__name__}")

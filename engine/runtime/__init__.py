@@ -17,6 +17,8 @@ the lowered PrimFunc; rewrite it (e.g. insert ``Call("int32", "call_extern",
 Parallel loops run on the native thread pool of :mod:`.native` (``ENGINE_NUM_THREADS``
 threads, default ``os.cpu_count()``; :func:`set_num_threads` to change at run time).
 Compiled modules are cached (:func:`cache_info`, :func:`clear_cache`).
+Functions registered by name (``register_func``, :mod:`.packed`) are what Relax's
+``R.call_tir("env.linear", ...)`` calls.
 """
 from engine.lower.errors import BuildError
 
@@ -25,8 +27,11 @@ from .correctness import CorrectnessReport, check_correctness
 from .module import (ArgumentError, Function, Module, TimingResult, aligned_empty, as_aligned,
                      random_arrays)
 from .native import num_threads, runtime_info, set_num_threads
+from .packed import (UnregisteredFunctionError, get_global_func, list_global_func_names,
+                     register_func, remove_global_func)
 
 __all__ = ["build", "Module", "Function", "ArgumentError", "BuildError", "TimingResult",
            "check_correctness", "CorrectnessReport", "cache_info", "clear_cache",
            "set_num_threads", "num_threads", "runtime_info", "random_arrays", "aligned_empty",
-           "as_aligned"]
+           "as_aligned", "register_func", "get_global_func", "list_global_func_names",
+           "remove_global_func", "UnregisteredFunctionError"]

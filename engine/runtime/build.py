@@ -65,7 +65,11 @@ def _functions_of(mod: Any) -> list[tuple[str, PrimFunc]]:
     if isinstance(mod, IRModule):
         if len(mod) == 0:
             raise BuildError("the IRModule has no functions to build")
-        return list(mod.functions)
+        prims = mod.prim_funcs()
+        if not prims:
+            raise BuildError("the IRModule has only Relax functions; build a model with "
+                             "engine.relax.build(mod, target=\"llvm\")")
+        return prims
     raise BuildError(f"engine.build expects an IRModule or a PrimFunc, got {type(mod).__name__}")
 
 

@@ -92,6 +92,11 @@ class Schedule:
             raise ScheduleError("Schedule", f"function {func_name}",
                                 "the module has no function of that name",
                                 f"use one of {', '.join(self._mod.names())}")
+        if func_name is not None and not isinstance(self._mod[func_name], PrimFunc):
+            raise ScheduleError("Schedule", f"function {func_name}",
+                                "it is a Relax function; a schedule transforms TensorIR "
+                                "functions",
+                                f"use one of {', '.join(self._mod.prim_func_names())}")
         self._symbols: dict[_RV, tuple] = {}
         self._names: dict[_RV, str] = {}
         self._dead: dict[_RV, tuple[str, str, str]] = {}
@@ -128,10 +133,15 @@ class Schedule:
                 raise ScheduleError(method, f"function {func_name}",
                                     "the module has no function of that name",
                                     f"use one of {', '.join(self._mod.names())}")
+            if not isinstance(self._mod[func_name], PrimFunc):
+                raise ScheduleError(method, f"function {func_name}",
+                                    "it is a Relax function; a schedule transforms TensorIR "
+                                    "functions",
+                                    f"use one of {', '.join(self._mod.prim_func_names())}")
             return func_name
         if self._default_func is not None:
             return self._default_func
-        names = self._mod.names()
+        names = self._mod.prim_func_names()
         if len(names) == 1:
             return names[0]
         raise ScheduleError(method, "the module",

@@ -56,6 +56,9 @@ class BufferParser(ParserContext):
             if type(call.slice) is ast.Tuple and len(items) >= 1 and \
                     type(items[0]) in (ast.Tuple, ast.List):
                 args, kw = items, {}
+            elif type(call.slice) is ast.Tuple and len(items) == 2 and \
+                    type(items[1]) is ast.Constant and isinstance(items[1].value, str):
+                args, kw = items, {}  # T.Buffer[128, "float32"] (TVM's 2022 printer)
             else:
                 args, kw = [call.slice], {}
             if len(args) > 2:

@@ -113,6 +113,7 @@ class ParserContext:
         self.source = source
         self.lines = source.splitlines()
         self.ns = {"T", "tir"} | set(namespaces or ())
+        self.relax_ns = {"R", "relax"}  # the names of Relax's namespace (``engine.relax``)
         self.line_offset = line_offset
         self.col_offset = col_offset
         self.filename = filename

@@ -124,12 +124,20 @@ class ModuleParser(ParserContext):
                 return "prim_func"
             if last == "ir_module":
                 return "ir_module"
+            if name.split(".")[0] in self.relax_ns and last == "function":
+                return "relax"
             if name.startswith("R.") or name.startswith("relax."):
                 return "relax"
             return "other:" + (name or "?")
         return None
 
-    def module(self) -> IRModule:
+    def module(self, relax_hook: Any = None) -> IRModule:
+        """The IRModule of the whole text. ``@R.function`` functions are refused unless a
+        ``relax_hook`` is given (``engine.relax`` gives one): it is called as
+        ``relax_hook(self, relax_fns, prim_funcs, class_name)`` after the prim_funcs are
+        parsed and returns ``{name: function}``."""
+        self.relax_ok = relax_hook is not None
+        class_name = None
         try:
             tree = python_ast(self.source)
         except SyntaxError as e:
@@ -153,6 +161,7 @@ class ModuleParser(ParserContext):
                     raise self.err(st, f"class {st.name!r} must be decorated with "
                                        "@tvm.script.ir_module (or @I.ir_module)")
                 classes += 1
+                class_name = st.name
                 if classes > 1:
                     raise self.err(st, "only one module class per text")
                 for m in st.body:
@@ -164,7 +173,7 @@ class ModuleParser(ParserContext):
                         continue
                     else:
                         raise self.err(m, "a module class may only contain @T.prim_func "
-                                          "functions")
+                                          "and @R.function functions")
                 continue
             if t is ast.FunctionDef:
                 self.check_prim_func(st, allow_plain=True)
@@ -175,22 +184,27 @@ class ModuleParser(ParserContext):
         if not funcs:
             raise ScriptError("no @T.prim_func function or @tvm.script.ir_module class "
                               "found in the text", None, None, self.filename)
-        out = []
         seen = set()
         for fn in funcs:
             if fn.name in seen:
                 raise self.err(fn, f"two functions are named {fn.name!r}")
             seen.add(fn.name)
-            out.append((fn.name, self.function(fn)))
-        return IRModule(tuple(out))
+        relax_fns = [fn for fn in funcs if self.decorator_kind(fn) == "relax"]
+        parsed = {fn.name: self.function(fn) for fn in funcs if fn not in relax_fns}
+        if relax_fns:
+            self.current = None
+            parsed.update(relax_hook(self, relax_fns, dict(parsed), class_name))
+        return IRModule(tuple((fn.name, parsed[fn.name]) for fn in funcs))
 
     def check_prim_func(self, fn: ast.FunctionDef, allow_plain: bool = False) -> None:
         kind = self.decorator_kind(fn)
         if kind == "prim_func" or (kind is None and allow_plain):
             return
         if kind == "relax":
-            raise self.err(fn, f"function {fn.name!r} is a Relax function; only @T.prim_func "
-                               "functions are supported")
+            if getattr(self, "relax_ok", False):
+                return
+            raise self.err(fn, f"function {fn.name!r} is a Relax function; engine.script.parse "
+                               "reads only @T.prim_func functions (engine.parse reads both)")
         raise self.err(fn, f"function {fn.name!r} must be decorated with @T.prim_func")
 
     def note_import(self, st: ast.AST) -> None:
@@ -200,10 +214,14 @@ class ModuleParser(ParserContext):
             for alias in st.names:
                 if alias.name == "tir":
                     self.ns.add(alias.asname or "tir")
+                elif alias.name == "relax":
+                    self.relax_ns.add(alias.asname or "relax")
         else:
             for alias in st.names:
                 if alias.name.endswith(".tir") and alias.asname:
                     self.ns.add(alias.asname)
+                elif alias.name.endswith(".relax") and alias.asname:
+                    self.relax_ns.add(alias.asname)
 
 
 class Parser(ModuleParser, BlockParser, StmtParser, BufferParser, IntrinsicParser, ExprParser):
@@ -226,15 +244,17 @@ def _run(p: Parser, fn) -> Any:
         raise (p.err(node, msg) if node is not None else ScriptError(msg)) from None
 
 
-def parse(text: str) -> IRModule:
+def parse(text: str, relax_hook: Any = None) -> IRModule:
     """Parse TVMScript text into an IRModule (raises :class:`ScriptError` on bad input).
 
-    A bare ``@T.prim_func`` is wrapped into a module keyed by its name.
+    A bare ``@T.prim_func`` is wrapped into a module keyed by its name. ``@R.function``
+    functions need ``relax_hook`` (see :meth:`ModuleParser.module`; ``engine.parse`` passes
+    the one of ``engine.relax``).
     """
     if not isinstance(text, str):
         raise ScriptError(f"parse() needs the script text as a str, got {type(text).__name__}")
     p = Parser(text)
-    return _run(p, p.module)
+    return _run(p, lambda: p.module(relax_hook))
 
 
 def parse_function_source(text: str, namespaces: set | None = None, line_offset: int = 0,

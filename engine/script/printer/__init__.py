@@ -30,6 +30,7 @@ buffers, regions), :mod:`.stmts` (statements, loops, blocks, line spans) and :mo
 (modules, function headers and the entry points).
 """
 from .exprs import call_result_dtype
-from .module import Span, repr_node, script, script_with_spans
+from .module import Span, prim_func_lines, repr_node, script, script_with_spans
 
-__all__ = ["Span", "script", "script_with_spans", "repr_node", "call_result_dtype"]
+__all__ = ["Span", "script", "script_with_spans", "repr_node", "call_result_dtype",
+           "prim_func_lines"]

@@ -118,6 +118,14 @@ def script(obj: Any) -> str:
     return Printer(False).run(obj)
 
 
+def prim_func_lines(f: PrimFunc, name: str, indent: int) -> list[str]:
+    """The lines of one ``@T.prim_func`` printed at ``indent`` levels (for printers of
+    modules that also hold other kinds of functions)."""
+    p = Printer(False)
+    p.func(f, name, indent)
+    return p.lines
+
+
 def script_with_spans(obj: Any) -> tuple[str, list[Span]]:
     """``(text, spans)``: the text of :func:`script` and where each loop, block and
     statement is printed (see :class:`Span`)."""
