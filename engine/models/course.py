@@ -20,7 +20,8 @@ from __future__ import annotations
 from engine import te, topi
 from engine.ir.function import IRModule, PrimFunc
 
-from engine.relax.expr import (DataflowBlock, DataflowVar, Function, GlobalVar, SeqExpr, Var,
+from engine.relax.expr import (Constant, DataflowBlock, DataflowVar, Function, GlobalVar,
+                               SeqExpr, Var,
                                VarBinding, call_tir)
 from engine.relax.struct_info import TensorStructInfo
 
@@ -42,9 +43,11 @@ def relu_func(name: str, batch: int, n: int) -> PrimFunc:
     return te.create_prim_func([x, y], name=name)
 
 
-def mlp_module(batch: int = 1) -> IRModule:
-    """The course's MLP module for a batch of ``batch`` images (weights are parameters of
-    ``main``; bind them with ``BindParams("main", params)``)."""
+def mlp_module(batch: int = 1, params: dict | None = None) -> IRModule:
+    """The course's MLP module for a batch of ``batch`` images.  Without ``params`` the
+    weights are parameters of ``main`` (as in the course's listing); with them (the dict of
+    :func:`engine.models.mlp.trained_mlp`) they are constants and ``main`` takes ``x``
+    only (what ``BindParams("main", params)`` makes)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 4096:
         raise ValueError(f"the batch must be an integer from 1 to 4096, got {batch!r}")
     hidden, n_in = SHAPES["w0"]
@@ -54,8 +57,17 @@ def mlp_module(batch: int = 1) -> IRModule:
         return TensorStructInfo(shape, "float32")
 
     x = Var("x", t(batch, n_in))
-    params = [x] + [Var(n, t(*SHAPES[n])) for n in ("w0", "b0", "w1", "b1")]
-    _, w0, b0, w1, b1 = params
+    names = ("w0", "b0", "w1", "b1")
+    if params is None:
+        weights = [Var(n, t(*SHAPES[n])) for n in names]
+        args = [x] + weights
+    else:
+        for n in names:
+            if tuple(params[n].shape) != SHAPES[n]:
+                raise ValueError(f"weight {n} has shape {params[n].shape}, expected {SHAPES[n]}")
+        weights = [Constant.of(params[n], "float32") for n in names]
+        args = [x]
+    w0, b0, w1, b1 = weights
     lv0 = DataflowVar("lv0", t(batch, hidden))
     lv1 = DataflowVar("lv1", t(batch, hidden))
     out = Var("out", t(batch, n_out))
@@ -64,7 +76,7 @@ def mlp_module(batch: int = 1) -> IRModule:
         VarBinding(lv1, call_tir(GlobalVar("relu0"), (lv0,), lv1.struct_info)),
         VarBinding(out, call_tir(GlobalVar("linear1"), (lv1, w1, b1), out.struct_info)),
     )
-    main = Function("main", tuple(params), SeqExpr((DataflowBlock(bindings),), out),
+    main = Function("main", tuple(args), SeqExpr((DataflowBlock(bindings),), out),
                     out.struct_info, (("global_symbol", "main"),))
     return IRModule((
         ("linear0", linear_func("linear0", batch, n_in, hidden)),
