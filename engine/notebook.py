@@ -122,7 +122,8 @@ def module_html(mod: Any) -> str:
     """HTML for an IRModule (or PrimFunc): highlighted script, then each function's nest."""
     script = mod.script()
     parts = [f'<pre style="{_PRE}">{highlight(script)}</pre>']
-    funcs = mod.items() if hasattr(mod, "items") else [(getattr(mod, "name", "func"), mod)]
+    funcs = mod.prim_funcs() if hasattr(mod, "prim_funcs") else [  # TensorIR nests only
+        (getattr(mod, "name", "func"), mod)]
     for name, func in funcs:
         parts.append(f'<details><summary style="cursor:pointer;font-family:sans-serif;'
                      f'font-size:12px">loop nest of <code>{html.escape(str(name))}</code>'

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import engine
 from engine import relax
@@ -117,6 +119,17 @@ class Module:
 '''
 
 
+def test_function_attributes_round_trip():
+    text = OPS.replace("    with R.dataflow():\n", "    R.func_attr({\"Primitive\": 1, "
+                                                      "\"note\": \"fused\"})\n"
+                                                      "    with R.dataflow():\n", 1)
+    mod = engine.parse(text)
+    assert mod["main"].attrs == (("Primitive", 1), ("note", "fused"))
+    printed = mod.script()
+    assert 'R.func_attr({"Primitive": 1, "note": "fused"})' in printed
+    assert engine.structural_equal(engine.parse(printed), mod)
+
+
 def test_tvm_027_spellings():
     mod = engine.parse(TVM_027)
     main = mod["main"]
@@ -219,3 +232,36 @@ def test_tensorir_tools_work_on_the_prim_funcs_of_a_model():
         engine.Schedule(mod, func_name="main")
     rt = engine.build(mod, target="llvm")  # the TensorIR functions only
     assert rt.names() == ["linear0"]
+
+
+_SOURCES = [MY_MODULE_MIXTURE, TVM_027, OPS, TWO_DATAFLOW_BLOCKS]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_SOURCES), st.lists(st.tuples(st.floats(0, 1), st.integers(0, 2),
+                                                      st.sampled_from(list("()[],.:=R\"'0-9 x\n"
+                                                                           "AT_"))),
+                                           min_size=1, max_size=4))
+def test_mangled_text_is_a_module_or_a_script_error(source, edits):
+    """Pasted text is hostile: any edit of a listing parses or says where it is wrong."""
+    text = source
+    for where, kind, ch in edits:
+        i = int(where * len(text))
+        text = text[:i] + (ch if kind else "") + text[i + (kind != 1):]
+    try:
+        mod = engine.parse(text)
+    except engine.ScriptError as e:
+        assert str(e)
+        return
+    assert isinstance(mod, engine.IRModule)
+    engine.parse(mod.script(), constants=relax.constants_of(mod)) if not \
+        _dangling(mod) else None
+
+
+def _dangling(mod) -> bool:
+    names = set(mod.names())
+    return any(isinstance(b.value, X.Call) and isinstance(b.value.op, X.Op) and
+               b.value.op.name == "relax.call_tir" and
+               isinstance(b.value.args[0], X.GlobalVar) and
+               b.value.args[0].name_hint not in names
+               for _, f in mod.functions if isinstance(f, X.Function) for b in f.bindings())

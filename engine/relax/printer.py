@@ -72,6 +72,7 @@ class RelaxPrinter:
         self.const_index: dict[int, int] = {}
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
+        self.global_names: set[str] = set()  # a variable never takes a function's name
 
     # ------------------------------------------------------------------ names
     def define(self, var: X.Var) -> str:
@@ -160,12 +161,15 @@ class RelaxPrinter:
 
     def function(self, f: X.Function, name: str, ind: int) -> None:
         self.names = {}
-        self.used = set()
+        self.used = set(self.global_names)
         self.emit(ind, "@R.function")
         params = ", ".join(f"{self.define(p)}: {struct_info_text(p.struct_info)}"
                            for p in f.params)
         self.emit(ind, f"def {name}({params}) -> {struct_info_text(f.ret_struct_info)}:")
         body = ind + 1
+        if f.attrs:
+            items = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in f.attrs)
+            self.emit(body, f"R.func_attr({{{items}}})")
         for block in f.body.blocks:
             if isinstance(block, X.DataflowBlock):
                 self.emit(body, "with R.dataflow():")
@@ -191,6 +195,7 @@ class RelaxPrinter:
         self.lines.append("class Module:")
         if not mod.functions:
             self.lines.append("    pass")
+        self.global_names = set(mod.names())
         for k, (name, f) in enumerate(mod.functions):
             if k:
                 self.lines.append("")

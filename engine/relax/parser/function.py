@@ -35,6 +35,7 @@ class RelaxParser(RelaxExprParser):
         self.scopes: list[dict] = [{}]
         self.block_locals: dict[str, Any] = {}
         self.in_dataflow = False
+        self.attrs: list = []
 
     # ------------------------------------------------------------------ names
     def lookup(self, name: str) -> Any:
@@ -70,13 +71,15 @@ class RelaxParser(RelaxExprParser):
             raise self.err(at, f"{name} calls itself (through "
                                f"{' -> '.join(self.in_progress + [name])}); recursive Relax "
                                "functions are not supported")
-        saved = (self.scopes, self.block_locals, self.in_dataflow, self.ctx.current)
+        saved = (self.scopes, self.block_locals, self.in_dataflow, self.ctx.current,
+                 self.attrs)
         self.in_progress.append(name)
         try:
             f = self.function(self.asts[name])
         finally:
             self.in_progress.pop()
-            self.scopes, self.block_locals, self.in_dataflow, self.ctx.current = saved
+            self.scopes, self.block_locals, self.in_dataflow, self.ctx.current, \
+                self.attrs = saved
         self.parsed[name] = f
         return f
 
@@ -100,13 +103,27 @@ class RelaxParser(RelaxExprParser):
             self.scopes[0][arg.arg] = v
             params.append(v)
         declared = self.struct_info(fn.returns) if fn.returns is not None else None
+        self.attrs: list = []
         blocks, ret = self.body(fn)
         if declared is not None and not fits(ret.struct_info, declared):
             raise self.err(fn.returns, f"{fn.name} is declared to return a "
                                        f"{declared.describe()} but returns a "
                                        f"{ret.struct_info.describe()}")
         ret_si = declared if declared is not None else ret.struct_info
-        return X.Function(fn.name, tuple(params), X.SeqExpr(tuple(blocks), ret), ret_si)
+        return X.Function(fn.name, tuple(params), X.SeqExpr(tuple(blocks), ret), ret_si,
+                          tuple(self.attrs))
+
+    def func_attr(self, call: ast.Call) -> None:
+        """``R.func_attr({"Primitive": 1})``: the function's attributes."""
+        if len(call.args) != 1 or call.keywords or type(call.args[0]) is not ast.Dict:
+            raise self.err(call, "write the attributes as R.func_attr({\"key\": value})")
+        d = call.args[0]
+        for k, v in zip(d.keys, d.values):
+            if type(k) is not ast.Constant or not isinstance(k.value, str):
+                raise self.err(k or d, "an attribute's name is a string")
+            if any(a == k.value for a, _ in self.attrs):
+                raise self.err(k, f"attribute {k.value!r} is given twice")
+            self.attrs.append((k.value, self.literal(v, f"attribute {k.value!r}")))
 
     def body(self, fn: ast.FunctionDef) -> tuple[list, X.Expr]:
         blocks: list = []
@@ -141,6 +158,12 @@ class RelaxParser(RelaxExprParser):
                 if isinstance(ret, X.DataflowVar):
                     raise self.err(st.value, "a value local to a dataflow block cannot be "
                                              "returned; list it in R.output(...)")
+                continue
+            if t is ast.Expr and type(st.value) is ast.Call and \
+                    self.rname(st.value.func) == "R.func_attr":
+                if blocks or loose:
+                    raise self.err(st, "R.func_attr(...) comes first in the function")
+                self.func_attr(st.value)
                 continue
             if t is ast.Expr and type(st.value) is ast.Call and \
                     self.rname(st.value.func) == "R.output":

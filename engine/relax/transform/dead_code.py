@@ -86,7 +86,7 @@ class DeadCodeElimination(ModulePass):
     def __init__(self, entry_functions: Iterable[str] | None = None):
         self.entry_functions = list(entry_functions) if entry_functions is not None else None
 
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         funcs = dict(mod.items())
         for name, f in relax_functions(mod):
             funcs[name] = remove_unused_bindings(f)

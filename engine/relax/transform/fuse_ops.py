@@ -146,7 +146,7 @@ class FuseOps(ModulePass):
 
     name = "FuseOps"
 
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         funcs = dict(mod.items())
         for fname, func in relax_functions(mod):
             if func.attr("Primitive"):

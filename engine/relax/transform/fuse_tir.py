@@ -147,7 +147,7 @@ class FuseTIR(ModulePass):
 
     name = "FuseTIR"
 
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         primitive = {n: f for n, f in relax_functions(mod) if f.attr("Primitive")}
         if not primitive:
             return mod

@@ -109,7 +109,7 @@ class LegalizeOps(ModulePass):
 
     name = "LegalizeOps"
 
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         funcs = dict(mod.items())
         for fname, func in relax_functions(mod):
             def lower(binding: VarBinding) -> VarBinding:

@@ -1,4 +1,4 @@
-"""What the Relax passes share: the pass object, walking and rebuilding a function's
+"""What the Relax passes share: the pass object (:class:`.base.Pass`), walking and rebuilding a function's
 bindings, the uses of each variable, fresh function names."""
 from __future__ import annotations
 
@@ -6,28 +6,11 @@ from typing import Any, Callable, Iterator
 
 from engine.ir.function import IRModule
 
-from ..expr import (Call, Expr, Function, SeqExpr, Tuple,
-                    TupleGetItem, Var, VarBinding)
+from ..expr import Call, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
+from .base import Pass as ModulePass
 
 __all__ = ["ModulePass", "relax_functions", "map_bindings", "fresh_name", "uses",
            "vars_in", "with_blocks"]
-
-
-class ModulePass:
-    """A module-to-module transformation used as TVM's are: ``LegalizeOps()(mod)``."""
-
-    name = "pass"
-
-    def __call__(self, mod: IRModule) -> IRModule:
-        if not isinstance(mod, IRModule):
-            raise TypeError(f"{self.name} transforms an IRModule, got {type(mod).__name__}")
-        return self.transform(mod)
-
-    def transform(self, mod: IRModule) -> IRModule:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{self.name}()"
 
 
 def relax_functions(mod: IRModule) -> Iterator[tuple[str, Function]]:

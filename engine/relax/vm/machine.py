@@ -1,0 +1,324 @@
+"""``relax.build`` and ``relax.VirtualMachine``: a Relax module compiled and run.
+
+::
+
+    ex = engine.relax.build(mod, target="llvm")   # checks, TensorIR via engine.build,
+                                                  # each Relax function to a Program
+    vm = engine.relax.VirtualMachine(ex, engine.cpu())
+    out = vm["main"](x, w0, b0, w1, b1)           # numpy arrays / NDArrays in, NDArray out
+
+The machine runs a :class:`~.program.Program` instruction by instruction: TensorIR
+functions are the compiled kernels of :mod:`engine.runtime` (called on the arrays, no copy),
+``"env.*"`` names the functions registered with ``engine.register_func`` (looked up at each
+call, so ``override=True`` takes effect at once), high-level operators their numpy meaning.
+Intermediate tensors live in one arena per function laid out by :mod:`.memory` and kept
+between calls; the returned tensors are fresh arrays.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from engine.ir.function import IRModule, PrimFunc
+from engine.lower.errors import BuildError
+from engine.nd import NDArray, check_device
+from engine.runtime import ArgumentError, aligned_empty
+from engine.runtime import build as build_tir
+from engine.runtime.packed import get_global_func, missing_message
+
+from .. import expr as X
+from ..struct_info import TensorStructInfo, TupleStructInfo
+from .checks import check_module
+from .memory import plan_memory
+from .program import Program, compile_function
+
+
+class VMError(RuntimeError):
+    """A call the virtual machine could not make (an unregistered function, a registered
+    function that failed)."""
+
+
+class Executable:
+    """What :func:`build` makes: the module, the compiled TensorIR kernels and one
+    :class:`Program` (with its memory plan) per Relax function."""
+
+    def __init__(self, mod: IRModule, kernels: Any, programs: dict):
+        self.mod = mod
+        self.kernels = kernels
+        self.programs = programs
+
+    def function_names(self) -> list[str]:
+        return list(self.programs)
+
+    def memory_plan(self, func_name: str = "main") -> dict:
+        """How ``func_name``'s intermediate tensors share storage: tensors, planned (in the
+        arena), escaping (returned), blocks, arena_bytes, naive_bytes (one allocation per
+        planned tensor)."""
+        return self.programs[_known(self.programs, func_name)].plan.summary()
+
+    def stats(self) -> str:
+        lines = []
+        for name, p in self.programs.items():
+            s = p.plan.summary()
+            lines.append(f"{name}: {len(p.instrs)} instructions, {s['tensors']} tensors "
+                         f"({s['planned']} in {s['blocks']} storage blocks, "
+                         f"{s['arena_bytes']} bytes instead of {s['naive_bytes']}; "
+                         f"{s['escaping']} returned)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<engine.relax.Executable {', '.join(self.programs)}>"
+
+
+def _known(programs: dict, name: str) -> str:
+    if name not in programs:
+        have = ", ".join(programs) or "none"
+        raise KeyError(f"no Relax function named {name!r} (the module has: {have})")
+    return name
+
+
+def build(mod: Any, target: Any = "llvm", params: dict | None = None,
+          **options: Any) -> Executable:
+    """Compile a module with Relax functions for the virtual machine (``relax.build`` /
+    the course's ``relax.vm.build``); ``options`` go to ``engine.build`` for the TensorIR
+    functions; ``params`` binds weights of ``main`` first (``BindParams``)."""
+    if isinstance(mod, X.Function):
+        mod = IRModule(((mod.name, mod),))
+    if not isinstance(mod, IRModule):
+        raise BuildError(f"relax.build expects an IRModule, got {type(mod).__name__}")
+    target_name = target if isinstance(target, str) else getattr(target, "kind", target)
+    if not isinstance(target_name, str) or target_name.split()[0:1] != ["llvm"]:
+        raise BuildError(f"unsupported target {target!r}; this engine compiles for \"llvm\" "
+                         "(the host CPU) only")
+    if params:
+        from ..transform import BindParams
+        mod = BindParams("main", params)(mod)
+    relax_funcs = [(n, f) for n, f in mod.functions if isinstance(f, X.Function)]
+    if not relax_funcs:
+        raise BuildError("the module has no Relax function; build TensorIR functions with "
+                         "engine.build(mod, target=\"llvm\")")
+    check_module(mod)
+    prims = [(n, f) for n, f in mod.functions if isinstance(f, PrimFunc)]
+    kernels = build_tir(IRModule(tuple(prims)), target="llvm", **options) if prims else None
+    programs = {}
+    for name, f in relax_funcs:
+        prog = compile_function(f, name)
+        prog.plan = plan_memory(prog)
+        programs[name] = prog
+    return Executable(mod, kernels, programs)
+
+
+class VirtualMachine:
+    """Runs an :class:`Executable`: ``vm["main"](*arrays)`` (TVM's ``relax.VirtualMachine``;
+    ``device`` is the CPU: ``engine.cpu()``, "cpu" or None)."""
+
+    def __init__(self, exe: Executable, device: Any = None, memory_cfg: Any = None):
+        if not isinstance(exe, Executable):
+            raise TypeError(f"VirtualMachine needs the Executable of engine.relax.build, got "
+                            f"{type(exe).__name__}")
+        if isinstance(device, (list, tuple)):
+            for d in device:
+                check_device(d)
+        else:
+            check_device(device)
+        self.exe = exe
+        self._arenas: dict[str, tuple] = {}
+        self._locks = {name: threading.Lock() for name in exe.programs}
+
+    def __getitem__(self, name: str) -> Any:
+        _known(self.exe.programs, name)
+
+        def call(*args: Any) -> Any:
+            return self.invoke(name, *args)
+
+        call.__name__ = name
+        return call
+
+    def invoke(self, name: str, *args: Any) -> Any:
+        """Run the Relax function ``name`` on ``args``; the result as NDArray(s)."""
+        prog = self.exe.programs[_known(self.exe.programs, name)]
+        return _to_user(self._run(prog, [_from_user(prog, i, a) for i, a in enumerate(args)],
+                                  len(args)))
+
+    def time_evaluator(self, func_name: str, device: Any = None, number: int = 10,
+                       repeat: int = 3, min_repeat_ms: float = 0) -> Any:
+        """A timer for ``func_name`` (TVM's ``vm.time_evaluator("main", dev, ...)``): the
+        returned callable converts and checks its arguments once, runs once to warm up,
+        then ``repeat`` times runs ``number`` calls back to back (``number`` grows until a
+        repeat lasts ``min_repeat_ms``) and returns a ``TimingResult`` (seconds per call)."""
+        import math
+        import statistics
+        import time
+
+        from engine.runtime import TimingResult
+
+        check_device(device)
+        prog = self.exe.programs[_known(self.exe.programs, func_name)]
+        if not isinstance(number, int) or number < 1 or not isinstance(repeat, int) or \
+                repeat < 1:
+            raise ValueError("number and repeat must be positive integers")
+
+        def evaluator(*args: Any) -> Any:
+            inputs = [_from_user(prog, i, a) for i, a in enumerate(args)]
+            run = self._run
+            run(prog, inputs, len(args))
+            n, results, perf = number, [], time.perf_counter
+            for _ in range(repeat):
+                while True:
+                    t0 = perf()
+                    for _ in range(n):
+                        run(prog, inputs, len(args))
+                    elapsed = perf() - t0
+                    if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms:
+                        break
+                    grow = (min_repeat_ms / 1e3) / max(elapsed, 1e-9)
+                    n = max(n + 1, int(math.ceil(n * min(grow * 1.1, 100.0))))
+                results.append(elapsed / n)
+            return TimingResult(mean=statistics.fmean(results),
+                                median=statistics.median(results), min=min(results),
+                                max=max(results),
+                                std=statistics.pstdev(results) if len(results) > 1 else 0.0,
+                                results=tuple(results))
+        return evaluator
+
+    # ------------------------------------------------------------------ running
+    def _arena(self, prog: Program) -> tuple:
+        """The arena's per-token views (made once, reused by every call)."""
+        got = self._arenas.get(prog.name)
+        if got is None:
+            got = _arena_views(prog)
+            self._arenas[prog.name] = got
+        return got
+
+    def _run(self, prog: Program, args: list, given: int) -> Any:
+        if given != len(prog.params):
+            names = ", ".join(p[2] for p in prog.params)
+            raise ArgumentError(f"{prog.name} takes {len(prog.params)} argument(s) ({names}), "
+                                f"got {given}")
+        lock = self._locks[prog.name]
+        if lock.acquire(blocking=False):
+            try:
+                return self._execute(prog, args, self._arena(prog))
+            finally:
+                lock.release()
+        return self._execute(prog, args, _arena_views(prog))  # a concurrent call: its own
+
+    def _execute(self, prog: Program, args: list, views: tuple) -> Any:
+        regs: list = [None] * prog.num_regs
+        for (reg, _, _), a in zip(prog.params, args):
+            regs[reg] = a
+        for reg, c in prog.consts.items():
+            regs[reg] = c
+        kernels = self.exe.kernels
+        tokens = prog.tokens
+        for ins in prog.instrs:
+            kind = ins[0]
+            if kind == "kernel" or kind == "packed":
+                _, label, in_regs, outs, dst, is_tuple = ins
+                arrays = [views[t] if views[t] is not None else
+                          aligned_empty(tokens[t].shape, tokens[t].dtype) for t in outs]
+                inputs = [regs[r] for r in in_regs]
+                if kind == "kernel":
+                    kernels[label](*inputs, *arrays)
+                else:
+                    _call_packed(label, inputs, arrays)
+                regs[dst] = tuple(arrays) if is_tuple else arrays[0]
+            elif kind == "move":
+                regs[ins[2]] = regs[ins[1]]
+            elif kind == "alloc":
+                t = ins[1]
+                regs[ins[2]] = views[t] if views[t] is not None else \
+                    aligned_empty(tokens[t].shape, tokens[t].dtype)
+            elif kind == "op":
+                _, opdef, in_regs, attrs, dst = ins
+                regs[dst] = opdef.compute([regs[r] for r in in_regs], attrs)
+            elif kind == "tuple":
+                regs[ins[2]] = tuple(regs[r] for r in ins[1])
+            elif kind == "get":
+                regs[ins[3]] = regs[ins[1]][ins[2]]
+            elif kind == "shape":
+                regs[ins[2]] = ins[1]
+            elif kind == "func":
+                _, fname, in_regs, dst = ins
+                callee = self.exe.programs[fname]
+                regs[dst] = self._run(callee, [regs[r] for r in in_regs], len(in_regs))
+        out = regs[prog.ret]
+        return _fresh(out, prog.consts)
+
+
+def _arena_views(prog: Program) -> tuple:
+    plan = prog.plan
+    arena = aligned_empty((max(plan.arena_bytes, 1),), "uint8")
+    views = []
+    for spec, off in zip(prog.tokens, plan.offsets):
+        if off is None:
+            views.append(None)
+        else:
+            views.append(arena[off:off + spec.nbytes].view(spec.dtype).reshape(spec.shape))
+    return tuple(views)
+
+
+def _fresh(value: Any, consts: dict) -> Any:
+    """Constants are returned as copies (they are read-only and shared)."""
+    if isinstance(value, tuple):
+        return tuple(_fresh(v, consts) for v in value)
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return value.copy()
+    return value
+
+
+def _call_packed(symbol: str, inputs: list, outputs: list) -> None:
+    f = get_global_func(symbol, allow_missing=True)
+    if f is None:
+        raise VMError(missing_message(symbol))
+    try:
+        f(*[a.view(NDArray) for a in inputs], *[a.view(NDArray) for a in outputs])
+    except Exception as e:  # noqa: BLE001 - say which registered function failed
+        raise VMError(f"the registered function {symbol!r} raised {type(e).__name__}: {e}") \
+            from e
+
+
+def _from_user(prog: Program, i: int, a: Any) -> Any:
+    """A user's argument as the machine holds it (a plain C-contiguous ndarray, or a tuple),
+    checked against the parameter's type."""
+    if i >= len(prog.params):
+        return a  # the count is checked by the caller, with every name
+    _, si, name = prog.params[i]
+    return _convert(prog.name, f"argument {i} ({name})", si, a)
+
+
+def _convert(fname: str, what: str, si: Any, a: Any) -> Any:
+    if isinstance(si, TupleStructInfo):
+        if not isinstance(a, (tuple, list)) or len(a) != len(si.fields):
+            raise ArgumentError(f"{fname}: {what} must be a tuple of {len(si.fields)} arrays")
+        return tuple(_convert(fname, f"{what}[{k}]", f, x) for k, f in enumerate(si.fields))
+    if not isinstance(si, TensorStructInfo):
+        return a
+    numpy = getattr(a, "numpy", None)
+    if not isinstance(a, np.ndarray) and callable(numpy):
+        a = numpy()
+    if not isinstance(a, np.ndarray):
+        raise ArgumentError(f"{fname}: {what} must be an array (numpy or engine.nd.array), "
+                            f"got {type(a).__name__}")
+    a = np.asarray(a)  # an NDArray seen as a plain ndarray (no copy)
+    want = si.shape if si.shape is not None else f"{si.ndim} dimensions"
+    if a.dtype != np.dtype(si.dtype):
+        raise ArgumentError(f"{fname}: {what} must be a {si.dtype} tensor of shape {want}, "
+                            f"got {a.dtype} (convert with .astype(\"{si.dtype}\"))")
+    if (si.shape is not None and a.shape != si.shape) or (si.shape is None and si.ndim >= 0
+                                                          and a.ndim != si.ndim):
+        raise ArgumentError(f"{fname}: shape mismatch: {what} must be a {si.dtype} tensor of "
+                            f"shape {want}, got shape {a.shape}")
+    if not (a.flags.c_contiguous and a.flags.aligned):
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def _to_user(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_to_user(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.view(NDArray)
+    return value
