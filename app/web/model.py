@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import IRModule, PrimFunc, structural_equal, structural_hash
 from engine.models import zoo
-from engine.models.pipeline import stage_module
+from engine.models.pipeline import call_sequence, stage_module
 from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
 from engine.schedule import Schedule
 
@@ -149,9 +149,11 @@ def explorer_link(fname: str, func: PrimFunc, token: str | None) -> str:
 
 def _functions(state: ModelState, base: IRModule, current: IRModule, traces: dict) -> list:
     rows = []
-    for name, f in base.items():
-        if not isinstance(f, PrimFunc):
-            continue
+    order = {c: i for i, (_, c) in reversed(list(enumerate(call_sequence(base))))}
+    prims = sorted((n for n, f in base.items() if isinstance(f, PrimFunc)),
+                   key=lambda n: order.get(n, len(order)))
+    for name in prims:
+        f = base[name]
         token = state.tokens.get(name)
         rows.append({"name": name, "pattern": PATTERN_NAMES.get(op_pattern(f), "?"),
                      "params": [(p.name, tuple(int(s) for s in p.const_shape()))
