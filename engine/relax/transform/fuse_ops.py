@@ -110,19 +110,25 @@ def fusion_groups(mod: IRModule, block, use_count: dict[int, int]) -> list[list[
     return [g.members for g in groups if len(g.members) > 1]
 
 
-def _fused_function(name: str, members: list[VarBinding]) -> tuple[Function, tuple]:
-    """The Primitive Relax function of a group, and the operands main passes to it."""
+def _fused_function(mod: IRModule, name: str, members: list[VarBinding]
+                    ) -> tuple[Function, tuple]:
+    """The Primitive Relax function of a group, and the operands main passes to it (a
+    constant operand is named after the TensorIR parameter it is passed as, e.g. ``W``)."""
     produced = {id(b.var) for b in members}
     outside: list = []
-    seen: set[int] = set()
+    hints: dict[int, str] = {}
     for b in members:
-        for a in tir_args(b.value):
-            if id(a) not in produced and id(a) not in seen and isinstance(a, (Var, Constant)):
-                seen.add(id(a))
+        prim = mod[call_tir_callee(b.value)]
+        for k, a in enumerate(tir_args(b.value)):
+            if id(a) not in produced and id(a) not in hints and isinstance(a, (Var, Constant)):
+                hints[id(a)] = (a.name_hint if isinstance(a, Var)
+                                else prim.params[k].name if k < len(prim.params) else f"c{k}")
                 outside.append(a)
     params, rename = [], {}
-    for i, a in enumerate(outside):
-        hint = a.name_hint if isinstance(a, Var) else f"const{i}"
+    taken: set[str] = set()
+    for a in outside:
+        hint = fresh_name(hints[id(a)], taken)
+        taken.add(hint)
         p = Var(hint, a.struct_info)
         params.append(p)
         rename[id(a)] = p
@@ -163,7 +169,7 @@ class FuseOps(ModulePass):
                     bs = [block.bindings[i] for i in members]
                     name = fresh_name("fused_" + "_".join(call_tir_callee(b.value) for b in bs),
                                       funcs)
-                    fused, operands = _fused_function(name, bs)
+                    fused, operands = _fused_function(mod, name, bs)
                     funcs[name] = fused
                     last = bs[-1]
                     for i in members[:-1]:
