@@ -98,9 +98,12 @@ class ModelState:
     def scheduled(self) -> tuple[IRModule, dict[str, Any]]:
         """The current module: the base with each function's trace from the link replayed
         (within the request's budget); and the traces (function -> Trace)."""
+        from engine.schedule.primitives.layout import CheckBudget
+
         mod = self.base()
         funcs, traces = dict(mod.items()), {}
         back = self.url(tokens={})
+        budget = CheckBudget(limits().max_index_map_points)   # one for all the link's traces
         for fname, token in self.tokens.items():
             if fname not in funcs or not isinstance(funcs[fname], PrimFunc):
                 raise AppError(400, "No such function", f"The link schedules {fname[:60]!r}, "
@@ -108,17 +111,17 @@ class ModelState:
                                back=back, back_label="the model without schedules")
             trace = decode_token(token, back, "the model without schedules")
             sch = Schedule(IRModule(((fname, funcs[fname]),)))
-            _replay(trace, sch, fname, back)
+            _replay(trace, sch, fname, back, budget)
             funcs[fname] = sch.mod[fname]
             traces[fname] = trace
         return IRModule(tuple(funcs.items())), traces
 
 
-def _replay(trace, sch, fname: str, back: str) -> None:
-    from engine.schedule.primitives.layout import CheckBudget, check_budget
+def _replay(trace, sch, fname: str, back: str, budget) -> None:
+    from engine.schedule.primitives.layout import check_budget
 
     try:
-        with check_budget(CheckBudget(limits().max_index_map_points)):
+        with check_budget(budget):
             trace.apply_to_schedule(sch)
     except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
         raise AppError(400, "The trace does not replay",
