@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import engine
 from engine import relax
@@ -160,3 +161,61 @@ def test_dead_code_elimination_drops_unused_bindings_and_functions():
     assert "unused" not in out.names() and len(list(out["main"].bindings())) == 3
     args = _inputs(mod)
     np.testing.assert_allclose(_run(out, args), _run(mod, args), rtol=1e-6)
+
+
+@st.composite
+def _chains(draw):
+    """A random dataflow block of high-level operators on a (2, 6) input: each operand is
+    the last value or, sometimes, an earlier one (so values are used more than once)."""
+    rng = np.random.default_rng(draw(st.integers(0, 1000)))
+    x = Var("x", T(2, 6))
+    values = [x]
+    bindings = []
+    for i in range(draw(st.integers(2, 5))):
+        a = values[-1] if draw(st.booleans()) or len(values) == 1 else draw(
+            st.sampled_from(values))
+        shape = a.struct_info.shape
+        kind = draw(st.sampled_from(["relu", "add", "add_self", "matmul", "softmax",
+                                     "permute", "reshape"]))
+        if kind == "relu":
+            call = _op("relax.nn.relu", a, si=T(*shape))
+        elif kind == "add":
+            c = relax.const(rng.standard_normal(shape[-1:]).astype("float32"))
+            call = _op("relax.add", a, c, si=T(*shape))
+        elif kind == "add_self":
+            b = draw(st.sampled_from([v for v in values if v.struct_info.shape == shape]))
+            call = _op("relax.add", a, b, si=T(*shape))
+        elif kind == "matmul":
+            m = draw(st.sampled_from([3, 4]))
+            w = relax.const(rng.standard_normal((shape[-1], m)).astype("float32"))
+            call = _op("relax.matmul", a, w, si=T(*shape[:-1], m))
+        elif kind == "softmax":
+            call = _op("relax.nn.softmax", a, si=T(*shape), axis=-1)
+        elif kind == "permute":
+            call = _op("relax.permute_dims", a, si=T(*shape[::-1]), axes=(1, 0))
+        else:
+            new = (shape[0] * shape[1] // 2, 2)
+            call = _op("relax.reshape", a, ShapeExpr(new), si=T(*new))
+        v = DataflowVar(f"lv{i}", call.struct_info)
+        bindings.append(VarBinding(v, call))
+        values.append(v)
+    last = bindings[-1]
+    out = Var("out", last.var.struct_info)
+    bindings[-1] = VarBinding(out, last.value)
+    main = Function("main", (x,), SeqExpr((DataflowBlock(tuple(bindings)),), out),
+                    out.struct_info, (("global_symbol", "main"),))
+    return engine.IRModule((("main", main),))
+
+
+@settings(max_examples=8, deadline=None)
+@given(_chains())
+def test_legalize_and_fusion_keep_results_on_random_graphs(mod):
+    x = np.random.default_rng(0).standard_normal((2, 6)).astype("float32")
+    want = _run(mod, [x])                      # the VM runs the operators' numpy meaning
+    legal = LegalizeOps()(mod)
+    fused = DeadCodeElimination()(FuseTIR()(FuseOps()(legal)))
+    np.testing.assert_allclose(_run(legal, [x]), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(_run(fused, [x]), want, rtol=1e-4, atol=1e-5)
+    assert not [f for f in fused.items() if isinstance(f[1], Function) and f[1].attr("Primitive")]
+    text = fused.script()
+    assert engine.structural_equal(engine.parse(text, constants=relax.constants_of(fused)), fused)
