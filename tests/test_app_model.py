@@ -117,3 +117,35 @@ def test_a_trace_that_does_not_fit_the_function_is_refused(client):
     r = c.post("/model/mlp/apply", data={"batch": "1", "fused": "1", "func": "linear1",
                                          "trace": "", "scope": "one"})
     assert r.status_code == 400 and "Paste the explorer" in _html(r)
+
+
+def test_an_uploaded_onnx_model_gets_its_page_and_measurement(client):
+    import io
+
+    import onnx_models as om
+    from onnx import helper
+
+    app, c = client
+    data = om.conv_net().SerializeToString()
+    r = c.post("/model/onnx", data={"file": (io.BytesIO(data), "net.onnx")},
+               content_type="multipart/form-data")
+    assert r.status_code == 303
+    url = r.headers["Location"]
+    assert re.search(r"/model/onnx-[0-9a-f]{16}\?", url)
+    page = _html(c.get(url))
+    assert '<svg class="model-graph"' in page and "fused_conv2d_add_relu" in page
+    murl = url.replace("?", "/measure?", 1)
+    c.get(murl)
+    drain(app)
+    pane = _html(c.get(murl))
+    assert pane.count("<td>yes</td>") == 4, pane[:2000]
+    # refusals: an operator outside the set, a file that is not ONNX, nothing
+    bad = om.model([helper.make_node("Sigmoid", ["x"], ["y"])], [("x", [2, 3])], [("y", [2, 3])])
+    r = c.post("/model/onnx", data={"file": (io.BytesIO(bad.SerializeToString()), "s.onnx")},
+               content_type="multipart/form-data")
+    assert r.status_code == 400 and "Sigmoid" in _html(r)
+    r = c.post("/model/onnx", data={"file": (io.BytesIO(b"garbage"), "g.onnx")},
+               content_type="multipart/form-data")
+    assert r.status_code == 400 and "not an ONNX model" in _html(r)
+    assert c.post("/model/onnx", data={}).status_code == 400
+    assert c.get("/model/onnx-0123456789abcdef").status_code == 404

@@ -259,11 +259,18 @@ def act_model(ctx: Any) -> None:
     from engine.models.measure import measure_stages
     from engine.models.mlp import forward
 
+    from engine.relax.frontend.graph import evaluate
+
     doc = pickle.loads(ctx.job["module"])   # pickled by the server itself, never user bytes
     stages = doc["stages"]
-    weights = doc.get("mlp_params")
+    weights, graph = doc.get("mlp_params"), doc.get("graph")
     x = doc["x"]
-    numpy_fn = (lambda: forward(weights, x)) if weights is not None else None
+    numpy_fn = None
+    if weights is not None:
+        numpy_fn = lambda: forward(weights, x)  # noqa: E731 - the model's numpy code
+    elif graph is not None:
+        feeds = {next(iter(graph.inputs)): x}
+        numpy_fn = lambda: evaluate(graph, feeds)  # noqa: E731
     ncores = max(_cores(mod) for _, mod in stages)
     res = measure_stages(stages, x, doc["reference"], numpy_fn=numpy_fn,
                          number=int(ctx.job.get("number", 3)),

@@ -8,6 +8,10 @@ here (pure IR work, within the request's budget), never compiled: the measuremen
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,16 +38,75 @@ STAGE_LABELS = {"unscheduled": "unscheduled", "scheduled": "scheduled (default r
                 "fused": "fused", "fused+scheduled": "fused + scheduled (default recipe)"}
 
 
+_UPLOADED = re.compile(r"onnx-[0-9a-f]{16}")
+#: uploaded models kept in the instance folder (the oldest go first beyond this)
+MAX_STORED_MODELS = 100
+
+
+def onnx_limits():
+    from engine.relax.frontend import OnnxLimits
+
+    return OnnxLimits(max_bytes=limits().max_upload_bytes)
+
+
+def _models_folder() -> str:
+    return os.path.join(instance_folder(), "models")
+
+
+def store_onnx(data: bytes) -> str:
+    """Check an uploaded ONNX file (read, bounded, every operator supported: a 400 naming
+    what is not) and keep it in the instance folder; its name (``onnx-<hash>``)."""
+    from engine.relax.frontend import ImportError_
+
+    try:
+        zoo.from_onnx_bytes(data, limits=onnx_limits())
+    except (ImportError_, ValueError) as e:
+        raise AppError(400, "This model cannot be imported", str(e), back="/",
+                       back_label="the gallery") from None
+    name = "onnx-" + hashlib.sha256(data).hexdigest()[:16]
+    folder = _models_folder()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name + ".onnx")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        kept = sorted((os.path.getmtime(os.path.join(folder, n)), n) for n in os.listdir(folder)
+                      if n.endswith(".onnx"))
+        for _, old in kept[:-MAX_STORED_MODELS]:
+            os.unlink(os.path.join(folder, old))
+    return name
+
+
 def get_model(name: str):
-    """The named model, trained on first use (numpy, seconds) and cached in the instance
-    folder; kept in memory for the process."""
-    if name not in zoo.MODELS:
-        raise AppError(404, "No such model", f"There is no model named {name!r}; the models "
-                       f"are: {', '.join(zoo.MODELS)}.", back="/", back_label="the gallery")
+    """The named model (the MLP: trained on first use, numpy, seconds, cached in the
+    instance folder) or an uploaded ONNX model (``onnx-<hash>``, kept in the instance
+    folder); kept in memory for the process."""
+    if name not in zoo.MODELS and not _UPLOADED.fullmatch(name):
+        raise AppError(404, "No such model", f"There is no model named {name[:40]!r}; the "
+                       f"models are: {', '.join(zoo.MODELS)} (or upload an ONNX file).",
+                       back="/", back_label="the gallery")
     with _LOCK:
-        if name not in _MODELS:
-            _MODELS[name] = zoo.get(name, instance_folder())
-        return _MODELS[name]
+        if name in _MODELS:
+            return _MODELS[name]
+        if name in zoo.MODELS:
+            model = zoo.get(name, instance_folder())
+        else:
+            path = os.path.join(_models_folder(), name + ".onnx")
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(limits().max_upload_bytes + 1)
+            except OSError:
+                raise AppError(404, "No such model", "This uploaded model is not on this "
+                               "server (any more); upload the ONNX file again.", back="/",
+                               back_label="the gallery") from None
+            model = zoo.from_onnx_bytes(data, title="uploaded ONNX model",
+                                        limits=onnx_limits())
+        _MODELS[name] = model
+        while len(_MODELS) > 16:
+            _MODELS.pop(next(iter(_MODELS)))
+        return model
 
 
 def _int_arg(args, key: str, default: int, lo: int, hi: int, back: str) -> int:
@@ -74,6 +137,9 @@ class ModelState:
     def from_request(cls, name: str, args) -> "ModelState":
         back = f"/model/{name}"
         batch = _int_arg(args, "batch", 1, 1, limits().max_model_batch, back)
+        fixed = get_model(name).batch_fixed
+        if fixed is not None:
+            batch = fixed                   # an ONNX model keeps its own input shape
         fused = args.get("fused", "1") != "0"
         tokens = {k[2:]: v for k, v in args.items() if k.startswith("t.") and v}
         if len(tokens) > limits().max_model_traces:
@@ -181,6 +247,7 @@ def measure_doc(state: ModelState, current: IRModule) -> tuple[str, dict]:
                               + [structural_hash(m) for _, m in stages])
     doc = {"stages": stages, "x": x, "reference": ref,
            "mlp_params": model.extra if state.name == "mlp" else None,
+           "graph": model.extra if state.name != "mlp" else None,
            "test_images": model.test_images, "test_labels": model.test_labels}
     return key, doc
 

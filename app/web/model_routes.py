@@ -3,6 +3,7 @@
 =====================================  =====================================================
 ``GET  /model/<name>?batch=&fused=&t.<f>=``  the model: graph, functions, accuracy, samples
 ``GET  /model/<name>/measure?...``     the measurement pane (lazy; polls while queued)
+``POST /model/onnx``                   an uploaded .onnx file: checked, kept, -> its page
 ``POST /model/<name>/apply``           a trace (token or explorer link) for one function,
                                        or every function of the same shape -> redirect
 =====================================  =====================================================
@@ -29,6 +30,21 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-=.]+")
 def model_page(name: str):
     state = model_view.ModelState.from_request(name, request.args)
     return render_template("model.html", **model_view.context(state))
+
+
+@bp.post("/model/onnx")
+def model_upload():
+    up = request.files.get("file")
+    data = up.read(limits().max_upload_bytes + 1) if up is not None and up.filename else b""
+    if not data:
+        raise AppError(400, "No model", "Choose an .onnx file first (torch.onnx.export or "
+                       "onnx.save writes one).", back="/", back_label="the gallery")
+    if len(data) > limits().max_upload_bytes:
+        raise AppError(413, "Model too large", f"The file is over "
+                       f"{limits().max_upload_bytes} bytes (max_upload_bytes).", back="/",
+                       back_label="the gallery")
+    name = model_view.store_onnx(data)
+    return redirect(f"/model/{name}?fused=1", code=303)
 
 
 @bp.get("/model/<name>/measure")
