@@ -219,3 +219,17 @@ def test_legalize_and_fusion_keep_results_on_random_graphs(mod):
     assert not [f for f in fused.items() if isinstance(f[1], Function) and f[1].attr("Primitive")]
     text = fused.script()
     assert engine.structural_equal(engine.parse(text, constants=relax.constants_of(fused)), fused)
+
+
+def test_bind_params_then_fusion_keeps_results():
+    from engine.relax.transform import BindParams
+
+    mod = mlp_module(batch=2)
+    args = _inputs(mod, seed=5)
+    names = ["w0", "b0", "w1", "b1"]
+    bound = BindParams("main", dict(zip(names, args[1:])))(mod)
+    assert [p.name_hint for p in bound["main"].params] == ["x"]
+    fused = DeadCodeElimination()(FuseTIR()(FuseOps()(bound)))
+    f = fused["fused_linear0_relu0"]
+    assert [p.name for p in f.params][:3] == ["x", "W", "B"]
+    np.testing.assert_allclose(_run(fused, args[:1]), _run(mod, args), rtol=1e-5, atol=1e-5)
