@@ -6,7 +6,8 @@ The recipe, for each reduction block with one reduction loop (matmul, linear, co
 
 * the last spatial loop ``j`` and the reduction loop ``k`` are split by 8 (when their
   extents allow) and ordered ``..., j_0, k_0, j_1, k_1`` — a tile of outputs accumulates
-  over a strip of ``k``, the course's ``mm_relu`` schedule;
+  over a strip of ``k``, the course's ``mm_relu`` schedule — or, when an operand is read
+  as ``B[k, j]`` (a matmul), ``..., j_0, k_0, k_1, j_1`` with ``j_1`` vectorized;
 * the element-wise blocks that consume it (the bias ``Z``, a fused ``relu``) are moved
   under ``j_0`` with ``reverse_compute_at``, so each tile is finished while in cache;
 * the reduction's init is decomposed out of ``k_0`` (``decompose_reduction``);
@@ -50,6 +51,20 @@ def _readers(func: PrimFunc, producer: Block) -> list[str]:
     return out
 
 
+def _j_contiguous(block: Block) -> bool:
+    """True when an operand is read with the reduction axis then the last spatial axis as
+    its last two indices (``B[vk, vj]``): then the tile of ``j`` is contiguous in it."""
+    from engine.ir import expr as E
+
+    spatial = [iv.var for iv in block.iter_vars if iv.iter_type == IterType.SPATIAL]
+    reduce = [iv.var for iv in block.iter_vars if iv.iter_type == IterType.REDUCE]
+    found: list = []
+    post_order_visit(block.body, lambda n: found.append(n) if isinstance(n, E.BufferLoad)
+                     else None)
+    return any(len(ld.indices) >= 2 and ld.indices[-1] is spatial[-1]
+               and ld.indices[-2] is reduce[0] for ld in found)
+
+
 def default_schedule(mod: IRModule, func_name: str | None = None) -> Schedule:
     """A schedule of one TensorIR function (module docstring); ``sch.trace`` records it."""
     func_name = func_name or mod.names()[0]
@@ -81,10 +96,16 @@ def _tile(sch: Schedule, func: PrimFunc, block: Block, func_name: str) -> None:
         return
     j0, j1 = sch.split(loops[n_spatial - 1], factors=[None, fj])
     k0, k1 = sch.split(loops[-1], factors=[None, fk])
-    sch.reorder(*loops[:n_spatial - 1], j0, k0, j1, k1)
+    row_major = _j_contiguous(block)
+    if row_major:   # B[k, j]: the j tile is a vector of each row of B
+        sch.reorder(*loops[:n_spatial - 1], j0, k0, k1, j1)
+    else:           # W[j, k] (the course's linear): a strip of dot products along k
+        sch.reorder(*loops[:n_spatial - 1], j0, k0, j1, k1)
     for name in _readers(func, block):
         sch.reverse_compute_at(sch.get_block(name, func_name=func_name), j0)
     sch.decompose_reduction(handle, k0)
+    if row_major:
+        sch.vectorize(j1)
     if n_spatial >= 2 and ext[0] > 1:
         sch.parallel(loops[0])
 
