@@ -132,3 +132,15 @@ def test_softmax_before_opset_13_flattens_around_its_axis():
                                atol=1e-6)
 
 
+
+
+@pytest.mark.parametrize("stage", ["scheduled", "fused+scheduled"])
+def test_default_schedules_keep_an_imported_model_correct(stage):
+    from engine.models.pipeline import stage_module
+
+    model = om.mlp_gemm(batch=4)
+    x = np.random.default_rng(3).standard_normal((4, 784)).astype("float32")
+    mod, traces = stage_module(relax.from_onnx(model), stage)
+    assert any(len(t.insts) > 5 for t in traces.values())   # the matmuls were tiled
+    np.testing.assert_allclose(_vm_run(mod, x), om.reference(model, {"x": x})[0], rtol=1e-4,
+                               atol=1e-4)
