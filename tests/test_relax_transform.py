@@ -3,7 +3,6 @@ in the virtual machine before and after), and make the programs TVM makes."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import engine

@@ -216,7 +216,7 @@ def explorer_link(fname: str, func: PrimFunc, token: str | None) -> str:
     return f"/explore/{CUSTOM}?" + urlencode(q)
 
 
-def _functions(state: ModelState, base: IRModule, current: IRModule, traces: dict) -> list:
+def _functions(state: ModelState, base: IRModule, traces: dict) -> list:
     rows = []
     order = {c: i for i, (_, c) in reversed(list(enumerate(call_sequence(base))))}
     prims = sorted((n for n, f in base.items() if isinstance(f, PrimFunc)),
@@ -264,7 +264,7 @@ def context(state: ModelState) -> dict[str, Any]:
              if images is not None else None)
     return {
         "state": state, "model": model, "graph": graph_svg(current, traces),
-        "functions": _functions(state, base, current, traces),
+        "functions": _functions(state, base, traces),
         "samples": [{"pixels": images[i].tolist(), "label": int(model.test_labels[i]),
                      "numpy": preds[i]} for i in range(len(images))] if images is not None
         else [],

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from engine import te, topi
 from engine.ir.function import IRModule, PrimFunc
-
 from engine.relax.expr import (Constant, DataflowBlock, DataflowVar, Function, GlobalVar,
-                               SeqExpr, Var,
-                               VarBinding, call_tir)
+                               SeqExpr, Var, VarBinding, call_tir)
 from engine.relax.struct_info import TensorStructInfo
 
 from .mlp import SHAPES
