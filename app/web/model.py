@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -109,6 +110,25 @@ def get_model(name: str):
         return model
 
 
+_STAGES: "OrderedDict[tuple, IRModule]" = OrderedDict()
+
+
+def model_stage(name: str, batch: int, stage: str) -> IRModule:
+    """``stage_module`` of the model at ``batch`` (pure IR passes; the last 32 kept)."""
+    key = (name, batch, stage)
+    with _LOCK:
+        hit = _STAGES.get(key)
+        if hit is not None:
+            _STAGES.move_to_end(key)
+            return hit
+    mod = stage_module(get_model(name).build(batch), stage)[0]
+    with _LOCK:
+        _STAGES[key] = mod
+        while len(_STAGES) > 32:
+            _STAGES.popitem(last=False)
+    return mod
+
+
 def _int_arg(args, key: str, default: int, lo: int, hi: int, back: str) -> int:
     raw = args.get(key)
     if raw is None or raw == "":
@@ -158,8 +178,7 @@ class ModelState:
 
     # programs ---------------------------------------------------------------------------
     def base(self) -> IRModule:
-        model = get_model(self.name)
-        return stage_module(model.build(self.batch), "fused" if self.fused else "unscheduled")[0]
+        return model_stage(self.name, self.batch, "fused" if self.fused else "unscheduled")
 
     def scheduled(self) -> tuple[IRModule, dict[str, Any]]:
         """The current module: the base with each function's trace from the link replayed
@@ -237,8 +256,8 @@ def measure_doc(state: ModelState, current: IRModule) -> tuple[str, dict]:
     """The key and the document of the model's measurement job: the four reference stages
     and the link's own program."""
     model = get_model(state.name)
-    base = model.build(state.batch)
-    stages = [(label, stage_module(base, stage)[0]) for stage, label in STAGE_LABELS.items()]
+    stages = [(label, model_stage(state.name, state.batch, stage))
+              for stage, label in STAGE_LABELS.items()]
     if state.tokens:
         stages.append(("this link's schedules", current))
     x = model.test_inputs(state.batch)
