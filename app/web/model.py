@@ -129,6 +129,16 @@ def model_stage(name: str, batch: int, stage: str) -> IRModule:
     return mod
 
 
+def fused_members(name: str, batch: int) -> dict[str, list[str]]:
+    """Fused function -> the functions FuseOps grouped into it (in call order)."""
+    from engine.relax.expr import Function
+    from engine.relax.transform import FuseOps
+
+    grouped = FuseOps()(model_stage(name, batch, "unscheduled"))
+    return {n: [c for _, c in call_sequence(IRModule(((n, f),)), n)]
+            for n, f in grouped.items() if isinstance(f, Function) and f.attr("Primitive")}
+
+
 def _int_arg(args, key: str, default: int, lo: int, hi: int, back: str) -> int:
     raw = args.get(key)
     if raw is None or raw == "":
@@ -282,7 +292,9 @@ def context(state: ModelState) -> dict[str, Any]:
     preds = (model.numpy_fn(images.reshape(len(images), -1)).argmax(axis=1).tolist()
              if images is not None else None)
     return {
-        "state": state, "model": model, "graph": graph_svg(current, traces),
+        "state": state, "model": model,
+        "graph": graph_svg(current, traces, fused_members(state.name, state.batch)
+                           if state.fused else {}),
         "functions": _functions(state, base, traces),
         "samples": [{"pixels": images[i].tolist(), "label": int(model.test_labels[i]),
                      "numpy": preds[i]} for i in range(len(images))] if images is not None

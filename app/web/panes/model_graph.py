@@ -27,7 +27,10 @@ def _shape(si) -> str:
     return "(" + ", ".join(map(str, shape)) + ")" if shape is not None else "?"
 
 
-def graph_svg(mod: IRModule, traces: dict) -> Markup:
+def graph_svg(mod: IRModule, traces: dict, members: dict | None = None) -> Markup:
+    """The SVG of ``mod``'s ``main``; ``traces``: function -> Trace given by the link;
+    ``members``: fused function -> the functions grouped into it."""
+    members = members or {}
     main = mod["main"]
     nodes = []  # (kind, title, lines, var ids produced, var ids read, link func)
     for p in main.params:
@@ -47,6 +50,8 @@ def graph_svg(mod: IRModule, traces: dict) -> Markup:
         lines = [f"{b.var.name_hint} = {_shape(b.var.struct_info)} · {pattern}"]
         if consts:
             lines.append("weights " + ", ".join(consts))
+        if callee in members:
+            lines.append("fuses " + " → ".join(members[callee]))
         if callee in traces:
             lines.append(f"scheduled: {len(traces[callee].insts)} steps")
         kind = "fused" if callee.startswith("fused_") else "call"
