@@ -19,7 +19,7 @@ from .ir import IRModule, PrimFunc, display, structural_equal, structural_hash
 
 __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
-    "build", "Schedule", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
+    "build", "Schedule", "TensorIntrin", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
     "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
     "relax", "nd", "register_func", "get_global_func", "cpu",
 ]
@@ -37,6 +37,7 @@ _LAZY = {
     "interpret": ("engine.interpreter", "interpret"),
     "build": ("engine.runtime", "build"),
     "Schedule": ("engine.schedule", "Schedule"),
+    "TensorIntrin": ("engine.schedule.tensor_intrin", "TensorIntrin"),
     "ScheduleError": ("engine.schedule", "ScheduleError"),
     "Trace": ("engine.schedule", "Trace"),
     "TraceError": ("engine.schedule", "TraceError"),
@@ -57,14 +58,14 @@ def __getattr__(name: str) -> Any:
 # How IR objects and schedules show themselves (``mod.script()``, ``repr(node)``, Jupyter's
 # ``_repr_html_``): the IR sits below the printer and the notebook views, so they are
 # registered here, from the top, and imported on first use (``import engine`` stays cheap).
-def _script(obj: Any) -> str:
+def _script(obj: Any, dialect: str = "course-2022") -> str:
     from .ir.function import PrimFunc
     if not isinstance(obj, (IRModule, PrimFunc)) or (isinstance(obj, IRModule) and any(
             not isinstance(f, PrimFunc) for _, f in obj.functions)):
         from .relax.printer import script as relax_script
         return relax_script(obj)
     from .script.printer import script
-    return script(obj)
+    return script(obj, dialect=dialect)
 
 
 def _repr(node: Any) -> str:

@@ -7,7 +7,7 @@ import string
 from hypothesis import given, strategies as st
 
 import engine
-from inline_service import make_test_app
+from inline_service import make_test_app, settled
 
 APP = make_test_app({"PREFETCH_MEASUREMENTS": False})
 HX = {"HX-Request": "true"}
@@ -79,7 +79,7 @@ def _random_session(seed: int, steps: int):
     offers, plausible arguments; yield (primitive, status, measurement summary)."""
     import random
     import re
-    from urllib.parse import parse_qsl, urlsplit
+    from urllib.parse import parse_qsl, urlencode, urlsplit
 
     rnd = random.Random(seed)
     c = APP.test_client()
@@ -111,7 +111,8 @@ def _random_session(seed: int, steps: int):
         summary = ""
         if r.status_code == 200:
             q = dict(parse_qsl(urlsplit(r.headers["HX-Push-Url"]).query))
-            m = c.get(f"/explore/{wl}/measure", query_string=q).get_data(as_text=True)
+            # as the page's poll does: asked again until the step's measurement has landed
+            m = settled(c, f"/explore/{wl}/measure?{urlencode(q)}").get_data(as_text=True)
             now = re.search(r'id="measure-now">(.*?)</p>', m, re.S)
             summary = re.sub(r"\s+", " ", re.sub("<[^>]+>", "", now.group(1))) if now else m[:200]
             # the pushed link reproduces the state

@@ -654,3 +654,28 @@ def test_custom_program_by_file_upload_and_upload_size_limit(client):
     big = io.BytesIO(b"x" * (3 * 1024 * 1024))
     r = client.post("/import", data={"file": (big, "huge.json")}, content_type="multipart/form-data")
     assert r.status_code == 413 and "larger than" in html(r)
+
+
+def test_apply_pad_einsum_on_a_block_and_refuse_bad_factors(client):
+    r = apply(client, {"n": str(N), "at": "0"}, "B/mm_relu/Y", "pad_einsum", padding="12, 12, 1")
+    assert r.status_code == 200, html(r)
+    page = html(r)
+    assert "applied: pad_einsum Y by [12, 12, 1]" in page
+    assert "Y_pad" in page and "sch.pad_einsum(" in page
+    r = apply(client, {"n": str(N), "at": "0"}, "B/mm_relu/Y", "pad_einsum", padding="4, 4, 4")
+    assert r.status_code == 422 and "nothing to pad" in html(r)
+    r = apply(client, {"n": str(N), "at": "0"}, "B/mm_relu/Y", "pad_einsum", padding="4, x")
+    assert r.status_code == 422 and "positive" not in html(r) and "whole number" in html(r)
+
+
+def test_apply_reindex_cache_inplace_and_rolling_buffer_from_the_toolbar(client):
+    q = {"n": str(N), "at": "0"}
+    r = apply(client, q, "B/mm_relu/Y", "reindex", buffer="r1")
+    assert r.status_code == 200, html(r)
+    assert "applied: reindex Y read buffer #1" in html(r) and "B_reindex" in html(r)
+    r = apply(client, q, "B/mm_relu/Y", "reindex", buffer="x1")
+    assert r.status_code == 422
+    r = apply(client, q, "B/mm_relu/Y", "cache_inplace", buffer="0", scope="local")
+    assert r.status_code == 422 and "requirement 2" in html(r)   # Y only reads A
+    r = apply(client, q, "B/mm_relu/Y", "rolling_buffer", buffer="0")
+    assert r.status_code == 422 and "share no loop" in html(r)

@@ -188,3 +188,18 @@ def test_cache_figure_groups_levels_per_step():
     assert fig["layout"]["yaxis"]["type"] == "log"          # a 500x spread needs a log axis
     flat = json.loads(plots.cache_figure(rows[:1][:1] and [{"step": 0, "levels": rows[0]["levels"][:1]}]))
     assert flat["layout"]["yaxis"].get("type") != "log"
+
+
+def test_toolbar_offers_pad_einsum_and_decompose_padding_on_a_block():
+    from app.web.toolbar import parse_padding
+    tree = build_tree(mm_relu_module(8)["mm_relu"])
+    prims = {p.name: p for p in block_prims(tree, "Y")}
+    assert prims["pad_einsum"].args[0].default == "16, 16, 16"   # one factor per axis
+    assert prims["pad_einsum"].disabled == ""
+    assert [v for v, _ in prims["reindex"].args[0].choices] == ["r0", "r1", "w0"]
+    assert [v for v, _ in prims["decompose_padding"].args[0].choices][0] == "L/mm_relu/0/Y"
+    assert parse_padding("16, 16, 1") == [16, 16, 1]
+    assert parse_padding("[4,4]") == [4, 4]
+    for bad in ("", "0, 4", "x", "4, 5000", ",".join(["2"] * 17)):
+        with pytest.raises(InputError):
+            parse_padding(bad)

@@ -274,3 +274,17 @@ def test_export_route_of_hostile_links_is_refused_or_safe(data):
     doc["workload"]["params"] = {"n": 16, **doc["workload"]["params"]}
     for fmt in DIALECTS + ("json",):
         assert_no_download_with_code(export(doc, fmt))
+
+
+def test_an_export_names_only_handles_that_earlier_lines_define():
+    """hypothesis found it: a hostile instruction nested in CacheRead's list of consumer
+    blocks was written as a list of bare names ([GetBlock, [], [Y, mm_relu], [b0]])."""
+    sch = fresh("mm_relu")
+    sch.cache_read(sch.get_block("Y"), 0, "global")
+    doc = sch.trace.as_json()
+    doc["insts"][1][1][1] = ["GetBlock", [], ["Y", "mm_relu"], ["b0"]]
+    raw = Trace([Instruction(k, tuple(i), tuple(a), tuple(o)) for k, i, a, o in doc["insts"]],
+                (doc["workload"]["name"], doc["workload"]["params"]))
+    for fmt in DIALECTS:
+        with pytest.raises(TraceError, match="refers to 'GetBlock', which no earlier"):
+            raw.export(fmt)

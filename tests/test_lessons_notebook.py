@@ -69,7 +69,10 @@ def test_open_in_explorer_prints_a_link_that_replays(capsys):
 def test_link_without_steps_and_without_workload():
     sch = engine.Schedule(engine.workloads.get("mm_relu", n=32), workload=("mm_relu", {"n": 32}))
     assert nb.explorer_link(sch) == "http://127.0.0.1:5000/explore/mm_relu?n=32"
-    bare = engine.Schedule(engine.workloads.get("mm_relu", n=32))
+    # a module from engine.workloads.get carries its workload
+    own = engine.Schedule(engine.workloads.get("mm_relu", n=32))
+    assert nb.explorer_link(own) == "http://127.0.0.1:5000/explore/mm_relu?n=32"
+    bare = engine.Schedule(engine.parse(engine.workloads.get("mm_relu", n=32).script()))
     with pytest.raises(ValueError, match="does not know its workload"):
         nb.explorer_link(bare)
     assert "open in the explorer" not in nb.repr_html(bare)

@@ -120,6 +120,37 @@ def test_a_padded_split_keeps_building():
     assert rep.ok, rep.message
 
 
+def test_nested_imperfect_splits_are_proven_by_their_guards_together():
+    """hypothesis found it: i (12) split [6, 2], i_0 split [3, 2], then both halves split
+    again imperfectly; each split adds a guard, and only both guards together bound
+    i_0_0_0 * 8 + i_0_0_1 * 4 + i_0_1_0 * 6 + i_0_1_1 * 2 + i_1 by 11."""
+    text = GUARDED_ADD
+    sch = engine.Schedule(parse(text))
+    loops = lambda: sch.get_loops(sch.get_block("C"))  # noqa: E731
+    sch.split(loops()[0], factors=[None, 2])
+    sch.split(loops()[0], factors=[None, 2])
+    sch.split(loops()[1], factors=[None, 3])
+    sch.split(loops()[0], factors=[None, 2])
+    assert sch.mod.script().count(" < ") == 2        # two guards, one per imperfect split
+    rep = check_correctness(sch.mod)
+    assert rep.ok, rep.message
+    a, b = np.random.rand(12, 8).astype("float32"), np.random.rand(12, 8).astype("float32")
+    c = np.zeros((12, 8), "float32")
+    engine.build(sch.mod)["add"](a, b, c)
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+
+
+GUARDED_ADD = """
+@T.prim_func
+def add(A: T.Buffer((12, 8), "float32"), B: T.Buffer((12, 8), "float32"),
+        C: T.Buffer((12, 8), "float32")):
+    for i, j in T.grid(12, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] + B[vi, vj]
+"""
+
+
 # ------------------------------------------------------------------ random programs
 def _program(n, m, a_size, b_size, store, load, guard) -> str:
     (s_i, s_j, s_c), (l_i, l_j, l_c) = store, load

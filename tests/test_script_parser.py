@@ -271,3 +271,52 @@ def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32"), C: T.Buffer(
     out = parse(text)["f"].script()
     assert "T.reads(A[vi * 4:vi * 4 + 3], C[vi])" in out
     assert "T.writes(B[vi * 4:vi * 4 + 4])" in out
+
+
+# The BindParams listing of the course (chapter on integration): a 1-D buffer written
+# T.Buffer[128, "float32"], a shape without a tuple, as the 2022 parser accepted.
+LINEAR0 = '''
+@T.prim_func
+def linear0(X: T.Buffer[(1, 784), "float32"], W: T.Buffer[(128, 784), "float32"], B: T.Buffer[128, "float32"], Z: T.Buffer[(1, 128), "float32"]) -> None:
+    # function attr dict
+    T.func_attr({"global_symbol": "linear0", "tir.noalias": True})
+    # body
+    # with T.block("root")
+    Y = T.alloc_buffer([1, 128], dtype="float32")
+    for i, j, k in T.grid(1, 128, 784):
+        with T.block("Y"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            T.reads(X[vi, vk], W[vj, vk])
+            T.writes(Y[vi, vj])
+            with T.init():
+                Y[vi, vj] = T.float32(0)
+            Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vj, vk]
+    for i, j in T.grid(1, 128):
+        with T.block("Z"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(Y[vi, vj], B[vj])
+            T.writes(Z[vi, vj])
+            Z[vi, vj] = Y[vi, vj] + B[vj]
+'''
+
+
+def test_one_dimensional_buffer_shape_without_a_tuple():
+    import numpy as np
+    import engine
+    mod = engine.parse(LINEAR0)
+    func = mod["linear0"]
+    assert [tuple(int(d.value) for d in p.shape) for p in func.params] == \
+        [(1, 784), (128, 784), (128,), (1, 128)]
+    assert 'B: T.Buffer((128,), "float32")' in mod.script()
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype("float32") for s in ((1, 784), (128, 784), (128,)))
+    z = np.zeros((1, 128), "float32")
+    engine.interpret(mod, "linear0", x, w, b, z)
+    np.testing.assert_allclose(z, x @ w.T + b, rtol=1e-4, atol=1e-4)
+
+
+def test_buffer_subscript_with_a_bad_dtype_says_so():
+    import pytest
+    import engine
+    with pytest.raises(engine.ScriptError, match="dtype"):
+        engine.parse(LINEAR0.replace('T.Buffer[128, "float32"]', 'T.Buffer[128, "floaty"]'))

@@ -134,7 +134,7 @@ def test_import_tvm_trace_list():
      "workload"),
     ("{not json", "not valid JSON"),
     (42, "must be a JSON object"),
-    ([[["Split", [], [], []]], [[0, 4]]], "sampling"),
+    ([[["Split", [], [], []]], [[0, 4]]], "samples nothing"),
 ])
 def test_malformed_documents(doc, msg):
     with pytest.raises(TraceError, match=msg):
@@ -171,8 +171,12 @@ def test_other_workload_is_refused():
     with pytest.raises(TraceError, match="recorded on workload 'mm_relu'"):
         tr.apply_to_schedule(target)
     assert target.mod is mod
-    # without metadata on the schedule the replay is attempted, and fails cleanly
-    anon = Schedule(engine.workloads.get("matmul", n=16))
+    # a module from engine.workloads.get names its workload, so the refusal is the same
+    with pytest.raises(TraceError, match="recorded on workload 'mm_relu'"):
+        tr.apply_to_schedule(Schedule(engine.workloads.get("matmul", n=16)))
+    # without metadata on the schedule (a parsed program) the replay is attempted, and
+    # fails cleanly
+    anon = Schedule(engine.parse(engine.workloads.get("matmul", n=16).script()))
     with pytest.raises(TraceError, match="instruction 1 .*no function of that name"):
         tr.apply_to_schedule(anon)
 

@@ -7,7 +7,7 @@
 ``POST /explore/<w>/apply``            apply one primitive; panes as OOB swaps + HX-Push-Url
 ``GET  /explore/<w>/measure``          the measurement pane (loaded lazily by htmx)
 ``GET  /explore/<w>/code?kind=``       LLVM IR (``ll-opt``) or assembly (``asm``)
-``GET  /explore/<w>/export/<fmt>``     download: json | python | tvm | course
+``GET  /explore/<w>/export/<fmt>``     download: json | python | tvm | course | program
 ``POST /import``                       a trace (ours or TVM's as_json) -> redirect to explorer
 ``POST /explore/custom``               pasted TVMScript -> redirect to ``/explore/custom?src=``
 ``POST /explore/<w>/save``             save the trace (to the current step) under a name
@@ -45,6 +45,7 @@ EXPORTS = {
     "python": ("text/x-python", "py", "engine Python"),
     "tvm": ("text/x-python", "py", "TVM 0.27 Python"),
     "course": ("text/x-python", "py", "course-2022 Python"),
+    "program": ("text/x-python", "py", "the program (TVMScript, in the pane's dialect)"),
 }
 
 
@@ -178,11 +179,14 @@ def export(workload: str, fmt: str):
     trace = _validated_trace(s)
     if fmt == "json":
         body = json.dumps(trace_json(trace), indent=2)
+    elif fmt == "program":  # printed only: the web process never compiles or runs it
+        body = s.mod_at(s.at).script(dialect=s.dialect)
     else:
         body = _export_text(trace, fmt, s)
     mime, ext, _ = EXPORTS[fmt]
     name = re.sub(r"[^A-Za-z0-9_-]", "_", s.func_name if workload == CUSTOM else workload)
-    suffix = {"json": "trace", "python": "engine", "tvm": "tvm", "course": "course"}[fmt]
+    suffix = {"json": "trace", "python": "engine", "tvm": "tvm", "course": "course",
+              "program": f"program-{s.dialect}"}[fmt]
     resp = Response(body, mimetype=mime)
     resp.headers["Content-Disposition"] = f'attachment; filename="{name}-{suffix}.{ext}"'
     return resp
@@ -193,7 +197,11 @@ def _validated_trace(s: Session) -> Trace:
     when it does not replay), carrying the session's checked workload and sizes rather than
     whatever the link's document says."""
     s.mod_at(s.at)
-    return Trace(s.prefix_trace(s.at).insts, workload=s.workload_arg())
+    trace = s.prefix_trace(s.at)
+    samplers = sum(1 for inst in trace.insts if getattr(inst.primitive, "has_decision", False))
+    if len(trace.decisions) < samplers:  # write the decisions the page replayed with
+        trace = s.schedule_at(s.at).trace
+    return Trace(trace.insts, workload=s.workload_arg(), decisions=trace.decisions)
 
 
 def _export_text(trace, fmt: str, s: Session) -> str:

@@ -6,7 +6,9 @@ The URL is the whole session (``/explore/mm_relu?n=128&t=<token>&at=<k>``):
   applied when the learner has undone some (so *redo* works from the link alone);
 * ``at`` — how many steps are applied (absent = all);
 * the other query parameters are the workload's parameters (``n=128``);
-* for a pasted program (``/explore/custom``), ``src`` carries the program text compressed.
+* for a pasted program (``/explore/custom``), ``src`` carries the program text compressed;
+* ``dialect`` — how the program pane prints the program: ``course-2022`` (absent, the
+  default) or ``tvm-0.27`` (what Apache TVM 0.27 reads).
 
 A *step* is one state-changing schedule instruction; the look-ups recorded before it
 (``GetBlock``, ``GetLoops``, ...) belong to it. Every bad part of a URL raises
@@ -39,7 +41,10 @@ from ..errors import AppError
 from ..limits import whole_number
 from .services import limits
 
-RESERVED = {"t", "at", "sel", "src"}
+RESERVED = {"t", "at", "sel", "src", "dialect"}
+#: the program pane's script dialects (``dialect=`` in the URL; the first is the default)
+DIALECTS = {"course-2022": "course 2022", "tvm-0.27": "TVM 0.27"}
+DEFAULT_DIALECT = "course-2022"
 MAX_TOKEN = 16000
 MAX_SRC = 24000
 CUSTOM = "custom"
@@ -249,10 +254,11 @@ def parse_program(text: str):
 
 # ---------------------------------------------------------------------------- traces
 def is_lookup(kind: str) -> bool:
-    """True for instructions that only look things up (GetBlock, GetLoops, ...)."""
+    """True for instructions that only look things up (GetBlock, GetLoops, ...); a sampling
+    instruction (sample_perfect_tile, ...) is a step of its own, shown with its decision."""
     prim = lookup_kind(kind)
     if prim is not None:
-        return not prim.mutates
+        return not prim.mutates and not prim.has_decision
     return kind.startswith(LOOKUP_PREFIXES)
 
 
@@ -313,7 +319,9 @@ class Session:
     trace: Any = None                    # engine Trace (full, including undone steps)
     insts: list = field(default_factory=list)
     step_ends: list = field(default_factory=list)   # inst count after each step
+    decisions: dict = field(default_factory=dict)   # inst index -> sampling decision
     at: int = 0
+    dialect: str = DEFAULT_DIALECT       # the program pane's script dialect
     _mods: dict = field(default_factory=dict)
     _budget: Any = None                  # the request's CheckBudget (see :meth:`bounded`)
 
@@ -341,6 +349,12 @@ class Session:
             mod0 = load_workload(workload, params)
             src = None
         s = cls(workload, params, info, mod0, src=src)
+        dialect = args.get("dialect") or DEFAULT_DIALECT
+        if dialect not in DIALECTS:
+            raise AppError(400, "Unknown script dialect",
+                           f"dialect= must be one of {', '.join(DIALECTS)}, got "
+                           f"“{str(dialect)[:30]}”.", back=s.url(at=None))
+        s.dialect = dialect
         token = args.get("t", "") or ""
         if token:
             s.set_trace(decode_token(token, s.url(token="", at=None), "the initial program"),
@@ -371,6 +385,7 @@ class Session:
                            f"This trace was recorded on “{name}”, not on “{self.workload}”.",
                            back=f"/explore/{name}", back_label=f"open it on {name}")
         self.insts = list(j.get("insts", []))
+        self.decisions = {n: d for n, d in j.get("decisions", [])}
         _check_limit(limits().check_trace_length, len(self.insts),
                      back=self.url(token="", at=None), back_label="the initial program")
         self.step_ends = [i + 1 for i, inst in enumerate(self.insts)
@@ -409,12 +424,20 @@ class Session:
             at = self.at if self.at != self.nsteps else None
         if at is not None and tok:
             q["at"] = at
+        if self.dialect != DEFAULT_DIALECT:
+            q["dialect"] = self.dialect
         q.update({k: v for k, v in extra.items() if v is not None})
         return q
 
-    def url(self, token: str | None = None, at: int | None | str = "keep", path: str = "") -> str:
+    def url(self, token: str | None = None, at: int | None | str = "keep", path: str = "",
+            dialect: str | None = None) -> str:
+        """This state's link (``dialect`` switches the program pane's dialect)."""
         base = f"/explore/{self.workload}{path}"
         q = self.query(token, at)
+        if dialect is not None:
+            q.pop("dialect", None)
+            if dialect != DEFAULT_DIALECT:
+                q["dialect"] = dialect
         return base + ("?" + urlencode(q) if q else "")
 
     # -- programs
@@ -431,8 +454,17 @@ class Session:
             return ""
         return encode_trace(self.prefix_trace(k))
 
+    def insts_key(self, start: int, end: int) -> str:
+        """The instructions ``start..end`` with their sampling decisions, as text: equal
+        texts replay to equal programs (the same steps with the same decisions)."""
+        return json.dumps([self.insts[start:end],
+                           [[n - start, d] for n, d in self.decisions.items()
+                            if start <= n < end]], sort_keys=True, default=str)
+
     def new_schedule(self):
-        return Schedule(self.mod0, workload=self.workload_arg())
+        """A schedule of the initial program; its generator has a fixed seed, so that a
+        sampling step without a decision replays to the same program on every request."""
+        return Schedule(self.mod0, workload=self.workload_arg(), seed=0)
 
     def bounded(self):
         """A context in which schedule primitives draw their analyses whose cost depends
@@ -482,7 +514,7 @@ class Session:
         if k not in self._mods:
             n = self.step_ends[k - 1]
             key = (self.workload, tuple(sorted(self.params.items())), self.src,
-                   json.dumps(self.insts[:n], sort_keys=True, default=str))
+                   self.insts_key(0, n))
             with _MOD_LOCK:
                 hit = _STATE_CACHE.get(key)
                 if hit is not None:

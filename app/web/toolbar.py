@@ -45,6 +45,14 @@ class Prim:
 SCOPES = [("global", "global"), ("local", "local"), ("shared", "shared")]
 
 
+def _intrinsics() -> list:
+    from engine.schedule.tensor_intrin import builtin_names
+    return [(n, n) for n in builtin_names()]
+
+
+_INTRINS = _intrinsics()
+
+
 def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
     chain = loops_of_block(tree, loop.block) if loop.block else []
     order_default = ", ".join(l.name for l in chain)
@@ -67,6 +75,12 @@ def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
         Prim("unroll", "unroll", "Unroll this loop completely."),
         Prim("rfactor", "rfactor", "Factor a reduction over this loop into a new block.",
              [Arg("factor_axis", "factor axis", "number", "0")]),
+        Prim("add_unit_loop", "add unit loop", "Put a new loop of extent 1 around this loop."),
+        Prim("blockize", "blockize", "Turn the loops from here down, and the block inside, "
+             "into one outer block (a tile)."),
+        Prim("tensorize", "tensorize", "Blockize the loops from here down and replace the tile "
+             "by a tensor intrinsic's vector micro-kernel.",
+             [Arg("intrin", "intrinsic", "select", _INTRINS[0][0], choices=_INTRINS)]),
     ]
     return prims
 
@@ -85,6 +99,7 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
     reads = [(str(i), b) for i, b in enumerate(node.reads)] if node else []
     writes = [(str(i), b) for i, b in enumerate(node.writes)] if node else []
     no_target = "" if target_choices else "no loop of another block to move under"
+    n_axes = len(node.iter_kinds) if node else 0
     return [
         Prim("compute_at", "compute_at", "Move this (producer) block under a loop of its consumer.",
              [Arg("loop", "under loop", "select", choices=target_choices)], disabled=no_target),
@@ -106,16 +121,45 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
              [Arg("buffer", "write buffer", "select", choices=writes),
               Arg("scope", "scope", "select", "local", choices=SCOPES)],
              disabled="" if writes else "this block writes no buffer"),
+        Prim("pad_einsum", "pad_einsum", "Round each axis of this Einsum block up to a multiple "
+             "of its factor, through zero-padded copies of its buffers.",
+             [Arg("padding", "padding", "text", ", ".join(["16"] * n_axes),
+                  help="one factor per block axis, e.g. 16, 16, 1")],
+             disabled="" if n_axes else "this block has no axes"),
+        Prim("reindex", "reindex", "Put a buffer this block accesses behind a copy indexed by "
+             "the block's own axes.",
+             [Arg("buffer", "buffer", "select", choices=[("r" + v, f"read {b}") for v, b in reads]
+                  + [("w" + v, f"write {b}") for v, b in writes])],
+             disabled="" if reads or writes else "this block accesses no buffer"),
+        Prim("cache_inplace", "cache_inplace", "Copy a buffer this block updates in place into "
+             "a cache before it and back after it.",
+             [Arg("buffer", "read buffer", "select", choices=reads),
+              Arg("scope", "scope", "select", "local", choices=SCOPES)],
+             disabled="" if reads else "this block reads no buffer"),
+        Prim("rolling_buffer", "rolling_buffer", "Keep only the sliding window of the buffer this "
+             "block writes, as a ring (after compute_at into a tiled consumer).",
+             [Arg("buffer", "write buffer", "select", choices=writes)],
+             disabled="" if writes else "this block writes no buffer"),
+        Prim("decompose_padding", "decompose_padding", "Split this padding block into a block "
+             "filling the pad value and a block writing the in-bound values.",
+             [Arg("loop", "fill above loop", "select", own_choices[0][0] if own_choices else "",
+                  choices=own_choices)], disabled="" if own_choices else "this block has no loops"),
+        Prim("tensorize", "tensorize", "Replace this block (a tile made by blockize) by a "
+             "tensor intrinsic's vector micro-kernel.",
+             [Arg("intrin", "intrinsic", "select", _INTRINS[0][0], choices=_INTRINS)]),
     ]
 
 
 ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
-             "decompose_reduction", "cache_read", "cache_write"}
+             "decompose_reduction", "cache_read", "cache_write", "pad_einsum", "decompose_padding",
+             "reindex", "cache_inplace", "rolling_buffer", "add_unit_loop", "blockize",
+             "tensorize"}
 # form fields of the toolbar that are not workload parameters
 FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
-                         "scope"})
-LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor"}
+                         "scope", "padding", "intrin"})
+LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
+              "add_unit_loop", "blockize", "tensorize"}
 
 
 # ---------------------------------------------------------------------------- parsing inputs
@@ -140,6 +184,23 @@ def parse_factors(text: str) -> list:
     return out
 
 
+def parse_padding(text: str) -> list[int]:
+    """``"16, 16, 1"`` -> [16, 16, 1]: pad_einsum's factors, one per block axis."""
+    toks = [t.strip() for t in str(text).replace("[", "").replace("]", "").split(",")]
+    if not any(toks):
+        raise InputError("pad_einsum needs one factor per block axis, e.g. “16, 16, 1”.")
+    if len(toks) > 16:
+        raise InputError("pad_einsum takes at most 16 factors.")
+    out = []
+    for tok in toks:
+        v = whole_number(tok)
+        if v is None or not 1 <= v <= 4096:
+            raise InputError(f"padding factor “{tok[:20]}” is not a whole number from 1 to "
+                             "4096; write factors like “16, 16, 1”.")
+        out.append(v)
+    return out
+
+
 def _int(text: str, what: str) -> int:
     v = whole_number(text)
     if v is None:
@@ -159,6 +220,14 @@ def _loop(sch, parsed: dict, sel: str):
     return loops[parsed["index"]]
 
 
+def _intrin(form) -> str:
+    name = form.get("intrin", "")
+    if name not in dict(_INTRINS):
+        raise InputError(f"Unknown tensor intrinsic “{str(name)[:40]}”; choose one of "
+                         f"{', '.join(n for n, _ in _INTRINS)}.")
+    return name
+
+
 def _sel(form, key: str, kind: str) -> dict:
     raw = form.get(key, "")
     parsed = parse_sel(raw)
@@ -175,6 +244,8 @@ def apply(sch, tree: FuncTree, form) -> str:
         raise InputError(f"Unknown primitive “{prim[:40]}”.")
     sel = form.get("sel", "")
     kind = "loop" if prim in LOOP_PRIMS else "block"
+    if prim == "tensorize" and str(sel).startswith("B/"):   # a loop or a block
+        kind = "block"
     subj = _sel(form, "sel", kind)
     if subj["func"] != tree.func_name:
         raise InputError(f"The selection belongs to function {subj['func']}, not {tree.func_name}.")
@@ -218,6 +289,12 @@ def apply(sch, tree: FuncTree, form) -> str:
     if prim in ("parallel", "vectorize", "unroll"):
         getattr(sch, prim)(_loop(sch, subj, sel))
         return f"{prim} {name}"
+    if prim in ("add_unit_loop", "blockize"):
+        getattr(sch, prim)(_loop(sch, subj, sel))
+        return f"{prim} {name}"
+    if prim == "tensorize" and kind == "loop":
+        sch.tensorize(_loop(sch, subj, sel), _intrin(form))
+        return f"tensorize {name} with {form.get('intrin')}"
     if prim == "rfactor":
         axis = _int(form.get("factor_axis", "0"), "factor axis")
         sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
@@ -236,6 +313,36 @@ def apply(sch, tree: FuncTree, form) -> str:
         tnode = tree.by_sel.get(form.get("loop", ""))
         sch.decompose_reduction(block, _loop(sch, target, form.get("loop", "")))
         return f"decompose_reduction {name} above {tnode.name if tnode else 'loop'}"
+    if prim == "decompose_padding":
+        target = _sel(form, "loop", "loop")
+        tnode = tree.by_sel.get(form.get("loop", ""))
+        sch.decompose_padding(block, _loop(sch, target, form.get("loop", "")))
+        return f"decompose_padding {name} above {tnode.name if tnode else 'loop'}"
+    if prim == "reindex":
+        raw = form.get("buffer", "")
+        kind = {"r": "read", "w": "write"}.get(raw[:1])
+        if kind is None:
+            raise InputError("reindex: choose a buffer the block reads or writes.")
+        idx = _int(raw[1:], "buffer index")
+        sch.reindex(block, (kind, idx))
+        return f"reindex {name} {kind} buffer #{idx}"
+    if prim in ("cache_inplace", "rolling_buffer"):
+        idx = _int(form.get("buffer", "0"), "buffer index")
+        if prim == "rolling_buffer":
+            sch.rolling_buffer(block, idx)
+            return f"rolling_buffer {name} buffer #{idx}"
+        scope = form.get("scope", "local")
+        if scope not in dict(SCOPES):
+            raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
+        sch.cache_inplace(block, idx, scope)
+        return f"cache_inplace {name} buffer #{idx} ({scope})"
+    if prim == "pad_einsum":
+        padding = parse_padding(form.get("padding", ""))
+        sch.pad_einsum(block, padding)
+        return f"pad_einsum {name} by {padding}"
+    if prim == "tensorize":
+        sch.tensorize(block, _intrin(form))
+        return f"tensorize {name} with {form.get('intrin')}"
     if prim in ("cache_read", "cache_write"):
         idx = _int(form.get("buffer", "0"), "buffer index")
         scope = form.get("scope", "local")

@@ -27,6 +27,8 @@ from .simplify import Analyzer, _lin_add, _lin_scale, _scalar_int
 #: comparisons as ``a - b`` in [lo, hi] (None = unbounded)
 _CMP_FACTS = {E.LT: (None, -1), E.LE: (None, 0), E.GT: (1, None), E.GE: (0, None),
               E.EQ: (0, 0)}
+#: facts chained in one bound (each subset is tried once: 2**n work at most)
+_MAX_CHAINED_FACTS = 8
 _NEGATED = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.NE: E.EQ}
 
 
@@ -125,16 +127,33 @@ class GuardedBounds(Analyzer):
             return lo, hi
         self._plain = True
         try:
-            for fact in self.facts:
-                got = self._through_fact(lin, *fact)
-                if got is not None:
-                    lo, hi = _meet((lo, hi), got)
+            usable = frozenset(range(min(len(self.facts), _MAX_CHAINED_FACTS)))
+            return _meet((lo, hi), self._through_facts(lin, usable, {}))
         finally:
             self._plain = False
-        return lo, hi
 
-    def _through_fact(self, lin: tuple, flin: tuple, flo, fhi) -> tuple | None:
-        """Bounds of ``lin`` written as ``k * d + rest`` for the fact ``d`` in [flo, fhi]."""
+    def _through_facts(self, lin: tuple, usable: frozenset, memo: dict) -> tuple:
+        """Bounds of ``lin`` using the facts in ``usable``, each at most once, chained:
+        ``4 * d2 + 2 * d1 + i`` under ``d2 <= 2`` and ``d1 <= 1`` is at most 11 only when
+        both facts are used (nested imperfect splits give one such guard per split)."""
+        key = (usable, tuple(sorted((k, c) for k, (_, c) in lin[0].items())), lin[1])
+        if key in memo:
+            return memo[key]
+        best = super()._bound_lin(lin)
+        for i in usable:
+            split = self._split_by_fact(lin, *self.facts[i])
+            if split is None:
+                continue
+            rest, (dlo, dhi) = split
+            rlo, rhi = self._through_facts(rest, usable - {i}, memo)
+            best = _meet(best, (None if rlo is None or dlo is None else rlo + dlo,
+                                None if rhi is None or dhi is None else rhi + dhi))
+        memo[key] = best
+        return best
+
+    def _split_by_fact(self, lin: tuple, flin: tuple, flo, fhi) -> tuple | None:
+        """``lin`` written as ``rest + k * d`` for the fact ``d`` in [flo, fhi]: returns
+        ``rest`` and the interval of ``k * d`` (None when ``lin`` has no multiple of d)."""
         terms = lin[0]
         key, (_, fcoef) = next(iter(flin[0].items()))
         if key not in terms:
@@ -143,11 +162,7 @@ class GuardedBounds(Analyzer):
         if coef % fcoef:
             return None
         k = coef // fcoef
-        rest = _lin_add(lin, _lin_scale(flin, k), -1)
-        rlo, rhi = super()._bound_lin(rest)
-        dlo, dhi = _scaled(k, flo, fhi)
-        return (None if rlo is None or dlo is None else rlo + dlo,
-                None if rhi is None or dhi is None else rhi + dhi)
+        return _lin_add(lin, _lin_scale(flin, k), -1), _scaled(k, flo, fhi)
 
     def _bound_atom(self, a: E.PrimExpr) -> tuple | None:
         got = super()._bound_atom(a)

@@ -10,6 +10,7 @@ import llvmlite.ir as ir
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.dtype import bytes_of, lanes_of
+from engine.ir.buffer import base_scope
 
 from .generator import restore
 from .llvm_types import I8, I32, I64, PTR, mem_type, sanitize
@@ -60,7 +61,7 @@ class StatementMixin:
             n *= d
         nbytes = max(1, n * bytes_of(buf.dtype))
         ety = mem_type(buf.dtype)
-        heap = (buf.scope != "local" and nbytes > STACK_LIMIT) or nbytes > LOCAL_STACK_LIMIT
+        heap = (base_scope(buf.scope) != "local" and nbytes > STACK_LIMIT) or nbytes > LOCAL_STACK_LIMIT
         b = self.builder
         if not heap:
             ptr = self.frame.alloca(ir.ArrayType(ety, max(n, 1)), sanitize(buf.name),

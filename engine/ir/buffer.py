@@ -1,6 +1,7 @@
 """Buffers (multi-dimensional arrays), ranges and buffer regions."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .dtype import bytes_of, check_dtype
@@ -8,6 +9,21 @@ from .expr import PrimExpr, as_const_int, convert
 from .node import Node, node
 
 SCOPES = ("global", "local", "shared")
+_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def is_storage_scope(scope: Any) -> bool:
+    """A storage scope: one of SCOPES, or one with a tag (``"global.A_reg"``, TVM's tagged
+    scopes: the same memory, a name a tensor intrinsic can ask for)."""
+    if not isinstance(scope, str):
+        return False
+    head, dot, tag = scope.partition(".")
+    return head in SCOPES and (not dot or _TAG.fullmatch(tag) is not None)
+
+
+def base_scope(scope: str) -> str:
+    """The scope without its tag (``"global.A_reg"`` -> ``"global"``)."""
+    return scope.partition(".")[0]
 
 
 @node
@@ -32,8 +48,9 @@ class Buffer(Node):
         check_dtype(self.dtype)
         object.__setattr__(self, "shape", tuple(convert(s) for s in self.shape))
         object.__setattr__(self, "strides", tuple(convert(s) for s in self.strides))
-        if self.scope not in SCOPES:
-            raise ValueError(f"unknown storage scope {self.scope!r}; use one of {SCOPES}")
+        if not is_storage_scope(self.scope):
+            raise ValueError(f"unknown storage scope {self.scope!r}; use one of {SCOPES}, "
+                             "optionally with a tag such as \"global.A_reg\"")
 
     __hash__ = object.__hash__
 

@@ -6,7 +6,7 @@ views (``engine.notebook``) sit above it and import it. ``PrimFunc.script()``,
 this module for the renderer of their *kind*; the package ``engine`` registers them when
 it is imported (``engine/__init__.py``), so ``mod.script()`` works wherever the IR is used::
 
-    register("script", fn)        # fn(obj) -> TVMScript text
+    register("script", fn)        # fn(obj, dialect=...) -> TVMScript text
     register("repr", fn)          # fn(node) -> short text for repr()
     register("html", fn)          # fn(obj) -> HTML for Jupyter
     render("script", mod)         # -> fn(mod)
@@ -26,9 +26,10 @@ def register(kind: str, fn: Callable[[Any], str]) -> None:
     _RENDERERS[kind] = fn
 
 
-def render(kind: str, obj: Any) -> str:
-    """``obj`` rendered by the registered renderer of ``kind``."""
+def render(kind: str, obj: Any, **options: Any) -> str:
+    """``obj`` rendered by the registered renderer of ``kind`` (``options`` such as the
+    script's ``dialect`` are passed on)."""
     fn = _RENDERERS.get(kind)
     if fn is None:
         raise RuntimeError(f"no {kind} renderer is registered (import engine registers them)")
-    return fn(obj)
+    return fn(obj, **options)

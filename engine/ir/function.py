@@ -1,6 +1,7 @@
 """PrimFunc and IRModule."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator
 
 from . import display
@@ -52,8 +53,10 @@ class PrimFunc(Node):
     def with_body(self, body: Stmt) -> "PrimFunc":
         return self.replace(body=body)
 
-    def script(self) -> str:
-        return display.render("script", self)
+    def script(self, dialect: str = "course-2022") -> str:
+        """TVMScript text: ``dialect="course-2022"`` (the course's spelling, the default)
+        or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""
+        return display.render("script", self, dialect=dialect)
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""
@@ -66,9 +69,15 @@ class IRModule(Node):
 
     The functions are TensorIR ``PrimFunc`` s and, in a model (``engine.relax``), Relax
     functions too; :meth:`prim_funcs` gives the TensorIR ones.
+
+    ``workload`` is where the module came from, ``(name, params)``, set by
+    ``engine.workloads.get`` (None otherwise): a ``Schedule`` of the module records it in its
+    trace, so the trace replays on its own. It is metadata, not structure: structural
+    equality, hashing and the IR walkers ignore it, and a changed module drops it.
     """
 
     functions: tuple  # ((name, PrimFunc), ...)
+    workload: Any = dataclasses.field(default=None, metadata={"structural": False})
 
     __hash__ = object.__hash__
 
@@ -124,8 +133,10 @@ class IRModule(Node):
             out.append((name, func))
         return IRModule(tuple(out))
 
-    def script(self) -> str:
-        return display.render("script", self)
+    def script(self, dialect: str = "course-2022") -> str:
+        """TVMScript text: ``dialect="course-2022"`` (the course's spelling, the default)
+        or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""
+        return display.render("script", self, dialect=dialect)
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""

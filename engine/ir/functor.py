@@ -24,7 +24,8 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 def field_names(cls: type) -> tuple[str, ...]:
     names = _FIELDS.get(cls)
     if names is None:
-        names = tuple(f.name for f in dataclasses.fields(cls))
+        names = tuple(f.name for f in dataclasses.fields(cls)
+                      if f.metadata.get("structural", True))  # e.g. IRModule.workload
         _FIELDS[cls] = names
     return names
 

@@ -136,11 +136,14 @@ def names() -> list[str]:
 
 
 def get(name: str, **params: Any) -> IRModule:
-    """The workload's program as an IRModule holding one PrimFunc named ``info(name).func_name``."""
+    """The workload's program as an IRModule holding one PrimFunc named ``info(name).func_name``.
+
+    The module carries ``(name, params)`` as its ``workload`` (the parameters given, as
+    integers), so ``engine.Schedule(mod).trace`` names its workload and replays alone."""
     spec = _spec(name)
     p = resolve_params(name, **params)
     func = spec.build(p)
-    return IRModule(((spec.func_name, func),))
+    return IRModule(((spec.func_name, func),), workload=(name, {k: p[k] for k in params}))
 
 
 def reference(name: str, **params: Any) -> Callable:

@@ -1,6 +1,9 @@
 """The program pane: the TVMScript text, cut into clickable loops and blocks, with the lines
 the last step changed marked (and the diff pane's rows: before/after of the last step).
 
+The text is printed in the session's dialect (``dialect=`` in the link: the course's 2022
+TVMScript or Apache TVM 0.27's); the pane's toggle links switch it.
+
 The printer's span map (``engine.script.script_with_spans``) says which lines each loop and
 block covers; :mod:`app.web.selection` gives each of them its selection id.
 """
@@ -13,6 +16,7 @@ from typing import Any
 from engine.script import script_with_spans
 
 from ..selection import FuncTree
+from ..session import DIALECTS
 from . import diff
 
 
@@ -91,11 +95,13 @@ def program_lines(text: str, spans, trees: list[FuncTree], changed: set[int]) ->
 def context(session, mod, trees: list[FuncTree]) -> dict:
     """The program pane and the diff pane of the current step (``lines``, ``diff_rows``,
     ``diff_summary``)."""
-    text, spans = script_with_spans(mod)
-    ctx: dict[str, Any] = {"diff_rows": None}
+    dialect = session.dialect
+    text, spans = script_with_spans(mod, dialect=dialect)
+    ctx: dict[str, Any] = {"diff_rows": None, "dialects": [
+        (d, label, d == dialect, session.url(dialect=d)) for d, label in DIALECTS.items()]}
     changed: set[int] = set()
     if session.at > 0:
-        rows = diff.diff_rows(session.mod_at(session.at - 1).script(), text)
+        rows = diff.diff_rows(session.mod_at(session.at - 1).script(dialect=dialect), text)
         ctx.update(diff_rows=rows, diff_summary=diff.summary(rows))
         changed = {r.new for r in rows if r.kind == "add"}
     ctx["lines"] = program_lines(text, spans, trees, changed)

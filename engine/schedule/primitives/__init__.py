@@ -11,6 +11,14 @@
   storage_align, rfactor, transform_layout (added by their own modules when present);
   :mod:`.storage` brings in :mod:`.cache` (cache_read/cache_write, with their copy stage
   in :mod:`.cache_stage`)
+* :mod:`.pad_einsum`, :mod:`.decompose_padding` (and can_decompose_padding, a Schedule
+  method that records nothing), :mod:`.reindex` (reindex, reindex_cache_read/write),
+  :mod:`.cache_inplace`, :mod:`.rolling_buffer` — their new stages built by :mod:`.stages`
+* :mod:`.blockize` — blockize; :mod:`.tensorize` — tensorize (its intrinsics in
+  :mod:`engine.schedule.tensor_intrin`); :mod:`.partition` — loop_partition, merge;
+  :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout;
+  :mod:`.buffer_access` — unsafe_set_dtype, annotate_buffer_access
+* :mod:`.sampling` — sample_perfect_tile, sample_categorical, sample_compute_location
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
@@ -19,7 +27,9 @@ import importlib
 from . import queries, loops  # noqa: F401
 
 for _name in ("annotations", "compute_location", "inline", "decompose",
-              "storage", "reduction", "layout"):
+              "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace",
+              "decompose_padding", "rolling_buffer", "blockize", "tensorize", "partition",
+              "block_layout", "buffer_access", "sampling"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as _e:  # a family not written yet

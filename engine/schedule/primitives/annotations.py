@@ -8,13 +8,15 @@ from engine.ir.stmt import Block, For, ForKind, IterType
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
 from ._common import expect_loop, is_reduction_block, name_of, subject_of
+from .disjoint import iterations_disjoint
 
 
 def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
     """TVM's rule for parallel/vectorize: every block under the loop binds the loop only
     to data-parallel (spatial) axes. In addition (for correctness of what we run), a
     block that accumulates (a reduction, or an in-place update) must write disjoint
-    elements in different iterations of the loop, or the iterations would race."""
+    elements in different iterations of the loop, or the iterations would race (the
+    test, under the block's ``T.where``, is :func:`.disjoint.iterations_disjoint`)."""
     lv = loop.loop_var
     name = lv.name
     for b in ctx.index.blocks_under(loop):
@@ -31,88 +33,12 @@ def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
                                 highlight=[name, b.name_hint])
         accumulates = is_reduction_block(b) or bool(
             {id(x.buffer) for x in b.reads} & {id(x.buffer) for x in b.writes})
-        if accumulates and not _disjoint_across(ctx, loop, b, r):
+        if accumulates and not iterations_disjoint(ctx.index, loop, b, r):
             raise ctx.error(f"loop {name}", f"different iterations of loop {name} would "
                             f"update the same elements of block {b.name_hint} at the same "
                             f"time, so they cannot {what}", "choose a loop that indexes the "
                             f"output of {b.name_hint} one-to-one (e.g. before compute_at "
                             "duplicated its work)", highlight=[name, b.name_hint])
-
-
-def _disjoint_across(ctx: Ctx, loop: For, b, r) -> bool:
-    """Sufficient test that distinct values of ``loop`` give disjoint block instances.
-
-    The loop must be recoverable from the spatial bindings: either some binding is
-    ``c * loop + rest`` with the part of ``rest`` varying inside the loop narrower than
-    ``|c|``, or the bindings hold the digits ``loop // d % m`` of a fused loop (each
-    possibly scaled, ``c * (loop // d % m) + rest``, with ``rest`` narrower than ``|c|``)."""
-    from engine.arith.simplify import Analyzer
-    lv = loop.loop_var
-    ext = E.as_const_int(loop.extent)
-    inner = {}
-    for lp in ctx.index.loops_above(r):
-        if lp is not loop and ctx.index.contains(loop, lp):
-            lo, e = E.as_const_int(lp.min), E.as_const_int(lp.extent)
-            inner[lp.loop_var] = (lo, None if lo is None or e is None else lo + e - 1)
-    an = Analyzer()
-    digits = []  # (divisor, modulus or None)
-    for iv, val in zip(b.iter_vars, r.iter_values):
-        if iv.iter_type is not IterType.SPATIAL or not uses_var(val, lv):
-            continue
-        terms, _ = an.linear(val)
-        l_atoms = [(a, c) for a, c in terms.values() if uses_var(a, lv)]
-        others = [(a, c) for a, c in terms.values() if not uses_var(a, lv)]
-        if len(l_atoms) != 1:
-            continue
-        atom, coef = l_atoms[0]
-        width = 0
-        for a, c in others:
-            if any(uses_var(a, v) for v in inner):
-                bd = Analyzer(inner).bound(a)
-                if bd is None or bd[0] is None or bd[1] is None:
-                    width = None
-                    break
-                width += abs(c) * (bd[1] - bd[0])
-        if width is None:
-            continue
-        if atom is lv and width < abs(coef):
-            return True
-        if width >= abs(coef):
-            continue
-        # coef * digit + rest with rest varying by less than |coef|: the digit is
-        # recoverable from the binding (e.g. ``i_0_j_0_fused // 4 * 32 + i_1``)
-        d = _digit(atom, lv)
-        if d is not None:
-            digits.append(d)
-    cur = 1
-    while True:
-        nxt = [m for dd, m in digits if dd == cur]
-        if not nxt:
-            return False
-        if None in nxt:
-            return True
-        cur *= max(nxt)
-        if ext is not None and cur >= ext:
-            return True
-
-
-def _digit(atom, lv):
-    """``(d, m)`` when atom is ``lv // d % m`` (``m`` None: no modulo; ``d`` 1: no div)."""
-    def div_of(a):
-        if a is lv:
-            return 1
-        if isinstance(a, E.FloorDiv) and a.a is lv:
-            c = E.as_const_int(a.b)
-            return c if c and c > 0 else None
-        return None
-    d = div_of(atom)
-    if d is not None:
-        return d, None
-    if isinstance(atom, E.FloorMod):
-        d, m = div_of(atom.a), E.as_const_int(atom.b)
-        if d is not None and m and m > 0:
-            return d, m
-    return None
 
 
 def _set_kind(ctx: Ctx, loop: For, kind: ForKind) -> Result:

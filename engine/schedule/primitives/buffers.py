@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from engine.ir import expr as E
-from engine.ir.buffer import SCOPES, Buffer, BufferRegion
+from engine.ir.buffer import SCOPES, Buffer, BufferRegion, is_storage_scope
 from engine.ir.functor import Mutator, post_order_visit
 from engine.ir.stmt import Block, BufferStore
 
@@ -49,11 +49,12 @@ def alloc_site(func, index, buf: Buffer) -> Block | None:
 
 
 def check_scope(ctx: Ctx, subject: str, scope: Any) -> str:
-    if not isinstance(scope, str) or scope not in SCOPES:
+    if not is_storage_scope(scope):
         raise ctx.error(subject, f"unknown storage scope {scope!r}",
                         f"use one of {', '.join(repr(s) for s in SCOPES)} ('local' keeps a "
                         "small buffer in registers/on the stack; 'shared' is treated as "
-                        "'global' on a CPU)", highlight=[subject.split(" ", 1)[-1]])
+                        "'global' on a CPU; a tag such as 'global.A_reg' names the same "
+                        "memory for a tensor intrinsic)", highlight=[subject.split(" ", 1)[-1]])
     return scope
 
 

@@ -13,14 +13,15 @@ from ..tree import replace_stmts
 from ._common import as_bool, conj, expect_loop, is_int, subject_of
 
 
-def _simplify_realizes(stmt, loop_vars):
-    """Simplify bindings/predicates of the block realizes directly under ``stmt``."""
+def _simplify_realizes(stmt, var_ranges=None):
+    """Simplify bindings/predicates of the block realizes directly under ``stmt``, with the
+    known ranges of new loop variables (``{var: (min, max)}``)."""
     from engine.ir.functor import Mutator
 
     class M(Mutator):
         def visit_BlockRealize(self, r: BlockRealize):
-            vals = tuple(simplify(v) for v in r.iter_values)
-            pred = simplify(r.predicate)
+            vals = tuple(simplify(v, var_ranges) for v in r.iter_values)
+            pred = simplify(r.predicate, var_ranges)
             return r.replace(iter_values=vals, predicate=pred)
 
         def visit_BufferStore(self, s):
@@ -150,7 +151,7 @@ class Split(Primitive):
             fused = fused * E.const(f, dtype) + v
         value = fused if E.is_const_int(loop.min, 0) else fused + loop.min
         body = substitute(loop.body, {loop.loop_var: value})
-        body = _simplify_realizes(body, new_vars)
+        body = _simplify_realizes(body)
         if total != extent:
             body = _add_predicate(ctx, body, simplify(fused < E.const(extent, dtype)))
         new_loops = []
@@ -249,13 +250,21 @@ class Fuse(Primitive):
         vmap = {}
         stride: E.PrimExpr = E.const(1, dtype)
         for idx in range(len(loops) - 1, -1, -1):
+            # TVM's bindings: a unit loop is 0, the outermost ``fused // stride``, the
+            # others ``fused % (stride * extent) // stride``
             lp = loops[idx]
-            q = fused if E.is_const_int(stride, 1) else E.FloorDiv(fused, stride)
-            val = q if idx == 0 else E.FloorMod(q, lp.extent)
+            upper = simplify(stride * lp.extent)
+            if E.is_const_int(lp.extent, 1):
+                val = E.const(0, dtype)
+            elif idx == 0:
+                val = E.FloorDiv(fused, stride)
+            else:
+                val = E.FloorDiv(E.FloorMod(fused, upper), stride)
             vmap[lp.loop_var] = val
-            stride = simplify(stride * lp.extent)
+            stride = upper
         body = substitute(loops[-1].body, vmap)
-        body = _simplify_realizes(body, [fused])
+        total = E.as_const_int(stride)
+        body = _simplify_realizes(body, {fused: (0, total - 1)} if total else {})
         new = For(fused, E.const(0, dtype), stride, ForKind.SERIAL, body)
         func = replace_stmts(ctx.func, {loops[0]: new})
         return Result(func, [new])
@@ -363,3 +372,63 @@ def _check_affine_blocks(ctx: Ctx, bottom: For, loop_vars, names):
                                 f"{b.name_hint} is bound to a non-affine expression of the "
                                 "loops being reordered", "reorder before fusing these loops",
                                 highlight=names + [b.name_hint])
+
+
+@register
+class AddUnitLoop(Primitive):
+    kind = "AddUnitLoop"
+    attr_kinds = ()
+    method = "add_unit_loop"
+    returns = "one"
+
+    def call(self, sch, block_or_loop):
+        """Create a new loop of extent 1 on top of a loop or a block.
+
+        It requires: 1) ``block_or_loop`` is a valid loop handle, or a block handle of
+        a block other than the root block. On a loop, the new loop encloses it; on a
+        block, the new loop sits between the block and the loops above it.
+
+        Before::
+
+            for i, j in T.grid(128, 128):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+
+        Call::
+
+            u = sch.add_unit_loop(sch.get_block("C"))
+
+        After::
+
+            for i, j, u in T.grid(128, 128, 1):
+                with T.block("C"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+
+        Returns the new loop.
+        """
+        return sch._run(self, [block_or_loop], [])[0]
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        from engine.ir.stmt import Block
+        node = inputs[0]
+        if isinstance(node, Block):
+            if node is ctx.index.root_block:
+                raise ctx.error("block root", "a loop cannot be added on top of the root "
+                                "block", "pass a loop or another block")
+            target = ctx.index.realize[id(node)]
+        elif isinstance(node, For):
+            target = node
+        else:
+            raise ctx.error(subject_of(node), "expected a loop or block handle", "")
+        used = {v.name for v in ctx.index.loops}
+        name = "u"
+        n = 0
+        while name in used:
+            n += 1
+            name = f"u_{n}"
+        new = For(E.Var(name, "int32"), E.const(0, "int32"), E.const(1, "int32"),
+                  ForKind.SERIAL, target)
+        return Result(replace_stmts(ctx.func, {target: new}), [new])
+
+    def python_args(self, inputs, attrs, dialect):
+        return [fmt(inputs[0]) if dialect == "engine" else f"block_or_loop={fmt(inputs[0])}"]

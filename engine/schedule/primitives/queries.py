@@ -1,4 +1,5 @@
-"""Queries: get_block, get_loops, get_child_blocks, get_producers, get_consumers.
+"""Queries: get_block, get_loops, get_child_blocks, get_producers, get_consumers,
+get_output_blocks.
 
 They do not change the program but are recorded in the trace (as in TVM), because the
 handles they return are what later instructions refer to.
@@ -8,7 +9,7 @@ from __future__ import annotations
 from engine.ir.stmt import Block, For
 
 from ..error import ScheduleError
-from ..registry import Ctx, Primitive, Result, register
+from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, subject_of
 
 
@@ -28,6 +29,8 @@ class GetBlock(Primitive):
 
         It requires: 1) a block of that name exists in the function; 2) the name is
         unique there. ``func_name`` may be omitted when the module has one function.
+        ``"root"`` names the function's root block (a scope for get_output_blocks and
+        get_child_blocks; it cannot be scheduled itself).
 
         .. code-block:: python
 
@@ -47,7 +50,8 @@ class GetBlock(Primitive):
             raise ctx.error("", "GetBlock needs the block name as its first attribute", "")
         name = attrs[0]
         blocks = ctx.index.blocks.get(name, [])
-        blocks = [b for b in blocks if b is not ctx.index.root_block]
+        if name != "root" or len(blocks) != 1:
+            blocks = [b for b in blocks if b is not ctx.index.root_block]
         if not blocks:
             names = [b.name_hint for b in ctx.index.all_blocks()]
             raise ctx.error(f"block {name}", f"function {ctx.func_name} has no block named "
@@ -182,6 +186,53 @@ class GetConsumers(_BlockQuery):
 
     def of(self, ctx: Ctx, block: Block) -> list:
         return consumers_of(ctx, block)
+
+
+def output_blocks(ctx: Ctx, scope: Block) -> list[Block]:
+    """Blocks under ``scope`` (nested ones too, in execution order) that write a buffer
+    their own scope block does not allocate (TVM's output blocks)."""
+    out = []
+    for b in ctx.index.blocks_under(scope):
+        allocated = {id(x) for x in ctx.index.scope_block(ctx.index.realize[id(b)])
+                     .alloc_buffers}
+        if any(id(r.buffer) not in allocated for r in b.writes):
+            out.append(b)
+    return out
+
+
+@register
+class GetOutputBlocks(Primitive):
+    kind = "GetOutputBlocks"
+    attr_kinds = ()
+    method = "get_output_blocks"
+    mutates = False
+    returns = "list"
+
+    def call(self, sch, scope_block):
+        """Get the output blocks of a scope: the blocks under ``scope_block`` (at any depth)
+        that write a buffer which their scope block does not allocate (a parameter of
+        the function, or a buffer of an outer scope).
+
+        It requires: 1) ``scope_block`` is a valid block handle (``sch.get_block("root")``
+        for the whole function).
+
+        .. code-block:: python
+
+            # Y is an intermediate buffer, C the function's output
+            root = sch.get_block("root")
+            (c_block,) = sch.get_output_blocks(root)      # the block "C"
+        """
+        return list(sch._run(self, [scope_block], []))
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        node = inputs[0]
+        if not isinstance(node, Block):
+            raise ctx.error(subject_of(node), f"the block argument must be a block handle, "
+                            f"got {subject_of(node)}", "get blocks with sch.get_block(name)")
+        return Result(None, output_blocks(ctx, node))
+
+    def python_args(self, inputs, attrs, dialect):
+        return [fmt(inputs[0]) if dialect == "engine" else f"scope_block={fmt(inputs[0])}"]
 
 
 @register

@@ -60,7 +60,8 @@ class SetScope(Primitive):
 
         It requires: 1) ``buffer_index`` names a buffer the block writes (an index into
         ``T.writes``, or the buffer's name); 2) the buffer is allocated by the function
-        (not a parameter); 3) ``storage_scope`` is "global", "local" or "shared".
+        (not a parameter); 3) ``storage_scope`` is "global", "local" or "shared", optionally
+        with a tag ("global.A_reg": the same memory under a name a tensor intrinsic asks for).
 
         Before::
 

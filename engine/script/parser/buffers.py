@@ -58,7 +58,7 @@ class BufferParser(ParserContext):
                 args, kw = items, {}
             elif type(call.slice) is ast.Tuple and len(items) == 2 and \
                     type(items[1]) is ast.Constant and isinstance(items[1].value, str):
-                args, kw = items, {}  # T.Buffer[128, "float32"] (TVM's 2022 printer)
+                args, kw = items, {}  # T.Buffer[128, "float32"]: a 1-D shape, no tuple
             else:
                 args, kw = [call.slice], {}
             if len(args) > 2:
@@ -96,10 +96,10 @@ class BufferParser(ParserContext):
     def scope_arg(self, node: ast.AST) -> str:
         if type(node) is not ast.Constant or not isinstance(node.value, str):
             raise self.err(node, "a storage scope must be a string such as \"local\"")
-        from engine.ir.buffer import SCOPES
-        if node.value not in SCOPES:
+        from engine.ir.buffer import SCOPES, is_storage_scope
+        if not is_storage_scope(node.value):
             raise self.err(node, f"unknown storage scope {node.value!r} (use "
-                                 f"{', '.join(SCOPES)})")
+                                 f"{', '.join(SCOPES)}, optionally tagged: \"global.A_reg\")")
         return node.value
 
     def new_buffer(self, node: ast.AST, name: str, fname: str, skip_first: bool = False

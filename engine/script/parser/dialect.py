@@ -27,11 +27,14 @@ EXPR_FUNCS = {
 }
 #: T.<name> only meaningful as statements / loop iterators / declarations
 STMT_FUNCS = {
-    "block", "sblock", "init", "reads", "writes", "where", "block_attr", "func_attr",
+    "block", "sblock", "init", "reads", "writes", "where", "block_attr", "sblock_attr",
+    "func_attr",
     "alloc_buffer", "sblock_alloc_buffer", "match_buffer", "evaluate", "grid", "serial",
     "parallel", "vectorized", "unroll", "axis", "axis.spatial", "axis.reduce", "axis.S",
     "axis.R", "axis.remap", "Buffer", "handle", "prim_func", "LetStmt", "allocate", "var",
 }
+#: function attributes TVM 0.27 spells differently -> the course-2022 name the IR keeps
+FUNC_ATTR_2022 = {"tirx.noalias": "tir.noalias"}
 KNOWN_T = set(EXPR_FUNCS) | STMT_FUNCS | set(E.INTRINSICS) | set(SCALAR_DTYPES)
 
 BUFFER_KWARGS = {"dtype", "scope", "strides", "elem_offset", "align", "offset_factor",

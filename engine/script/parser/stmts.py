@@ -15,7 +15,7 @@ from engine.ir.dtype import SCALAR_DTYPES
 
 from ..errors import ScriptError
 from .context import CONSUMED, ParserContext, is_docstring, nop
-from .dialect import BINOPS, DTYPE_LIKE, KNOWN_T, STMT_FUNCS, STMT_NAMES
+from .dialect import BINOPS, DTYPE_LIKE, FUNC_ATTR_2022, KNOWN_T, STMT_FUNCS, STMT_NAMES
 
 
 class StmtParser(ParserContext):
@@ -208,8 +208,8 @@ class StmtParser(ParserContext):
                 args, _ = self.call_args(v, f, 1, 1)
                 ctx.predicate = self.prim(args[0], "bool")
                 return None
-            if f == "block_attr":
-                ctx = self.block_ctx(n, "T.block_attr")
+            if f in ("block_attr", "sblock_attr"):
+                ctx = self.block_ctx(n, f"T.{f}")
                 args, _ = self.call_args(v, f, 1, 1)
                 ctx.annotations = (ctx.annotations or ()) + self.attr_dict(args[0], f)
                 return None
@@ -217,7 +217,9 @@ class StmtParser(ParserContext):
                 if self.depth != 0 or self.blocks:
                     raise self.err(n, "T.func_attr belongs at the top of the function")
                 args, _ = self.call_args(v, f, 1, 1)
-                self.attrs = self.attrs + self.attr_dict(args[0], f)
+                # TVM 0.27 spells tir.noalias tirx.noalias: the same attribute
+                self.attrs = self.attrs + tuple((FUNC_ATTR_2022.get(k, k), x)
+                                                for k, x in self.attr_dict(args[0], f))
                 return None
             if f == "evaluate":
                 args, _ = self.call_args(v, f, 1, 1)

@@ -6,6 +6,9 @@ loops/blocks clickable with it).  The printed text parses back with
 :func:`engine.script.parse` to a structurally equal program, and printing that again gives
 the same text.
 
+``dialect="tvm-0.27"`` prints Apache TVM 0.27's spellings instead (``T.sblock``,
+``T.sblock_alloc_buffer``, ``@I.ir_module``, ... : :data:`.module.DIALECTS`).
+
 Printing rules (as TVM's printer, with the course's 2022 spellings):
 
 * A module prints as ``@tvm.script.ir_module`` ``class Module:`` with one ``@T.prim_func``
@@ -30,7 +33,8 @@ buffers, regions), :mod:`.stmts` (statements, loops, blocks, line spans) and :mo
 (modules, function headers and the entry points).
 """
 from .exprs import call_result_dtype
-from .module import Span, prim_func_lines, repr_node, script, script_with_spans
+from .module import (DIALECTS, Span, dialect_spelling, prim_func_lines, repr_node, script,
+                     script_with_spans)
 
 __all__ = ["Span", "script", "script_with_spans", "repr_node", "call_result_dtype",
-           "prim_func_lines"]
+           "prim_func_lines", "DIALECTS", "dialect_spelling"]

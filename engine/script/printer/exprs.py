@@ -218,8 +218,10 @@ class ExprPrinter(NameTable):
             return self.ex(v)
         return json.dumps(str(v), ensure_ascii=False)
 
-    def dict_literal(self, pairs: tuple) -> str:
-        return "{" + ", ".join(f"{self.literal(str(k))}: {self.literal(v)}"
+    def dict_literal(self, pairs: tuple, keys: dict | None = None) -> str:
+        """``{"key": value, ...}``; ``keys`` renames keys (a dialect's spelling)."""
+        keys = keys or {}
+        return "{" + ", ".join(f"{self.literal(keys.get(str(k), str(k)))}: {self.literal(v)}"
                                for k, v in pairs) + "}"
 
     def shape(self, dims: tuple) -> str:
@@ -251,7 +253,7 @@ class ExprPrinter(NameTable):
         if buf.dtype != "float32":
             parts.append(f'dtype="{buf.dtype}"')
         parts += self.buffer_extra(buf)
-        return f"T.alloc_buffer({', '.join(parts)})"
+        return f"T.{self.spell['alloc_buffer']}({', '.join(parts)})"
 
     def range_text(self, r: Range) -> str:
         return f"Range({self.ex(r.min)}, {self.ex(r.extent)})"

@@ -15,6 +15,37 @@ from engine.ir.function import IRModule, PrimFunc
 from .names import sanitize
 from .stmts import StmtPrinter, is_true
 
+#: The spellings of each script dialect: ``course-2022`` is the course's TVMScript (the
+#: default), ``tvm-0.27`` what Apache TVM 0.27 reads and prints (``T.block`` became
+#: ``T.sblock``, ``alloc_buffer`` ``sblock_alloc_buffer``, ``block_attr`` ``sblock_attr``,
+#: ``tir.noalias`` ``tirx.noalias``, the ``tirx`` module and ``@T.prim_func(s_tir=True)``).
+#: Both parse back (:func:`engine.script.parse` reads either) to the same program.
+DIALECTS = {
+    "course-2022": {
+        "imports": ("# from tvm.script import tir as T",),
+        "ir_module": "@tvm.script.ir_module", "prim_func": "@T.prim_func",
+        "block": "block", "alloc_buffer": "alloc_buffer", "block_attr": "block_attr",
+        "func_attrs": {},
+    },
+    "tvm-0.27": {
+        "imports": ("# from tvm.script import ir as I", "# from tvm.script import tirx as T",
+                    ""),
+        "ir_module": "@I.ir_module", "prim_func": "@T.prim_func(s_tir=True)",
+        "block": "sblock", "alloc_buffer": "sblock_alloc_buffer", "block_attr": "sblock_attr",
+        "func_attrs": {"tir.noalias": "tirx.noalias"},
+    },
+}
+
+
+def dialect_spelling(dialect: str) -> dict:
+    """The spellings of ``dialect`` (a ``ValueError`` naming the dialects otherwise)."""
+    spell = DIALECTS.get(dialect) if isinstance(dialect, str) else None
+    if spell is None:
+        raise ValueError(f"unknown script dialect {dialect!r}; the dialects are "
+                         + ", ".join(repr(d) for d in DIALECTS))
+    return spell
+
+
 @dataclass(frozen=True)
 class Span:
     """Where an IR node is printed: ``kind`` is "loop", "block" or "stmt"; lines are
@@ -49,7 +80,8 @@ def _contains_block(s: Any) -> bool:
 class Printer(StmtPrinter):
     """One printing job: lines, optional spans, and a scoped name table."""
 
-    def __init__(self, want_spans: bool):
+    def __init__(self, want_spans: bool, dialect: str = "course-2022"):
+        self.spell = dialect_spelling(dialect)
         self.lines: list[str] = []
         self.spans: list[list] | None = [] if want_spans else None
         self._indents = ["    " * i for i in range(64)]
@@ -60,7 +92,7 @@ class Printer(StmtPrinter):
     # ------------------------------------------------------------------ functions
     def func(self, f: PrimFunc, name: str, ind: int) -> None:
         self.reset_names()
-        self.emit(ind, "@T.prim_func")
+        self.emit(ind, self.spell["prim_func"])
         names = [self.define(p, p.name) for p in f.params]
         params = ", ".join(f"{n}: {self.buffer_annotation(p)}" for n, p in zip(names, f.params))
         self.emit(ind, f"def {sanitize(name)}({params}):")
@@ -68,7 +100,8 @@ class Printer(StmtPrinter):
         first_span = len(self.spans) if self.spans is not None else 0
         body_ind = ind + 1
         if f.attrs:
-            self.emit(body_ind, f"T.func_attr({self.dict_literal(f.attrs)})")
+            attrs = self.dict_literal(f.attrs, self.spell["func_attrs"])
+            self.emit(body_ind, f"T.func_attr({attrs})")
         body = f.body
         root = body.block if type(body) is S.BlockRealize else None
         if (root is not None and root.name_hint == "root" and not root.iter_vars
@@ -76,7 +109,7 @@ class Printer(StmtPrinter):
                 and root.init is None and not root.annotations and is_true(body.predicate)
                 and (root.alloc_buffers or _contains_block(root.body))):
             start = len(self.lines) + 1
-            self.emit(body_ind, '# with T.block("root"):')
+            self.emit(body_ind, f'# with T.{self.spell["block"]}("root"):')
             rec = self.span(root, "block", "root", start)
             self.emit_allocs(root.alloc_buffers, body_ind)
             self.stmt(root.body, body_ind)
@@ -93,8 +126,8 @@ class Printer(StmtPrinter):
                     rec[4] += len(decls)
 
     def module(self, mod: IRModule) -> None:
-        self.lines.append("# from tvm.script import tir as T")
-        self.lines.append("@tvm.script.ir_module")
+        self.lines.extend(self.spell["imports"])
+        self.lines.append(self.spell["ir_module"])
         self.lines.append("class Module:")
         if not mod.functions:
             self.lines.append("    pass")
@@ -107,15 +140,18 @@ class Printer(StmtPrinter):
         if isinstance(obj, IRModule):
             self.module(obj)
         elif isinstance(obj, PrimFunc):
+            if self.spell is not DIALECTS["course-2022"]:  # (the course printed none)
+                self.lines.extend(x for x in self.spell["imports"] if "tirx" in x or not x)
             self.func(obj, obj.name, 0)
         else:
             raise TypeError(f"script() prints an IRModule or a PrimFunc, not {type(obj).__name__}")
         return "\n".join(self.lines) + "\n"
 
 
-def script(obj: Any) -> str:
-    """TVMScript text of an IRModule or PrimFunc (course 2022 syntax)."""
-    return Printer(False).run(obj)
+def script(obj: Any, dialect: str = "course-2022") -> str:
+    """TVMScript text of an IRModule or PrimFunc, in the course's 2022 syntax or, with
+    ``dialect="tvm-0.27"``, in Apache TVM 0.27's (see :data:`DIALECTS`)."""
+    return Printer(False, dialect).run(obj)
 
 
 def prim_func_lines(f: PrimFunc, name: str, indent: int) -> list[str]:
@@ -126,10 +162,10 @@ def prim_func_lines(f: PrimFunc, name: str, indent: int) -> list[str]:
     return p.lines
 
 
-def script_with_spans(obj: Any) -> tuple[str, list[Span]]:
+def script_with_spans(obj: Any, dialect: str = "course-2022") -> tuple[str, list[Span]]:
     """``(text, spans)``: the text of :func:`script` and where each loop, block and
     statement is printed (see :class:`Span`)."""
-    p = Printer(True)
+    p = Printer(True, dialect)
     text = p.run(obj)
     return text, [Span(*rec) for rec in p.spans]
 

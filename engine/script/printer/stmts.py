@@ -238,7 +238,8 @@ class StmtPrinter(ExprPrinter):
 
     def _block(self, block: S.Block, values: tuple, predicate: Any, ind: int) -> None:
         start = len(self.lines) + 1
-        self.emit(ind, f"with T.block({json.dumps(block.name_hint, ensure_ascii=False)}):")
+        self.emit(ind, f"with T.{self.spell['block']}"
+                       f"({json.dumps(block.name_hint, ensure_ascii=False)}):")
         rec = self.span(block, "block", block.name_hint, start)
         self.push()
         body_ind = ind + 1
@@ -268,7 +269,8 @@ class StmtPrinter(ExprPrinter):
         self.emit(body_ind, f"T.reads({', '.join(self.region(r) for r in block.reads)})")
         self.emit(body_ind, f"T.writes({', '.join(self.region(r) for r in block.writes)})")
         if block.annotations:
-            self.emit(body_ind, f"T.block_attr({self.dict_literal(block.annotations)})")
+            self.emit(body_ind, f"T.{self.spell['block_attr']}"
+                                f"({self.dict_literal(block.annotations)})")
         self.emit_allocs(block.alloc_buffers, body_ind)
         if block.init is not None:
             self.emit(body_ind, "with T.init():")
