@@ -58,7 +58,7 @@ def create_app(config: dict[str, Any] | None = None):
     from . import service
     from .limits import Limits
     from .teaching import challenges, compare, lessons, presenter
-    from .web import routes
+    from .web import model_routes, routes
     from .web.security import init_security
 
     app = Flask(
@@ -82,7 +82,8 @@ def create_app(config: dict[str, Any] | None = None):
     Htmx(app)
     app.jinja_env.filters["ms"] = format_ms
 
-    for blueprint in (routes.bp, lessons.bp, challenges.bp, compare.bp, presenter.bp):
+    for blueprint in (routes.bp, model_routes.bp, lessons.bp, challenges.bp, compare.bp,
+                      presenter.bp):
         app.register_blueprint(blueprint)
     routes.register_error_handlers(app)
     if app.config.get("SECURITY", True):

@@ -186,6 +186,9 @@ class Limits:
     max_name_chars: int = 100                # names of saved traces, custom workloads
     # Uploads (whole request body; also suggested as Flask's MAX_CONTENT_LENGTH).
     max_upload_bytes: int = 1 * MiB
+    # Models (the model page).
+    max_model_batch: int = 64                # images per call of a model's main
+    max_model_traces: int = 16               # functions scheduled by one model link
     # Measurement workers (see app.service.pool.MeasurePool).
     step_time_limit_s: float = 5.0
     worker_memory_bytes: int = 2 * GiB

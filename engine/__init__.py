@@ -26,7 +26,7 @@ __all__ = [
 
 _SUBMODULES = {"relax", "nd", "workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
                "runtime", "schedule", "ir", "interpreter", "lessons", "challenges",
-               "notebook", "roofline"}
+               "notebook", "roofline", "topi", "models"}
 
 _LAZY = {
     "parse": ("engine.relax", "parse"),

@@ -1,10 +1,11 @@
-"""Command line: replay traces, list workloads, lessons and challenges.
+"""Command line: replay traces, list workloads, lessons and challenges, run a model.
 
     python -m engine replay TRACE.json [--measure] [--export tvm|course|python|json OUT]
     python -m engine workloads
     python -m engine lessons [LESSON_ID]
     python -m engine challenges
     python -m engine check CHALLENGE_ID TRACE.json
+    python -m engine run-model mlp|MODEL.onnx [--batch N] [--stage S] [--cache DIR]
 
 Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
 input such as an unreadable or invalid trace, 1 for a program that computes wrong
@@ -30,6 +31,9 @@ class CLIError(Exception):
     def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
         super().__init__(message)
         self.code = code
+
+
+STAGES_CHOICES = ("unscheduled", "scheduled", "fused", "fused+scheduled")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,6 +97,24 @@ def _parser() -> argparse.ArgumentParser:
                                    "Exits 0 when solved, 1 when not, 2 on invalid input.")
     c.add_argument("challenge", help="challenge id (see 'python -m engine challenges')")
     c.add_argument("trace", metavar="TRACE.json", help="the learner's trace file")
+
+    m = sub.add_parser(
+        "run-model", help="run a model: accuracy, end-to-end time, per-operator table",
+        description="Compile a model with the engine and run it in the Relax virtual "
+                    "machine: its test accuracy (the MLP), then for each stage (unscheduled, "
+                    "scheduled, fused, fused+scheduled) the end-to-end time next to numpy's "
+                    "and the time of each TensorIR function.",
+        epilog="example: python -m engine run-model mlp --batch 64 --cache instance")
+    m.add_argument("model", help="'mlp' (the course's MLP, trained on first use) or a "
+                                 "path to an .onnx file")
+    m.add_argument("--batch", type=int, default=1, help="images per call (default 1; an "
+                                                        "ONNX model keeps its own)")
+    m.add_argument("--stage", action="append", choices=STAGES_CHOICES, default=None,
+                   help="stages to time (repeatable; default: all)")
+    m.add_argument("--cache", metavar="DIR", default=None,
+                   help="folder keeping the trained weights (default: train in memory)")
+    m.add_argument("--number", type=int, default=10, help="runs per timing repeat")
+    m.add_argument("--repeat", type=int, default=3, help="timing repeats")
     return p
 
 
@@ -307,7 +329,37 @@ def cmd_check(args: argparse.Namespace, out) -> int:
     return EXIT_OK if res.ok else EXIT_FAIL
 
 
-COMMANDS = {"replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
+def cmd_run_model(args: argparse.Namespace, out) -> int:
+    from engine.models import report, zoo
+    from engine.relax.frontend import ImportError_
+
+    if not 1 <= args.batch <= 4096:
+        raise CLIError(f"--batch must be from 1 to 4096, got {args.batch}")
+    if args.number < 1 or args.repeat < 1:
+        raise CLIError("--number and --repeat must be at least 1")
+    if args.model.endswith(".onnx"):
+        try:
+            with open(args.model, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise CLIError(f"cannot read {args.model}: {e.strerror}") from None
+        try:
+            model = zoo.from_onnx_bytes(data, title=args.model)
+        except (ImportError_, ValueError) as e:
+            raise CLIError(str(e)) from None
+        batch = model.batch_fixed or 1
+    else:
+        try:
+            model = zoo.get(args.model, args.cache)
+        except KeyError as e:
+            raise CLIError(e.args[0]) from None
+        batch = args.batch
+    report.report(model, batch, tuple(args.stage or STAGES_CHOICES), out, args.number,
+                  args.repeat)
+    return EXIT_OK
+
+
+COMMANDS = {"run-model": cmd_run_model, "replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
             "challenges": cmd_challenges, "check": cmd_check}
 
 

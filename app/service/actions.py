@@ -11,6 +11,9 @@
 * ``source``  — the optimised LLVM IR and the assembly text;
 * ``cache``   — the cache simulation (``engine.cache.simulate``), holding one slot;
 * ``pattern`` — the access pattern of one loop iteration (``engine.cache.access_pattern``);
+* ``model``   — a model's stages run in the Relax virtual machine, checked against numpy,
+  timed end to end and function by function (``engine.models.measure.measure_stages``),
+  and its accuracy on the test images;
 * ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
   (``engine.roofline.machine_peaks``), measured while holding every core slot.
 
@@ -247,7 +250,38 @@ def act_roofline(ctx: Any) -> None:
     ctx.emit(roofline=peaks)
 
 
+def act_model(ctx: Any) -> None:
+    """A model page's measurement: the job's ``module`` is a dict the server pickled
+    itself (``stages``: [(label, IRModule)], ``x``, ``reference``, optional ``test_images``
+    / ``test_labels``; see :meth:`app.service.measurer.StepMeasurer.submit_model`).  The
+    timings hold the cores the modules' parallel loops need; numpy's reference code (the
+    model's own forward pass) is recomputed here from ``reference_fn`` inputs."""
+    from engine.models.measure import measure_stages
+    from engine.models.mlp import forward
+
+    from engine.relax.frontend.graph import evaluate
+
+    doc = pickle.loads(ctx.job["module"])   # pickled by the server itself, never user bytes
+    stages = doc["stages"]
+    weights, graph = doc.get("mlp_params"), doc.get("graph")
+    x = doc["x"]
+    numpy_fn = None
+    if weights is not None:
+        numpy_fn = lambda: forward(weights, x)  # noqa: E731 - the model's numpy code
+    elif graph is not None:
+        feeds = {next(iter(graph.inputs)): x}
+        numpy_fn = lambda: evaluate(graph, feeds)  # noqa: E731
+    ncores = max(_cores(mod) for _, mod in stages)
+    res = measure_stages(stages, x, doc["reference"], numpy_fn=numpy_fn,
+                         number=int(ctx.job.get("number", 3)),
+                         repeat=int(ctx.job.get("repeat", 3)),
+                         timing_slot=lambda: ctx.timing_slot(ncores),
+                         test_images=doc.get("test_images"), test_labels=doc.get("test_labels"))
+    ctx.emit(model=_plain(res))
+
+
 ENGINE: dict[str, Callable[[Any], None]] = {
+    "model": act_model,
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache, "pattern": act_pattern,

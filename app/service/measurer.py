@@ -403,6 +403,32 @@ class StepMeasurer:
             return got
         return self._roofline_value(self._wait(ticket, timeout))  # type: ignore[arg-type]
 
+    # model page -------------------------------------------------------------------------------
+    model_time_limit_s = 120.0
+
+    @staticmethod
+    def _model_value(r: JobResult) -> dict[str, Any]:
+        if r.ok and isinstance(r.data.get("model"), dict):
+            return r.data["model"]
+        if r.status == "pending":
+            return {"pending": r.message}
+        return {"error": f"the model could not be measured: {r.message or r.status}"}
+
+    def submit_model(self, key: str, doc: dict[str, Any]
+                     ) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored model measurement, None) or (None, ticket).  ``key`` names the model,
+        its batch and every stage's program (the caller hashes them); ``doc`` is what
+        :func:`app.service.actions.act_model` reads (stages, input, reference output, test
+        data).  Raises :class:`QueueFull` when the queue is full."""
+        return self._lookup_or_submit(
+            key, "model", lambda: Job(actions=("model",),
+                                      module=pickle.dumps(doc, pickle.HIGHEST_PROTOCOL),
+                                      time_limit_s=self.model_time_limit_s),
+            self._model_value)
+
+    def model_result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
+        return self._model_value(self._wait(ticket, timeout))
+
     # code pane --------------------------------------------------------------------------------
     @staticmethod
     def _source_value(r: JobResult) -> dict[str, Any]:

@@ -49,7 +49,7 @@ __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "Po
 
 STEP_ACTIONS = ("compile", "check", "time", "source")
 ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
-                   "roofline"}
+                   "roofline", "model"}
 
 
 class QueueFull(RuntimeError):

@@ -349,3 +349,35 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
     )
     fig_layout.pop("legend", None)
     return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
+
+
+def model_figure(result: dict) -> str:
+    """Stacked bars: per stage of a model, each TensorIR function's share of the end-to-end
+    time (µs: calls x time of one call) and the rest (the virtual machine's own work)."""
+    stages = [s for s in result.get("stages", []) if s.get("e2e_s")]
+    labels = [s["label"] for s in stages]
+    names: list[str] = []
+    for s in stages:
+        for o in s.get("ops", []):
+            if o["name"] not in names:
+                names.append(o["name"])
+    data = []
+    for n in names:
+        ys = []
+        for s in stages:
+            ys.append(sum(o["calls"] * o["s"] for o in s.get("ops", []) if o["name"] == n) * 1e6)
+        data.append({"type": "bar", "name": n, "x": labels, "y": ys,
+                     "hovertemplate": n + ": %{y:.1f} µs<extra></extra>"})
+    data.append({"type": "bar", "name": "VM (rest of end to end)", "x": labels,
+                 "y": [max(0.0, s["e2e_s"] - sum(o["calls"] * o["s"] for o in s.get("ops", [])))
+                       * 1e6 for s in stages],
+                 "marker": {"color": "#c9ced6"},
+                 "hovertemplate": "virtual machine: %{y:.1f} µs<extra></extra>"})
+    numpy = [s.get("numpy_s") for s in stages]
+    if any(v for v in numpy):
+        data.append({"type": "scatter", "mode": "lines+markers", "name": "numpy (same code)",
+                     "x": labels, "y": [v * 1e6 if v else None for v in numpy],
+                     "line": {"dash": "dash", "color": "#333"}})
+    fig = {"data": data, "layout": layout("end-to-end time by operator (µs)", barmode="stack",
+                                          height=300, yaxis={"title": {"text": "µs"}})}
+    return json.dumps(fig)

@@ -25,3 +25,8 @@ def store() -> Store | None:
 def limits() -> Limits:
     """The server's input limits (the defaults outside a request)."""
     return current_app.extensions["limits"] if has_app_context() else DEFAULT_LIMITS
+
+
+def instance_folder() -> str:
+    """The app's instance folder (the store's files, the model's trained weights)."""
+    return current_app.config.get("EXPLORER_INSTANCE") or current_app.instance_path

@@ -29,6 +29,7 @@ from .struct_info import (ObjectStructInfo, ShapeStructInfo, StructInfo, TensorS
                           TupleStructInfo)
 
 __all__ = ["parse", "script", "constants_of", "build", "VirtualMachine", "Executable", "vm",
+           "from_onnx", "frontend",
            "transform", "Function", "Var", "DataflowVar", "GlobalVar", "ExternFunc", "Op",
            "Call", "Constant", "Tuple", "TupleGetItem", "ShapeExpr", "SeqExpr", "VarBinding",
            "BindingBlock", "DataflowBlock", "Expr", "call_tir", "call_dps_packed", "const",
@@ -36,9 +37,10 @@ __all__ = ["parse", "script", "constants_of", "build", "VirtualMachine", "Execut
            "ObjectStructInfo"]
 
 _LAZY = {"build": ("engine.relax.vm", "build"),
+         "from_onnx": ("engine.relax.frontend", "from_onnx"),
          "VirtualMachine": ("engine.relax.vm", "VirtualMachine"),
          "Executable": ("engine.relax.vm", "Executable")}
-_SUBMODULES = {"vm", "transform", "op"}
+_SUBMODULES = {"vm", "transform", "op", "frontend"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,104 @@
+"""Routes of the model page (see :mod:`app.web.model`).
+
+=====================================  =====================================================
+``GET  /model/<name>?batch=&fused=&t.<f>=``  the model: graph, functions, accuracy, samples
+``GET  /model/<name>/measure?...``     the measurement pane (lazy; polls while queued)
+``POST /model/onnx``                   an uploaded .onnx file: checked, kept, -> its page
+``POST /model/<name>/apply``           a trace (token or explorer link) for one function,
+                                       or every function of the same shape -> redirect
+=====================================  =====================================================
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+from flask import Blueprint, redirect, render_template, request
+
+from ..errors import AppError
+from ..service.protocol import ClientQueueFull, PoolClosed, PoolUnavailable, QueueFull
+from . import model as model_view
+from .plots import model_figure
+from .services import limits, measurer
+
+bp = Blueprint("model", __name__)
+
+_TOKEN = re.compile(r"[A-Za-z0-9_\-=.]+")
+
+
+@bp.get("/model/<name>")
+def model_page(name: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    return render_template("model.html", **model_view.context(state))
+
+
+@bp.post("/model/onnx")
+def model_upload():
+    up = request.files.get("file")
+    data = up.read(limits().max_upload_bytes + 1) if up is not None and up.filename else b""
+    if not data:
+        raise AppError(400, "No model", "Choose an .onnx file first (torch.onnx.export or "
+                       "onnx.save writes one).", back="/", back_label="the gallery")
+    if len(data) > limits().max_upload_bytes:
+        raise AppError(413, "Model too large", f"The file is over "
+                       f"{limits().max_upload_bytes} bytes (max_upload_bytes).", back="/",
+                       back_label="the gallery")
+    name = model_view.store_onnx(data)
+    return redirect(f"/model/{name}?fused=1", code=303)
+
+
+@bp.get("/model/<name>/measure")
+def model_measure(name: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    current, _ = state.scheduled()
+    key, doc = model_view.measure_doc(state, current)
+    ctx = {"state": state, "result": None, "pending": None, "error": None, "fig": None}
+    try:
+        got, ticket = measurer().submit_model(key, doc)
+    except (QueueFull, ClientQueueFull, PoolClosed, PoolUnavailable) as e:
+        ctx["error"] = str(e)
+        return render_template("panes/model_measure.html", **ctx)
+    if got is None:
+        got = measurer().model_result_of(ticket, timeout=2.0)
+        if "pending" in got:
+            ctx["pending"] = got["pending"]
+            return render_template("panes/model_measure.html", **ctx)
+    if "error" in got:
+        ctx["error"] = got["error"]
+    else:
+        ctx["result"] = got
+        ctx["fig"] = model_figure(got)
+    return render_template("panes/model_measure.html", **ctx)
+
+
+def _token_of(text: str) -> str:
+    """A trace token from what was pasted: the token itself or an explorer link's ``t=``."""
+    text = (text or "").strip()
+    if "t=" in text and ("/" in text or "?" in text):
+        q = parse_qs(urlparse(text).query)
+        text = (q.get("t") or [""])[0]
+    if not text or not _TOKEN.fullmatch(text):
+        raise AppError(400, "No trace", "Paste the explorer's link of the function (it holds "
+                       "the trace after t=) or the trace token itself.", back=request.referrer
+                       or "/", back_label="the model")
+    limits().check_token(text)
+    return text
+
+
+@bp.post("/model/<name>/apply")
+def model_apply(name: str):
+    state = model_view.ModelState.from_request(name, request.form)
+    fname = request.form.get("func", "")
+    token = _token_of(request.form.get("trace", ""))
+    base = state.base()
+    if fname not in base or base[fname].__class__.__name__ != "PrimFunc":
+        raise AppError(400, "No such function", f"{fname[:60]!r} is not a TensorIR function "
+                       "of this model.", back=state.url(), back_label="the model")
+    targets = (model_view.same_shape_functions(base, fname)
+               if request.form.get("scope") == "same-shape" else [fname])
+    tokens = dict(state.tokens)
+    for t in targets:
+        tokens[t] = token
+    new = model_view.ModelState(state.name, state.batch, state.fused, tokens)
+    new.scheduled()  # refuse now (400 naming the function) when a trace does not replay
+    return redirect(new.url(), code=303)

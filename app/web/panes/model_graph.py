@@ -1,0 +1,112 @@
+"""Server-rendered SVG of a model's graph: ``main``'s inputs, then one box per
+``R.call_tir`` in order — the TensorIR function called (a link into the explorer), its
+output shape, its op pattern, "fused" when FuseTIR made it, and how many schedule steps the
+link gives it — with an arrow from each box to the boxes that read its result.  Weights
+(constants) are listed inside the box that reads them.  All text is escaped.
+"""
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from engine.ir.function import IRModule, PrimFunc
+from engine.relax.expr import Constant, Var
+from engine.relax.transform.fuse_ops import call_tir_callee, tir_args
+from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
+
+__all__ = ["graph_svg"]
+
+WIDTH = 520
+BOX_W = 360
+LINE = 16
+GAP = 26
+X0 = 80
+
+
+def _shape(si) -> str:
+    shape = getattr(si, "shape", None)
+    return "(" + ", ".join(map(str, shape)) + ")" if shape is not None else "?"
+
+
+def graph_svg(mod: IRModule, traces: dict, members: dict | None = None) -> Markup:
+    """The SVG of ``mod``'s ``main``; ``traces``: function -> Trace given by the link;
+    ``members``: fused function -> the functions grouped into it."""
+    members = members or {}
+    main = mod["main"]
+    nodes = []  # (kind, title, lines, var ids produced, var ids read, link func)
+    for p in main.params:
+        nodes.append(("input", f"input {p.name_hint}", [_shape(p.struct_info)], {id(p)}, set(),
+                      None))
+    for b in main.bindings():
+        callee = call_tir_callee(b.value)
+        if callee is None:
+            nodes.append(("other", b.var.name_hint, [type(b.value).__name__],
+                          {id(b.var)}, {id(a) for a in getattr(b.value, "args", ())
+                                        if isinstance(a, Var)}, None))
+            continue
+        prim = mod[callee] if callee in mod else None
+        args = tir_args(b.value)
+        consts = [_shape(a.struct_info) for a in args if isinstance(a, Constant)]
+        pattern = PATTERN_NAMES.get(op_pattern(prim), "?") if isinstance(prim, PrimFunc) else "?"
+        lines = [f"{b.var.name_hint} = {_shape(b.var.struct_info)} · {pattern}"]
+        if consts:
+            lines.append("weights " + ", ".join(consts))
+        if callee in members:
+            lines.append("fuses " + " → ".join(members[callee]))
+        if callee in traces:
+            lines.append(f"scheduled: {len(traces[callee].insts)} steps")
+        kind = "fused" if callee.startswith("fused_") else "call"
+        nodes.append((kind, callee, lines, {id(b.var)},
+                      {id(a) for a in args if isinstance(a, Var)}, callee))
+    # layout: one column, top to bottom
+    ys, y = [], 10
+    for kind, title, lines, *_ in nodes:
+        h = LINE * (1 + len(lines)) + 12
+        ys.append((y, h))
+        y += h + GAP
+    height = y
+    parts = [f'<svg class="model-graph" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
+             f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
+             f'aria-label="the model\'s graph">',
+             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+             'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
+             'fill="#555"/></marker></defs>']
+    produced_at = {}
+    for i, node in enumerate(nodes):
+        for v in node[3]:
+            produced_at[v] = i
+    side = 0
+    for j, node in enumerate(nodes):
+        for v in sorted(node[4]):
+            i = produced_at.get(v)
+            if i is None:
+                continue
+            y1 = ys[i][0] + ys[i][1]
+            y2 = ys[j][0]
+            if j == i + 1:
+                parts.append(f'<line x1="{X0 + BOX_W // 2}" y1="{y1}" x2="{X0 + BOX_W // 2}" '
+                             f'y2="{y2}" stroke="#555" marker-end="url(#arrow)"/>')
+            else:
+                side += 1
+                xr = X0 + BOX_W + 12 + 10 * (side % 6)
+                parts.append(f'<path d="M {X0 + BOX_W} {y1 - 8} C {xr} {y1 - 8}, {xr} {y2 + 8},'
+                             f' {X0 + BOX_W} {y2 + 8}" fill="none" stroke="#555" '
+                             f'marker-end="url(#arrow)"/>')
+    for (kind, title, lines, _p, _r, link), (y, h) in zip(nodes, ys):
+        cls = f"mg-{kind}"
+        title_el = escape(title)
+        parts.append(f'<g class="mg-node {cls}" data-func="{escape(link or "")}">')
+        parts.append(f'<rect x="{X0}" y="{y}" width="{BOX_W}" height="{h}" rx="6"/>')
+        if link:
+            parts.append(f'<a href="#fn-{escape(link)}"><text x="{X0 + 10}" y="{y + 18}" '
+                         f'class="mg-title">{title_el}</text></a>')
+        else:
+            parts.append(f'<text x="{X0 + 10}" y="{y + 18}" class="mg-title">{title_el}</text>')
+        if kind == "fused":
+            parts.append(f'<text x="{X0 + BOX_W - 10}" y="{y + 18}" text-anchor="end" '
+                         f'class="mg-badge">fused group</text>')
+        for k, line in enumerate(lines):
+            parts.append(f'<text x="{X0 + 10}" y="{y + 18 + LINE * (k + 1)}" class="mg-line">'
+                         f'{escape(line)}</text>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return Markup("".join(parts))

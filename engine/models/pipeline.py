@@ -1,0 +1,154 @@
+"""A model's stages and their timings: what the model page, ``python -m engine run-model``
+and ``benchmarks/bench_model.py`` show.
+
+Stages, each an IRModule whose ``main`` calls TensorIR functions only:
+
+* ``unscheduled`` — the model as written (high-level operators legalized by
+  ``LegalizeOps``);
+* ``scheduled`` — every TensorIR function with its default schedule
+  (:mod:`.schedules`);
+* ``fused`` — ``FuseOps`` + ``FuseTIR`` + ``DeadCodeElimination`` of the unscheduled one;
+* ``fused+scheduled`` — the fused functions with their default schedules.
+
+:func:`profile` runs ``main`` in the virtual machine end to end and times each TensorIR
+function called, alone, on arrays of its shapes: the per-operator table, and what is left
+of the end-to-end time (the virtual machine's own work per ``call_tir``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from engine.ir.function import IRModule, PrimFunc
+from engine.relax.transform import DeadCodeElimination, FuseOps, FuseTIR, LegalizeOps
+from engine.relax.transform.fuse_ops import call_tir_callee
+
+from .schedules import schedule_module
+
+__all__ = ["STAGES", "stage_module", "all_stages", "OpTime", "Profile", "profile",
+           "call_sequence", "time_call"]
+
+STAGES = ("unscheduled", "scheduled", "fused", "fused+scheduled")
+
+
+def _legal(mod: IRModule) -> IRModule:
+    return DeadCodeElimination()(LegalizeOps()(mod))
+
+
+def _fused(mod: IRModule) -> IRModule:
+    return DeadCodeElimination()(FuseTIR()(FuseOps()(_legal(mod))))
+
+
+def stage_module(mod: IRModule, stage: str) -> tuple[IRModule, dict]:
+    """The module of one stage and the traces of its scheduled functions (name -> Trace)."""
+    if stage == "unscheduled":
+        return _legal(mod), {}
+    if stage == "scheduled":
+        return schedule_module(_legal(mod))
+    if stage == "fused":
+        return _fused(mod), {}
+    if stage == "fused+scheduled":
+        return schedule_module(_fused(mod))
+    raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+
+
+def all_stages(mod: IRModule) -> dict[str, tuple[IRModule, dict]]:
+    return {s: stage_module(mod, s) for s in STAGES}
+
+
+def call_sequence(mod: IRModule, func: str = "main") -> list[tuple[str, str]]:
+    """(binding name, TensorIR function) of each ``call_tir`` of ``func``, in order."""
+    f = mod[func]
+    out = []
+    for b in f.bindings():
+        callee = call_tir_callee(b.value)
+        if callee is not None:
+            out.append((b.var.name_hint, callee))
+    return out
+
+
+@dataclass
+class OpTime:
+    """One TensorIR function of the model: how often ``main`` calls it and its time."""
+
+    name: str
+    calls: int
+    seconds: float          # one call, median
+
+    @property
+    def total(self) -> float:
+        return self.calls * self.seconds
+
+
+@dataclass
+class Profile:
+    """End-to-end time of ``main`` in the virtual machine and the per-function times."""
+
+    stage: str
+    batch: int
+    e2e_seconds: float
+    ops: list[OpTime] = field(default_factory=list)
+    numpy_seconds: float | None = None
+
+    @property
+    def op_seconds(self) -> float:
+        return sum(o.total for o in self.ops)
+
+    @property
+    def n_calls(self) -> int:
+        return sum(o.calls for o in self.ops)
+
+    @property
+    def overhead_per_call(self) -> float:
+        """What the end-to-end time spends besides the functions, per ``call_tir``."""
+        return max(0.0, self.e2e_seconds - self.op_seconds) / max(1, self.n_calls)
+
+    def to_dict(self) -> dict:
+        return {"stage": self.stage, "batch": self.batch, "e2e_s": self.e2e_seconds,
+                "numpy_s": self.numpy_seconds, "overhead_per_call_s": self.overhead_per_call,
+                "ops": [{"name": o.name, "calls": o.calls, "s": o.seconds} for o in self.ops]}
+
+
+def _best_of(fn: Callable[[], object], number: int, repeat: int) -> float:
+    """Median over ``repeat`` runs of the mean time of ``number`` calls."""
+    fn()  # warm up (and build caches)
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter() - t0) / number)
+    return float(np.median(runs))
+
+
+def time_call(prim: PrimFunc, number: int = 10, repeat: int = 3, seed: int = 0) -> float:
+    """Seconds of one call of a TensorIR function on random arrays of its shapes."""
+    from engine.runtime import build, random_arrays
+
+    rt = build(IRModule(((prim.name, prim),)))
+    fn = rt[prim.name]
+    arrays = random_arrays(fn.specs, seed)
+    res = rt.time_evaluator(prim.name, number=number, repeat=repeat)(*arrays)
+    return float(res.median)
+
+
+def profile(mod: IRModule, inputs: list[np.ndarray], stage: str = "", number: int = 10,
+            repeat: int = 3, numpy_fn: Callable[[], object] | None = None) -> Profile:
+    """Time ``main`` end to end in the VM and each TensorIR function it calls."""
+    from engine import relax
+
+    vm = relax.VirtualMachine(relax.build(mod, target="llvm"))
+    main = vm["main"]
+    e2e = _best_of(lambda: main(*inputs), number, repeat)
+    counts: dict[str, int] = {}
+    for _, callee in call_sequence(mod):
+        counts[callee] = counts.get(callee, 0) + 1
+    ops = [OpTime(name, n, time_call(mod[name], number, repeat)) for name, n in counts.items()]
+    batch = int(inputs[0].shape[0]) if inputs and inputs[0].ndim else 1
+    np_s = _best_of(numpy_fn, number, repeat) if numpy_fn is not None else None
+    return Profile(stage, batch, e2e, ops, np_s)
+
+

@@ -1,0 +1,151 @@
+"""The model page: graph and functions, links into the explorer, traces applied per function
+and to every function of the same shape, the measurement job (inline service), and refusals."""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+import engine
+from engine import IRModule
+from inline_service import drain, make_test_app
+
+
+@pytest.fixture(scope="module")
+def client():
+    app = make_test_app()
+    with app.app_context():
+        yield app, app.test_client()
+
+
+def _html(r):
+    return r.get_data(as_text=True)
+
+
+def _fused_trace_token() -> str:
+    from engine.models.course import mlp_module
+    from engine.models.pipeline import stage_module
+
+    mod, _ = stage_module(mlp_module(1), "fused")
+    one = IRModule((("fused_linear0_relu0", mod["fused_linear0_relu0"]),))
+    sch = engine.Schedule(one)
+    y = sch.get_block("Y")
+    _, j, _ = sch.get_loops(y)
+    sch.reverse_compute_at(sch.get_block("Z"), j)
+    return sch.trace.encode()
+
+
+def test_page_shows_the_fused_graph_and_links_each_function_into_the_explorer(client):
+    app, c = client
+    r = c.get("/model/mlp?batch=1&fused=1")
+    assert r.status_code == 200
+    html = _html(r)
+    assert '<svg class="model-graph"' in html and "fused group" in html
+    assert 'id="fn-fused_linear0_relu0"' in html and 'id="fn-linear1"' in html
+    assert "label " in html and "predicted " in html and 'id="accuracy"' in html
+    links = re.findall(r'class="fname" href="([^"]+)"', html)
+    assert len(links) == 2
+    r2 = c.get(links[0].replace("&amp;", "&"))
+    assert r2.status_code == 200 and "fused_linear0_relu0" in _html(r2)
+    unfused = _html(c.get("/model/mlp?batch=1&fused=0"))
+    assert 'id="fn-linear0"' in unfused and 'id="fn-relu0"' in unfused
+    assert "fused group" not in unfused
+
+
+def test_a_pasted_explorer_link_schedules_the_function_and_the_link_keeps_it(client):
+    app, c = client
+    token = _fused_trace_token()
+    link = "http://127.0.0.1:5000/explore/custom?src=abc&t=" + token
+    r = c.post("/model/mlp/apply", data={"batch": "1", "fused": "1",
+                                         "func": "fused_linear0_relu0", "trace": link,
+                                         "scope": "one"})
+    assert r.status_code == 303
+    q = parse_qs(urlparse(r.headers["Location"]).query)
+    assert q["t.fused_linear0_relu0"] == [token]
+    page = _html(c.get(r.headers["Location"]))
+    assert "schedule steps" in page and "scheduled: " in page
+    # the measurement: every stage plus this link's, all matching numpy
+    url = r.headers["Location"].replace("/model/mlp?", "/model/mlp/measure?")
+    c.get(url)
+    drain(app)
+    pane = _html(c.get(url))
+    assert "this link&#39;s schedules" in pane or "this link's schedules" in pane
+    assert 'id="engine-accuracy"' in pane and 'id="model-plot"' in pane
+    assert pane.count("<td>yes</td>") == 5
+
+
+def test_same_shape_functions():
+    from app.web.model import same_shape_functions
+    from engine.relax.expr import Call, DataflowBlock, DataflowVar, Function, Op, SeqExpr, Var
+    from engine.relax.expr import VarBinding
+    from engine.relax.struct_info import TensorStructInfo
+    from engine.relax.transform import LegalizeOps
+
+    t = TensorStructInfo((4, 4), "float32")
+    x = Var("x", t)
+    a, b, c = DataflowVar("a", t), DataflowVar("b", t), Var("c", t)
+    bs = (VarBinding(a, Call(Op("relax.nn.relu"), (x,), (), (), t)),
+          VarBinding(b, Call(Op("relax.nn.relu"), (a,), (), (), t)),
+          VarBinding(c, Call(Op("relax.add"), (a, b), (), (), t)))
+    main = Function("main", (x,), SeqExpr((DataflowBlock(bs),), c), t)
+    mod = LegalizeOps()(IRModule((("main", main),)))
+    assert same_shape_functions(mod, "relu") == ["relu", "relu1"]
+    assert same_shape_functions(mod, "add") == ["add"]
+
+
+@pytest.mark.parametrize("url,status,words", [
+    ("/model/resnet", 404, "no model named"),
+    ("/model/mlp?batch=0", 400, "outside 1..64"),
+    ("/model/mlp?batch=100000", 400, "max_model_batch"),
+    ("/model/mlp?batch=1e3", 400, "not a whole number"),
+    ("/model/mlp?t.nothere=AAAA", 400, "not a TensorIR function"),
+    ("/model/mlp?t.linear1=%%%", 400, "trace"),
+])
+def test_bad_links_get_sentences(client, url, status, words):
+    _, c = client
+    r = c.get(url)
+    assert r.status_code == status
+    assert words in _html(r)
+
+
+def test_a_trace_that_does_not_fit_the_function_is_refused(client):
+    _, c = client
+    r = c.post("/model/mlp/apply", data={"batch": "1", "fused": "1", "func": "linear1",
+                                         "trace": _fused_trace_token(), "scope": "one"})
+    assert r.status_code == 400 and "cannot be applied to it" in _html(r)
+    r = c.post("/model/mlp/apply", data={"batch": "1", "fused": "1", "func": "linear1",
+                                         "trace": "", "scope": "one"})
+    assert r.status_code == 400 and "Paste the explorer" in _html(r)
+
+
+def test_an_uploaded_onnx_model_gets_its_page_and_measurement(client):
+    import io
+
+    import onnx_models as om
+    from onnx import helper
+
+    app, c = client
+    data = om.conv_net().SerializeToString()
+    r = c.post("/model/onnx", data={"file": (io.BytesIO(data), "net.onnx")},
+               content_type="multipart/form-data")
+    assert r.status_code == 303
+    url = r.headers["Location"]
+    assert re.search(r"/model/onnx-[0-9a-f]{16}\?", url)
+    page = _html(c.get(url))
+    assert '<svg class="model-graph"' in page and "fused_conv2d_add_relu" in page
+    murl = url.replace("?", "/measure?", 1)
+    c.get(murl)
+    drain(app)
+    pane = _html(c.get(murl))
+    assert pane.count("<td>yes</td>") == 4, pane[:2000]
+    # refusals: an operator outside the set, a file that is not ONNX, nothing
+    bad = om.model([helper.make_node("Sigmoid", ["x"], ["y"])], [("x", [2, 3])], [("y", [2, 3])])
+    r = c.post("/model/onnx", data={"file": (io.BytesIO(bad.SerializeToString()), "s.onnx")},
+               content_type="multipart/form-data")
+    assert r.status_code == 400 and "Sigmoid" in _html(r)
+    r = c.post("/model/onnx", data={"file": (io.BytesIO(b"garbage"), "g.onnx")},
+               content_type="multipart/form-data")
+    assert r.status_code == 400 and "not an ONNX model" in _html(r)
+    assert c.post("/model/onnx", data={}).status_code == 400
+    assert c.get("/model/onnx-0123456789abcdef").status_code == 404
