@@ -134,7 +134,7 @@ def test_import_tvm_trace_list():
      "workload"),
     ("{not json", "not valid JSON"),
     (42, "must be a JSON object"),
-    ([[["Split", [], [], []]], [[0, 4]]], "sampling"),
+    ([[["Split", [], [], []]], [[0, 4]]], "samples nothing"),
 ])
 def test_malformed_documents(doc, msg):
     with pytest.raises(TraceError, match=msg):

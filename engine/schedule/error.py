@@ -64,5 +64,8 @@ class ScheduleError(ValueError):
 class TraceError(ValueError):
     """A trace document or replay is invalid (unknown version/kind, bad reference, ...).
 
-    When raised by :meth:`Trace.apply_to_schedule`, nothing has been applied.
+    When raised by :meth:`Trace.apply_to_schedule`, nothing has been applied; when an
+    instruction was refused, ``schedule_error`` is the primitive's ScheduleError.
     """
+
+    schedule_error: "ScheduleError | None" = None

@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from .error import TraceError
-from .literals import SCRIPT_NAMES, is_handle_name, is_param_name, py_name, short
+from .literals import SCRIPT_NAMES, is_handle_name, is_param_name, py_literal, py_name, short
 from .registry import REGISTRY
 
 
@@ -71,13 +71,17 @@ def norm_workload(workload: Any) -> tuple[str, dict] | None:
     return name, dict(params)
 
 
-def python_line(inst: Instruction, dialect: str) -> str:
-    """One instruction as a Python line in ``dialect`` ('engine', 'tvm' or 'course')."""
+def python_line(inst: Instruction, dialect: str, decision: Any = None) -> str:
+    """One instruction as a Python line in ``dialect`` ('engine', 'tvm' or 'course'); a
+    sampling instruction's ``decision`` (when known) is written as TVM does, last:
+    ``decision=[8, 16]``."""
     prim = REGISTRY.get(inst.kind)
     if prim is None:
         raise TraceError(f"unknown instruction kind {inst.kind!r}")
     try:
         args = prim.python_args(list(inst.inputs), list(inst.attrs), dialect)
+        if decision is not None:
+            args.append(f"decision={py_literal(prim.check_decision(list(inst.attrs), decision), 'a decision')}")
     except (IndexError, TypeError, ValueError) as e:  # TraceError is a ValueError
         if isinstance(e, TraceError):
             raise

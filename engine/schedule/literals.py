@@ -118,6 +118,25 @@ def py_number_or_none(v: Any, what: str) -> str:
     return py_literal(v, what)
 
 
+def py_int_list(v: Any, what: str) -> str:
+    """A list of integers (``[1, 2, 4]``)."""
+    if not isinstance(v, (list, tuple)):
+        raise TraceError(f"{what} must be a list of integers, got {short(v)}")
+    return "[" + ", ".join(py_int(x, what) for x in v) + "]"
+
+
+def py_number_list(v: Any, what: str) -> str:
+    """A list of finite numbers (``[0.5, 0.25, 0.25]``)."""
+    if not isinstance(v, (list, tuple)):
+        raise TraceError(f"{what} must be a list of numbers, got {short(v)}")
+    out = []
+    for x in v:
+        if x is None:
+            raise TraceError(f"{what} must be a list of numbers, got {short(v)}")
+        out.append(py_number_or_none(x, what))
+    return "[" + ", ".join(out) + "]"
+
+
 def fmt(v: Any) -> str:
     """Python source for a trace input value: handle names bare, string literals (written
     in the trace with their quotes) re-quoted from their value, numbers, None, lists."""

@@ -2,8 +2,15 @@
 Python exports (this engine, TVM 0.27, the 2022 course) and replay onto a Schedule.
 
 Our document is ``{"format": "schedule-explorer/trace", "version": 1, "workload": {...},
-"insts": [...]}`` (instructions as in :mod:`.instruction`); :meth:`Trace.from_json` also
-reads TVM's ``trace.as_json()`` list ``[[insts], [decisions]]``.
+"insts": [...]}`` (instructions as in :mod:`.instruction`), plus, when the trace samples,
+``"decisions": [[inst_index, decision], ...]`` (TVM's decisions list); :meth:`Trace.from_json`
+also reads TVM's ``trace.as_json()`` list ``[[insts], [decisions]]``.
+
+Decisions: a sampling instruction (``SamplePerfectTile``, ``SampleCategorical``,
+``SampleComputeLocation``) has a decision, what it drew; :attr:`Trace.decisions` maps those
+instructions to their decisions, :meth:`Trace.with_decision` gives the trace with one of them
+changed, and replaying applies them (a trace with all its decisions replays to the same
+program every time).
 """
 from __future__ import annotations
 
@@ -25,13 +32,22 @@ VERSION = 1
 
 
 class Trace:
-    """An immutable sequence of :class:`Instruction` plus optional workload metadata."""
+    """An immutable sequence of :class:`Instruction` plus optional workload metadata and
+    the decisions of its sampling instructions (``{instruction or its index: decision}``)."""
 
-    def __init__(self, insts: Iterable[Instruction] = (), workload: Any = None):
+    def __init__(self, insts: Iterable[Instruction] = (), workload: Any = None,
+                 decisions: Any = None):
         self._insts = tuple(insts)
         if workload is not None and not (isinstance(workload, tuple) and len(workload) == 2):
             workload = norm_workload(workload)
         self.workload = workload
+        self._decisions: dict[int, Any] = {}
+        for key, decision in (decisions or {}).items():
+            if decision is not None:
+                n = key if isinstance(key, int) and not isinstance(key, bool) \
+                    else self._position(key)
+                self._decisions[n] = _checked_decision(self._insts, n, decision)
+        self._decisions = dict(sorted(self._decisions.items()))
 
     # ------------------------------------------------------------------ sequence
     @property
@@ -48,17 +64,66 @@ class Trace:
         if isinstance(k, slice):
             if k.step not in (None, 1) or (k.start not in (None, 0)):
                 raise TraceError("only prefixes of a trace can be taken (trace[:k])")
-            return Trace(self._insts[k], self.workload)
+            kept = self._insts[k]
+            return Trace(kept, self.workload, self._decisions_before(len(kept)))
         return self._insts[k]
 
     def truncate(self, k: int) -> "Trace":
         """The first ``k`` instructions (undo back to step ``k``)."""
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise TraceError(f"truncate needs a step count >= 0, got {k!r}")
-        return Trace(self._insts[:k], self.workload)
+        return Trace(self._insts[:k], self.workload, self._decisions_before(k))
+
+    def _decisions_before(self, k: int) -> dict:
+        return {n: d for n, d in self._decisions.items() if n < k}
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Trace) and self.as_json()["insts"] == other.as_json()["insts"]
+        return isinstance(other, Trace) and self.as_json()["insts"] == other.as_json()["insts"] \
+            and self._decisions == other._decisions
+
+    # ------------------------------------------------------------------ decisions
+    @property
+    def decisions(self) -> dict:
+        """The sampling instructions' decisions, ``{Instruction: decision}`` in trace order
+        (TVM's ``trace.decisions``): a list of factors for SamplePerfectTile, a candidate's
+        index for SampleCategorical, a location for SampleComputeLocation."""
+        return {self._insts[n]: _public(d) for n, d in self._decisions.items()}
+
+    def get_decision(self, inst: Any) -> Any:
+        """The decision of ``inst`` (an Instruction of this trace or its index), or None."""
+        return _public(self._decisions.get(self._position(inst)))
+
+    def with_decision(self, inst: Any, decision: Any, remove_postproc: bool = True) -> "Trace":
+        """A new trace with the decision of sampling instruction ``inst`` (an Instruction of
+        this trace or its index) replaced by ``decision`` (TVM's ``Trace.with_decision``);
+        with ``remove_postproc`` the instructions from ``enter_postproc`` on are dropped.
+        The decision's shape is checked here (TraceError); whether it fits the program
+        (a tiling's product, a legal location) is checked when the trace is replayed."""
+        n = self._position(inst)
+        end = len(self._insts)
+        if remove_postproc:
+            end = next((i for i, x in enumerate(self._insts) if x.kind == "EnterPostproc"), end)
+        if n >= end:
+            raise TraceError(f"instruction {n + 1} ({self._insts[n].kind}) is after "
+                             "enter_postproc; pass remove_postproc=False to keep it")
+        decisions = self._decisions_before(end)
+        decisions[n] = decision
+        return Trace(self._insts[:end], self.workload, decisions)
+
+    def _position(self, inst: Any) -> int:
+        """The index of ``inst`` (an Instruction of this trace, or an index)."""
+        if isinstance(inst, int) and not isinstance(inst, bool):
+            if not 0 <= inst < len(self._insts):
+                raise TraceError(f"the trace has {len(self._insts)} instructions; there is no "
+                                 f"instruction {inst}")
+            return inst
+        for n, x in enumerate(self._insts):
+            if x is inst:
+                return n
+        for n, x in enumerate(self._insts):
+            if x == inst:
+                return n
+        raise TraceError(f"{short(inst)} is not an instruction of this trace")
 
     def __repr__(self) -> str:
         return f"Trace({len(self)} instructions)\n" + self.as_python()
@@ -67,9 +132,9 @@ class Trace:
         """One short Python line per instruction (for the trace pane); an instruction whose
         values cannot be written (a step the page will refuse to replay) shows as a comment."""
         lines = []
-        for inst in self._insts:
+        for n, inst in enumerate(self._insts):
             try:
-                lines.append(python_line(inst, "engine"))
+                lines.append(python_line(inst, "engine", self._decisions.get(n)))
             except TraceError as e:
                 lines.append(f"# {inst.kind}: cannot be written ({e})")
         return lines
@@ -82,6 +147,8 @@ class Trace:
         else:
             doc["workload"] = None
         doc["insts"] = [i.as_list() for i in self._insts]
+        if self._decisions:
+            doc["decisions"] = [[n, _public(d)] for n, d in self._decisions.items()]
         return doc
 
     @staticmethod
@@ -115,7 +182,8 @@ class Trace:
         insts = doc.get("insts")
         if not isinstance(insts, list):
             raise TraceError("the trace document needs an 'insts' list")
-        return Trace(check_insts(insts, tvm=False), workload)
+        checked = check_insts(insts, tvm=False)
+        return Trace(checked, workload, read_decisions(doc.get("decisions", []), checked))
 
     def encode(self) -> str:
         """Compact URL-safe token: base64url (no padding) of the compact JSON document."""
@@ -186,7 +254,7 @@ class Trace:
         lines = []
         for n, inst in enumerate(self._insts, 1):
             try:
-                lines.append(python_line(inst, dialect))
+                lines.append(python_line(inst, dialect, self._decisions.get(n - 1)))
             except TraceError as e:
                 raise TraceError(f"instruction {n} ({inst.kind}) cannot be exported: {e}") \
                     from None
@@ -194,15 +262,17 @@ class Trace:
 
     # ------------------------------------------------------------------ replay
     def apply_to_schedule(self, sch: Any, remove_postproc: bool = False) -> None:
-        """Replay the instructions on ``sch``. All or nothing: on any error a
-        :class:`TraceError` is raised and ``sch`` is unchanged."""
+        """Replay the instructions on ``sch``, each sampling instruction with its decision
+        (one without a decision samples from ``sch``'s generator). All or nothing: on any
+        error a :class:`TraceError` is raised and ``sch`` is unchanged; when an instruction
+        was refused, the TraceError's ``schedule_error`` is the ScheduleError."""
         del remove_postproc  # accepted for TVM compatibility; we have no postprocessors
         if self.workload is not None and sch.workload is not None and \
                 self.workload[0] != sch.workload[0]:
             raise TraceError(f"this trace was recorded on workload {self.workload[0]!r}, "
                              f"but the schedule is for {sch.workload[0]!r}; open "
                              f"{self.workload[0]!r} to replay it")
-        work = sch.copy()
+        work = sch._clone()
         env: dict[str, Any] = {}
         for n, inst in enumerate(self._insts, 1):
             prim = REGISTRY.get(inst.kind)
@@ -230,9 +300,11 @@ class Trace:
                 else:
                     inputs.append(x)
             try:
-                outs = work._run(prim, inputs, list(inst.attrs))
+                outs = work._run(prim, inputs, list(inst.attrs), self._decisions.get(n - 1))
             except ScheduleError as e:
-                raise TraceError(f"instruction {n} ({inst.kind}) cannot be replayed: {e}") from e
+                err = TraceError(f"instruction {n} ({inst.kind}) cannot be replayed: {e}")
+                err.schedule_error = e
+                raise err from e
             except (TypeError, ValueError, IndexError, KeyError) as e:
                 raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from e
             if len(outs) != len(inst.outputs):
@@ -249,8 +321,49 @@ def _from_tvm(doc: list) -> Trace:
     if len(doc) != 2 or not isinstance(doc[0], list) or not isinstance(doc[1], list):
         raise TraceError("a TVM trace must be [[instructions], [decisions]] "
                          "(the output of trace.as_json())")
-    if doc[1]:
-        raise TraceError("this TVM trace has sampling decisions; traces with sampling "
-                         "instructions (Sample*) are not supported — export a trace of "
-                         "fixed primitives")
-    return Trace(check_insts(doc[0], tvm=True), None)
+    insts = check_insts(doc[0], tvm=True)
+    return Trace(insts, None, read_decisions(doc[1], insts))
+
+
+def _public(decision: Any) -> Any:
+    """A decision as the API and the documents show it (a tiling as a list)."""
+    return list(decision) if isinstance(decision, tuple) else decision
+
+
+def _checked_decision(insts: tuple, n: int, decision: Any) -> Any:
+    """``decision`` for instruction ``n`` of ``insts``, its shape checked (TraceError)."""
+    if not 0 <= n < len(insts):
+        raise TraceError(f"a decision names instruction {n}, but the trace has "
+                         f"{len(insts)} (counted from 0)")
+    inst = insts[n]
+    prim = REGISTRY.get(inst.kind)
+    if prim is None or not prim.has_decision:
+        raise TraceError(f"a decision names instruction {n} ({inst.kind}), which samples "
+                         "nothing; only Sample* instructions have decisions")
+    if isinstance(decision, list):
+        decision = tuple(decision)
+    try:
+        return prim.check_decision(list(inst.attrs), decision)
+    except TraceError as e:
+        raise TraceError(f"instruction {n} ({inst.kind}): {e}") from None
+
+
+def read_decisions(raw: Any, insts: list) -> dict[int, Any]:
+    """A document's decisions list ``[[inst_index, decision], ...]`` (TVM's shape), checked
+    against the instructions: each index once, each naming a sampling instruction, each
+    decision of that instruction's shape."""
+    if not isinstance(raw, list):
+        raise TraceError("'decisions' must be a list of [instruction index, decision] pairs")
+    out: dict[int, Any] = {}
+    for entry in raw:
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], int) \
+                or isinstance(entry[0], bool):
+            raise TraceError("each decision must be [instruction index, decision], got "
+                             f"{short(entry)}")
+        n, decision = entry
+        if n in out:
+            raise TraceError(f"instruction {n} has two decisions")
+        if decision is None:
+            continue
+        out[n] = _checked_decision(tuple(insts), n, decision)
+    return out

@@ -29,7 +29,8 @@ from typing import Any
 
 from .error import ScheduleError, TraceError
 # fmt is imported by the primitives from here
-from .literals import fmt, py_bool, py_int, py_literal, py_number_or_none, py_str  # noqa: F401
+from .literals import (fmt, py_bool, py_int, py_int_list, py_literal,  # noqa: F401
+                       py_number_list, py_number_or_none, py_str)
 
 REGISTRY: dict[str, "Primitive"] = {}   # kind (and aliases) -> primitive
 BY_METHOD: dict[str, "Primitive"] = {}  # method name -> primitive
@@ -42,12 +43,38 @@ class Result:
 
     ``func``: the new PrimFunc (None or the same object when nothing changed);
     ``outputs``: For/Block nodes of the new function, in order (they become new handles);
-    ``renames``: block renames ``{old_name: new_name}`` so existing handles follow them.
+    ``renames``: block renames ``{old_name: new_name}`` so existing handles follow them;
+    ``decision``: what a sampling instruction decided (recorded in the trace).
+
+    A sampling primitive's outputs may also be ints (they become ExprRVs) and
+    :data:`ROOT_MARK` / :data:`INLINE_MARK` (LoopRVs of TVM's special locations).
     """
 
     func: Any = None
     outputs: list = dataclasses.field(default_factory=list)
     renames: dict = dataclasses.field(default_factory=dict)
+    decision: Any = None
+
+
+class LocationMark:
+    """TVM's two special compute locations a sampled LoopRV can stand for:
+    :data:`ROOT_MARK` (leave the block where it is, decision -1) and :data:`INLINE_MARK`
+    (inline it, decision -2). ``compute_at`` / ``reverse_compute_at`` given one of them
+    do nothing / inline the block, as TVM does."""
+
+    __slots__ = ("name", "decision")
+
+    def __init__(self, name: str, decision: int):
+        self.name = name
+        self.decision = decision
+
+    def __repr__(self) -> str:
+        return f"the {self.name} location"
+
+
+ROOT_MARK = LocationMark("root", -1)
+INLINE_MARK = LocationMark("inline", -2)
+MARKS = {m.name: m for m in (ROOT_MARK, INLINE_MARK)}
 
 
 @dataclasses.dataclass
@@ -60,6 +87,8 @@ class Ctx:
     index: Any  # FuncIndex
     step: int   # 1-based number of this transformation (queries are not counted)
     method: str
+    rng: Any = None        # the schedule's random.Random (sampling primitives)
+    decision: Any = None   # the recorded decision replayed, or None to sample
 
     def error(self, subject: str, rule: str, hint: str = "", highlight=(), nodes=()):
         """Build a ScheduleError for this primitive (``raise ctx.error(...)``)."""
@@ -89,6 +118,16 @@ class Primitive:
     # of them a trace must give (None: all).
     attr_kinds: tuple | None = None
     required_attrs: int | None = None
+    # False for instructions that act on no function (SampleCategorical): a module of
+    # several functions needs no func_name for them.
+    needs_function: bool = True
+    # Sampling instructions carry a decision (TVM's ``decision=``), recorded in the trace.
+    has_decision: bool = False
+
+    def check_decision(self, attrs, decision) -> None:
+        """Refuse (TraceError) a decision of the wrong shape for this kind, before any
+        replay (what depends on the program is checked by ``apply``)."""
+        raise TraceError(f"{self.kind} takes no decision")
 
     def check_attrs(self, attrs) -> None:
         """Refuse (TraceError) attributes of the wrong number or type for this kind."""
@@ -134,6 +173,8 @@ ATTR_KINDS = {
     "str": py_str,
     "number?": py_number_or_none,
     "literal": py_literal,
+    "ints": py_int_list,
+    "numbers": py_number_list,
 }
 
 

@@ -17,10 +17,21 @@ disappeared are moved to a *dead* table with a plain explanation ("it was split 
 
 A refused primitive raises :class:`ScheduleError` before anything is committed: the
 module (``sch.mod``, same object), the handles and the trace are all unchanged.
+
+Sampling (TVM's ``sample_perfect_tile`` / ``sample_categorical`` /
+``sample_compute_location``) gives *random variables* of two more kinds: an
+:class:`ExprRV` (a sampled integer, key ``("expr", func_name, value)``, usable wherever a
+primitive takes an integer: split factors, annotation values) and a LoopRV of one of
+TVM's special locations (key ``("mark", func_name, "root" | "inline")``). Each schedule
+has its own random generator (``Schedule(mod, seed=...)``, :meth:`Schedule.seed`,
+:meth:`Schedule.fork_seed`); what a sampling instruction decided is recorded in the
+trace (``trace.decisions``), and replaying the trace applies it.
 """
 from __future__ import annotations
 
 import itertools
+import random
+import secrets
 from typing import Any
 
 from engine.ir import IRModule, PrimFunc, display
@@ -30,7 +41,7 @@ from . import registry
 from .error import ScheduleError
 from .instruction import Instruction, norm_workload
 from .recorded_trace import Trace
-from .registry import Ctx, Primitive
+from .registry import MARKS, Ctx, LocationMark, Primitive
 from .tree import FuncIndex
 
 _uid = itertools.count()
@@ -67,6 +78,30 @@ class LoopRV(_RV):
     kind = "loop"
 
 
+class ExprRV(_RV):
+    """A sampled integer of a schedule (TVM's ExprRV): pass it wherever a primitive takes
+    an integer (``sch.split(j, factors=[v0, v1])``); ``sch.get(v)`` is its value."""
+
+    __slots__ = ()
+    kind = "expr"
+
+
+_SEED_LIMIT = 2 ** 31 - 1  # seeds are in [0, 2**31 - 1), as TVM's random engine's states
+
+
+def _normal_seed(seed: Any) -> int:
+    """``seed`` as a generator state; None or -1 draw one from the system's source."""
+    if seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed == -1):
+        return secrets.randbelow(_SEED_LIMIT)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an integer (or None / -1 for a random one), got "
+                        f"{type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative integer (or -1 for a random one), "
+                         f"got {seed}")
+    return seed % _SEED_LIMIT
+
+
 def _as_module(mod: Any) -> IRModule:
     if isinstance(mod, IRModule):
         return mod
@@ -80,10 +115,14 @@ class Schedule:
     """A schedule over an IRModule, mirroring ``tvm.tir.Schedule``.
 
     ``Schedule(mod, workload=("mm_relu", {"n": 128}))`` — ``workload`` is optional
-    metadata recorded in the trace (used when replaying a shared trace).
+    metadata recorded in the trace (used when replaying a shared trace). ``seed`` seeds
+    the schedule's random generator (the sampling primitives): the same seed and the same
+    calls give the same decisions; without one (or with -1) a seed is drawn from the
+    system's random source.
     """
 
-    def __init__(self, mod: Any, workload: Any = None, *, func_name: str | None = None):
+    def __init__(self, mod: Any, workload: Any = None, *, func_name: str | None = None,
+                 seed: int | None = None):
         self._mod: IRModule = _as_module(mod)
         self._orig_mod: IRModule = self._mod
         self.workload = norm_workload(workload)
@@ -96,8 +135,10 @@ class Schedule:
         self._names: dict[_RV, str] = {}
         self._dead: dict[_RV, tuple[str, str, str]] = {}
         self._insts: list = []
+        self._decisions: dict[int, Any] = {}   # instruction index -> decision
         self._counter = 0
         self._index_cache: dict[int, tuple[PrimFunc, FuncIndex]] = {}
+        self._rng = random.Random(_normal_seed(seed))
 
     # ------------------------------------------------------------------ state
     @property
@@ -112,7 +153,7 @@ class Schedule:
     @property
     def trace(self):
         """The instructions applied so far, as a :class:`~engine.schedule.trace.Trace`."""
-        return Trace(list(self._insts), workload=self.workload)
+        return Trace(list(self._insts), workload=self.workload, decisions=self._decisions)
 
     @property
     def func_name(self) -> str:
@@ -154,8 +195,28 @@ class Schedule:
         """Jupyter rendering: the current program (highlighted), loop nest and trace."""
         return display.render("html", self)
 
+    # ------------------------------------------------------------------ randomness
+    def seed(self, seed: int) -> None:
+        """Re-seed the schedule's random generator (TVM's ``Schedule.seed``): later
+        sampling draws from the new seed; -1 draws a seed from the system's source."""
+        self._rng.seed(_normal_seed(seed))
+
+    def fork_seed(self) -> int:
+        """A new seed drawn from this schedule's generator, which advances (TVM's
+        ``Schedule.fork_seed``): give it to another schedule to sample independently but
+        reproducibly."""
+        return self._rng.randrange(1, _SEED_LIMIT)
+
     def copy(self) -> "Schedule":
-        """An independent copy; handles of this schedule are valid in the copy too."""
+        """An independent copy; handles of this schedule are valid in the copy too. As in
+        TVM, the copy's random generator is seeded from this one's (:meth:`fork_seed`)."""
+        new = self._clone()
+        new._rng = random.Random(self.fork_seed())
+        return new
+
+    def _clone(self) -> "Schedule":
+        """A copy that also continues this one's random generator from the same state
+        (replays work on one and commit it back)."""
         new = Schedule.__new__(Schedule)
         new._mod = self._mod
         new._orig_mod = self._orig_mod
@@ -165,14 +226,17 @@ class Schedule:
         new._names = dict(self._names)
         new._dead = dict(self._dead)
         new._insts = list(self._insts)
+        new._decisions = dict(self._decisions)
         new._counter = self._counter
         new._index_cache = dict(self._index_cache)
+        new._rng = random.Random()
+        new._rng.setstate(self._rng.getstate())
         return new
 
     def _assign_from(self, other: "Schedule") -> None:
         """Take over ``other``'s state (used to commit a replay done on a copy)."""
         for k in ("_mod", "_orig_mod", "workload", "_default_func", "_symbols", "_names",
-                  "_dead", "_insts", "_counter", "_index_cache"):
+                  "_dead", "_insts", "_decisions", "_counter", "_index_cache", "_rng"):
             setattr(self, k, getattr(other, k))
 
     def index(self, func_name: str | None = None) -> FuncIndex:
@@ -200,7 +264,7 @@ class Schedule:
         return name
 
     def _new_rv(self, cls: type, key: tuple) -> _RV:
-        prefix = "b" if cls is BlockRV else "l"
+        prefix = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}[cls]
         name = f"{prefix}{self._counter}"
         self._counter += 1
         rv = cls(name)
@@ -213,11 +277,15 @@ class Schedule:
         if key is None:
             dead = self._dead.get(rv)
             return dead[2] if dead else f"{rv.kind} {rv!r}"
+        if key[0] == "expr":
+            return f"sampled value {self._names[rv]}"
+        if key[0] == "mark":
+            return repr(MARKS[key[2]])
         return f"{key[0]} {key[2] if key[0] == 'block' else key[2].name}"
 
     def _lookup(self, rv: Any, method: str) -> tuple[str, Any]:
         """(func_name, current node) of a handle; ScheduleError if stale or foreign."""
-        if not isinstance(rv, _RV):
+        if not isinstance(rv, _RV) or isinstance(rv, ExprRV):
             raise ScheduleError(method, repr(rv), "expected a block or loop handle "
                                 f"(BlockRV/LoopRV), got {type(rv).__name__}",
                                 "get handles with sch.get_block(...) and sch.get_loops(...)")
@@ -232,6 +300,8 @@ class Schedule:
                                 "schedule", "get it again from this schedule with "
                                 "get_block/get_loops")
         kind, fn, k = key
+        if kind == "mark":
+            return fn, MARKS[k]
         if fn not in self._mod:
             raise ScheduleError(method, f"{kind} handle", f"its function {fn} no longer "
                                 "exists in the module", "")
@@ -247,8 +317,20 @@ class Schedule:
         return fn, node
 
     def get(self, rv: Any) -> Any:
-        """The current IR node of a handle: a ``For`` for a LoopRV, a ``Block`` for a BlockRV."""
-        return self._lookup(rv, "get")[1]
+        """The current IR node of a handle: a ``For`` for a LoopRV, a ``Block`` for a BlockRV,
+        the integer an ExprRV was sampled as (None for a LoopRV of the root or inline
+        location, as TVM)."""
+        if isinstance(rv, ExprRV):
+            return self._value_of(rv, "get")
+        node = self._lookup(rv, "get")[1]
+        return None if isinstance(node, LocationMark) else node
+
+    def _value_of(self, rv: "ExprRV", method: str) -> int:
+        key = self._symbols.get(rv)
+        if key is None:
+            raise ScheduleError(method, f"sampled value {rv!r}", "this value belongs to another "
+                                "schedule", "sample it again on this schedule")
+        return key[2]
 
     def is_alive(self, rv: Any) -> bool:
         return rv in self._symbols
@@ -261,9 +343,17 @@ class Schedule:
         return out
 
     # ------------------------------------------------------------------ core
-    def _run(self, prim: Primitive, inputs: list, attrs: list) -> list:
-        """Apply ``prim`` to trace-form inputs/attrs; commit and record on success."""
+    def _run(self, prim: Primitive, inputs: list, attrs: list, decision: Any = None) -> list:
+        """Apply ``prim`` to trace-form inputs/attrs (and, for a sampling instruction, the
+        decision to replay, None to sample); commit and record on success."""
         method = prim.method
+        for a in attrs:
+            if isinstance(a, _RV) or (isinstance(a, (list, tuple)) and
+                                      any(isinstance(y, _RV) for y in a)):
+                raise ScheduleError(method, self._describe(a) if isinstance(a, _RV) else
+                                    "an argument", "this argument must be a plain value, "
+                                    "not a handle or a sampled value", "sampled values "
+                                    "(ExprRV) can be split factors and annotation values")
         # steps are numbered as the UI shows them: transformations only, queries not counted
         step = 1 + sum(1 for i in self._insts
                        if getattr(registry.REGISTRY.get(i.kind), "mutates", True))
@@ -287,6 +377,8 @@ class Schedule:
                                             f"({func_name})", "")
                     items.append(node)
                 resolved.append(items)
+            elif isinstance(x, ExprRV):
+                resolved.append(self._value_of(x, method))
             elif isinstance(x, _RV):
                 fn, node = self._lookup(x, method)
                 if func_name is None:
@@ -299,9 +391,14 @@ class Schedule:
             else:
                 resolved.append(x)
         if func_name is None:
-            func_name = self._resolve_func_name(None, method)
+            if prim.needs_function or self._default_func is not None or \
+                    len(self._mod.names()) == 1:
+                func_name = self._resolve_func_name(None, method)
+            else:
+                func_name = self._mod.names()[0]
         func = self._mod[func_name]
-        ctx = Ctx(self._mod, func_name, func, self._index_of(func), step, method)
+        ctx = Ctx(self._mod, func_name, func, self._index_of(func), step, method,
+                  rng=self._rng, decision=decision)
         result = prim.apply(ctx, resolved, list(attrs))
 
         # ---- commit (nothing above may have changed self)
@@ -314,7 +411,11 @@ class Schedule:
         out_rvs: list[_RV] = []
         pending: list[tuple[type, tuple]] = []
         for node in result.outputs:
-            if isinstance(node, For):
+            if isinstance(node, int) and not isinstance(node, bool):
+                pending.append((ExprRV, ("expr", func_name, node)))
+            elif isinstance(node, LocationMark):
+                pending.append((LoopRV, ("mark", func_name, node.name)))
+            elif isinstance(node, For):
                 if node.loop_var not in new_idx.loops:
                     raise AssertionError(f"{prim.kind} returned a loop not in the new function")
                 pending.append((LoopRV, ("loop", func_name, node.loop_var)))
@@ -329,7 +430,7 @@ class Schedule:
         dead = dict(self._dead)
         if new_func is not func:
             for rv, (kind, fn, k) in list(symbols.items()):
-                if fn != func_name:
+                if fn != func_name or kind not in ("loop", "block"):
                     continue
                 if kind == "block" and k in renames:
                     k = renames[k]
@@ -348,7 +449,9 @@ class Schedule:
                             (tuple(self._names[y] if isinstance(y, _RV) else y for y in x)
                              if isinstance(x, (list, tuple))
                              else x)) for x in inputs]
-        self._insts.append(Instruction(prim.kind, tuple(enc_inputs), tuple(attrs),
+        if prim.has_decision:
+            self._decisions[len(self._insts)] = result.decision
+        self._insts.append(Instruction(prim.kind, tuple(enc_inputs), tuple(_frozen(attrs)),
                                        tuple(self._names[r] for r in out_rvs)))
         return out_rvs
 
@@ -371,6 +474,13 @@ class Schedule:
         rule = (f"this block handle no longer exists (it was removed by {prim.method} at "
                 f"step {step})")
         return rule, "get the remaining blocks with get_block", subject
+
+
+def _frozen(v: Any) -> Any:
+    """Lists inside recorded attributes become tuples (an Instruction is hashable)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen(x) for x in v)
+    return v
 
 
 registry.install_all(Schedule)

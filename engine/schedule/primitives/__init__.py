@@ -11,6 +11,7 @@
   storage_align, rfactor, transform_layout (added by their own modules when present);
   :mod:`.storage` brings in :mod:`.cache` (cache_read/cache_write, with their copy stage
   in :mod:`.cache_stage`)
+* :mod:`.sampling` — sample_perfect_tile, sample_categorical, sample_compute_location
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
@@ -19,7 +20,7 @@ import importlib
 from . import queries, loops  # noqa: F401
 
 for _name in ("annotations", "compute_location", "inline", "decompose",
-              "storage", "reduction", "layout"):
+              "storage", "reduction", "layout", "sampling"):
     try:
         importlib.import_module(f"{__name__}.{_name}")
     except ModuleNotFoundError as _e:  # a family not written yet

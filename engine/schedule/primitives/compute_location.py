@@ -17,9 +17,10 @@ from engine.ir import expr as E
 from engine.ir.functor import uses_var
 from engine.ir.stmt import Block, BlockRealize, For, ForKind, IterType, seq
 
-from ..registry import Ctx, Primitive, Result, fmt, register
+from ..registry import ROOT_MARK, Ctx, LocationMark, Primitive, Result, fmt, register
 from ..tree import flatten_seq, replace_stmts
 from ._common import as_bool, conj, expect_block, expect_loop
+from .inline import ComputeInline, ReverseComputeInline
 from .region_inference import (access_bounds, axis_ranges, check_dense, executes_once,
                                inner_loops, outer_analyzer, read_dims, union, verify_reads,
                                write_dims)
@@ -284,6 +285,13 @@ class _ComputeAtBase(Primitive):
     reverse = False
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        if len(inputs) == 2 and isinstance(inputs[1], LocationMark):
+            # a LoopRV sampled by sample_compute_location: TVM's special locations
+            expect_block(ctx, inputs[0])
+            if inputs[1] is ROOT_MARK:
+                return Result(None, [])  # stay at the root: nothing to do
+            inline = ReverseComputeInline() if self.reverse else ComputeInline()
+            return inline.apply(ctx, inputs[:1], [])
         return _compute_at(ctx, inputs, attrs, self.reverse)
 
     def python_args(self, inputs, attrs, dialect):
