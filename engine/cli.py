@@ -5,6 +5,9 @@
     python -m engine lessons [LESSON_ID]
     python -m engine challenges
     python -m engine check CHALLENGE_ID TRACE.json
+    python -m engine tune WORKLOAD [--param n=512] [--space auto|FILE.py] --trials 64
+                                   [--strategy random|evolutionary] [--dask ADDRESS]
+                                   [--export best.json]
 
 Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
 input such as an unreadable or invalid trace, 1 for a program that computes wrong
@@ -93,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                                    "Exits 0 when solved, 1 when not, 2 on invalid input.")
     c.add_argument("challenge", help="challenge id (see 'python -m engine challenges')")
     c.add_argument("trace", metavar="TRACE.json", help="the learner's trace file")
+
+    from engine.tune import cli as tune_cli  # noqa: PLC0415
+    tune_cli.add_parser(sub)
     return p
 
 
@@ -307,7 +313,12 @@ def cmd_check(args: argparse.Namespace, out) -> int:
     return EXIT_OK if res.ok else EXIT_FAIL
 
 
-COMMANDS = {"replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
+def cmd_tune(args: argparse.Namespace, out) -> int:
+    from engine.tune import cli as tune_cli  # noqa: PLC0415
+    return tune_cli.run(args, out, getattr(args, "err_stream", sys.stderr), CLIError)
+
+
+COMMANDS = {"tune": cmd_tune, "replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
             "challenges": cmd_challenges, "check": cmd_check}
 
 
@@ -320,6 +331,7 @@ def main(argv: Sequence[str] | None = None, out=None, err=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage/help
         return int(exc.code or 0)
+    args.err_stream = err
     try:
         return COMMANDS[args.command](args, out)
     except CLIError as exc:

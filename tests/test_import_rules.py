@@ -32,7 +32,7 @@ ENGINE_LAYERS = [
     {"engine.runtime"},
     {"engine.schedule"},
     {"engine.cache", "engine.presets", "engine.notebook"},
-    {"engine.roofline", "engine.lessons"},
+    {"engine.roofline", "engine.lessons", "engine.tune"},
     {"engine.challenges"},
     {"engine.cli"},
     {"engine.__main__", "engine"},

@@ -20,6 +20,7 @@ bars, the explorer's live view).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -143,15 +144,20 @@ class LocalRunner(Runner):
     ``build_timeout`` / ``run_timeout``: seconds one candidate may take to compile and
     check / to be timed before its worker is killed; ``before_run``: a picklable function
     called in the worker with the candidate's trace document just before it is timed (tests
-    use it to make a candidate crash or hang).
+    use it to make a candidate crash or hang); ``build_guard`` / ``timing_guard``:
+    context-manager factories held around the compile phase / the timing phase (the Dask
+    runner's machine-wide locks: compiles share the machine, a timing has it alone).
     """
 
     def __init__(self, workers: int | None = None, build_timeout: float = 60.0,
-                 run_timeout: float = 30.0, before_run: Callable[[dict], None] | None = None):
+                 run_timeout: float = 30.0, before_run: Callable[[dict], None] | None = None,
+                 build_guard: Callable | None = None, timing_guard: Callable | None = None):
         self.n_workers = max(1, int(workers or os.cpu_count() or 1))
         self.build_timeout = float(build_timeout)
         self.run_timeout = float(run_timeout)
         self.before_run = before_run
+        self.build_guard = build_guard or contextlib.nullcontext
+        self.timing_guard = timing_guard or contextlib.nullcontext
         self._workers: list[_Worker | None] = [None] * self.n_workers
         self._next_id = 0
 
@@ -208,9 +214,11 @@ class LocalRunner(Runner):
         todo = list(range(len(traces)))
         retried: set[int] = set()
         while todo:
-            held = self._build_phase(task_d, traces, todo, done)
+            with self.build_guard():
+                held = self._build_phase(task_d, traces, todo, done)
             todo = []
-            lost = self._time_phase(traces, held, done)
+            with self.timing_guard():
+                lost = self._time_phase(traces, held, done)
             for i in lost:  # built in a worker that was lost before their turn: once more
                 if i in retried:
                     done(i, MeasureResult(error="its worker process was lost twice (another "

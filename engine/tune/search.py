@@ -47,8 +47,8 @@ class Candidate:
 class EvolutionConfig:
     """The evolutionary search's knobs (MetaSchedule's, scaled to a small machine)."""
 
-    population: int = 64
-    generations: int = 3
+    population: int = 48
+    generations: int = 2
     init_measured_ratio: float = 0.25
     epsilon: float = 0.15
     tile_move_probability: float = 0.7
