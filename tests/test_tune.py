@@ -190,3 +190,31 @@ def test_command_line_tunes_and_exports(tmp_path, capsys):
     assert "unknown workload" in capsys.readouterr().err
     assert main(["tune", "mm_relu", "--space", str(tmp_path / "missing.py")]) == 2
     assert "no such space file" in capsys.readouterr().err
+
+
+GALLERY = [("mm_relu", {"n": 32}), ("matmul", {"n": 32}), ("batch_matmul", {"n": 8}),
+           ("conv2d", dict(in_channels=4, out_channels=4, size=6)), ("softmax", {"n": 32}),
+           ("layernorm", {"n": 32}), ("mlp", dict(in_features=32, hidden=16, out_features=8)),
+           ("depthwise_conv2d", {}), ("window_sum", {"n": 64}), ("add", {"n": 32}),
+           ("relu", {"n": 32}), ("transpose", {"n": 32}), ("sum", {"n": 32}),
+           ("conv2d_relu", dict(in_channels=4, out_channels=4, size=6))]
+
+
+@pytest.mark.parametrize("name,params", GALLERY, ids=[g[0] for g in GALLERY])
+def test_auto_space_gives_correct_schedules_for_every_workload(name, params):
+    from engine.tune.measure import TaskContext, measure_inline
+    from engine.tune.search import Sampler
+    from engine.tune.space import space_of
+    from engine.tune.task import task_of
+    space = space_of("auto")
+    task = task_of((name, params), None, space.id)
+    cand = Sampler(task, space, seed=1).random()
+    assert cand is not None
+    if name != "sum":  # a row sum has one schedule in this space: its rows in parallel
+        assert cand.doc.get("decisions"), "the auto space samples"
+    res = measure_inline(TaskContext(task), cand.doc)
+    assert res.ok, res.error
+    kinds = {inst[0] for inst in cand.doc["insts"]}
+    assert "Parallel" in kinds or "Vectorize" in kinds
+    if name in ("matmul", "mm_relu", "conv2d", "batch_matmul"):
+        assert {"SamplePerfectTile", "Reorder", "DecomposeReduction"} <= kinds

@@ -95,8 +95,10 @@ class Sampler:
         trace has none to change or the changed trace does not replay."""
         decisions = {int(n): d for n, d in doc.get("decisions", [])}
         insts = doc.get("insts", [])
+        used = _used_names(insts)
         positions = [n for n in decisions if n >= self.prefix_len and n < len(insts)
-                     and insts[n][0] in _SAMPLING]
+                     and insts[n][0] in _SAMPLING
+                     and any(o in used for o in insts[n][3])]
         if not positions:
             return None
         n = self.rng.choice(positions)
@@ -112,6 +114,19 @@ class Sampler:
             self.last_error = str(e)
             return None
         return self._candidate(sch, "evolved")
+
+
+def _used_names(insts: list) -> set:
+    """Handle names some instruction takes as input (a sample whose value no instruction
+    uses only steered the space function's Python code: changing it changes nothing)."""
+    out: set = set()
+    for inst in insts:
+        for x in inst[1]:
+            if isinstance(x, list):
+                out.update(y for y in x if isinstance(y, str))
+            elif isinstance(x, str):
+                out.add(x)
+    return out
 
 
 def _innermost_bound(inst: list) -> int:
