@@ -58,10 +58,14 @@ class Runner:
 
 
 class InlineRunner(Runner):
-    """Compile, check and time in this process, one candidate after the other."""
+    """Compile, check and time in this process, one candidate after the other;
+    ``timing_guard``: a context-manager factory held around each timing (the explorer's
+    workers hold their cores' timing slot with it)."""
 
-    def __init__(self, before_run: Callable[[dict], None] | None = None):
+    def __init__(self, before_run: Callable[[dict], None] | None = None,
+                 timing_guard: Callable | None = None):
         self.before_run = before_run
+        self.timing_guard = timing_guard or contextlib.nullcontext
         self._contexts: dict[str, TaskContext] = {}
 
     def _ctx(self, task: TuneTask) -> TaskContext:
@@ -77,14 +81,21 @@ class InlineRunner(Runner):
             built = ctx.build(doc)
             if self.before_run is not None and built.rt is not None:
                 self.before_run(doc)
-            res = ctx.time(built)
+            if built.rt is not None:
+                with self.timing_guard():
+                    res = ctx.time(built)
+            else:
+                res = built.result
             out.append(res)
             if on_result is not None:
                 on_result(i, res)
         return out
 
     def numpy_seconds(self, task):
-        return self._ctx(task).numpy_seconds()
+        ctx = self._ctx(task)
+        ctx.args()
+        with self.timing_guard():
+            return ctx.numpy_seconds()
 
 
 class _Worker:
