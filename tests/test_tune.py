@@ -218,3 +218,13 @@ def test_auto_space_gives_correct_schedules_for_every_workload(name, params):
     assert "Parallel" in kinds or "Vectorize" in kinds
     if name in ("matmul", "mm_relu", "conv2d", "batch_matmul"):
         assert {"SamplePerfectTile", "Reorder", "DecomposeReduction"} <= kinds
+
+
+def test_a_database_that_cannot_be_written_does_not_stop_the_search(tmp_path):
+    db = Database(str(tmp_path / "t.sqlite3"))
+    db._conn.execute("PRAGMA query_only = ON")
+    with pytest.warns(RuntimeWarning, match="cannot be written"):
+        res = tune(("mm_relu", {"n": 16}), space=stochastic_schedule_mm, trials=2,
+                   strategy="random", runner=InlineRunner(), database=db)
+    assert len(res.records) == 2 and db.failed
+    db.close()

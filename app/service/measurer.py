@@ -35,6 +35,10 @@ _CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("measuremen
                                                                      default=None)
 
 
+class TuneBusy(RuntimeError):
+    """The client already has a tuning job queued or running."""
+
+
 class StepMeasurer:
     """The web app's measurement service: stored results first, then one job per program.
 
@@ -149,6 +153,12 @@ class StepMeasurer:
         """Queue a tuning job (the current client's: it takes its turns in the fair queue)
         searching from ``trace`` (a fixed prefix) with ``spec`` (space, trials, strategy,
         seed, database); its trials arrive as the ticket's partial results."""
+        client = _CLIENT.get()
+        with self._lock:
+            busy = [t for t in self._tunes.values() if not t.done() and t.client == client]
+        if busy:
+            raise TuneBusy("you already have a search running (one at a time per learner); "
+                           "stop it or wait for it to finish")
         limit = min(self.TUNE_MAX_S, 60.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16)))
         job = Job(actions=("tune",), workload=workload, params=dict(params), trace=trace,
                   tune=dict(spec), time_limit_s=limit)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request
@@ -183,6 +184,9 @@ def tune_start(workload: str):
     s = Session.from_request(workload, request.args)  # the state is in the form's URL
     spec = tune_view.spec_from_form(request.form, s)
     trace = s.prefix_trace(s.at).as_json()
+    st = store()
+    if st is not None and not st.in_memory:  # the tuning database lives next to the store
+        spec["database"] = os.path.join(os.path.dirname(st.path), "tuning.sqlite3")
     try:
         ticket = measurer().submit_tune(s.workload, dict(s.params), trace, spec)
     except Exception as e:  # noqa: BLE001 - a full queue, no workers: say so

@@ -117,6 +117,8 @@ class Database:
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.machine = machine or machine_fingerprint()
         self._lock = threading.Lock()
+        #: why writing stopped (None while it works)
+        self.failed: str | None = None
         self._conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -161,6 +163,16 @@ class Database:
     # ------------------------------------------------------------------ writing
     def add(self, task: TuneTask, trace_doc: dict, result: MeasureResult) -> None:
         """Store one measured candidate (a candidate measured again keeps its best time)."""
+        if self.failed is not None:
+            return
+        try:
+            self._add(task, trace_doc, result)
+        except sqlite3.Error as e:  # a full disk, a file-size limit: tune on, unrecorded
+            self.failed = str(e)
+            warnings.warn(f"the tuning database {self.path} cannot be written ({e}); later "
+                          "trials are not recorded", RuntimeWarning, stacklevel=2)
+
+    def _add(self, task: TuneTask, trace_doc: dict, result: MeasureResult) -> None:
         key, digest = task.key(), trace_digest(trace_doc)
         now = time.time()
         with self._lock, self._conn:
