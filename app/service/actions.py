@@ -62,7 +62,7 @@ def _load(ctx: Any):
         if workload is None and trace.workload is not None:
             workload, params = trace.workload[0], dict(trace.workload[1] or params)
         base = workloads.get(workload, **params)
-        sch = Schedule(base)
+        sch = Schedule(base, seed=0)  # as the web pages replay: the same decisions
         trace.apply_to_schedule(sch)
         mod = sch.mod
     elif workload:

@@ -121,7 +121,7 @@ def common_prefix(sa: Session, sb: Session) -> int:
     ia = ib = 0
     for k in range(min(sa.at, sb.at)):
         ea, eb = sa.step_ends[k], sb.step_ends[k]
-        if json.dumps(sa.insts[ia:ea], default=str) != json.dumps(sb.insts[ib:eb], default=str):
+        if sa.insts_key(ia, ea) != sb.insts_key(ib, eb):
             break
         n, ia, ib = k + 1, ea, eb
     return n

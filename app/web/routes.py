@@ -249,7 +249,11 @@ def _validated_trace(s: Session) -> Trace:
     when it does not replay), carrying the session's checked workload and sizes rather than
     whatever the link's document says."""
     s.mod_at(s.at)
-    return Trace(s.prefix_trace(s.at).insts, workload=s.workload_arg())
+    trace = s.prefix_trace(s.at)
+    samplers = sum(1 for inst in trace.insts if getattr(inst.primitive, "has_decision", False))
+    if len(trace.decisions) < samplers:  # write the decisions the page replayed with
+        trace = s.schedule_at(s.at).trace
+    return Trace(trace.insts, workload=s.workload_arg(), decisions=trace.decisions)
 
 
 def _export_text(trace, fmt: str, s: Session) -> str:

@@ -249,10 +249,11 @@ def parse_program(text: str):
 
 # ---------------------------------------------------------------------------- traces
 def is_lookup(kind: str) -> bool:
-    """True for instructions that only look things up (GetBlock, GetLoops, ...)."""
+    """True for instructions that only look things up (GetBlock, GetLoops, ...); a sampling
+    instruction (sample_perfect_tile, ...) is a step of its own, shown with its decision."""
     prim = lookup_kind(kind)
     if prim is not None:
-        return not prim.mutates
+        return not prim.mutates and not prim.has_decision
     return kind.startswith(LOOKUP_PREFIXES)
 
 
@@ -313,6 +314,7 @@ class Session:
     trace: Any = None                    # engine Trace (full, including undone steps)
     insts: list = field(default_factory=list)
     step_ends: list = field(default_factory=list)   # inst count after each step
+    decisions: dict = field(default_factory=dict)   # inst index -> sampling decision
     at: int = 0
     _mods: dict = field(default_factory=dict)
     _budget: Any = None                  # the request's CheckBudget (see :meth:`bounded`)
@@ -371,6 +373,7 @@ class Session:
                            f"This trace was recorded on “{name}”, not on “{self.workload}”.",
                            back=f"/explore/{name}", back_label=f"open it on {name}")
         self.insts = list(j.get("insts", []))
+        self.decisions = {n: d for n, d in j.get("decisions", [])}
         _check_limit(limits().check_trace_length, len(self.insts),
                      back=self.url(token="", at=None), back_label="the initial program")
         self.step_ends = [i + 1 for i, inst in enumerate(self.insts)
@@ -431,8 +434,17 @@ class Session:
             return ""
         return encode_trace(self.prefix_trace(k))
 
+    def insts_key(self, start: int, end: int) -> str:
+        """The instructions ``start..end`` with their sampling decisions, as text: equal
+        texts replay to equal programs (the same steps with the same decisions)."""
+        return json.dumps([self.insts[start:end],
+                           [[n - start, d] for n, d in self.decisions.items()
+                            if start <= n < end]], sort_keys=True, default=str)
+
     def new_schedule(self):
-        return Schedule(self.mod0, workload=self.workload_arg())
+        """A schedule of the initial program; its generator has a fixed seed, so that a
+        sampling step without a decision replays to the same program on every request."""
+        return Schedule(self.mod0, workload=self.workload_arg(), seed=0)
 
     def bounded(self):
         """A context in which schedule primitives draw their analyses whose cost depends
@@ -482,7 +494,7 @@ class Session:
         if k not in self._mods:
             n = self.step_ends[k - 1]
             key = (self.workload, tuple(sorted(self.params.items())), self.src,
-                   json.dumps(self.insts[:n], sort_keys=True, default=str))
+                   self.insts_key(0, n))
             with _MOD_LOCK:
                 hit = _STATE_CACHE.get(key)
                 if hit is not None:

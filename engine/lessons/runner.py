@@ -83,14 +83,16 @@ def _check_workload(name: str) -> None:
 
 
 def new_schedule(workload: str, params: dict | None = None):
-    """A fresh Schedule of a preset workload, recording its trace."""
+    """A fresh Schedule of a preset workload, recording its trace; its generator has a
+    fixed seed, so a sampling instruction without a decision replays the same way on
+    every prefix of a trace."""
     _check_workload(workload)
     params = dict(params or {})
     try:
         mod = workloads.get(workload, **params)
     except (TypeError, ValueError) as exc:
         raise ReplayError(f"bad parameters for workload {workload}: {exc}") from None
-    return Schedule(mod, workload=(workload, params))
+    return Schedule(mod, workload=(workload, params), seed=0)
 
 
 def main_func(mod: Any, workload: str | None = None) -> str:
@@ -148,7 +150,7 @@ def load_trace(source: Any, workload: str | None = None):
 def _from_json(doc: Any, workload: str | None):
     trace = Trace.from_json(doc)
     if getattr(trace, "workload", None) is None and workload is not None:
-        trace = Trace(trace.insts, (workload, {}))
+        trace = Trace(trace.insts, (workload, {}), trace.decisions)
     return trace
 
 

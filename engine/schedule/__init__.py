@@ -27,6 +27,10 @@ Design
   replay onto a schedule (below :mod:`.state`, which records into it).
 * :mod:`.trace` — the public face of traces (Trace, Instruction) plus :func:`replay`,
   which builds a workload's Schedule (so it sits above :mod:`.state`).
+* sampling (:mod:`.primitives.sampling`) — ``sample_perfect_tile``,
+  ``sample_categorical``, ``sample_compute_location`` draw from the schedule's generator
+  (``Schedule(mod, seed=...)``) and return random variables (ExprRV integers, a LoopRV);
+  the trace records their decisions and replays them (:func:`.trace.schedule_from_trace`).
 * :mod:`.error` — ScheduleError (primitive, subject, rule, hint, highlight), TraceError.
 
 How to add a primitive
@@ -64,8 +68,8 @@ loop's ``Var`` so handles follow it; report block renames in ``Result.renames``;
 name to the list in ``primitives/__init__.py`` if it is a new family.
 """
 from .error import ScheduleError, TraceError
-from .state import BlockRV, LoopRV, Schedule
-from .trace import Instruction, Trace, replay
+from .state import BlockRV, ExprRV, LoopRV, Schedule
+from .trace import Instruction, Trace, replay, schedule_from_trace
 
 __all__ = ["Schedule", "ScheduleError", "TraceError", "Trace", "Instruction", "BlockRV",
-           "LoopRV", "replay"]
+           "LoopRV", "ExprRV", "replay", "schedule_from_trace"]

@@ -81,7 +81,8 @@ def python_line(inst: Instruction, dialect: str, decision: Any = None) -> str:
     try:
         args = prim.python_args(list(inst.inputs), list(inst.attrs), dialect)
         if decision is not None:
-            args.append(f"decision={py_literal(prim.check_decision(list(inst.attrs), decision), 'a decision')}")
+            checked = prim.check_decision(list(inst.attrs), decision)
+            args.append(f"decision={py_literal(checked, 'a decision')}")
     except (IndexError, TypeError, ValueError) as e:  # TraceError is a ValueError
         if isinstance(e, TraceError):
             raise

@@ -33,7 +33,8 @@ VERSION = 1
 
 class Trace:
     """An immutable sequence of :class:`Instruction` plus optional workload metadata and
-    the decisions of its sampling instructions (``{instruction or its index: decision}``)."""
+    the decisions of its sampling instructions (``{instruction or its index: decision}``,
+    or TVM's list ``[[index, decision], ...]``)."""
 
     def __init__(self, insts: Iterable[Instruction] = (), workload: Any = None,
                  decisions: Any = None):
@@ -42,7 +43,8 @@ class Trace:
             workload = norm_workload(workload)
         self.workload = workload
         self._decisions: dict[int, Any] = {}
-        for key, decision in (decisions or {}).items():
+        pairs = decisions.items() if isinstance(decisions, dict) else (decisions or ())
+        for key, decision in pairs:  # {inst or index: decision} or TVM's [[index, decision]]
             if decision is not None:
                 n = key if isinstance(key, int) and not isinstance(key, bool) \
                     else self._position(key)

@@ -354,9 +354,9 @@ class Schedule:
                                     "an argument", "this argument must be a plain value, "
                                     "not a handle or a sampled value", "sampled values "
                                     "(ExprRV) can be split factors and annotation values")
-        # steps are numbered as the UI shows them: transformations only, queries not counted
-        step = 1 + sum(1 for i in self._insts
-                       if getattr(registry.REGISTRY.get(i.kind), "mutates", True))
+        # steps are numbered as the UI shows them: transformations and sampling
+        # instructions, queries not counted
+        step = 1 + sum(1 for i in self._insts if _is_step(registry.REGISTRY.get(i.kind)))
         func_name = None
         if prim.func_name_attr is not None and prim.func_name_attr < len(attrs):
             func_name = self._resolve_func_name(attrs[prim.func_name_attr], method)
@@ -474,6 +474,10 @@ class Schedule:
         rule = (f"this block handle no longer exists (it was removed by {prim.method} at "
                 f"step {step})")
         return rule, "get the remaining blocks with get_block", subject
+
+
+def _is_step(prim: Any) -> bool:
+    return prim is None or prim.mutates or prim.has_decision
 
 
 def _frozen(v: Any) -> Any:

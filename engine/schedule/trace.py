@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .error import TraceError
 from .instruction import Instruction
 from .recorded_trace import FORMAT, VERSION, Trace
 from .state import Schedule
 
-__all__ = ["FORMAT", "VERSION", "Instruction", "Trace", "replay"]
+__all__ = ["FORMAT", "VERSION", "Instruction", "Trace", "replay", "schedule_from_trace"]
 
 
 def replay(workload_name: str, params: dict | None, trace: Any):
@@ -40,4 +41,26 @@ def replay(workload_name: str, params: dict | None, trace: Any):
     mod = workloads.get(workload_name, **params)
     sch = Schedule(mod, workload=(workload_name, params))
     trace.apply_to_schedule(sch)
+    return sch
+
+
+def schedule_from_trace(mod: Any, trace: Trace, *, workload: Any = None, seed: int | None = None,
+                        func_name: str | None = None) -> Schedule:
+    """A new Schedule of ``mod`` with ``trace`` replayed on it, its decisions applied (a
+    sampling instruction without one samples from the generator seeded with ``seed``).
+
+    This is how a search tries another choice: ``schedule_from_trace(mod,
+    trace.with_decision(inst, d))`` is either the schedule of that choice or a
+    :class:`ScheduleError` saying why the choice does not fit the program (a tiling that
+    does not multiply to the loop's extent, a split the later steps cannot use, an
+    illegal compute location...): never a program built from a repaired decision.
+    A malformed trace raises :class:`TraceError`.
+    """
+    sch = Schedule(mod, workload=workload, seed=seed, func_name=func_name)
+    try:
+        trace.apply_to_schedule(sch)
+    except TraceError as e:
+        if e.schedule_error is not None:
+            raise e.schedule_error from None
+        raise
     return sch

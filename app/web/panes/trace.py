@@ -1,10 +1,12 @@
 """The trace pane: the steps of the session (each a readable schedule call), which one is
 current, and the shipped presets of this workload (``engine.presets``).
 
-A *step* is one state-changing instruction; the look-ups recorded before it (``GetBlock``,
+A *step* is one state-changing or sampling instruction (a sampling step shows its decision:
+``v4, v5 = sch.sample_perfect_tile(j, n=2, max_innermost_factor=16, decision=[8, 16])``,
+and leaves the program as it was); the look-ups recorded before it (``GetBlock``,
 ``GetLoops``, ...) belong to it and are shown folded under it. A step's label names loops
-and blocks as the program printed them before the step (``sch.split(j, factors=[None,
-4])``, not ``l2``).
+and blocks (looked up by it or by an earlier step) as the program printed them before the
+step that looked them up (``sch.split(j, factors=[None, 4])``, not ``l2``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from engine import presets as engine_presets
+from engine.schedule.registry import lookup_kind
 
 from ..selection import loops_of_block, module_trees
 from ..session import Session
@@ -68,15 +71,27 @@ def _friendly(line: str, names: dict[str, str]) -> str:
     return _HANDLE.sub(lambda m: names.get(m.group(1), m.group(1)), call)
 
 
+def _samples(inst) -> bool:
+    """Whether a trace document's instruction is a sampling one (it has a decision)."""
+    kind = inst[0] if isinstance(inst, list) and inst else None
+    prim = lookup_kind(kind) if isinstance(kind, str) else None
+    return bool(prim is not None and prim.has_decision)
+
+
 def steps(session: Session) -> list[Step]:
     """The initial program, then one :class:`Step` per state-changing instruction."""
     py = session.trace.steps() if session.trace is not None else []
     out = [Step(0, "initial program", current=session.at == 0)]
     start = 0
+    names: dict[str, str] = {}  # handles named by the look-ups of this step and earlier ones
     for k, end in enumerate(session.step_ends, start=1):
         lines = py[start:end]
-        names = _handle_names(session, k, start, end)
+        names.update(_handle_names(session, k, start, end))
         label = _friendly(lines[-1], names) if names else lines[-1]
+        if _samples(session.insts[end - 1]) and " = sch." in lines[-1]:
+            # a sampling step keeps its results' names (later steps use them) and shows
+            # its decision: ``v4, v5 = sch.sample_perfect_tile(j, n=2, ..., decision=[8, 16])``
+            label = lines[-1].split(" = ", 1)[0] + " = " + label
         out.append(Step(k, label, lookups=lines[:-1], current=session.at == k,
                         future=k > session.at, raw="\n".join(lines)))
         start = end

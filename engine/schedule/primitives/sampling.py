@@ -327,15 +327,17 @@ def _legal(ctx: Ctx, prim: Primitive, inputs: list, attrs: list) -> bool:
     return True
 
 
-def compute_locations(ctx: Ctx, blk: Block) -> list[tuple[int, object]]:
+def compute_locations(ctx: Ctx, blk: Block, only: int | None = None
+                      ) -> list[tuple[int, object]]:
     """TVM's CollectComputeLocation: the places ``blk`` can be computed at, as
     ``(decision, location)`` pairs — ``-2`` inline (when it can be inlined), ``-1`` where it
     is (the root), and ``i`` the ``i``-th loop above its first consumer, for the loops
     around all its consumers that are not unit loops, outside the first non-spatial loop
     (keeping only the leading spatial ones), where compute_at (preserving unit loops)
-    is legal."""
+    is legal. With ``only``, the legality of that one location alone is tried (what a
+    replayed decision needs: one trial rather than one per loop)."""
     out: list[tuple[int, object]] = []
-    if _legal(ctx, ComputeInline(), [blk], []):
+    if only in (None, -2) and _legal(ctx, ComputeInline(), [blk], []):
         out.append((-2, INLINE_MARK))
     out.append((-1, ROOT_MARK))
     consumers = consumers_of(ctx, blk)
@@ -359,7 +361,7 @@ def compute_locations(ctx: Ctx, blk: Block) -> list[tuple[int, object]]:
             visited_reduce = True
             if i > last_spatial:
                 break
-        if _legal(ctx, ComputeAt(), [blk, lp], [True, -1]):
+        if only in (None, i) and _legal(ctx, ComputeAt(), [blk, lp], [True, -1]):
             out.append((i, lp))
     return out
 
@@ -416,17 +418,17 @@ class SampleComputeLocation(Primitive):
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
         blk = expect_block(ctx, inputs[0] if inputs else None)
-        locations = compute_locations(ctx, blk)
         if ctx.decision is None:
+            locations = compute_locations(ctx, blk)
             decision, where = locations[ctx.rng.randrange(len(locations))]
         else:
             try:
                 decision = self.check_decision(attrs, ctx.decision)
             except TraceError as e:
                 raise ctx.error(f"block {blk.name_hint}", str(e), "") from None
-            found = dict(locations)
+            found = dict(compute_locations(ctx, blk, only=decision))
             if decision not in found:
-                legal = ", ".join(str(d) for d, _ in locations)
+                legal = ", ".join(str(d) for d, _ in compute_locations(ctx, blk))
                 raise ctx.error(f"block {blk.name_hint}", f"{decision} is not a legal compute "
                                 f"location of block {blk.name_hint} in this program (legal: "
                                 f"{legal})", "choose one of the legal locations",
