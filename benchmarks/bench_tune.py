@@ -80,23 +80,24 @@ def auto(runner: LocalRunner, trials: int) -> None:
             ps = _measure_preset(runner, preset)
             line += (f"  {preset} {_fmt(ps and ps * 1e3, ' ms', 3)} "
                      f"({_fmt(ps / res.best_seconds if ps and res.best_seconds else None, 'x')})")
-        print(line + f"  [{len(res.records)} trials, {wall:.0f} s]")
+        print(line + f"  [{len(res.records)} trials, {wall:.0f} s]", flush=True)
 
 
-def model(runner: LocalRunner, seeds: list[int]) -> None:
-    print("== cost model: trials for evolutionary to reach random search's 256-trial best "
-          "(matmul 512, auto)")
+def model(runner: LocalRunner, seeds: list[int], trials: int = 256, n: int = 512) -> None:
+    target_trials = trials * 3 // 8
+    print(f"== cost model: trials for evolutionary to reach random search's {trials}-trial "
+          f"best (matmul {n}, auto; target <= {target_trials})")
     for seed in seeds:
-        rnd = tune(("matmul", {"n": 512}), space="auto", trials=256, strategy="random",
+        rnd = tune(("matmul", {"n": n}), space="auto", trials=trials, strategy="random",
                    runner=runner, seed=seed)
         target = rnd.best_gflops
-        evo = tune(("matmul", {"n": 512}), space="auto", trials=256,
+        evo = tune(("matmul", {"n": n}), space="auto", trials=trials,
                    strategy="evolutionary", runner=runner, seed=seed)
         reached = next((i + 1 for i, g in enumerate(evo.best_so_far())
-                        if g is not None and g >= target), None)
+                        if g is not None and target is not None and g >= target), None)
         print(f"  seed {seed}: random best {_fmt(target)} GFLOP/s; evolutionary reaches it "
-              f"after {reached if reached else 'more than 256'} trials (target <= 96); "
-              f"evolutionary best {_fmt(evo.best_gflops)} GFLOP/s")
+              f"after {reached if reached else f'more than {trials}'} trials; "
+              f"evolutionary best {_fmt(evo.best_gflops)} GFLOP/s", flush=True)
 
 
 def main() -> None:
@@ -104,6 +105,8 @@ def main() -> None:
     ap.add_argument("--part", choices=("course", "auto", "model", "all"), default="all")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--auto-trials", type=int, default=256)
+    ap.add_argument("--model-trials", type=int, default=256)
+    ap.add_argument("--model-n", type=int, default=512)
     ap.add_argument("--workers", type=int, default=None)
     args = ap.parse_args()
     with LocalRunner(workers=args.workers) as runner:
@@ -112,7 +115,8 @@ def main() -> None:
         if args.part in ("auto", "all"):
             auto(runner, args.auto_trials)
         if args.part in ("model", "all"):
-            model(runner, [int(s) for s in args.seeds.split(",")])
+            model(runner, [int(s) for s in args.seeds.split(",")], args.model_trials,
+                  args.model_n)
 
 
 if __name__ == "__main__":
