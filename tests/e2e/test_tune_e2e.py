@@ -39,7 +39,7 @@ def test_tune_tab_search_watch_open_and_stop(page, server, shot):
     page.wait_for_url(re.compile(r"/explore/mm_relu\?n=64&t="))
     page.wait_for_selector("#program-pane .node")
     trace_text = page.inner_text("#trace-pane")
-    assert "factors=[v" in trace_text  # split by sampled factors (the samples are look-ups)
+    assert "sample_perfect_tile" in trace_text and "decision=" in trace_text
     page.wait_for_selector("#runtime-plot[data-drawn]", timeout=120_000)
     shot(page, "tune-03-candidate-opened")
     # a long search, stopped: the trials done so far stay on the page
