@@ -228,3 +228,10 @@ def test_a_database_that_cannot_be_written_does_not_stop_the_search(tmp_path):
                    strategy="random", runner=InlineRunner(), database=db)
     assert len(res.records) == 2 and db.failed
     db.close()
+
+
+def test_a_space_function_that_raises_is_reported_not_crashed():
+    def buggy(sch):
+        raise NameError("name 'j_factor' is not defined")
+    with pytest.raises(TuneError, match="NameError: name 'j_factor'"):
+        tune(("mm_relu", {"n": 16}), space=buggy, trials=2, runner=InlineRunner())

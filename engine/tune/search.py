@@ -80,6 +80,10 @@ class Sampler:
             self.failures += 1
             self.last_error = str(e)
             return None
+        except Exception as e:  # noqa: BLE001 - a bug in a space function is the user's
+            self.failures += 1
+            self.last_error = f"the space function raised {type(e).__name__}: {e}"
+            return None
         return self._candidate(sch, "random")
 
     def features_of(self, doc: dict) -> list | None:
