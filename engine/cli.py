@@ -6,6 +6,9 @@
     python -m engine challenges
     python -m engine check CHALLENGE_ID TRACE.json
     python -m engine run-model mlp|MODEL.onnx [--batch N] [--stage S] [--cache DIR]
+    python -m engine tune WORKLOAD [--param n=512] [--space auto|FILE.py] --trials 64
+                                   [--strategy random|evolutionary] [--dask ADDRESS]
+                                   [--export best.json]
 
 Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
 input such as an unreadable or invalid trace, 1 for a program that computes wrong
@@ -115,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder keeping the trained weights (default: train in memory)")
     m.add_argument("--number", type=int, default=10, help="runs per timing repeat")
     m.add_argument("--repeat", type=int, default=3, help="timing repeats")
+    from engine.tune import cli as tune_cli  # noqa: PLC0415
+    tune_cli.add_parser(sub)
     return p
 
 
@@ -329,6 +334,11 @@ def cmd_check(args: argparse.Namespace, out) -> int:
     return EXIT_OK if res.ok else EXIT_FAIL
 
 
+def cmd_tune(args: argparse.Namespace, out) -> int:
+    from engine.tune import cli as tune_cli  # noqa: PLC0415
+    return tune_cli.run(args, out, getattr(args, "err_stream", sys.stderr), CLIError)
+
+
 def cmd_run_model(args: argparse.Namespace, out) -> int:
     from engine.models import report, zoo
     from engine.relax.frontend import ImportError_
@@ -359,7 +369,7 @@ def cmd_run_model(args: argparse.Namespace, out) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"run-model": cmd_run_model, "replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
+COMMANDS = {"run-model": cmd_run_model, "tune": cmd_tune, "replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
             "challenges": cmd_challenges, "check": cmd_check}
 
 
@@ -372,6 +382,7 @@ def main(argv: Sequence[str] | None = None, out=None, err=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage/help
         return int(exc.code or 0)
+    args.err_stream = err
     try:
         return COMMANDS[args.command](args, out)
     except CLIError as exc:

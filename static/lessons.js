@@ -24,12 +24,12 @@
     var target = {
       program: "#col-program", diff: "#col-program", code: "#col-program",
       diagram: "#diagram-pane", runtime: "#measure-pane", cache: "#measure-pane",
-      trace: "#lesson-pane"
+      trace: "#lesson-pane", tune: "#col-program"
     }[look];
     var el = target && document.querySelector(target);
     if (el) el.classList.add("look-here");
-    if (look === "diff" || look === "code") {
-      var tab = document.querySelector('.tab[data-tab="' + (look === "diff" ? "panel-diff" : "panel-ll") + '"]');
+    if (look === "diff" || look === "code" || look === "tune") {
+      var tab = document.querySelector('.tab[data-tab="' + ({diff: "panel-diff", code: "panel-ll", tune: "panel-tune"}[look]) + '"]');
       if (tab && !pane.hasAttribute("data-tab-opened")) { pane.setAttribute("data-tab-opened", "1"); tab.click(); }
     }
     if (look === "cache") {

@@ -32,7 +32,7 @@ ENGINE_LAYERS = [
     {"engine.runtime"},
     {"engine.schedule"},
     {"engine.cache", "engine.presets", "engine.notebook", "engine.relax"},
-    {"engine.roofline", "engine.lessons", "engine.models"},
+    {"engine.roofline", "engine.lessons", "engine.models", "engine.tune"},
     {"engine.challenges"},
     {"engine.cli"},
     {"engine.__main__", "engine"},

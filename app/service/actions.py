@@ -280,10 +280,64 @@ def act_model(ctx: Any) -> None:
     ctx.emit(model=_plain(res))
 
 
+def _trial_brief(rec: Any, workload: str | None) -> dict[str, Any]:
+    """One tuning trial as the explorer's live view needs it (its trace as a URL token)."""
+    try:
+        token = Trace.from_json(rec.trace).encode()
+    except Exception:  # noqa: BLE001 - a trace that cannot be written is shown without link
+        token = None
+    return {"trial": rec.trial, "source": rec.source, "seconds": rec.seconds,
+            "gflops": rec.gflops, "correct": bool(rec.correct),
+            "compile_ms": rec.compile_ms, "error": (rec.error or "")[:300] or None,
+            "ok": bool(rec.ok), "token": token}
+
+
+def act_tune(ctx: Any) -> None:
+    """Tune the job's program from its trace (a fixed prefix) with ``ctx.job["tune"]``
+    (space: "auto" or the clicked choices; trials; strategy; seed; database path): every
+    trial is emitted as it ends (``t<k>``), with ``progress``; each timing holds every core's
+    timing slot."""
+    from engine.tune import Database, InlineRunner, tune  # noqa: PLC0415
+
+    job = ctx.job
+    spec = dict(job.get("tune") or {})
+    workload, params = job.get("workload"), dict(job.get("params") or {})
+    sch = Schedule(workloads.get(workload, **params), workload=(workload, params))
+    if job.get("trace") is not None:
+        Trace.from_json(job["trace"]).apply_to_schedule(sch)
+    ncores = max(1, os.cpu_count() or 1)
+    runner = InlineRunner(timing_guard=lambda: ctx.timing_slot(ncores))
+    db = None
+    if spec.get("database"):
+        try:
+            db = Database(spec["database"])
+        except Exception:  # noqa: BLE001 - tune without reusing earlier runs
+            db = None
+    t0 = time.perf_counter()
+
+    def progress(ev: Any) -> None:
+        best = ev.best
+        ctx.emit(**{f"t{ev.done}": _trial_brief(ev.record, workload),
+                    "progress": {"done": ev.done, "total": ev.total,
+                                 "elapsed": time.perf_counter() - t0, "eta": ev.eta,
+                                 "numpy_seconds": ev.numpy_seconds,
+                                 "best_trial": best.trial if best is not None else None}})
+    try:
+        res = tune(sch, space=spec.get("space", "auto"), trials=int(spec.get("trials", 16)),
+                   strategy=spec.get("strategy", "evolutionary"), seed=int(spec.get("seed", 0)),
+                   runner=runner, database=db, on_progress=progress)
+    finally:
+        if db is not None:
+            db.close()
+    ctx.emit(tune_done={"trials": len(res.records), "elapsed": res.elapsed,
+                        "numpy_seconds": res.numpy_seconds,
+                        "prior": len(res.prior)})
+
+
 ENGINE: dict[str, Callable[[Any], None]] = {
     "model": act_model,
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache, "pattern": act_pattern,
-    "roofline": act_roofline,
+    "roofline": act_roofline, "tune": act_tune,
 }

@@ -35,6 +35,10 @@ _CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("measuremen
                                                                      default=None)
 
 
+class TuneBusy(RuntimeError):
+    """The client already has a tuning job queued or running."""
+
+
 class StepMeasurer:
     """The web app's measurement service: stored results first, then one job per program.
 
@@ -93,6 +97,7 @@ class StepMeasurer:
         self.wait_s = wait_s
         self._lock = threading.RLock()
         self._inflight: dict[tuple, Ticket] = {}
+        self._tunes: "collections.OrderedDict[str, Ticket]" = collections.OrderedDict()
         self._failed: "collections.OrderedDict[tuple, tuple[float, Any]]" = \
             collections.OrderedDict()
         self.hits = 0
@@ -137,6 +142,42 @@ class StepMeasurer:
             yield
         finally:
             _CLIENT.reset(token)
+
+    # ------------------------------------------------------------------ tuning
+    #: seconds a tuning job may take per trial (compile, check, time), and at most
+    TUNE_S_PER_TRIAL = 6.0
+    TUNE_MAX_S = 1800.0
+
+    def submit_tune(self, workload: str, params: dict[str, Any], trace: Any,
+                    spec: dict[str, Any]) -> Ticket:
+        """Queue a tuning job (the current client's: it takes its turns in the fair queue)
+        searching from ``trace`` (a fixed prefix) with ``spec`` (space, trials, strategy,
+        seed, database); its trials arrive as the ticket's partial results."""
+        client = _CLIENT.get()
+        with self._lock:
+            busy = [t for t in self._tunes.values() if not t.done() and t.client == client]
+        if busy:
+            raise TuneBusy("you already have a search running (one at a time per learner); "
+                           "stop it or wait for it to finish")
+        limit = min(self.TUNE_MAX_S, 60.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16)))
+        job = Job(actions=("tune",), workload=workload, params=dict(params), trace=trace,
+                  tune=dict(spec), time_limit_s=limit)
+        ticket = self._submit(self.pool, job)
+        with self._lock:
+            self._tunes[ticket.id] = ticket
+            while len(self._tunes) > self.KEEP_TUNES:
+                self._tunes.popitem(last=False)
+        return ticket
+
+    #: tuning jobs remembered (running or finished) for their pages
+    KEEP_TUNES = 64
+
+    def tune_ticket(self, ticket_id: str) -> Ticket | None:
+        """A tuning job by its id (None when unknown or forgotten)."""
+        if not isinstance(ticket_id, str) or len(ticket_id) > 64:
+            return None
+        with self._lock:
+            return self._tunes.get(ticket_id)
 
     def _submit(self, pool: Any, job: Job, urgent: bool = False) -> Ticket:
         """``pool.submit`` with the job marked as the current client's."""

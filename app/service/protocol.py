@@ -49,7 +49,7 @@ __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "Po
 
 STEP_ACTIONS = ("compile", "check", "time", "source")
 ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
-                   "roofline", "model"}
+                   "roofline", "model", "tune"}
 
 
 class QueueFull(RuntimeError):
@@ -113,6 +113,7 @@ class Job:
     debug_cores: int | None = None
     loop_index: int | None = None       # "pattern": the loop (post-order index of its For)
     iteration: int = 0                  # "pattern": which iteration of that loop
+    tune: dict[str, Any] | None = None  # "tune": space, trials, strategy, seed, database
     client: str | None = None           # who asked (the queue is fair between clients);
                                         # stays in the server, never sent to a worker
 

@@ -36,6 +36,10 @@ from .tickets import Ticket
 log = logging.getLogger(__name__)
 
 
+#: how often a waiting supervisor looks whether its job was asked to stop
+STOP_POLL_S = 0.5
+
+
 def _worker_main(conn: Any, config: dict[str, Any]) -> None:
     """The worker process's entry point. The worker's code (and with it numpy, llvmlite and
     the engine) is imported here, in the worker — the forkserver has preloaded it — never
@@ -229,9 +233,20 @@ class Supervisor:
             while True:
                 t0 = time.monotonic()
                 try:
-                    has = conn.poll(max(remaining, 0.0))
+                    # in slices, so a stop asked for meanwhile (a tuning job) is seen
+                    has = conn.poll(max(min(remaining, STOP_POLL_S), 0.0))
                 except (EOFError, OSError):
                     has = True       # recv below reports the broken pipe
+                if not has and ticket.stop_requested:
+                    busy += time.monotonic() - t0
+                    self.replace()
+                    return JobResult("cancelled", "stopped: what was found so far is kept",
+                                     data, busy, worker_pid=pid, failed_action=action)
+                if not has and remaining - (time.monotonic() - t0) > 0:
+                    dt = time.monotonic() - t0
+                    remaining -= dt
+                    busy += dt
+                    continue
                 if not has:
                     busy += time.monotonic() - t0
                     self.replace()
@@ -255,6 +270,7 @@ class Supervisor:
                 kind = msg[0]
                 if kind == "data":
                     data.update(msg[1])
+                    ticket.note(msg[1])
                 elif kind == "action":
                     action = msg[1]
                 elif kind == "need_timing":

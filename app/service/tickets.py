@@ -37,6 +37,29 @@ class Ticket:
         self._result: JobResult | None = None
         self._callbacks: list[Callable[[JobResult], None]] = []
         self._lock = threading.Lock()
+        self._partial: dict[str, Any] = {}
+        self.stop_requested = False
+
+    def note(self, values: dict[str, Any]) -> None:
+        """Partial results the worker sent while the job runs (a tuning job's trials)."""
+        with self._lock:
+            self._partial.update(values)
+
+    def partial(self) -> dict[str, Any]:
+        """A copy of the partial results so far (the final result's data once done)."""
+        with self._lock:
+            if self._result is not None:
+                return dict(self._result.data or {})
+            return dict(self._partial)
+
+    def request_stop(self) -> bool:
+        """Ask a running job to stop (its worker is replaced; the partial results stay);
+        a queued one is withdrawn. False when it already finished."""
+        if self._done.is_set():
+            return False
+        self.stop_requested = True
+        self.cancel()
+        return True
 
     def position(self) -> int | None:
         """1-based place in the queue while waiting, 0 while running, None when finished."""

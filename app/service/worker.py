@@ -37,7 +37,7 @@ from .protocol import encode_reply
 USER_ERRORS = {"ScriptError", "ScheduleError", "BuildError", "ArgumentError", "TraceError",
                "WorkloadError", "InputError", "LimitError", "DTypeError", "CheckError",
                "AccessPatternError", "CacheSimError", "InstrumentError", "ReplayError",
-               "IndexMapError", "OutOfBoundsError"}
+               "IndexMapError", "OutOfBoundsError", "TuneError"}
 
 
 class _Exit(Exception):

@@ -41,7 +41,8 @@ log = logging.getLogger("app.lessons")
 LOOK_AT_LABELS = {"program": "the program text", "diagram": "the loop diagram",
                   "runtime": "the runtime chart", "cache": "the cache-miss chart",
                   "code": "the generated code (LLVM IR / assembly tabs)",
-                  "trace": "the list of steps", "diff": "the diff of the last step"}
+                  "trace": "the list of steps", "diff": "the diff of the last step",
+                  "tune": "the Tune tab (search, live scatter plot, best candidates)"}
 _TOKENS: dict[tuple, str] = {}
 _TOKENS_LOCK = threading.Lock()
 

@@ -381,3 +381,39 @@ def model_figure(result: dict) -> str:
     fig = {"data": data, "layout": layout("end-to-end time by operator (µs)", barmode="stack",
                                           height=300, yaxis={"title": {"text": "µs"}})}
     return json.dumps(fig)
+
+
+def tune_figure(trials: list[dict], best_so_far: list, numpy_gflops: float | None) -> str:
+    """The Tune tab's scatter: every candidate's GFLOP/s by trial (red crosses at 0 for
+    the failed or wrong ones), the best-so-far line and numpy's line."""
+    xs = [t["trial"] for t in trials]
+    ok = [t for t in trials if t.get("ok")]
+    bad = [t for t in trials if not t.get("ok")]
+    data = [{
+        "type": "scatter", "mode": "markers", "name": "candidate",
+        "x": [t["trial"] for t in ok], "y": [t["gflops"] for t in ok],
+        "marker": {"size": 8, "color": ["#2da44e" if t.get("source") == "evolved" else "#1f6feb"
+                                        for t in ok]},
+        "text": [t.get("source") or "" for t in ok],
+        "hovertemplate": "trial %{x}: %{y:.2f} GFLOP/s (%{text})<extra></extra>",
+    }, {
+        "type": "scatter", "mode": "lines", "name": "best so far", "x": xs, "y": best_so_far,
+        "line": {"color": "#1a7f37", "shape": "hv"}, "hoverinfo": "skip",
+    }]
+    if bad:
+        data.append({"type": "scatter", "mode": "markers", "name": "failed / wrong",
+                     "x": [t["trial"] for t in bad], "y": [0] * len(bad),
+                     "marker": {"symbol": "x", "color": "#d1242f", "size": 8},
+                     "text": [(t.get("error") or "")[:120] for t in bad],
+                     "hovertemplate": "trial %{x}: %{text}<extra></extra>"})
+    if numpy_gflops and xs:
+        data.append({"type": "scatter", "mode": "lines", "name": f"numpy {numpy_gflops:.1f}",
+                     "x": [min(xs), max(xs)], "y": [numpy_gflops, numpy_gflops],
+                     "line": {"color": "#8250df", "dash": "dash"}, "hoverinfo": "skip"})
+    fig_layout = layout("", height=230, margin={"l": 52, "r": 16, "t": 24, "b": 36},
+                        legend={"orientation": "h", "x": 0, "xanchor": "left",
+                                "yref": "container", "y": 1, "yanchor": "top",
+                                "font": {"size": 12}},
+                        xaxis={"title": {"text": "trial"}, "zeroline": False},
+                        yaxis={"title": {"text": "GFLOP/s"}, "rangemode": "tozero"})
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)

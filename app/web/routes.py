@@ -12,12 +12,16 @@
 ``POST /explore/custom``               pasted TVMScript -> redirect to ``/explore/custom?src=``
 ``POST /explore/<w>/save``             save the trace (to the current step) under a name
 ``GET  /saved/<id>``                   a saved trace -> redirect to the explorer
+``GET  /explore/<w>/tune``             the Tune tab (search from this step)
+``POST /explore/<w>/tune``             start a search (a job of the measurement workers)
+``GET  /tune/<id>``                    its live view (polled); ``POST /tune/<id>/stop``
 =====================================  =====================================================
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 
 from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request
@@ -32,6 +36,7 @@ from . import explorer, gallery, measuring, toolbar
 from .panes import cache as cache_view
 from .panes import code as code_view
 from .panes import measurement
+from .panes import tune as tune_view
 from .selection import module_trees, parse_sel
 from .services import limits, measurer, store
 from .session import CUSTOM, Session, encode_src, parse_program, trace_json, workload_info
@@ -167,6 +172,57 @@ def code_pane(workload: str):
         raise AppError(400, "Unknown code view",
                        f"kind= must be ll-opt or asm, got “{kind[:20]}”.", back=s.url())
     return render_template("panes/code.html", s=s, **code_view.context(s, kind))
+
+
+@bp.get("/explore/<workload>/tune")
+def tune_pane(workload: str):
+    s = Session.from_request(workload, request.args)
+    return render_template("panes/tune.html", s=s, **tune_view.form_context(s))
+
+
+@bp.post("/explore/<workload>/tune")
+def tune_start(workload: str):
+    s = Session.from_request(workload, request.args)  # the state is in the form's URL
+    spec = tune_view.spec_from_form(request.form, s)
+    trace = s.prefix_trace(s.at).as_json()
+    st = store()
+    if st is not None and not st.in_memory:  # the tuning database lives next to the store
+        spec["database"] = os.path.join(os.path.dirname(st.path), "tuning.sqlite3")
+    try:
+        ticket = measurer().submit_tune(s.workload, dict(s.params), trace, spec)
+    except Exception as e:  # noqa: BLE001 - a full queue, no workers: say so
+        raise AppError(503, "Cannot start the search",
+                       f"The measurement workers cannot take it now ({e}). Try again in a "
+                       "moment.", back=s.url()) from None
+    return render_template("panes/tune_progress.html", **tune_view.progress_context(ticket))
+
+
+@bp.get("/tune/<tid>")
+def tune_progress(tid: str):
+    ticket = _tune_ticket(tid)
+    return render_template("panes/tune_progress.html", **tune_view.progress_context(ticket))
+
+
+@bp.post("/tune/<tid>/stop")
+def tune_stop(tid: str):
+    ticket = _tune_ticket(tid)
+    if ticket.client is not None and ticket.client != measuring.client_key():
+        raise AppError(403, "Not your search", "Only who started a search can stop it.")
+    ticket.request_stop()
+    try:
+        ticket.result(5)  # the worker is replaced at once; what it found stays
+    except TimeoutError:
+        pass
+    return render_template("panes/tune_progress.html", **tune_view.progress_context(ticket))
+
+
+def _tune_ticket(tid: str):
+    ticket = measurer().tune_ticket(tid)
+    if ticket is None:
+        raise AppError(404, "No such search",
+                       "This search is not known (any more): searches are kept for a while "
+                       "after they end. Start a new one from the Tune tab.")
+    return ticket
 
 
 @bp.get("/explore/<workload>/export/<fmt>")

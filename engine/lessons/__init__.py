@@ -41,7 +41,7 @@ ALIASES = ("aliases",)  # env key: names of earlier steps' outputs, see Lesson.a
 FORMAT = "schedule-explorer/lesson"
 VERSION = 1
 #: panes a step can point the learner at
-LOOK_AT = ("program", "diagram", "runtime", "cache", "code", "trace", "diff")
+LOOK_AT = ("program", "diagram", "runtime", "cache", "code", "trace", "diff", "tune")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 

@@ -1,0 +1,138 @@
+"""The Tune tab: search from this step (the trace so far is a fixed prefix).
+
+:func:`form_context` lists what the learner can ask to be sampled (each loop's split
+factors, each block's compute location); :func:`spec_from_form` checks a submitted form
+into the tuning job's spec; :func:`progress_context` turns a running or finished tuning
+job's partial results (one entry per trial, sent by the worker as each ends) into the live
+view: progress, time left, the scatter plot and the table of the best candidates, each
+linking to its trace in the explorer. The search itself runs in a measurement worker.
+"""
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from ...errors import AppError
+from .. import plots
+from ..selection import module_trees, walk_tree
+
+STRATEGIES = ("evolutionary", "random")
+MAX_TRIALS = 256
+DEFAULT_TRIALS = 32
+TOP_ROWS = 10
+
+
+def form_context(s: Any) -> dict:
+    """Loops and blocks of the program at the cursor, for the space built by clicking."""
+    loops: list[dict] = []
+    blocks: list[str] = []
+    seen: set[str] = set()
+    for tree in module_trees(s.mod_at(s.at)):
+        for node in walk_tree(tree.roots):
+            if node.is_loop:
+                if node.name not in seen and (node.extent or 0) > 1 and node.kind == "serial":
+                    seen.add(node.name)
+                    loops.append({"name": node.name, "extent": node.extent})
+            elif node.name not in blocks:
+                blocks.append(node.name)
+    return {"tune_loops": loops, "tune_blocks": blocks, "strategies": STRATEGIES,
+            "max_trials": MAX_TRIALS, "default_trials": DEFAULT_TRIALS,
+            "tunable": s.workload_arg() is not None}
+
+
+def spec_from_form(form: Any, s: Any) -> dict:
+    """The tuning job's spec from the Tune form (400 with the reason when it is wrong)."""
+    back = s.url()
+    if s.workload_arg() is None:
+        raise AppError(400, "Cannot tune a pasted program",
+                       "Tuning checks every candidate against the workload's numpy "
+                       "reference, so it works on the gallery's workloads.", back=back)
+    raw = str(form.get("trials", DEFAULT_TRIALS)).strip()
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_TRIALS:
+        raise AppError(400, "Bad trial budget",
+                       f"The number of trials must be a whole number from 1 to {MAX_TRIALS}, "
+                       f"got “{raw[:12]}”.", back=back)
+    strategy = form.get("strategy", "evolutionary")
+    if strategy not in STRATEGIES:
+        raise AppError(400, "Unknown strategy",
+                       f"The strategy is evolutionary or random, got “{str(strategy)[:20]}”.",
+                       back=back)
+    ctx = form_context(s)
+    loops = {lp["name"] for lp in ctx["tune_loops"]}
+    blocks = set(ctx["tune_blocks"])
+    space: Any = "auto"
+    if form.get("space") == "clicks":
+        directives = []
+        for name in form.getlist("split"):
+            if name not in loops:
+                raise AppError(400, "Unknown loop", f"There is no loop “{name[:40]}” to split "
+                               "at this step.", back=back)
+            directives.append({"kind": "sample_split", "loop": name, "n": 2,
+                               "max_innermost_factor": 64})
+        for name in form.getlist("location"):
+            if name not in blocks:
+                raise AppError(400, "Unknown block", f"There is no block “{name[:40]}” at "
+                               "this step.", back=back)
+            directives.append({"kind": "sample_compute_location", "block": name})
+        if not directives:
+            raise AppError(400, "Nothing to search",
+                           "Tick at least one loop to split with sampled factors or one "
+                           "block whose compute location is sampled — or choose auto.",
+                           back=back)
+        space = directives
+    elif form.get("space", "auto") != "auto":
+        raise AppError(400, "Unknown search space", "The space is auto or your choices.",
+                       back=back)
+    seed = str(form.get("seed", "0")).strip()
+    return {"space": space, "trials": int(raw), "strategy": strategy,
+            "seed": int(seed) if seed.isdigit() and len(seed) < 10 else 0}
+
+
+def _trials(data: dict) -> list[dict]:
+    out = []
+    for key, value in data.items():
+        if key.startswith("t") and key[1:].isdigit() and isinstance(value, dict):
+            out.append(value)
+    return sorted(out, key=lambda t: t.get("trial") or 0)
+
+
+def candidate_url(workload: str, params: dict, token: str | None) -> str | None:
+    if not token:
+        return None
+    return f"/explore/{workload}?" + urlencode({**params, "t": token})
+
+
+def progress_context(ticket: Any) -> dict:
+    """The live view of a tuning job (running, queued or finished)."""
+    job = ticket.job
+    data = ticket.partial()
+    trials = _trials(data)
+    prog = data.get("progress") or {}
+    total = int(prog.get("total") or (job.tune or {}).get("trials") or 0)
+    numpy_s = prog.get("numpy_seconds")
+    numpy_ms = numpy_s * 1e3 if numpy_s else None
+    best = None
+    curve = []
+    for t in trials:
+        if t.get("ok") and t.get("gflops") is not None and (best is None or
+                                                             t["gflops"] > best["gflops"]):
+            best = t
+        curve.append(best["gflops"] if best else None)
+    ok = sorted((t for t in trials if t.get("ok")), key=lambda t: t["seconds"])[:TOP_ROWS]
+    for t in ok:
+        t["url"] = candidate_url(job.workload, job.params, t.get("token"))
+        t["vs_numpy"] = (numpy_s / t["seconds"]) if numpy_s and t.get("seconds") else None
+    flops_gf = None
+    if numpy_s and best and best.get("gflops") and best.get("seconds"):
+        flops_gf = best["gflops"] * best["seconds"]  # GFLOP of one run
+    numpy_gflops = flops_gf / numpy_s if flops_gf and numpy_s else None
+    state = ticket.state
+    result = ticket.result(0) if ticket.done() else None
+    status = None
+    if result is not None and not result.ok:
+        status = result.message
+    return {"ticket": ticket, "state": state, "done": len(trials), "total": total,
+            "eta": prog.get("eta"), "elapsed": prog.get("elapsed"), "numpy_ms": numpy_ms,
+            "best": best, "top": ok, "failed": sum(1 for t in trials if not t.get("ok")),
+            "status": status, "queue_position": ticket.position(),
+            "fig": plots.tune_figure(trials, curve, numpy_gflops) if trials else None}

@@ -1,0 +1,237 @@
+"""The ``auto`` search space: design-space rules like MetaSchedule's for CPU.
+
+Applied to a schedule (after any fixed prefix), block by block:
+
+1. **auto-inline** — an element-wise stage that is not an output and has no condition in
+   its body is inlined into its consumers (``compute_inline``; softmax's ``exp``, the MLP's
+   ``relu``);
+2. **multi-level tiling** (``SSRSRS``) of every block that reduces and has at least two
+   spatial loops (matmul, conv2d, batch matmul, depthwise): each spatial loop is split into
+   four sampled factors (``sample_perfect_tile``), each reduction loop into two, and the
+   loops are reordered ``S0 S1 R0 S2 R1 S3``. The results are written back per tile: the
+   block's element-wise consumer (mm_relu's ReLU) is moved into the tile
+   (``reverse_compute_at``), or else the block accumulates into a tile-sized buffer
+   (``cache_write``) written back per tile; the level of the write-back (after ``S0`` or
+   after ``S1``) is sampled (``sample_categorical``). Then the ``S0`` loops are fused and
+   run in parallel, the innermost spatial loop is vectorized, the other ``S3`` loops are
+   unrolled, and the initialisation is separated (``decompose_reduction``);
+3. **random compute location** — every other reduction and every remaining producer
+   (softmax's max and sum, layernorm's row statistics, the convolution's padding) is moved
+   to a sampled location (``sample_compute_location``: under a loop of its consumer, the
+   root, or inlined);
+4. **parallel + vectorize** — each remaining block's outermost loop runs in parallel; an
+   element-wise block's innermost loop is split by a sampled factor and its inner part
+   vectorized.
+
+Every choice is a sampling instruction, so the evolutionary search can mutate it; a draw the
+program does not allow is refused by the primitive and the search draws again.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.ir import expr as E
+from engine.ir.stmt import Block, BlockRealize, ForKind
+from engine.schedule import Schedule, ScheduleError
+
+__all__ = ["apply_auto"]
+
+#: innermost tile of the vectorized spatial loop / of the other spatial loops (unrolled)
+VECTOR_TILE = 64
+UNROLL_TILE = 8
+UNROLL_TILE_MANY = 4
+
+
+def _leaf_blocks(sch: Schedule) -> list[str]:
+    """Names of the blocks that hold a store, in execution order."""
+    names: list[str] = []
+    stack = [sch.mod[sch.func_name].body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, BlockRealize):
+            blk = s.block
+            if blk.name_hint != "root" and not _has_child_block(blk.body):
+                names.append(blk.name_hint)
+            else:
+                stack.append(blk.body)
+        elif hasattr(s, "seq"):
+            stack.extend(reversed(s.seq))
+        elif hasattr(s, "then_case"):
+            if s.else_case is not None:
+                stack.append(s.else_case)
+            stack.append(s.then_case)
+        elif hasattr(s, "body"):
+            stack.append(s.body)
+    return names
+
+
+def _has_child_block(stmt: Any) -> bool:
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, BlockRealize):
+            return True
+        if hasattr(s, "seq"):
+            stack.extend(s.seq)
+        elif hasattr(s, "then_case"):
+            stack.append(s.then_case)
+        elif hasattr(s, "body"):
+            stack.append(s.body)
+    return False
+
+
+def _has_condition(blk: Block) -> bool:
+    found = []
+
+    def visit(e: Any) -> None:
+        if isinstance(e, E.Select) or (isinstance(e, E.Call) and "if_then_else" in e.op):
+            found.append(e)
+    from engine.ir.functor import post_order_visit  # noqa: PLC0415
+    post_order_visit(blk.body, visit)
+    return bool(found)
+
+
+def _is_output(sch: Schedule, blk: Block) -> bool:
+    params = {p.name for p in sch.mod[sch.func_name].params}
+    return any(w.buffer.name in params for w in blk.writes)
+
+
+def _kinds(blk: Block) -> str:
+    return "".join(iv.iter_type.value for iv in blk.iter_vars)
+
+
+def _is_tiled(blk: Block) -> bool:
+    k = _kinds(blk)
+    return "R" in k and k.count("S") >= 2
+
+
+def _try(fn, *args, **kwargs):
+    """Apply a primitive if the program allows it (a refusal leaves the trace unchanged)."""
+    try:
+        return fn(*args, **kwargs)
+    except ScheduleError:
+        return None
+
+
+# --------------------------------------------------------------------------- rules
+def _auto_inline(sch: Schedule) -> None:
+    for name in _leaf_blocks(sch):
+        blk = sch.get(sch.get_block(name))
+        if "R" in _kinds(blk) or _is_output(sch, blk) or _has_condition(blk):
+            continue
+        if not blk.reads:
+            continue
+        _try(sch.compute_inline, sch.get_block(name))
+
+
+def _fused_consumer(sch: Schedule, block) -> Any:
+    """The element-wise output stage that reads only this block's result (mm_relu's C)."""
+    consumers = sch.get_consumers(block)
+    if len(consumers) != 1:
+        return None
+    c = sch.get(consumers[0])
+    if "R" in _kinds(c) or not _is_output(sch, c):
+        return None
+    return consumers[0]
+
+
+def _multi_level_tiling(sch: Schedule, name: str) -> None:
+    block = sch.get_block(name)
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    kinds = _kinds(blk)
+    if len(loops) != len(kinds):
+        return  # already restructured (a prefix): leave it to the simple rules
+    spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
+    reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
+    inner_most = UNROLL_TILE if len(spatial) <= 2 else UNROLL_TILE_MANY
+    levels_s: list[list] = [[], [], [], []]
+    for n, lp in enumerate(spatial):
+        most = VECTOR_TILE if n == len(spatial) - 1 else inner_most
+        parts = sch.split(lp, factors=sch.sample_perfect_tile(lp, n=4,
+                                                              max_innermost_factor=most))
+        for lvl in range(4):
+            levels_s[lvl].append(parts[lvl])
+    levels_r: list[list] = [[], []]
+    for lp in reduce:
+        parts = sch.split(lp, factors=sch.sample_perfect_tile(lp, n=2,
+                                                              max_innermost_factor=64))
+        levels_r[0].append(parts[0])
+        levels_r[1].append(parts[1])
+    sch.reorder(*levels_s[0], *levels_s[1], *levels_r[0], *levels_s[2], *levels_r[1],
+                *levels_s[3])
+    # the write-back per tile: after S0 or after S1 (sampled)
+    level = sch.get(sch.sample_categorical([0, 1], [0.5, 0.5]))
+    at = levels_s[int(level)][-1]
+    consumer = _fused_consumer(sch, block)
+    if consumer is not None:
+        sch.reverse_compute_at(consumer, at)
+        writer = consumer
+    else:
+        writer = sch.cache_write(block, 0, "global")
+        sch.reverse_compute_at(writer, at)
+    # parallel outer tiles, vectorized and unrolled inner tiles
+    outer = sch.fuse(*levels_s[0]) if len(levels_s[0]) > 1 else levels_s[0][0]
+    sch.parallel(outer)
+    sch.vectorize(levels_s[3][-1])
+    for lp in levels_s[3][:-1]:
+        if int(sch.get(lp).extent.value) > 1:
+            sch.unroll(lp)
+    wloops = sch.get_loops(writer)
+    _try(sch.vectorize, wloops[-1])
+    sch.decompose_reduction(block, levels_r[0][0])
+
+
+def _compute_locations(sch: Schedule, names: list[str]) -> None:
+    for name in names:
+        block = sch.get_block(name)
+        if not sch.get_consumers(block):
+            continue
+        loc = sch.sample_compute_location(block)
+        sch.compute_at(block, loc)
+
+
+def _parallel_vectorize(sch: Schedule, names: list[str]) -> None:
+    alive = set(_leaf_blocks(sch))
+    for name in reversed(names):
+        if name not in alive:
+            continue  # inlined
+        block = sch.get_block(name)
+        blk = sch.get(block)
+        loops = sch.get_loops(block)
+        if not loops:
+            continue
+        if "R" not in _kinds(blk):
+            inner = loops[-1]
+            extent = sch.get(inner).extent
+            if isinstance(extent, E.IntImm) and extent.value > 1 and \
+                    sch.get(inner).kind is ForKind.SERIAL:
+                if len(loops) == 1:
+                    parts = sch.split(inner, factors=sch.sample_perfect_tile(
+                        inner, n=3, max_innermost_factor=VECTOR_TILE))
+                    loops = parts
+                else:
+                    parts = sch.split(inner, factors=sch.sample_perfect_tile(
+                        inner, n=2, max_innermost_factor=VECTOR_TILE))
+                    loops = loops[:-1] + parts
+                _try(sch.vectorize, parts[-1])
+        if sch.get(loops[0]).kind is ForKind.SERIAL:
+            _try(sch.parallel, loops[0])
+
+
+def apply_auto(sch: Schedule) -> None:
+    """Apply the ``auto`` rules (see the module docstring) to ``sch``."""
+    _auto_inline(sch)
+    names = _leaf_blocks(sch)
+    tiled = [n for n in names if _is_tiled(sch.get(sch.get_block(n)))]
+    fused = set()
+    for name in tiled:
+        c = _fused_consumer(sch, sch.get_block(name))
+        if c is not None:
+            fused.add(sch.get(c).name_hint)
+    rest = [n for n in names if n not in tiled and n not in fused]
+    for name in reversed(tiled):
+        _multi_level_tiling(sch, name)
+    producers = [n for n in rest if sch.get_consumers(sch.get_block(n))]
+    _compute_locations(sch, producers)
+    _parallel_vectorize(sch, rest)

@@ -1,0 +1,73 @@
+"""The main loop of a :class:`~engine.tune.runner.LocalRunner` worker process.
+
+Messages (tuples over a pipe from the runner that started this process):
+
+* ``("build", task, id, trace)`` -> ``("built", id, result)``: replay, compile and check
+  one candidate; a correct one is kept, compiled, until its turn to be timed;
+* ``("time", id)`` -> ``("timed", id, result)``: time a kept candidate, then drop it;
+* ``("numpy", task)`` -> ``("numpy", seconds)``: numpy's float32 time for the task;
+* ``("hook", fn)``: call ``fn(trace)`` before each timing (tests: a crash, a hang);
+* ``("stop",)``: exit.
+
+Run as ``python -m engine.tune.local_worker FD`` (FD: the socket to the runner).
+
+Results travel as plain dicts (:meth:`MeasureResult.as_dict`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .measure import Built, MeasureResult, TaskContext
+from .task import TuneTask
+
+__all__ = ["worker_main"]
+
+
+def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> None:
+    contexts: dict[str, TaskContext] = {}
+    kept: dict[int, tuple[TaskContext, Built, dict]] = {}
+
+    def context(task_d: dict) -> TaskContext:
+        task = TuneTask.from_dict(task_d)
+        key = task.key()
+        if key not in contexts:
+            contexts.clear()  # one task at a time: keep the memory of one program's inputs
+            contexts[key] = TaskContext(task)
+        return contexts[key]
+
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        op = msg[0]
+        if op == "stop":
+            return
+        if op == "hook":
+            before_run = msg[1]
+            continue
+        if op == "build":
+            _, task_d, cid, trace = msg
+            try:
+                ctx = context(task_d)
+                built = ctx.build(trace)
+            except Exception as e:  # noqa: BLE001 - the program itself cannot be prepared
+                conn.send(("built", cid, MeasureResult(error=f"cannot prepare the program: "
+                                                             f"{e}").as_dict()))
+                continue
+            if built.rt is not None:
+                kept[cid] = (ctx, built, trace)
+            conn.send(("built", cid, built.result.as_dict()))
+        elif op == "time":
+            ctx, built, trace = kept.pop(msg[1])
+            if before_run is not None:
+                before_run(trace)
+            conn.send(("timed", msg[1], ctx.time(built).as_dict()))
+        elif op == "numpy":
+            conn.send(("numpy", context(msg[1]).numpy_seconds()))
+
+
+if __name__ == "__main__":
+    import sys
+    from multiprocessing.connection import Connection
+    worker_main(Connection(int(sys.argv[1])))

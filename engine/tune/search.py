@@ -1,0 +1,244 @@
+"""Search strategies: which candidates to measure next.
+
+* **random** — fresh samples of the space (each a seeded schedule the space function ran
+  on), never one measured before;
+* **evolutionary** (MetaSchedule's ``EvolutionarySearch``) — a population made of the best
+  measured candidates and fresh samples is evolved for a few generations: children are
+  *mutations* of parents chosen among the best predicted (one sampling decision changed: a
+  tile factor moved to another level, as MetaSchedule's ``MutateTileSize``, or one decision
+  drawn again), each child is replayed (an illegal one is dropped) and scored by the cost
+  model; the best predicted candidates not yet measured are measured, plus a few random
+  ones (epsilon-greedy) so the model keeps seeing the rest of the space. Until the model
+  is trained (after the first round) the search samples at random.
+
+:class:`Sampler` makes candidates (sampling, mutating, replaying, features); :func:`propose`
+picks the next batch.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from engine.schedule import ScheduleError, Trace, TraceError
+
+from .cost_model import CostModel
+from .database import trace_digest
+from .features import program_features
+from .space import Space
+from .task import TuneError, TuneTask
+
+__all__ = ["Candidate", "Sampler", "propose", "STRATEGIES", "EvolutionConfig"]
+
+STRATEGIES = ("evolutionary", "random")
+_SAMPLING = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+
+
+@dataclass
+class Candidate:
+    """A trace to measure: its document (decisions included), identity and features."""
+
+    doc: dict
+    digest: str
+    features: list
+    source: str = "random"
+
+
+@dataclass
+class EvolutionConfig:
+    """The evolutionary search's knobs (MetaSchedule's, scaled to a small machine)."""
+
+    population: int = 48
+    generations: int = 2
+    init_measured_ratio: float = 0.25
+    epsilon: float = 0.15
+    tile_move_probability: float = 0.7
+
+
+class Sampler:
+    """Makes candidates of ``space`` for ``task`` from a seeded generator."""
+
+    def __init__(self, task: TuneTask, space: Space, seed: int = 0):
+        self.task = task
+        self.space = space
+        self.mod = task.module()
+        self.rng = random.Random(seed)
+        self.prefix_len = task.prefix_length()
+        self.failures = 0
+        self.last_error: str | None = None
+
+    def _candidate(self, sch, source: str) -> Candidate:
+        doc = sch.trace.as_json()
+        return Candidate(doc, trace_digest(doc), program_features(sch.mod, self.task.func_name),
+                         source)
+
+    def random(self) -> Candidate | None:
+        """A fresh sample of the space (None if the space refused this draw)."""
+        sch = self.task.new_schedule(self.rng.randrange(1 << 30), mod=self.mod)
+        try:
+            self.space.apply(sch)
+        except (ScheduleError, TraceError, TuneError) as e:
+            self.failures += 1
+            self.last_error = str(e)
+            return None
+        except Exception as e:  # noqa: BLE001 - a bug in a space function is the user's
+            self.failures += 1
+            self.last_error = f"the space function raised {type(e).__name__}: {e}"
+            return None
+        return self._candidate(sch, "random")
+
+    def features_of(self, doc: dict) -> list | None:
+        """The features of a stored trace (None when it no longer replays)."""
+        try:
+            sch = self.task.replay(doc, mod=self.mod)
+        except (ScheduleError, TraceError, TuneError):
+            return None
+        return program_features(sch.mod, self.task.func_name)
+
+    def mutate(self, doc: dict, cfg: EvolutionConfig) -> Candidate | None:
+        """One sampling decision of ``doc`` changed (after the prefix); None when the
+        trace has none to change or the changed trace does not replay."""
+        decisions = {int(n): d for n, d in doc.get("decisions", [])}
+        insts = doc.get("insts", [])
+        used = _used_names(insts)
+        positions = [n for n in decisions if n >= self.prefix_len and n < len(insts)
+                     and insts[n][0] in _SAMPLING
+                     and any(o in used for o in insts[n][3])]
+        if not positions:
+            return None
+        n = self.rng.choice(positions)
+        new = None
+        if insts[n][0] == "SamplePerfectTile" and self.rng.random() < cfg.tile_move_probability:
+            new = _move_tile_factor(self.rng, list(decisions[n]), _innermost_bound(insts[n]))
+        try:
+            trace = Trace.from_json(doc).with_decision(n, new)  # None: drawn again
+            sch = self.task.replay(trace.as_json(), mod=self.mod,
+                                   seed=self.rng.randrange(1 << 30))
+        except (ScheduleError, TraceError, TuneError, TypeError, ValueError) as e:
+            self.failures += 1
+            self.last_error = str(e)
+            return None
+        return self._candidate(sch, "evolved")
+
+
+def _used_names(insts: list) -> set:
+    """Handle names some instruction takes as input (a sample whose value no instruction
+    uses only steered the space function's Python code: changing it changes nothing)."""
+    out: set = set()
+    for inst in insts:
+        for x in inst[1]:
+            if isinstance(x, list):
+                out.update(y for y in x if isinstance(y, str))
+            elif isinstance(x, str):
+                out.add(x)
+    return out
+
+
+def _innermost_bound(inst: list) -> int:
+    attrs = inst[2] if len(inst) > 2 else []
+    most = attrs[1] if len(attrs) > 1 else 16
+    return most if isinstance(most, int) and most > 0 else 1 << 30
+
+
+def _move_tile_factor(rng: random.Random, tile: list[int], most: int) -> list[int] | None:
+    """MetaSchedule's MutateTileSize: move a prime factor from one level to another."""
+    if len(tile) < 2:
+        return None
+    sources = [i for i, f in enumerate(tile) if f > 1]
+    if not sources:
+        return None
+    src = rng.choice(sources)
+    primes = _prime_divisors(tile[src])
+    p = rng.choice(primes)
+    dst = rng.choice([i for i in range(len(tile)) if i != src])
+    out = list(tile)
+    out[src] //= p
+    out[dst] *= p
+    if out[-1] > most:
+        return None
+    return out
+
+
+def _prime_divisors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        if n % p == 0:
+            out.append(p)
+            while n % p == 0:
+                n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+# --------------------------------------------------------------------------- proposing
+def _fresh(sampler: Sampler, n: int, seen: set[str], tries_per: int = 12) -> list[Candidate]:
+    out: list[Candidate] = []
+    for _ in range(n * tries_per):
+        if len(out) >= n:
+            break
+        c = sampler.random()
+        if c is not None and c.digest not in seen:
+            seen.add(c.digest)
+            out.append(c)
+    return out
+
+
+def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
+            measured: dict[str, tuple[Candidate, float]], cfg: EvolutionConfig
+            ) -> list[Candidate]:
+    """The next ``n`` candidates to measure (fewer when the space has no more).
+
+    ``measured``: digest -> (candidate, throughput) of everything measured so far.
+    """
+    seen = set(measured)
+    if strategy == "random" or not model.trained:
+        return _fresh(sampler, n, seen)
+    # ---- evolutionary: the population starts from the best measured and fresh samples
+    rng = sampler.rng
+    best = sorted((v for v in measured.values() if v[1] > 0), key=lambda v: -v[1])
+    n_measured = min(len(best), int(cfg.population * cfg.init_measured_ratio))
+    population = [c for c, _ in best[:n_measured]]
+    randoms = _fresh(sampler, cfg.population - n_measured, set(seen))
+    population += randoms
+    pool: dict[str, Candidate] = {c.digest: c for c in randoms}
+    scores = dict(zip([c.digest for c in population],
+                      model.predict([c.features for c in population])))
+    for c, t in best[:n_measured]:
+        scores[c.digest] = max(scores.get(c.digest, 0.0), t / max(best[0][1], 1e-30))
+    for _ in range(cfg.generations):
+        ranked = sorted(population, key=lambda c: -scores[c.digest])
+        parents = ranked[:max(2, len(ranked) // 2)]
+        children = []
+        for _ in range(cfg.population):
+            child = sampler.mutate(rng.choice(parents).doc, cfg)
+            if child is None or child.digest in scores:
+                continue
+            children.append(child)
+            scores[child.digest] = 0.0
+        if children:
+            for c, s in zip(children, model.predict([c.features for c in children])):
+                scores[c.digest] = float(s)
+                if c.digest not in seen:
+                    pool[c.digest] = c
+        population = sorted(population + children, key=lambda c: -scores[c.digest])
+        population = population[:cfg.population]
+    unmeasured = sorted((c for c in pool.values() if c.digest not in seen),
+                        key=lambda c: -scores[c.digest])
+    n_random = int(round(n * cfg.epsilon))
+    chosen = unmeasured[:n - n_random]
+    rest = [c for c in unmeasured[n - n_random:] if c.source == "random"]
+    rng.shuffle(rest)
+    chosen += rest[:n - len(chosen)]
+    if len(chosen) < n:  # a small space: top up with anything not measured yet
+        taken = {c.digest for c in chosen} | seen
+        chosen += _fresh(sampler, n - len(chosen), taken)
+    return chosen[:n]
+
+
+def throughput(gflops: float | None, seconds: float | None, ok: bool) -> float:
+    """What the model learns: GFLOP/s (or runs per second), 0 for a failed candidate."""
+    if not ok or not seconds:
+        return 0.0
+    return float(gflops) if gflops else 1.0 / float(seconds)
+

@@ -1,0 +1,206 @@
+"""``engine.tune.tune``: search a space of schedules for the fastest correct one.
+
+::
+
+    import engine
+    from engine.tune import tune
+
+    def stochastic_schedule_mm(sch):
+        block_Y = sch.get_block("Y", "mm_relu")
+        i, j, k = sch.get_loops(block_Y)
+        j_0, j_1 = sch.split(j, factors=sch.sample_perfect_tile(j, n=2))
+        sch.reorder(i, j_0, k, j_1)
+        sch.decompose_reduction(block_Y, k)
+
+    result = tune(("mm_relu", {"n": 512}), space=stochastic_schedule_mm, trials=64)
+    result.best_gflops, result.best_trace, result.best_schedule.mod
+    for r in result.records: r.trace, r.seconds, r.gflops, r.correct, r.compile_ms, r.error
+
+Each round the strategy (:mod:`.search`) proposes a batch of candidates, the runner
+(:mod:`.runner`) compiles, checks and times them, every result goes to the database
+(:mod:`.database`) and trains the cost model (:mod:`.cost_model`). A candidate counts only
+if it matched numpy. ``on_progress(event)`` is called after every trial; ``should_stop()``
+is asked between trials (what was found so far is kept).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine.schedule import Schedule, Trace
+
+from .cost_model import CostModel
+from .database import Database, TrialRecord, trace_digest
+from .runner import LocalRunner, Runner
+from .search import STRATEGIES, Candidate, EvolutionConfig, Sampler, propose, throughput
+from .space import Space, space_of
+from .task import TuneError, TuneTask, task_of
+
+__all__ = ["tune", "TuneResult", "ProgressEvent"]
+
+MAX_TRIALS = 100_000
+
+
+@dataclass
+class ProgressEvent:
+    """What ``on_progress`` receives after each trial."""
+
+    done: int
+    total: int
+    record: TrialRecord
+    best: TrialRecord | None
+    elapsed: float
+    numpy_seconds: float | None
+
+    @property
+    def eta(self) -> float | None:
+        """Estimated seconds left (from the pace so far)."""
+        if self.done <= 0:
+            return None
+        return self.elapsed / self.done * (self.total - self.done)
+
+
+@dataclass
+class TuneResult:
+    """What a search found. ``records``: this run's trials in order; ``prior``: the records
+    the database already held; ``best``: the fastest correct one of either."""
+
+    task: TuneTask
+    records: list[TrialRecord]
+    prior: list[TrialRecord] = field(default_factory=list)
+    numpy_seconds: float | None = None
+    elapsed: float = 0.0
+    stopped: bool = False
+    space: str = ""
+    strategy: str = ""
+
+    @property
+    def best(self) -> TrialRecord | None:
+        ok = [r for r in self.records + self.prior if r.ok]
+        return min(ok, key=lambda r: r.seconds) if ok else None
+
+    @property
+    def best_trace(self) -> Trace | None:
+        b = self.best
+        return Trace.from_json(b.trace) if b is not None else None
+
+    @property
+    def best_schedule(self) -> Schedule | None:
+        b = self.best
+        return self.task.replay(b.trace) if b is not None else None
+
+    @property
+    def best_gflops(self) -> float | None:
+        b = self.best
+        return b.gflops if b is not None else None
+
+    @property
+    def best_seconds(self) -> float | None:
+        b = self.best
+        return b.seconds if b is not None else None
+
+    def best_so_far(self) -> list[float | None]:
+        """The best GFLOP/s after each trial of this run (the search's curve)."""
+        out, best = [], None
+        for r in self.records:
+            if r.ok and r.gflops is not None and (best is None or r.gflops > best):
+                best = r.gflops
+            out.append(best)
+        return out
+
+    def top(self, k: int = 10) -> list[TrialRecord]:
+        ok = [r for r in self.records + self.prior if r.ok]
+        return sorted(ok, key=lambda r: r.seconds)[:k]
+
+
+def tune(mod: Any, space: Any = "auto", trials: int = 64, strategy: str = "evolutionary",
+         seed: int = 0, func_name: str | None = None, runner: Runner | None = None,
+         database: Database | str | None = None, *, batch_size: int | None = None,
+         evolution: EvolutionConfig | None = None,
+         on_progress: Callable[[ProgressEvent], None] | None = None,
+         should_stop: Callable[[], bool] | None = None) -> TuneResult:
+    """Search ``space`` on ``mod`` for ``trials`` measured candidates; see the module
+    docstring. ``mod``: a workload name, ``(name, params)``, an ``engine.Schedule`` (its
+    steps so far are the fixed prefix), an IRModule or a PrimFunc."""
+    if strategy not in STRATEGIES:
+        raise TuneError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+    if not isinstance(trials, int) or isinstance(trials, bool) or not 1 <= trials <= MAX_TRIALS:
+        raise TuneError(f"trials must be a whole number from 1 to {MAX_TRIALS}, got {trials!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TuneError(f"seed must be an integer, got {seed!r}")
+    sp: Space = space_of(space)
+    task = task_of(mod, func_name, sp.id)
+    own_db = isinstance(database, str)
+    db = Database(database) if own_db else database
+    own_runner = runner is None
+    run = runner if runner is not None else LocalRunner()
+    try:
+        return _search(task, sp, trials, strategy, seed, run, db, batch_size,
+                       evolution or EvolutionConfig(), on_progress, should_stop)
+    finally:
+        if own_runner:
+            run.close()
+        if own_db and db is not None:
+            db.close()
+
+
+def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
+            runner: Runner, db: Database | None, batch_size: int | None,
+            cfg: EvolutionConfig, on_progress, should_stop) -> TuneResult:
+    t0 = time.perf_counter()
+    sampler = Sampler(task, space, seed)
+    model = CostModel(seed=seed)
+    measured: dict[str, tuple[Candidate, float]] = {}
+    prior = db.records(task) if db is not None else []
+    _learn_prior(prior, sampler, model, measured)
+    result = TuneResult(task, [], prior, space=space.id, strategy=strategy)
+    result.numpy_seconds = runner.numpy_seconds(task) if task.workload is not None else None
+    batch = batch_size or max(4, min(16, trials // 4))
+    stop = should_stop or (lambda: False)
+    while len(result.records) < trials and not stop():
+        want = min(batch, trials - len(result.records))
+        cands = propose(strategy, sampler, model, want, measured, cfg)
+        if not cands:
+            if not result.records and not prior:
+                raise TuneError(f"the search space gave no candidate "
+                                f"({sampler.failures} draws refused; last: "
+                                f"{sampler.last_error or 'every draw was a duplicate'})")
+            break  # every program of the space has been measured
+        feats, tps = [], []
+
+        def record(i: int, res, cands=cands) -> None:
+            c = cands[i]
+            rec = TrialRecord(c.doc, res, trial=len(result.records) + 1, source=c.source)
+            result.records.append(rec)
+            tp = throughput(res.gflops, res.seconds, res.ok)
+            measured[c.digest] = (c, tp)
+            feats.append(c.features)
+            tps.append(tp)
+            if db is not None:
+                db.add(task, c.doc, res)
+            if on_progress is not None:
+                on_progress(ProgressEvent(len(result.records), trials, rec, result.best,
+                                          time.perf_counter() - t0, result.numpy_seconds))
+        runner.measure(task, [c.doc for c in cands], on_result=record)
+        model.update(feats, tps)
+    result.elapsed = time.perf_counter() - t0
+    result.stopped = len(result.records) < trials and stop()
+    return result
+
+
+def _learn_prior(prior: list[TrialRecord], sampler: Sampler, model: CostModel,
+                 measured: dict) -> None:
+    """Records of earlier runs: never measured again, and the model's first lesson."""
+    feats, tps = [], []
+    for rec in prior:
+        f = sampler.features_of(rec.trace)
+        if f is None:
+            continue
+        c = Candidate(rec.trace, trace_digest(rec.trace), f, "database")
+        tp = throughput(rec.gflops, rec.seconds, rec.ok)
+        measured[c.digest] = (c, tp)
+        feats.append(f)
+        tps.append(tp)
+    if feats:
+        model.update(feats, tps)
