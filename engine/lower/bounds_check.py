@@ -249,8 +249,10 @@ class _Checker:
         past = hi is None or hi > n - 1
         where = "past the end of" if past else "before the start of"
         reach = hi if past else lo
-        loads = sorted({ld.buffer.name for ld in collect(idx, E.BufferLoad)})
-        if loads and reach is not None:
+        read = collect(idx, E.BufferLoad)
+        loads = sorted({ld.buffer.name for ld in read})
+        if loads and reach is not None and all(id(ld.buffer) in self.index_bounds
+                                               for ld in read):
             why = (f"{idx_text} reaches {reach} (it is read from {', '.join(loads)}, whose "
                    f"elements are 0 or the values stored into them), {size}")
         elif loads:
