@@ -25,7 +25,6 @@ from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, post_order_visit, substitute
 from engine.ir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, seq
-from engine.ir.structural import structural_equal
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
@@ -78,6 +77,22 @@ def _computations(e: Any, out: list) -> None:
         _computations(k, out)
 
 
+def _key(e: Any) -> Any:
+    """A hashable form of ``e`` where variables are themselves (not renamed as in
+    ``structural_equal``): ``h - 1`` and ``w - 1`` differ."""
+    if isinstance(e, E.Var):
+        return ("var", id(e))
+    if isinstance(e, tuple):
+        return tuple(_key(x) for x in e)
+    if hasattr(e, "fields"):
+        return (type(e).__name__,) + tuple(_key(v) for _, v in e.fields())
+    return e
+
+
+def _same(a: Any, b: Any) -> bool:
+    return _key(a) == _key(b)
+
+
 class _Table:
     """Computations with their counts, equivalent ones (equal once simplified) merged."""
 
@@ -86,7 +101,7 @@ class _Table:
 
     def find(self, e: E.PrimExpr):
         norm = simplify(e)
-        return next((it for it in self.items if structural_equal(it[1], norm)), None), norm
+        return next((it for it in self.items if _same(it[1], norm)), None), norm
 
     def add(self, e: E.PrimExpr, count: int) -> None:
         it, norm = self.find(e)
@@ -122,7 +137,7 @@ def cached_expressions(stores: list, cse_thresh: int) -> list:
                 continue
             for it in table.items:
                 if it[2] >= cse_thresh and it[2] > 0 and not any(c is it[0] for c in chosen) \
-                        and structural_equal(simplify(node), it[1]):
+                        and _same(simplify(node), it[1]):
                     chosen.append(it[0])
         chosen.sort(key=lambda x: -complexity(x))
     return chosen
@@ -137,7 +152,7 @@ class _Replace(Mutator):
 
     def visit(self, n: Any) -> Any:
         if isinstance(n, E.PrimExpr) and not isinstance(n, (E.Var, E.IntImm, E.FloatImm)) \
-                and structural_equal(simplify(n), self.norm):
+                and _same(simplify(n), self.norm):
             return self.load
         return super().visit(n)
 
