@@ -1,5 +1,5 @@
 """Do our pad_einsum, reindex, reindex_cache_read/write, decompose_padding, rolling_buffer,
-cache_inplace, loop_partition, merge, transform_block_layout and annotate_buffer_access
+cache_inplace, cache_index, loop_partition, merge, transform_block_layout and annotate_buffer_access
 build the programs Apache TVM 0.27 builds from the same trace?
 
     python benchmarks/check_prims_vs_tvm.py                  # uses /tmp/tvm-venv
@@ -16,7 +16,12 @@ that reorder a producer and its users are refused here (TVM builds them, and the
 are wrong), so they are not among the cases; TVM's cache_inplace leaves the block's
 variable unbound in its copy stages (its printed program does not parse), ours binds it;
 after compute_at under a loop of extent 1, TVM's decompose_padding binds that axis to 0,
-ours to the loop.
+ours to the loop. cache_index: TVM gives its index buffers ``strides=(1,)`` whatever their
+rank (not a layout this engine accepts), leaves the block's ``T.reads`` as they were (ours
+add the index buffers the block now reads, so later primitives see the dependence), and
+gives a stage axis bound to several loops the extent of the first loop (ours: the axis's
+range); with one expression or none to cache TVM fails (an empty or one-element SeqStmt);
+ours caches the one or refuses (requirement 3).
 """
 from __future__ import annotations
 
@@ -141,6 +146,13 @@ def cases() -> dict:
     s.annotate_buffer_access(c, 0, "write", "lambda vi, vj: [vi, vj]")
     s.compute_at(s.get_block("Y"), s.get_loops(c)[1])
     add("annotate_buffer_access + compute_at", fresh("mm_relu"), s)
+    from test_schedule_cache_index import INDEXED
+    s = Schedule(engine.parse(INDEXED))
+    s.cache_index(s.get_block("B"), "global")
+    add("cache_index index arithmetic", Schedule(engine.parse(INDEXED)), s)
+    s = fresh("conv2d")
+    s.cache_index(s.get_block("conv"), "global")
+    add("cache_index conv2d", fresh("conv2d"), s)
     return out
 
 

@@ -681,6 +681,23 @@ def test_apply_reindex_cache_inplace_and_rolling_buffer_from_the_toolbar(client)
     assert r.status_code == 422 and "share no loop" in html(r)
 
 
+def test_apply_cache_index_from_the_toolbar(client):
+    q = {"n": str(N), "at": "0"}
+    r = apply(client, q, "B/mm_relu/Y", "cache_index", scope="global", cse_thresh="0")
+    assert r.status_code == 422 and "requirement 3" in html(r)   # Y[vi, vj]: no arithmetic
+
+    def window(**args):
+        data = {"n": "24", "at": "0", "sel": "B/window_sum/C", "primitive": "cache_index"}
+        data.update(args)
+        return client.post("/explore/window_sum/apply", data=data, headers=HX)
+    r = window(scope="global", cse_thresh="0")
+    assert r.status_code == 200, html(r)
+    assert "applied: cache_index C (2 index buffers, global)" in html(r)
+    assert "index_var_1" in html(r)
+    r = window(scope="global", cse_thresh="x")
+    assert r.status_code == 422 and "whole number" in html(r)
+
+
 def test_apply_partition_merge_layout_and_buffer_access_from_the_toolbar(client):
     q = {"n": str(N), "at": "0"}
     r = apply(client, q, "L/mm_relu/0/Y", "loop_partition", factors="None, 4")

@@ -154,6 +154,11 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
              [Arg("buffer", "read buffer", "select", choices=reads),
               Arg("scope", "scope", "select", "local", choices=SCOPES)],
              disabled="" if reads else "this block reads no buffer"),
+        Prim("cache_index", "cache_index", "Precompute this block's index arithmetic "
+             "(A[vi * 4 + vj]) into int32 buffers written by new blocks before it.",
+             [Arg("scope", "scope", "select", "global", choices=SCOPES),
+              Arg("cse_thresh", "repeats", "number", "0",
+                  help="0 caches every index computation; n only those met n times")]),
         Prim("rolling_buffer", "rolling_buffer", "Keep only the sliding window of the buffer this "
              "block writes, as a ring (after compute_at into a tiled consumer).",
              [Arg("buffer", "write buffer", "select", choices=writes)],
@@ -205,13 +210,14 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
 ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
              "decompose_reduction", "cache_read", "cache_write", "pad_einsum", "decompose_padding",
-             "reindex", "cache_inplace", "rolling_buffer", "add_unit_loop", "blockize",
+             "reindex", "cache_inplace", "cache_index", "rolling_buffer", "add_unit_loop", "blockize",
              "tensorize", "loop_partition", "merge", "transform_block_layout",
              "reorder_block_iter_var", "annotate_buffer_access", "unsafe_set_dtype",
              "reindex_cache_read", "reindex_cache_write"}
 # form fields of the toolbar that are not workload parameters
 FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
-                         "scope", "padding", "intrin", "index_map", "dtype"})
+                         "scope", "padding", "intrin", "index_map", "dtype",
+                         "cse_thresh"})
 LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
               "add_unit_loop", "blockize", "tensorize", "loop_partition", "merge"}
 
@@ -436,6 +442,13 @@ def apply(sch, tree: FuncTree, form) -> str:
         idx = _int(raw[1:], "buffer index")
         sch.reindex(block, (kind, idx))
         return f"reindex {name} {kind} buffer #{idx}"
+    if prim == "cache_index":
+        scope = form.get("scope", "global")
+        if scope not in dict(SCOPES):
+            raise InputError(f"Unknown storage scope “{scope[:20]}”; use global, local or shared.")
+        thresh = _int(form.get("cse_thresh", "0") or "0", "repeats")
+        stages = sch.cache_index(block, scope, thresh)
+        return f"cache_index {name} ({len(stages)} index buffers, {scope})"
     if prim in ("cache_inplace", "rolling_buffer"):
         idx = _int(form.get("buffer", "0"), "buffer index")
         if prim == "rolling_buffer":

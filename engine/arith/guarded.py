@@ -10,7 +10,8 @@ conditions that enclose an expression (``if i * 4 + j < 70:``).
   ``(i0 * 4 + i1) // 8`` at most 8. A fact on one variable also narrows its range;
 * more atoms than the plain analyzer bounds: casts between integers, ``Select`` and
   ``if_then_else`` (either value), truncating ``Div``/``Mod`` by a positive constant, and
-  integer loads (the range of their dtype, e.g. ``uint8`` in ``[0, 255]``).
+  integer loads (the range of their dtype, e.g. ``uint8`` in ``[0, 255]``, met with what
+  the caller's ``load_bound`` knows of the loaded buffer).
 
 Facts and ranges are scoped by the caller: :meth:`GuardedBounds.scope` saves and restores.
 """
@@ -68,8 +69,11 @@ def _scaled(k: int, lo, hi) -> tuple:
 class GuardedBounds(Analyzer):
     """Bounds under loop ranges and guard facts (see the module docstring)."""
 
-    def __init__(self, var_ranges=None):
+    def __init__(self, var_ranges=None, load_bound=None):
         super().__init__(var_ranges)
+        #: ``load_bound(load)``: an inclusive (lo, hi) every element of the loaded buffer
+        #: lies in, or None (then only the dtype bounds a load)
+        self.load_bound = load_bound
         self.facts: list[tuple] = []  # (linear form of d, lo, hi)
         self._plain = False
 
@@ -184,7 +188,9 @@ class GuardedBounds(Analyzer):
         if isinstance(a, (E.Div, E.Mod)):
             return self._bound_trunc(a)
         if isinstance(a, E.BufferLoad):
-            return dtype_range(a.dtype)
+            known = dtype_range(a.dtype)
+            extra = self.load_bound(a) if self.load_bound is not None else None
+            return known if extra is None or known is None else _meet(known, extra)
         return None
 
     def _bound_trunc(self, a: E.PrimExpr) -> tuple | None:

@@ -27,7 +27,8 @@ loop failed). Choices worth knowing:
   ``alloca``'d (64-byte aligned) in the function's entry block — LLVM's SROA/mem2reg can
   then keep small ones in registers; bigger ones use ``aligned_alloc``/``free``. An
   ``Allocate`` inside a parallel loop's body (engine.lower places compacted buffers there)
-  lands in the outlined worker's entry block, so every task has its own copy.
+  lands in the outlined worker's entry block, so every task has its own copy. A scalar
+  integer buffer is zero-filled (``memset``) where its ``Allocate`` runs, every time.
 * **Parallel loops** are outlined: the body becomes ``i32 body(i32 task, i32 ntasks, ptr env)``
   (``env`` holds the captured buffers and variables) that computes its chunk of iterations
   and calls an internal ``noalias`` worker function; the loop itself becomes a call of

@@ -2,6 +2,8 @@
 
 ``local`` buffers and ``global`` ones up to :data:`STACK_LIMIT` bytes are ``alloca``'d
 (64-byte aligned) in the function's entry block; bigger ones use ``aligned_alloc``/``free``.
+Scalar integer buffers are zero-filled each time their ``Allocate`` runs (the bounds proof,
+:mod:`engine.lower.bounds_check`, bounds an index read from one by 0 and its stored values).
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import llvmlite.ir as ir
 
 from engine.ir import expr as E
 from engine.ir import stmt as S
-from engine.ir.dtype import bytes_of, lanes_of
+from engine.ir.dtype import bytes_of, lanes_of, zero_filled
 from engine.ir.buffer import base_scope
 
 from .generator import restore
@@ -81,6 +83,11 @@ class StatementMixin:
             self.fail_with(code)
             ptr = raw if not offset else b.gep(raw, [ir.Constant(I64, offset)], inbounds=True,
                                                source_etype=I8, name=sanitize(buf.name))
+        if zero_filled(buf.dtype):
+            # integer buffers start as zeros: the bounds proof bounds an index read from one
+            # by 0 and the values stored into it
+            memset = self.declare("memset", PTR, [PTR, I32, I64])
+            b.call(memset, [ptr, ir.Constant(I32, 0), ir.Constant(I64, nbytes)])
         old = self.bufs.get(id(buf))
         self.bufs[id(buf)] = ptr
         self.stmt(s.body)

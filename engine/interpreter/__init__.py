@@ -11,8 +11,9 @@ against this interpreter, so it defines what each IR node means:
   ``alloc_buffers``, runs ``init`` when every reduce-axis binding equals its domain's min
   (as TVM's lowering does), then the body.
 * Fresh buffers (``alloc_buffers``, ``Allocate``) are *not* zeroed — float buffers are
-  filled with NaN and integer buffers with the type's lowest value — so a schedule that
-  reads uninitialised data shows up in the result.
+  filled with NaN and bool ones with True — so a schedule that reads uninitialised data
+  shows up in the result; scalar integer buffers are the exception: they are zero-filled
+  (as the generated code fills them), which bounds what an index read from one can be.
 * Integer ``Div``/``Mod`` truncate toward zero (C); ``FloorDiv``/``FloorMod`` round toward
   minus infinity; integer results wrap around like C's fixed-width integers; ``Cast``
   truncates floats toward zero and wraps integers.  float32 arithmetic rounds like float32.

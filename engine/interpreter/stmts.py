@@ -11,7 +11,7 @@ import numpy as np
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
-from engine.ir.dtype import lanes_of
+from engine.ir.dtype import lanes_of, zero_filled
 
 from .band_compile import BandCompiler
 from .band_plan import band_plan
@@ -101,11 +101,15 @@ class StmtCompiler(BandCompiler):
         return for_dyn
 
     def _alloc_fn(self, buf: Buffer) -> Callable[[list], np.ndarray]:
-        """A fresh buffer, not zeroed: NaN (floats), True, or the integer type's lowest."""
+        """A fresh buffer, not zeroed: NaN (floats), True, or the integer type's lowest;
+        except scalar integer buffers, which are zero-filled (:func:`zero_filled`: the
+        generated code fills them too, and the bounds proof relies on it)."""
         dt = np_dtype(buf.dtype)
         shape_fs = [self.expr(x) for x in buf.shape]
         fill: Any
-        if dt.kind == "f":
+        if zero_filled(buf.dtype):
+            fill = 0
+        elif dt.kind == "f":
             fill = np.nan
         elif dt.kind == "b":
             fill = True

@@ -51,6 +51,14 @@ def is_int(dtype: str) -> bool:
     return element_of(dtype).startswith(("int", "uint"))
 
 
+def zero_filled(dtype: str) -> bool:
+    """Is a buffer of this dtype zero-filled when a function allocates it (scalar integers:
+    int8..int64, uint8..uint64)? The interpreter and the generated code both fill such
+    buffers with zeros, and the bounds proof relies on it (an element of one is 0 or a
+    value stored into it)."""
+    return is_int(dtype) and lanes_of(dtype) == 1
+
+
 def is_uint(dtype: str) -> bool:
     return element_of(dtype).startswith("uint")
 

@@ -14,18 +14,35 @@ naming it::
 
 ``Select`` evaluates both of its values (as the generated code does), so its condition
 guards nothing; neither do the operands of ``and``/``or``. An index read from a buffer is
-bounded only by its dtype, a clamp (``T.min``/``T.max``) or a guard; otherwise it is
-refused too (the generated code checks no index at run time).
+bounded by its dtype, a clamp (``T.min``/``T.max``) or a guard; otherwise it is refused too
+(the generated code checks no index at run time).
+
+One more thing bounds an index read from a buffer the function **allocates** itself (an
+``Allocate``, never a parameter: a parameter's contents are the caller's) when its dtype
+is a scalar integer: such buffers are zero-filled where they are allocated (the generated
+code and the interpreter both do it, :func:`engine.ir.dtype.zero_filled`), so each of their
+elements is 0 or a value stored into the buffer somewhere in the function. A pre-pass
+(:func:`allocated_index_bounds`) bounds every value stored into each such buffer, at its
+store, under its loops and guards, and a load from the buffer lies in the hull of 0 and
+those bounds. That is how the index buffers of ``cache_index`` are proven::
+
+    index_var_0[v0, v1] = v0 * 4 + v1       # v0 < 32, v1 < 4: the values are 0..127
+    B[vi, vj] = A[index_var_0[vi, vj]]      # A has 128 elements: proven
+
+A buffer used outside its ``Allocate`` (a parameter's buffer, say), stored to with a value
+that cannot be bounded or that may not fit its dtype is left to its dtype's range. Values
+stored from loads of such buffers use what the previous round of the pre-pass proved (a
+few rounds, each sound on its own).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from engine.arith.guarded import GuardedBounds
+from engine.arith.guarded import GuardedBounds, dtype_range
 from engine.ir import expr as E
 from engine.ir import stmt as S
-from engine.ir.dtype import lanes_of
-from engine.ir.functor import collect
+from engine.ir.dtype import lanes_of, zero_filled
+from engine.ir.functor import collect, pre_order_visit
 from engine.script.printer.module import repr_node
 
 from .errors import BuildError
@@ -43,9 +60,52 @@ class AccessBoundsError(BuildError):
                      "if (or T.where) that keeps the index inside the buffer")
 
 
+#: rounds of the pre-pass (a value stored from a load of another index buffer uses the
+#: previous round's bound of that buffer)
+_ROUNDS = 3
+
+
 def check_bounds(body: S.Stmt, func_name: str) -> None:
     """Raise :class:`AccessBoundsError` for the first access not provably in bounds."""
-    _Checker(func_name).stmt(body)
+    _Checker(func_name, allocated_index_bounds(body, func_name)).stmt(body)
+
+
+def allocated_index_bounds(body: S.Stmt, func_name: str = "") -> dict:
+    """``{id(buffer): (lo, hi)}``: every element of a zero-filled buffer ``body`` allocates
+    lies in ``[lo, hi]`` (the hull of 0 and every value stored into it; see the module
+    docstring). Buffers whose stores cannot all be bounded are absent."""
+    candidates = _zero_filled_allocations(body)
+    known: dict = {}
+    for _ in range(_ROUNDS if candidates else 0):
+        collector = _StoreBounds(func_name, known, candidates)
+        collector.stmt(body)
+        found = {k: v for k, v in collector.hull.items() if v is not None}
+        if found == known:
+            break
+        known = found
+    return known
+
+
+def _zero_filled_allocations(body: S.Stmt) -> dict:
+    """``{id(buffer): buffer}`` of the zero-filled buffers ``body`` allocates and accesses
+    only inside their ``Allocate`` (so the memory accessed is always the zero-filled one)."""
+    allocated: dict = {}
+    outside: set = set()
+
+    def walk(node, live: frozenset) -> None:
+        def visit(n) -> bool | None:
+            if isinstance(n, S.Allocate):
+                if zero_filled(n.buffer.dtype):
+                    allocated[id(n.buffer)] = n.buffer
+                walk(n.body, live | {id(n.buffer)})
+                return False
+            if isinstance(n, (E.BufferLoad, S.BufferStore)) and id(n.buffer) not in live:
+                outside.add(id(n.buffer))
+            return None
+        pre_order_visit(node, visit)
+
+    walk(body, frozenset())
+    return {k: b for k, b in allocated.items() if k not in outside}
 
 
 def _shape_of(buf: Any) -> tuple | None:
@@ -56,9 +116,13 @@ def _shape_of(buf: Any) -> tuple | None:
 
 
 class _Checker:
-    def __init__(self, func_name: str):
+    def __init__(self, func_name: str, index_bounds: dict | None = None):
         self.func_name = func_name
-        self.an = GuardedBounds()
+        self.index_bounds = index_bounds or {}
+        self.an = GuardedBounds(load_bound=self._load_bound)
+
+    def _load_bound(self, load: E.BufferLoad) -> tuple | None:
+        return self.index_bounds.get(id(load.buffer))
 
     # statements --------------------------------------------------------------
     def stmt(self, s: Any) -> None:
@@ -185,8 +249,13 @@ class _Checker:
         past = hi is None or hi > n - 1
         where = "past the end of" if past else "before the start of"
         reach = hi if past else lo
-        loads = sorted({ld.buffer.name for ld in collect(idx, E.BufferLoad)})
-        if loads:
+        read = collect(idx, E.BufferLoad)
+        loads = sorted({ld.buffer.name for ld in read})
+        if loads and reach is not None and all(id(ld.buffer) in self.index_bounds
+                                               for ld in read):
+            why = (f"{idx_text} reaches {reach} (it is read from {', '.join(loads)}, whose "
+                   f"elements are 0 or the values stored into them), {size}")
+        elif loads:
             why = (f"{idx_text} is read from {', '.join(loads)} and nothing bounds it; "
                    f"{size}: clamp the index with T.min/T.max or guard the access with an if")
         elif reach is not None:
@@ -202,3 +271,33 @@ def _is_scalar_int(e: Any) -> bool:
     dt = getattr(e, "dtype", "")
     return isinstance(e, E.PrimExpr) and lanes_of(dt) == 1 and \
         (dt.startswith("int") or dt.startswith("uint"))
+
+
+class _StoreBounds(_Checker):
+    """The pre-pass: the hull of 0 and the values stored into each candidate buffer (None
+    once a store cannot be bounded within the buffer's dtype). Refuses nothing."""
+
+    def __init__(self, func_name: str, known: dict, candidates: dict):
+        super().__init__(func_name, known)
+        self.hull: dict = {k: (0, 0) for k in candidates}
+
+    def access(self, buf: Any, indices: tuple, kind: str) -> None:
+        pass
+
+    def s_BufferStore(self, s: S.BufferStore) -> None:
+        key = id(s.buffer)
+        if key not in self.hull or self.hull[key] is None:
+            return
+        lo, hi = self.index_bound(s.value) if _is_int_value(s.value) else (None, None)
+        fits = dtype_range(s.buffer.dtype)
+        if lo is None or hi is None or fits is None or lo < fits[0] or hi > fits[1]:
+            self.hull[key] = None
+            return
+        old = self.hull[key]
+        self.hull[key] = (min(old[0], lo), max(old[1], hi))
+
+
+def _is_int_value(e: Any) -> bool:
+    """A scalar or vector integer value."""
+    dt = getattr(e, "dtype", "")
+    return isinstance(e, E.PrimExpr) and (dt.startswith("int") or dt.startswith("uint"))

@@ -13,7 +13,7 @@
   in :mod:`.cache_stage`)
 * :mod:`.pad_einsum`, :mod:`.decompose_padding` (and can_decompose_padding, a Schedule
   method that records nothing), :mod:`.reindex` (reindex, reindex_cache_read/write),
-  :mod:`.cache_inplace`, :mod:`.rolling_buffer` — their new stages built by :mod:`.stages`
+  :mod:`.cache_inplace`, :mod:`.cache_index`, :mod:`.rolling_buffer` — their new stages built by :mod:`.stages`
 * :mod:`.blockize` — blockize; :mod:`.tensorize` — tensorize (its intrinsics in
   :mod:`engine.schedule.tensor_intrin`); :mod:`.partition` — loop_partition, merge;
   :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout (its map's inverse
@@ -28,7 +28,7 @@ import importlib
 from . import queries, loops  # noqa: F401
 
 for _name in ("annotations", "compute_location", "inline", "decompose",
-              "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace",
+              "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace", "cache_index",
               "decompose_padding", "rolling_buffer", "blockize", "tensorize", "partition",
               "block_layout", "buffer_access", "sampling"):
     try:
