@@ -94,3 +94,49 @@ def test_an_unknown_tuning_job_is_a_404(client):
     _, c = client
     assert c.get("/model/mlp/tune/nope?batch=1", headers=HX).status_code == 404
     assert c.post("/model/mlp/tune/nope/stop?batch=1", headers=HX).status_code == 404
+
+
+class _EndedTicket:
+    """A tuning job whose worker failed after the first function (what the pool reports)."""
+
+    id = "abc"
+    stop_requested = False
+    state = "done"
+
+    def __init__(self, data, result):
+        self._data, self._result = data, result
+
+    def partial(self):
+        return dict(self._data)
+
+    def done(self):
+        return True
+
+    def result(self, timeout=None):
+        return self._result
+
+    def position(self):
+        return None
+
+
+def test_a_worker_failure_is_shown_per_function_and_the_found_traces_survive():
+    from app.service.protocol import JobResult
+    from app.web.model import ModelState
+    from app.web.panes.model_tune import progress_context
+
+    data = {"f0": {"name": "fused_linear0_relu0", "members": ["fused_linear0_relu0"],
+                   "done": 4, "total": 4, "state": "done", "start_gflops": 1.0,
+                   "best_gflops": 3.0, "token": "NEW", "error": None},
+            "f1": {"name": "linear1", "members": ["linear1"], "done": 1, "total": 4,
+                   "state": "tuning", "start_gflops": 1.0, "best_gflops": None,
+                   "token": None, "error": None}}
+    ticket = _EndedTicket(data, JobResult("crashed", "the worker crashed (signal 11)"))
+    state = ModelState("mlp", 1, True, {"linear1": "OLD"})
+    ctx = progress_context(ticket, state)
+    rows = {r["name"]: r for r in ctx["rows"]}
+    assert rows["fused_linear0_relu0"]["error"] is None
+    assert rows["fused_linear0_relu0"]["speedup"] == 3.0
+    assert "not finished" in rows["linear1"]["error"] and "crashed" in rows["linear1"]["error"]
+    assert "crashed" in ctx["status"]
+    q = parse_qs(urlparse(ctx["tuned_url"]).query)
+    assert q["t.fused_linear0_relu0"] == ["NEW"] and q["t.linear1"] == ["OLD"]
