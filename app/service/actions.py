@@ -16,6 +16,9 @@
   and its accuracy on the test images;
 * ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
   (``engine.roofline.machine_peaks``), measured while holding every core slot.
+* ``tune``    — a search with ``engine.tune`` from a gallery program's step (the Tune tab),
+  or, when the job carries a model's functions, one search per function shape in turn
+  (the model page's "tune every function"); progress is emitted as it goes.
 
 Each action takes the job's context (``ctx.job``: the job's fields; ``ctx.state``: what
 earlier actions of the same job left, e.g. the module and its build; ``ctx.emit(**values)``:
