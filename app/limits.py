@@ -189,6 +189,7 @@ class Limits:
     # Models (the model page).
     max_model_batch: int = 64                # images per call of a model's main
     max_model_traces: int = 16               # functions scheduled by one model link
+    max_model_tune_trials: int = 64          # trials per function of "tune every function"
     # Measurement workers (see app.service.pool.MeasurePool).
     step_time_limit_s: float = 5.0
     worker_memory_bytes: int = 2 * GiB

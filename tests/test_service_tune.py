@@ -50,3 +50,24 @@ def test_stopping_a_tuning_job_keeps_what_was_found(measurer):
     assert result.status == "cancelled" and "stopped" in result.message
     kept = _trials(ticket.partial())
     assert 1 <= len(kept) < 200 and all(t["correct"] for t in kept if t["ok"])
+
+
+def test_stopping_a_model_tuning_job_keeps_the_traces_found_so_far(measurer):
+    from engine.models.course import mlp_module
+    from engine.models.pipeline import stage_module
+
+    mod, _ = stage_module(mlp_module(1), "fused")
+    doc = {"functions": [{"name": n, "members": [n], "func": mod[n], "start": None}
+                         for n in ("fused_linear0_relu0", "linear1")]}
+    spec = {"space": "auto", "trials": 200, "strategy": "random", "seed": 0, "model": "mlp"}
+    with measurer.on_behalf_of("10.0.0.3"):
+        ticket = measurer.submit_tune_functions(doc, spec)
+    deadline = time.monotonic() + 120
+    while not (ticket.partial().get("f0") or {}).get("token") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ticket.request_stop()
+    result = ticket.result(30)
+    assert result.status == "cancelled"
+    kept = ticket.partial()
+    assert kept["f0"]["token"] and 1 <= kept["f0"]["done"] < 200
+    assert kept["f0"]["best_gflops"] > 0 and kept["f1"]["state"] == "waiting"

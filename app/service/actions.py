@@ -16,6 +16,9 @@
   and its accuracy on the test images;
 * ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
   (``engine.roofline.machine_peaks``), measured while holding every core slot.
+* ``tune``    — a search with ``engine.tune`` from a gallery program's step (the Tune tab),
+  or, when the job carries a model's functions, one search per function shape in turn
+  (the model page's "tune every function"); progress is emitted as it goes.
 
 Each action takes the job's context (``ctx.job``: the job's fields; ``ctx.state``: what
 earlier actions of the same job left, e.g. the module and its build; ``ctx.emit(**values)``:
@@ -301,6 +304,9 @@ def act_tune(ctx: Any) -> None:
 
     job = ctx.job
     spec = dict(job.get("tune") or {})
+    if job.get("module") is not None:
+        _tune_functions(ctx, spec)
+        return
     workload, params = job.get("workload"), dict(job.get("params") or {})
     sch = Schedule(workloads.get(workload, **params), workload=(workload, params))
     if job.get("trace") is not None:
@@ -332,6 +338,90 @@ def act_tune(ctx: Any) -> None:
     ctx.emit(tune_done={"trials": len(res.records), "elapsed": res.elapsed,
                         "numpy_seconds": res.numpy_seconds,
                         "prior": len(res.prior)})
+
+
+def _tune_functions(ctx: Any, spec: dict) -> None:
+    """A model's "tune every function": the job's ``module`` (pickled by the server itself)
+    is ``{"functions": [{"name", "func", "members", "start"}...]}``, one entry per distinct
+    function shape. Each is searched in turn (``spec``'s space, trials, strategy, seed), its
+    starting point (``start``: the trace the model link has for it, or none) measured first;
+    ``f<i>`` is emitted as it goes: trials done of total, GFLOP/s at the start and best so
+    far, and when it ends the best trace's token (or the reason it could not be tuned)."""
+    from engine.ir import IRModule  # noqa: PLC0415
+    from engine.tune import InlineRunner, tune  # noqa: PLC0415
+    from engine.tune.measure import TaskContext  # noqa: PLC0415
+    from engine.tune.task import task_of  # noqa: PLC0415
+
+    doc = pickle.loads(ctx.job["module"])   # pickled by the server itself, never user bytes
+    funcs = list(doc["functions"])
+    trials = int(spec.get("trials", 16))
+    ncores = max(1, os.cpu_count() or 1)
+    runner = InlineRunner(timing_guard=lambda: ctx.timing_slot(ncores))
+    t0 = time.perf_counter()
+    status = [{"name": f["name"], "members": list(f.get("members") or [f["name"]]),
+               "done": 0, "total": trials, "state": "waiting", "start_gflops": None,
+               "start_seconds": None, "best_gflops": None, "best_seconds": None,
+               "token": None, "error": None} for f in funcs]
+    ctx.emit(**{f"f{i}": dict(st) for i, st in enumerate(status)},
+             progress={"functions": len(funcs), "current": 0, "elapsed": 0.0})
+    for i, entry in enumerate(funcs):
+        st = status[i]
+        name = entry["name"]
+        mod = IRModule(((name, entry["func"]),))
+        st["state"] = "tuning"
+        ctx.emit(**{f"f{i}": dict(st)}, progress={"functions": len(funcs), "current": i,
+                                                 "elapsed": time.perf_counter() - t0})
+        try:
+            own = entry.get("start") is not None     # the link's own trace for it
+            start = entry.get("start") or Schedule(mod).trace.as_json()   # unscheduled
+            task_ctx = TaskContext(task_of(mod, name, "start"))
+            with ctx.timing_slot(ncores):
+                first = task_ctx.time(task_ctx.build(start))
+            if first.ok:
+                st["start_seconds"], st["start_gflops"] = first.seconds, first.gflops
+
+            def progress(ev: Any, i: int = i, st: dict = st) -> None:
+                st["done"] = ev.done
+                best = ev.best
+                if best is not None and best.seconds != st["best_seconds"]:
+                    st["best_seconds"], st["best_gflops"] = best.seconds, best.gflops
+                    # kept at once, so a stop (or a crash) keeps what was found so far
+                    st["token"] = (Trace.from_json(best.trace).encode()
+                                   if _replaces(best.seconds, st["start_seconds"], own)
+                                   else None)
+                ctx.emit(**{f"f{i}": dict(st)},
+                         progress={"functions": len(funcs), "current": i,
+                                   "elapsed": time.perf_counter() - t0})
+            res = tune(mod, space=spec.get("space", "auto"), trials=trials,
+                       strategy=spec.get("strategy", "evolutionary"),
+                       seed=int(spec.get("seed", 0)), func_name=name, runner=runner,
+                       on_progress=progress)
+            best = res.best
+            st["token"] = None
+            if best is None:
+                errors = [r.error for r in res.records if r.error]
+                st["error"] = ("no candidate compiled and matched the function's own result"
+                               + (f" (last: {errors[-1][:200]})" if errors else ""))
+            else:
+                st["best_seconds"], st["best_gflops"] = best.seconds, best.gflops
+                if _replaces(best.seconds, st["start_seconds"], own):
+                    st["token"] = Trace.from_json(best.trace).encode()
+                else:
+                    st["kept"] = True   # the link's own trace is at least as fast: it stays
+            st["state"] = "done"
+        except Exception as e:  # noqa: BLE001 - one function's failure is shown with it
+            st["state"] = "failed"
+            st["error"] = f"{type(e).__name__}: {e}"[:300]
+        ctx.emit(**{f"f{i}": dict(st)}, progress={"functions": len(funcs), "current": i + 1,
+                                                 "elapsed": time.perf_counter() - t0})
+
+
+def _replaces(seconds: float | None, start_seconds: float | None, own: bool) -> bool:
+    """Does a found candidate replace the starting point? An unscheduled function always
+    takes the search's best; a trace the link already had (the learner's) only gives way
+    to a faster one."""
+    return seconds is not None and (not own or start_seconds is None
+                                    or seconds < start_seconds)
 
 
 ENGINE: dict[str, Callable[[Any], None]] = {

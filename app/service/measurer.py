@@ -153,15 +153,28 @@ class StepMeasurer:
         """Queue a tuning job (the current client's: it takes its turns in the fair queue)
         searching from ``trace`` (a fixed prefix) with ``spec`` (space, trials, strategy,
         seed, database); its trials arrive as the ticket's partial results."""
+        limit = min(self.TUNE_MAX_S, 60.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16)))
+        return self._submit_tune(Job(actions=("tune",), workload=workload, params=dict(params),
+                                     trace=trace, tune=dict(spec), time_limit_s=limit))
+
+    def submit_tune_functions(self, doc: dict[str, Any], spec: dict[str, Any]) -> Ticket:
+        """Queue a model's "tune every function": one tuning job (the current client's, one
+        search at a time like the Tune tab's) searching each of ``doc["functions"]`` in turn
+        (see :func:`app.service.actions.act_tune`); its per-function progress arrives as the
+        ticket's partial results (``f<i>``)."""
+        n = len(doc.get("functions") or ())
+        limit = min(self.TUNE_MAX_S, 60.0 + n * (
+            10.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16))))
+        return self._submit_tune(Job(actions=("tune",), tune=dict(spec), time_limit_s=limit,
+                                     module=pickle.dumps(doc, pickle.HIGHEST_PROTOCOL)))
+
+    def _submit_tune(self, job: Job) -> Ticket:
         client = _CLIENT.get()
         with self._lock:
             busy = [t for t in self._tunes.values() if not t.done() and t.client == client]
         if busy:
             raise TuneBusy("you already have a search running (one at a time per learner); "
                            "stop it or wait for it to finish")
-        limit = min(self.TUNE_MAX_S, 60.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16)))
-        job = Job(actions=("tune",), workload=workload, params=dict(params), trace=trace,
-                  tune=dict(spec), time_limit_s=limit)
         ticket = self._submit(self.pool, job)
         with self._lock:
             self._tunes[ticket.id] = ticket

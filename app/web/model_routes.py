@@ -6,6 +6,11 @@
 ``POST /model/onnx``                   an uploaded .onnx file: checked, kept, -> its page
 ``POST /model/<name>/apply``           a trace (token or explorer link) for one function,
                                        or every function of the same shape -> redirect
+``POST /model/<name>/tune?...``        tune every function (one search per shape, a job
+                                       of the workers) -> its live view
+``GET  /model/<name>/tune/<id>?...``   the live view (polled); when the job has ended and
+                                       found traces, HX-Redirect to the tuned link
+``POST /model/<name>/tune/<id>/stop``  stop it (what was found is kept)
 =====================================  =====================================================
 """
 from __future__ import annotations
@@ -18,6 +23,8 @@ from flask import Blueprint, redirect, render_template, request
 from ..errors import AppError
 from ..service.protocol import ClientQueueFull, PoolClosed, PoolUnavailable, QueueFull
 from . import model as model_view
+from .measuring import client_key
+from .panes import model_tune
 from .plots import model_figure
 from .services import limits, measurer
 
@@ -29,7 +36,12 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-=.]+")
 @bp.get("/model/<name>")
 def model_page(name: str):
     state = model_view.ModelState.from_request(name, request.args)
-    return render_template("model.html", **model_view.context(state))
+    tuned = request.args.get("tuned", "")
+    return render_template("model.html", **model_view.context(state),
+                           tuned_id=tuned if _TOKEN.fullmatch(tuned or "-") and
+                           len(tuned) <= 64 else None,
+                           tune_max_trials=model_tune.max_trials(),
+                           tune_default_trials=model_tune.DEFAULT_TRIALS)
 
 
 @bp.post("/model/onnx")
@@ -102,3 +114,55 @@ def model_apply(name: str):
     new = model_view.ModelState(state.name, state.batch, state.fused, tokens)
     new.scheduled()  # refuse now (400 naming the function) when a trace does not replay
     return redirect(new.url(), code=303)
+
+
+@bp.post("/model/<name>/tune")
+def model_tune_start(name: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    spec = model_tune.spec_from_form(request.form, state)
+    doc = model_tune.tune_doc(state)
+    try:
+        ticket = measurer().submit_tune_functions(doc, spec)
+    except Exception as e:  # noqa: BLE001 - a full queue, no workers, a search running: say so
+        raise AppError(503, "Cannot start tuning",
+                       f"The measurement workers cannot take it now ({e}). Try again in a "
+                       "moment.", back=state.url(), back_label="the model") from None
+    return render_template("panes/model_tune.html",
+                           **model_tune.progress_context(ticket, state))
+
+
+def _model_ticket(name: str, tid: str):
+    ticket = measurer().tune_ticket(tid)
+    if ticket is None or (ticket.job.tune or {}).get("model") != name:
+        raise AppError(404, "No such tuning job",
+                       "This tuning job is not known (any more): jobs are kept for a while "
+                       "after they end. Start a new one from the model page.",
+                       back=f"/model/{name}", back_label="the model")
+    return ticket
+
+
+@bp.get("/model/<name>/tune/<tid>")
+def model_tune_progress(name: str, tid: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    ticket = _model_ticket(name, tid)
+    ctx = model_tune.progress_context(ticket, state)
+    html = render_template("panes/model_tune.html", **ctx)
+    if ctx["tuned_url"] and ctx["tuned_url"] != state.url():
+        # the found traces go into the model's link: the page reloads on it (and measures it)
+        return html, 200, {"HX-Redirect": f"{ctx['tuned_url']}&tuned={ticket.id}"}
+    return html
+
+
+@bp.post("/model/<name>/tune/<tid>/stop")
+def model_tune_stop(name: str, tid: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    ticket = _model_ticket(name, tid)
+    if ticket.client is not None and ticket.client != client_key():
+        raise AppError(403, "Not your tuning job", "Only who started it can stop it.",
+                       back=state.url(), back_label="the model")
+    ticket.request_stop()
+    try:
+        ticket.result(5)  # the worker is replaced at once; what it found stays
+    except TimeoutError:
+        pass
+    return model_tune_progress(name, tid)

@@ -72,7 +72,7 @@ class TaskContext:
     def __init__(self, task: TuneTask):
         self.task = task
         self.mod = task.module()
-        self.flops = task.flops()
+        self.flops = task.flops(self.mod)
         self._args: list | None = None
         self._expected: list | None = None
         self._numpy_seconds: float | None = None

@@ -73,9 +73,13 @@ class TuneTask:
         return len(self.prefix.get("insts", [])) if self.prefix else 0
 
     # ------------------------------------------------------------------ identity
-    def flops(self) -> int | None:
+    def flops(self, mod: IRModule | None = None) -> int | None:
+        """The workload's FLOP count; outside the gallery, the estimate of the unscheduled
+        function (:func:`engine.tune.flops.estimate_flops`); None when it is zero."""
         if self.workload is None:
-            return None
+            from .flops import estimate_flops  # noqa: PLC0415
+            func = (mod if mod is not None else self.module())[self.func_name]
+            return estimate_flops(func) or None
         return workloads.info(self.workload).flops(**self.params) or None
 
     def describe(self) -> dict:
