@@ -12,7 +12,10 @@ PACKAGES = ("app", "engine")
 
 # (file relative to ROOT, reason) — the only places allowed to do what is otherwise forbidden.
 UNPICKLE_ALLOWED = {"app/service/actions.py"}      # IRModules pickled by the server process
-SUBPROCESS_ALLOWED = {"engine/runtime/native.py"}  # compiles the project's own parallel.c
+SUBPROCESS_ALLOWED = {
+    "engine/runtime/native.py",   # compiles the project's own parallel.c
+    "engine/tune/runner.py",      # starts `python -m engine.tune.local_worker` (fixed argv)
+}
 
 
 def python_files():
