@@ -247,6 +247,31 @@ def act_roofline(ctx: Any) -> None:
     ctx.emit(roofline=peaks)
 
 
+def warm_up() -> None:
+    """Make the first job of a new worker as fast as the others: initialise LLVM, build the
+    host's target machine and pass pipeline, load the parallel runtime and JIT a tiny kernel
+    (a worker calls this once, before it says it is ready). Never raises: a failure here
+    shows up, with its message, in the first job that compiles."""
+    try:
+        from engine.codegen.target import host_target_machine, init_llvm
+        init_llvm()
+        host_target_machine(3)
+        mod = parse(_WARM_UP_PROGRAM)
+        build(mod, cache=False)["warm_up"](np.zeros(8, "float32"), np.zeros(8, "float32"))
+    except Exception:  # noqa: BLE001
+        pass
+
+
+_WARM_UP_PROGRAM = """
+@T.prim_func
+def warm_up(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in T.vectorized(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + T.float32(1)
+"""
+
+
 ENGINE: dict[str, Callable[[Any], None]] = {
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
