@@ -107,6 +107,8 @@ def _peel(loop: S.For) -> S.Stmt:
 
 class _Peeler(Mutator):
     def visit_For(self, s: S.For):
+        if not any(uses_var(c, s.loop_var) for c in self.conditions):
+            return self.generic_visit(s)
         return _peel(self.generic_visit(s))   # inner loops first
 
 
@@ -114,4 +116,10 @@ def peel_vector_tails(body: S.Stmt) -> S.Stmt:
     """Cut every serial loop whose per-lane conditions are all of the split form into the
     iterations with every lane inside (no condition) and the rest (see the module
     docstring)."""
-    return _Peeler().visit(body)
+    conditions = [s.condition for s in collect(body, S.IfThenElse)
+                  if lanes_of(s.condition.dtype) != 1]
+    if not conditions:             # most programs: nothing to look at
+        return body
+    peeler = _Peeler()
+    peeler.conditions = conditions
+    return peeler.visit(body)
