@@ -18,7 +18,8 @@ every compile) and drives it two ways:
   reads the stored results (warm).
 * **http**: the same steps as raw requests: the apply request (replay + primitive + print +
   diagram: every pane but the measurements), then the measurement and the cache requests
-  sent side by side, each timed from the end of the apply.
+  sent side by side (each asked again while it says a step is pending, as the page polls),
+  each timed from the end of the apply.
 
 Every click produces a program not seen before in the run (split factors vary per round), so
 the results store does not hide compile time. Prints p50/p95 per part.
@@ -100,10 +101,14 @@ def summary(label: str, xs: list[float], target: float | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------- http driver
-def _get(url: str) -> tuple[str, float]:
-    with urllib.request.urlopen(url, timeout=300) as r:
-        body = r.read().decode()
-    return body, time.perf_counter()
+def _get(url: str, pending: str) -> tuple[str, float]:
+    """The pane at ``url`` once it has nothing pending (asked again, as the page polls: a
+    pane answers after at most its time budget with what it has); its body and the time."""
+    while True:
+        with urllib.request.urlopen(url, timeout=300) as r:
+            body = r.read().decode()
+        if pending not in body:
+            return body, time.perf_counter()
 
 
 def http_round(base: str, n: int, f: int, pool) -> list[dict]:
@@ -119,8 +124,9 @@ def http_round(base: str, n: int, f: int, pool) -> list[dict]:
             push = r.headers["HX-Push-Url"]
         t1 = time.perf_counter()
         qs = urllib.parse.urlsplit(push).query
-        measure = pool.submit(_get, base + "/explore/mm_relu/measure?" + qs)
-        cache = pool.submit(_get, base + "/explore/mm_relu/cache?" + qs)
+        measure = pool.submit(_get, base + "/explore/mm_relu/measure?" + qs,
+                              'id="measure-pending"')
+        cache = pool.submit(_get, base + "/explore/mm_relu/cache?" + qs, 'id="cache-pending"')
         body, t_measure = measure.result()
         _, t_cache = cache.result()
         if "✗" in body or "failed:" in body:
