@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -101,20 +102,22 @@ def summary(label: str, xs: list[float], target: float | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------- http driver
-def _get(url: str, pending: str) -> tuple[str, float]:
-    """The pane at ``url`` once it has nothing pending (asked again, as the page polls: a
-    pane answers after at most its time budget with what it has); its body and the time."""
+def _get(url: str, plot_id: str, points: int) -> tuple[str, float]:
+    """The pane at ``url`` once its plot has ``points`` points (asked again, as the page
+    polls: a pane answers after at most its time budget with what it has); its body and the
+    time."""
     while True:
         with urllib.request.urlopen(url, timeout=300) as r:
             body = r.read().decode()
-        if pending not in body:
+        m = re.search(f'id="{plot_id}" data-plotly="[^"]*" data-points="(\\d+)"', body)
+        if m and int(m.group(1)) >= points:
             return body, time.perf_counter()
 
 
 def http_round(base: str, n: int, f: int, pool) -> list[dict]:
     out = []
     query = {"n": str(n)}
-    for sel, prim, args in steps_for(f):
+    for k, (sel, prim, args) in enumerate(steps_for(f), start=1):
         data = urllib.parse.urlencode({**query, "sel": sel, "primitive": prim, **args}).encode()
         req = urllib.request.Request(base + "/explore/mm_relu/apply", data=data,
                                      headers={"HX-Request": "true"})
@@ -124,9 +127,8 @@ def http_round(base: str, n: int, f: int, pool) -> list[dict]:
             push = r.headers["HX-Push-Url"]
         t1 = time.perf_counter()
         qs = urllib.parse.urlsplit(push).query
-        measure = pool.submit(_get, base + "/explore/mm_relu/measure?" + qs,
-                              'id="measure-pending"')
-        cache = pool.submit(_get, base + "/explore/mm_relu/cache?" + qs, 'id="cache-pending"')
+        measure = pool.submit(_get, base + "/explore/mm_relu/measure?" + qs, "runtime-plot", k + 1)
+        cache = pool.submit(_get, base + "/explore/mm_relu/cache?" + qs, "cache-plot", k + 1)
         body, t_measure = measure.result()
         _, t_cache = cache.result()
         if "✗" in body or "failed:" in body:
