@@ -118,7 +118,7 @@
     pane.scrollTop += group.getBoundingClientRect().top - pane.getBoundingClientRect().top;
   }
 
-  function showTab(id) {
+  function showTab(id, soon) {
     var btn = $('.tab[data-tab="' + cssq(id) + '"]');
     if (!btn) return;
     var group = btn.closest('[role="tablist"]') || document;
@@ -130,7 +130,7 @@
     });
     if (group.classList && group.classList.contains("mtabs")) measureTab = id;
     var shown = document.getElementById(id);
-    if (shown) drawPlots(shown);
+    if (shown) { if (soon) drawPlotsSoon(shown); else drawPlots(shown); }
     if (id === "panel-pattern") loadPattern();
   }
 
@@ -155,15 +155,35 @@
     if (!window.Plotly) return;
     var els = $all("[data-plotly]", root);
     if (root.matches && root.matches("[data-plotly]")) els.push(root);
-    els.forEach(function (el) {
-      if (el.closest("[hidden]")) return;
-      if (el.hasAttribute("data-drawn")) { Plotly.Plots.resize(el); return; }
-      try {
-        var fig = JSON.parse(el.getAttribute("data-plotly"));
-        Plotly.newPlot(el, fig.data, fig.layout, { displayModeBar: false, responsive: true });
-        el.setAttribute("data-drawn", "1");
-      } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
-    });
+    els.forEach(drawPlot);
+  }
+
+  function drawPlot(el) {
+    if (!el.isConnected || el.closest("[hidden]")) return;
+    if (el.hasAttribute("data-drawn")) { Plotly.Plots.resize(el); return; }
+    try {
+      var fig = JSON.parse(el.getAttribute("data-plotly"));
+      Plotly.newPlot(el, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+      el.setAttribute("data-drawn", "1");
+    } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
+  }
+
+  // Plots that arrive with a swap are drawn after the swapped panes have been painted, one
+  // plot per task: drawing a plot takes tens of milliseconds, and the program, diagram and
+  // trace panes of a click must not wait for it.
+  function drawPlotsSoon(root) {
+    if (!window.Plotly) return;
+    var els = $all("[data-plotly]:not([data-drawn])", root);
+    if (root.matches && root.matches("[data-plotly]:not([data-drawn])")) els.push(root);
+    if (!els.length) return;
+    var started = false;
+    function start() {
+      if (started) return;
+      started = true;
+      els.forEach(function (el) { setTimeout(function () { drawPlot(el); }, 0); });
+    }
+    requestAnimationFrame(start);
+    setTimeout(start, 50);    // a page in the background gets no animation frames
   }
 
   // ------------------------------------------------------------------ htmx hooks
@@ -215,8 +235,8 @@
   htmx.onLoad(function (root) {
     // the measurement pane was re-rendered (a poll, a new step): keep the chosen tab
     if (measureTab && root.querySelector &&
-        (root.matches(".mtabs") || root.querySelector(".mtabs"))) showTab(measureTab);
-    drawPlots(root);
+        (root.matches(".mtabs") || root.querySelector(".mtabs"))) showTab(measureTab, true);
+    drawPlotsSoon(root);
   });
   document.addEventListener("DOMContentLoaded", function () {
     refreshHighlights();

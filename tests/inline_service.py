@@ -13,6 +13,7 @@ the process boundary (time limits, crashes, memory) is not, which the pool's own
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -67,6 +68,8 @@ class InlinePool:
         self.config = dataclasses.replace(config or PoolConfig(), **overrides)
         self.queue = JobQueue(self.config.queue_length)
         self.jobs: list[Job] = []               # every job submitted, in order
+        self._open = threading.Event()          # cleared: jobs wait (see held())
+        self._open.set()
         self._thread = threading.Thread(target=self._serve, name="inline-measure", daemon=True)
         self._thread.start()
 
@@ -88,6 +91,16 @@ class InlinePool:
         if not self.queue.wait_idle(timeout):
             raise TimeoutError("the inline measurement jobs did not finish")
 
+    @contextlib.contextmanager
+    def held(self):
+        """Jobs submitted meanwhile wait until the block ends (a test that must see a pane
+        answer before any job of its request could finish)."""
+        self._open.clear()
+        try:
+            yield self
+        finally:
+            self._open.set()
+
     def worker_pids(self) -> list[int]:
         return [os.getpid()]
 
@@ -97,6 +110,7 @@ class InlinePool:
 
     def _serve(self) -> None:
         while (ticket := self.queue.take()) is not None:
+            self._open.wait()
             try:
                 result = run_in_this_process(ticket.job, self.config)
             except Exception as e:  # noqa: BLE001 - a test must see it, not hang

@@ -509,9 +509,14 @@ def test_cache_pane_reports_simulated_misses_per_step_and_buffer(client):
     assert m and m.group(1) == "5"
     for buf in ("A", "B", "C", "Y"):
         assert f"<tr><td>{buf}</td>" in page
-    # the explorer loads it lazily, separately from the runtime measurements
+    # once every step is stored the explorer page carries it (no request of its own) ...
     page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
-    assert f'hx-get="/explore/mm_relu/cache?n={N}&amp;t=' in page
+    assert f'hx-get="/explore/mm_relu/cache?n={N}&amp;t=' not in page
+    m = re.search(r'id="cache-plot" data-plotly="[^"]+" data-points="(\d+)"', page)
+    assert m and m.group(1) == "5"
+    # ... a state not measured yet loads it lazily, separately from the runtime measurements
+    page = html(client.get(f"/explore/mm_relu?n={N + 2}&t={q['t']}"))
+    assert f'hx-get="/explore/mm_relu/cache?n={N + 2}&amp;t=' in page
     r = client.get("/explore/nope/cache")
     assert r.status_code == 404
 
@@ -543,8 +548,10 @@ def test_long_measurements_fill_in_progressively(monkeypatch):
     monkeypatch.setattr(measuring, "STEP_BUDGET_S", 0.0)   # answer at once, never wait
     url = f"/explore/mm_relu/measure?n={N}&t={q['t']}&at=2"
     seen = []
+    pool = app.extensions["measurer"].pool
     for _ in range(10):
-        page = html(client.get(url))
+        with pool.held():           # nothing the request queues can finish before it answers
+            page = html(client.get(url))
         m = re.search(r'data-points="(\d+)"', page)
         seen.append(int(m.group(1)) if m else 0)
         if 'id="measure-pending"' not in page:

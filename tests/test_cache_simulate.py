@@ -292,3 +292,17 @@ def test_tiny_budget_samples_every_big_loop_nest():
     assert sampled == {("Y",), ("C",)}
     assert all("estimated from" in s["text"] for s in rep.sampling)
     assert rep.levels[0].accesses > 0
+
+
+def test_the_resident_lookup_starts_every_simulation_cold():
+    """The full lookup (and its LRU rows) is compiled once per process and geometry; each
+    simulation still starts from empty caches, whatever ran before, on any geometry."""
+    small = [{"name": "L1", "size": 1024, "ways": 2, "line": 64},
+             {"name": "L2", "size": 8192, "ways": 4, "line": 64}]
+    first = simulate(mm_relu_course(32), "mm_relu", levels=small, hardware=False)
+    simulate(mm_relu_naive(32), "mm_relu", hardware=False)          # host geometry between
+    simulate(mm_relu_naive(32), "mm_relu", levels=small, hardware=False)
+    again = simulate(mm_relu_course(32), "mm_relu", levels=small, hardware=False)
+    assert [(lv.accesses, lv.misses) for lv in first.levels] == \
+        [(lv.accesses, lv.misses) for lv in again.levels]
+    assert first.per_buffer == again.per_buffer

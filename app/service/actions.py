@@ -424,6 +424,39 @@ def _replaces(seconds: float | None, start_seconds: float | None, own: bool) -> 
                                     or seconds < start_seconds)
 
 
+def warm_up() -> None:
+    """Make the first job of a new worker as fast as the others: initialise LLVM, build the
+    host's target machine and run the whole pipeline (lowering, code generation, O3,
+    machine code) on a tiny kernel (a worker calls this once, before it says it is ready).
+
+    The kernel is not loaded into a JIT: that would also start the parallel runtime's
+    threads, and an idle worker is to stay a single thread (a worker killed while idle must
+    be gone, descriptors and all, as soon as it shows as dead). Never raises: a failure here
+    shows up, with its message, in the first job that compiles."""
+    try:
+        from engine.codegen.llvm import codegen_units
+        from engine.codegen.target import host_target_machine, init_llvm
+        from engine.codegen.units import compile_units, unit_texts
+        from engine.lower import lower
+        init_llvm()
+        host_target_machine(3)
+        func = parse(_WARM_UP_PROGRAM)["warm_up"]
+        mods, _ = codegen_units([("warm_up", lower(func))])
+        compile_units(unit_texts(mods, 3), 3, max_threads=1)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+_WARM_UP_PROGRAM = """
+@T.prim_func
+def warm_up(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in T.vectorized(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + T.float32(1)
+"""
+
+
 ENGINE: dict[str, Callable[[Any], None]] = {
     "model": act_model,
     "step": act_step,

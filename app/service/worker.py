@@ -30,7 +30,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from .actions import ENGINE
+from .actions import ENGINE, warm_up
 from .protocol import encode_reply
 
 # Exceptions whose message is meant for the learner (the engine's error classes).
@@ -394,6 +394,7 @@ def worker_loop(conn, config: dict[str, Any]) -> None:
     apply_limits(config)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     channel = ReplyChannel(conn, config.get("reply_max_bytes"))
+    warm_up()                              # LLVM initialised, target machine built
     channel.send(("ready", os.getpid(), {"network": network}))
     while True:
         try:

@@ -110,6 +110,18 @@ def collect(session: Session, lookup, submit, value_of, budget: float):
     return by_step, queued, busy
 
 
+def stored(session: Session, lookup) -> dict[int, Any] | None:
+    """Every step's stored value (``lookup``), or None as soon as one step has none: what
+    a page can show at once, without a job or a wait (never submits)."""
+    by_step: dict[int, Any] = {}
+    for k in step_order(session):
+        got = lookup(session.mod_at(k))
+        if got is None:
+            return None
+        by_step[k] = got
+    return by_step
+
+
 def queued_text(position) -> str:
     """What the page says about a job at ``position`` in the queue (None: not queued yet)."""
     if position is None:

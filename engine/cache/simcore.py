@@ -70,12 +70,15 @@ class SimState:
     * ``bases[b]``: first address recorded for buffer ``b`` (``-1`` if none).
     """
 
-    def __init__(self, levels: Sequence[CacheLevel], nbuf: int, nslot: int):
+    def __init__(self, levels: Sequence[CacheLevel], nbuf: int, nslot: int,
+                 tags: list | None = None):
         self.levels = tuple(levels)
         self.nbuf = max(1, int(nbuf))
         self.nslot = max(1, int(nslot))
         self.padded = [_padded_ways(lv.ways) for lv in self.levels]
-        self.tags = [np.empty(lv.sets * p, dtype=np.int64) for lv, p in zip(self.levels, self.padded)]
+        # ``tags``: the rows of a :class:`ResidentLookup` (its compiled lookup reads them)
+        self.tags = tags if tags is not None else [
+            np.empty(lv.sets * p, dtype=np.int64) for lv, p in zip(self.levels, self.padded)]
         self.counters = np.zeros((1 + len(self.levels), self.nbuf, self.nslot), dtype=np.int64)
         self.bases = np.full(self.nbuf, -1, dtype=np.int64)
         self.reset()
@@ -124,30 +127,40 @@ def _splat(b: ir.IRBuilder, v, p: int):
 
 def _emit_line_fn(module: ir.Module, state: SimState, name: str,
                   inline: bool = False) -> ir.Function:
-    """``void line(i64 line_no, i64 idx)``: full lookup of one line through all levels.
-
-    Per level: load the set's row (MRU first), compare all ways at once; on a hit in
-    way ``p`` the row's slots ``0..p-1`` move one slot down and the line goes to slot 0; on
-    a miss the whole row moves one slot down (the LRU line leaves the set), the line goes
-    to slot 0 and the next level is consulted."""
+    """``void line(i64 line_no, i64 idx)``: full lookup of one line through all levels,
+    counting in ``state``'s counters at ``idx`` (see :func:`_emit_lookup`)."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64]), name)
     fn.linkage = "internal"
     fn.attributes.add("alwaysinline" if inline else "noinline")
     fn.attributes.add("nounwind")
     line_no, idx = fn.args
+    _emit_lookup(module, fn, state.levels, state.padded, state.tags, line_no,
+                 lambda b, row: _counter_ptr(b, state, row, idx))
+    return fn
+
+
+def _emit_lookup(module: ir.Module, fn: ir.Function, levels, padded, tags, line_no,
+                 counter) -> None:
+    """The body of a full lookup of ``line_no`` through all levels (``counter(b, row)``: the
+    address of the counter of row ``row``: 0 accesses, ``k + 1`` misses of level ``k``).
+
+    Per level: load the set's row (MRU first), compare all ways at once; on a hit in
+    way ``p`` the row's slots ``0..p-1`` move one slot down and the line goes to slot 0; on
+    a miss the whole row moves one slot down (the LRU line leaves the set), the line goes
+    to slot 0 and the next level is consulted."""
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
-    _incr(b, _counter_ptr(b, state, 0, idx))
+    _incr(b, counter(b, 0))
     done = fn.append_basic_block("done")
-    level_blocks = [fn.append_basic_block(f"L{k}") for k in range(len(state.levels))]
+    level_blocks = [fn.append_basic_block(f"L{k}") for k in range(len(levels))]
     b.branch(level_blocks[0])
     cttz = _intrinsic(module, "llvm.cttz.i64", I64, [I64, I1])
-    for k, lv in enumerate(state.levels):
-        p = state.padded[k]
+    for k, lv in enumerate(levels):
+        p = padded[k]
         vt = ir.VectorType(I64, p)
         b = ir.IRBuilder(level_blocks[k])
         off = b.mul(b.and_(line_no, ir.Constant(I64, lv.sets - 1)), ir.Constant(I64, p))
-        row_p = b.bitcast(b.gep(_ptr(state.tags[k]), [off], inbounds=True), vt.as_pointer())
+        row_p = b.bitcast(b.gep(_ptr(tags[k]), [off], inbounds=True), vt.as_pointer())
         row = b.load(row_p, align=8)
         eq = b.icmp_signed("==", row, _splat(b, line_no, p))
         if lv.ways < p:
@@ -171,16 +184,70 @@ def _emit_line_fn(module: ir.Module, state: SimState, name: str,
         bmv.store(bmv.insert_element(moved, line_no, ir.Constant(I32, 0)), row_p, align=8)
         bmv.branch(done)
         bm = ir.IRBuilder(miss_blk)
-        _incr(bm, _counter_ptr(bm, state, k + 1, idx))
+        _incr(bm, counter(bm, k + 1))
         shifted = bm.shuffle_vector(row, ir.Constant(vt, ir.Undefined), shift_mask)
         bm.store(bm.insert_element(shifted, line_no, ir.Constant(I32, 0)), row_p, align=8)
-        bm.branch(level_blocks[k + 1] if k + 1 < len(state.levels) else done)
+        bm.branch(level_blocks[k + 1] if k + 1 < len(levels) else done)
     ir.IRBuilder(done).ret_void()
-    return fn
+
+
+class ResidentLookup:
+    """The full lookup of one cache geometry, compiled once per process and kept.
+
+    Its LRU rows (``tags``) live as long as the process; the compiled function,
+    ``void <symbol>(i64 line_no, i64* counter, i64 stride)`` (counts accesses at
+    ``counter[0]`` and level ``k``'s misses at ``counter[(k + 1) * stride]``), is known to
+    every later JIT by its symbol (``llvm.add_symbol``). A kernel instrumented by
+    :func:`build_sim_module` with ``resident=`` then compiles only its own code and the
+    small inlined fast path, not the lookup (whose wide vector shuffles took most of an
+    instrumented build's LLVM time). One simulation at a time uses the rows: hold
+    :attr:`lock` from :meth:`reset` until the run has ended."""
+
+    def __init__(self, levels: Sequence[CacheLevel]):
+        import threading
+
+        import llvmlite.binding as llvm
+        self.levels = tuple(levels)
+        self.padded = [_padded_ways(lv.ways) for lv in self.levels]
+        self.tags = [np.full(lv.sets * p, -1, dtype=np.int64)
+                     for lv, p in zip(self.levels, self.padded)]
+        self.lock = threading.RLock()
+        self.symbol = f"__cachesim_resident_line_{next(_uid)}"
+        module = ir.Module(name=f"cachesim_resident{next(_uid)}")
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64P, I64]), self.symbol)
+        fn.attributes.add("nounwind")
+        line_no, ctr, stride = fn.args
+        _emit_lookup(module, fn, self.levels, self.padded, self.tags, line_no,
+                     lambda b, row: ctr if row == 0 else b.gep(
+                         ctr, [b.mul(stride, ir.Constant(I64, row))], inbounds=True))
+        self._ee = compile_module(module)
+        self.address = self._ee.get_function_address(self.symbol)
+        if not self.address:
+            raise RuntimeError("internal error: the cache lookup was not compiled")
+        llvm.add_symbol(self.symbol, self.address)
+
+    def reset(self) -> None:
+        for t in self.tags:
+            t.fill(-1)
+
+
+_RESIDENT: dict = {}
+
+
+def resident_lookup(levels: Sequence[CacheLevel]) -> ResidentLookup:
+    """The process's :class:`ResidentLookup` for ``levels`` (compiled on first use)."""
+    key = tuple((lv.name, lv.size, lv.ways, lv.line) for lv in levels)
+    got = _RESIDENT.get(key)
+    if got is None:
+        got = _RESIDENT.setdefault(key, ResidentLookup(levels))
+    return got
 
 
 def _emit_access_fn(module: ir.Module, state: SimState, line_fn: ir.Function,
-                    name: str) -> ir.Function:
+                    name: str, resident: bool = False) -> ir.Function:
+    """The access function (inlined into the kernel): the MRU fast path, else ``line_fn``
+    — ``line(line_no, idx)`` of this module, or (``resident``) the resident lookup
+    ``line(line_no, &counters[idx], nbuf * nslot)``."""
     fn = ir.Function(module, ir.FunctionType(I32, [I64, I64, I32, I32]), name)
     fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
@@ -207,14 +274,21 @@ def _emit_access_fn(module: ir.Module, state: SimState, line_fn: ir.Function,
     b = ir.IRBuilder(mru_hit)
     _incr(b, _counter_ptr(b, state, 0, idx))
     b.branch(ret)
+    stride = ir.Constant(I64, state.nbuf * state.nslot)
+
+    def lookup(b, line_no):
+        if resident:
+            b.call(line_fn, [line_no, _counter_ptr(b, state, 0, idx), stride])
+        else:
+            b.call(line_fn, [line_no, idx])
     b = ir.IRBuilder(slow)
-    b.call(line_fn, [first, idx])
+    lookup(b, first)
     b.branch(ret)
     # an access spanning several lines: one full lookup per line
     b = ir.IRBuilder(multi)
     cur = b.phi(I64, "cur")
     cur.add_incoming(first, entry)
-    b.call(line_fn, [cur, idx])
+    lookup(b, cur)
     nxt = b.add(cur, ir.Constant(I64, 1))
     cur.add_incoming(nxt, multi)
     b.cbranch(b.icmp_unsigned("<=", nxt, last), multi, ret)
@@ -263,14 +337,25 @@ def _emit_stream_fn(module: ir.Module, access: ir.Function, name: str) -> ir.Fun
 
 def build_sim_module(state: SimState, *, access_symbol: str = ACCESS_SYMBOL,
                      base_symbol: str = BASE_SYMBOL, stream_symbol: str | None = None,
-                     inline_lookup: bool = False) -> ir.Module:
+                     inline_lookup: bool = False,
+                     resident: "ResidentLookup | None" = None) -> ir.Module:
     """An llvmlite module implementing the simulator over ``state`` (see module docstring).
 
     ``inline_lookup`` also marks the full lookup ``alwaysinline`` (faster for kernels with a
-    few access sites: the counter addresses become constants; bigger code)."""
+    few access sites: the counter addresses become constants; bigger code). ``resident``
+    (whose ``tags`` ``state`` shares) calls that process-wide compiled lookup instead of
+    compiling one into this module."""
     module = ir.Module(name=f"cachesim{next(_uid)}")
-    line_fn = _emit_line_fn(module, state, f"{LINE_SYMBOL}{next(_uid)}", inline_lookup)
-    access = _emit_access_fn(module, state, line_fn, access_symbol)
+    if resident is not None:
+        if state.tags is not resident.tags:
+            raise ValueError("the state must use the resident lookup's rows (tags=)")
+        line_fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64P, I64]),
+                              resident.symbol)
+        line_fn.attributes.add("nounwind")
+    else:
+        line_fn = _emit_line_fn(module, state, f"{LINE_SYMBOL}{next(_uid)}", inline_lookup)
+    access = _emit_access_fn(module, state, line_fn, access_symbol,
+                             resident=resident is not None)
     _emit_base_fn(module, state, base_symbol)
     if stream_symbol:
         _emit_stream_fn(module, access, stream_symbol)

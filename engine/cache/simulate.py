@@ -20,7 +20,7 @@ from .footprint import loop_footprints
 from .geometry import Geometry, resolve
 from .instrument import SamplePlan, instrument, mark_blocks, plan_sampling
 from .report import CacheReport, LevelStats
-from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module
+from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module, resident_lookup
 
 #: Above this many (estimated) accesses, outer-loop iterations are sampled.
 DEFAULT_MAX_ACCESSES = 64_000_000
@@ -32,9 +32,6 @@ DEFAULT_MAX_ACCESSES = 64_000_000
 #: stagger (a page and a line) keeps the arrays' first lines out of one another's sets.
 LAYOUT_ALIGN = 2 * 1024 * 1024
 LAYOUT_STAGGER = 4096 + 64
-
-#: Kernels with at most this many access sites get the whole lookup inlined at each site.
-INLINE_LOOKUP_SITES = 32
 
 _uid = itertools.count()
 
@@ -200,9 +197,12 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     uid = next(_uid)
     access_sym, base_sym = f"{ACCESS_SYMBOL}_{uid}", f"{BASE_SYMBOL}_{uid}"
     ins = instrument(lowered, len(block_names), plan, line, access_sym, base_sym)
-    state = SimState(geometry.levels, len(ins.buffers), ins.nslots)
+    # the full lookup is compiled once per process and geometry (its LRU rows with it);
+    # the kernel inlines only the fast path (the line is its L1 set's most recent one)
+    resident = resident_lookup(geometry.levels)
+    state = SimState(geometry.levels, len(ins.buffers), ins.nslots, tags=resident.tags)
     simmod = build_sim_module(state, access_symbol=access_sym, base_symbol=base_sym,
-                              inline_lookup=ins.static_accesses <= INLINE_LOOKUP_SITES)
+                              resident=resident)
     notes: list[str] = []
     if plan.estimated_simulated > 2 * max_accesses:
         notes.append(f"the program could not be sampled down to max_accesses={max_accesses:,}"
@@ -219,12 +219,13 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     if args is None:
         args = default_args(func, seed)
     ptrs = kernel.pointers(tuple(args))
-    state.reset()
-    c0, t0 = time.process_time(), time.perf_counter()
-    kernel.call_pointers(ptrs)
-    sim_s = time.perf_counter() - t0
-    sim_cpu = time.process_time() - c0
-    counters = state.counters.copy()
+    with resident.lock:             # one simulation at a time uses the resident rows
+        state.reset()
+        c0, t0 = time.process_time(), time.perf_counter()
+        kernel.call_pointers(ptrs)
+        sim_s = time.perf_counter() - t0
+        sim_cpu = time.process_time() - c0
+        counters = state.counters.copy()
     simulated = int(counters[0].sum())
 
     # -- aggregate: scale sampled regions, drop warm-up ------------------------------------

@@ -405,6 +405,7 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
         return func
     from .compact import compact_buffers
     from .legalize import legalize_loops
+    from .tails import peel_vector_tails
     src = compact_buffers(func) if compact else func
     body = _BlockLowerer(func.name).stmt(src.body, {})
     if body is None:
@@ -416,6 +417,7 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     body = lower_simplify(body)
     if legalize:
         body = legalize_loops(body, func.name)
+        body = peel_vector_tails(body)
     out = PrimFunc(func.name, params, body, func.attrs)
     out = out.with_attr("lowered_params", tuple(func.params)).with_attr("lowered", True)
     return out

@@ -13,8 +13,12 @@ from ..services import measurer
 from ..session import Session
 
 
-def context(session: Session, budget_s: float | None = None) -> dict:
-    """Simulated cache misses per level at every step, and per buffer at the current one."""
+def context(session: Session, budget_s: float | None = None,
+            stored_only: bool = False) -> dict | None:
+    """Simulated cache misses per level at every step, and per buffer at the current one.
+
+    ``stored_only``: from stored reports alone, or None when a step has none yet (nothing
+    submitted, nothing waited for)."""
     budget = measuring.STEP_BUDGET_S if budget_s is None else budget_s
     plan = measuring.measure_plan(session)
     if plan is not None and (not plan.measure or not plan.simulate_cache):
@@ -23,9 +27,15 @@ def context(session: Session, budget_s: float | None = None) -> dict:
                 "simulate_only": plan.reason or plan.cache_reason}
     m = measurer()
     fname = session.func_name
-    found, queued, busy = measuring.collect(
-        session, lambda mod: m.cached_cache(mod, fname),
-        lambda mod: m.submit_cache(mod, fname), m.cache_result_of, budget)
+    if stored_only:
+        found = measuring.stored(session, lambda mod: m.cached_cache(mod, fname))
+        if found is None:
+            return None
+        queued, busy = {}, None
+    else:
+        found, queued, busy = measuring.collect(
+            session, lambda mod: m.cached_cache(mod, fname),
+            lambda mod: m.submit_cache(mod, fname), m.cache_result_of, budget)
     by_step: dict[int, dict] = {}
     unavailable = None
     for k, rep in found.items():

@@ -12,10 +12,15 @@ from ..services import measurer
 from ..session import Session
 
 
-def context(session: Session, budget_s: float | None = None) -> dict:
+def context(session: Session, budget_s: float | None = None,
+            stored_only: bool = False) -> dict | None:
     """The measurement pane: a row per measured step (time, GFLOP/s, correct, compile
     ms), the runtime figure, the current step's line, the steps still queued, and the
-    roofline tab."""
+    roofline tab.
+
+    ``stored_only``: the pane from stored results alone, or None when a step (or the
+    machine's peaks) is not stored yet — nothing is submitted, nothing waited for (the page
+    then shows the pane at once instead of asking for it)."""
     budget = measuring.STEP_BUDGET_S if budget_s is None else budget_s
     plan = measuring.measure_plan(session)
     if plan is not None and not plan.measure:
@@ -27,11 +32,17 @@ def context(session: Session, budget_s: float | None = None) -> dict:
     name, params = wl if wl else (None, {})
     baseline = session.mod0 if wl is None else None
     fname = session.func_name
-    found, queued, busy = measuring.collect(
-        session,
-        lambda mod: m.cached(mod, name, params, fname),
-        lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline),
-        m.result_of, budget)
+    if stored_only:
+        found = measuring.stored(session, lambda mod: m.cached(mod, name, params, fname))
+        if found is None or (wl is not None and m.cached_roofline() is None):
+            return None
+        queued, busy = {}, None
+    else:
+        found, queued, busy = measuring.collect(
+            session,
+            lambda mod: m.cached(mod, name, params, fname),
+            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline),
+            m.result_of, budget)
     by_step: dict[int, dict] = {}
     unavailable = None
     for k, res in found.items():
