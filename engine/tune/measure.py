@@ -196,7 +196,8 @@ def _random_args(mod, fname: str) -> list:
 
 def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
                   min_repeats: int = MIN_REPEATS, max_repeats: int = MAX_REPEATS,
-                  budget: float = TIME_BUDGET) -> float:
+                  budget: float = TIME_BUDGET,
+                  clock: Callable[[], float] = time.perf_counter) -> float:
     """Best per-call seconds of ``call`` (after a warm-up run).
 
     Each repeat runs ``call`` enough times to last :data:`REPEAT_SECONDS` (once for a
@@ -204,8 +205,9 @@ def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
     agree within :data:`AGREE` (after ``min_repeats``), or after ``max_repeats``, or when
     ``budget`` seconds are spent. A call slower than :data:`SLOW_FACTOR` x
     ``best_so_far`` is run just once more: it will not be the best, its rank is clear.
+    ``clock``: seconds now (tests pass a fake one).
     """
-    perf = time.perf_counter
+    perf = clock
     t0 = perf()
     call()
     one = max(perf() - t0, 1e-7)
