@@ -19,8 +19,8 @@
   with the ``auto`` space (``--model-evo-trials`` caps the evolutionary runs).
 
 Every timing uses the tuner's own measuring code (compile, check against numpy, adaptive
-repeats: the best counts) so the figures compare like for like. The machine may be shared: the ratios
-matter, not the absolute numbers.
+repeats: the best counts) so the figures compare like for like. The machine may be shared:
+the ratios matter, not the absolute numbers.
 """
 from __future__ import annotations
 

@@ -10,6 +10,11 @@ Measuring is split in two so a runner can compile several candidates side by sid
 time them one at a time on quiet cores: :meth:`TaskContext.build` (replay, compile, check)
 and :meth:`TaskContext.time` (the timed runs). Failures are reported in the
 :class:`MeasureResult`, never raised.
+
+Timing is adaptive (:func:`adaptive_time`): repeats stop as soon as the two best agree, and
+a candidate much slower than the task's best so far is run just twice. numpy's reference is
+timed the same way with more repeats, once per task and process; the inputs and the
+expected outputs are also made once per task and process.
 """
 from __future__ import annotations
 
