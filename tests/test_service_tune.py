@@ -39,8 +39,8 @@ def test_a_tuning_job_reports_its_trials_and_finishes(measurer):
 
 def test_stopping_a_tuning_job_keeps_what_was_found(measurer):
     spec = {"space": "auto", "trials": 200, "strategy": "random", "seed": 1}
-    with measurer.on_behalf_of("10.0.0.2"):
-        ticket = measurer.submit_tune("mm_relu", {"n": 16}, None, spec)
+    with measurer.on_behalf_of("10.0.0.2"):  # n=64: a space not measured out before the stop
+        ticket = measurer.submit_tune("mm_relu", {"n": 64}, None, spec)
     deadline = time.monotonic() + 120
     while not _trials(ticket.partial()) and time.monotonic() < deadline:
         time.sleep(0.2)

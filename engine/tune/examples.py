@@ -22,18 +22,31 @@ def stochastic_schedule_mm(sch) -> None:
 
 
 def stochastic_mm_relu(sch) -> None:
-    """Sampled tiles for i, j and k; ReLU fused per tile; vectorized, unrolled, parallel."""
+    """Sampled tiles for i, j and k; ReLU fused per tile; vectorized, unrolled, parallel.
+
+    The loop nest is a register-blocked matmul (``i_0 j_0 k_0 i_1 j_1 k_1 i_2 j_2``): the
+    innermost ``i_2 x j_2`` block of ``Y`` (at most 8 rows, unrolled, by at most 32
+    columns, vectorized) is what stays in registers across ``k_1``. The ReLU of each tile
+    is vectorized by the same ``j_2`` (the sampled factor itself is passed to ``split``, so
+    a mutation of ``j``'s tiles carries over to it). The course's listing
+    (:func:`stochastic_schedule_mm`) samples only ``j``'s two factors; this one samples
+    what MetaSchedule's multi-level tiling would, on the same loops.
+    """
     block_Y = sch.get_block("Y", "mm_relu")
     i, j, k = sch.get_loops(block_Y)
     i_0, i_1, i_2 = sch.split(i, factors=sch.sample_perfect_tile(i, n=3, max_innermost_factor=8))
-    j_0, j_1, j_2 = sch.split(j, factors=sch.sample_perfect_tile(j, n=3,
-                                                                 max_innermost_factor=64))
+    j_factors = sch.sample_perfect_tile(j, n=3, max_innermost_factor=32)
+    j_0, j_1, j_2 = sch.split(j, factors=j_factors)
     k_0, k_1 = sch.split(k, factors=sch.sample_perfect_tile(k, n=2, max_innermost_factor=64))
     sch.reorder(i_0, j_0, k_0, i_1, j_1, k_1, i_2, j_2)
-    sch.reverse_compute_at(sch.get_block("C", "mm_relu"), j_0)
+    block_C = sch.get_block("C", "mm_relu")
+    sch.reverse_compute_at(block_C, j_0)
     sch.vectorize(j_2)
     sch.unroll(i_2)
     sch.parallel(i_0)
-    block_C = sch.get_block("C", "mm_relu")
-    sch.vectorize(sch.get_loops(block_C)[-1])
+    # the ReLU's tile as one loop cut into j_2-wide vectors (two nested constant loops
+    # here, at j_0 = 1, make LLVM unroll the tile's 512-column rows: seconds of compile)
+    c_tile = sch.fuse(*sch.get_loops(block_C)[-2:])
+    _, c_v = sch.split(c_tile, factors=[None, j_factors[2]])
+    sch.vectorize(c_v)
     sch.decompose_reduction(block_Y, k_0)

@@ -4,7 +4,8 @@ Messages (tuples over a pipe from the runner that started this process):
 
 * ``("build", task, id, trace)`` -> ``("built", id, result)``: replay, compile and check
   one candidate; a correct one is kept, compiled, until its turn to be timed;
-* ``("time", id)`` -> ``("timed", id, result)``: time a kept candidate, then drop it;
+* ``("time", id[, best])`` -> ``("timed", id, result)``: time a kept candidate, then drop
+  it (``best``: the task's best seconds so far; a much slower candidate is timed briefly);
 * ``("numpy", task)`` -> ``("numpy", seconds)``: numpy's float32 time for the task;
 * ``("hook", fn)``: call ``fn(trace)`` before each timing (tests: a crash, a hang);
 * ``("stop",)``: exit.
@@ -62,7 +63,8 @@ def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> 
             ctx, built, trace = kept.pop(msg[1])
             if before_run is not None:
                 before_run(trace)
-            conn.send(("timed", msg[1], ctx.time(built).as_dict()))
+            best = msg[2] if len(msg) > 2 else None
+            conn.send(("timed", msg[1], ctx.time(built, best).as_dict()))
         elif op == "numpy":
             conn.send(("numpy", context(msg[1]).numpy_seconds()))
 

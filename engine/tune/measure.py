@@ -10,6 +10,11 @@ Measuring is split in two so a runner can compile several candidates side by sid
 time them one at a time on quiet cores: :meth:`TaskContext.build` (replay, compile, check)
 and :meth:`TaskContext.time` (the timed runs). Failures are reported in the
 :class:`MeasureResult`, never raised.
+
+Timing is adaptive (:func:`adaptive_time`): repeats stop as soon as the two best agree, and
+a candidate much slower than the task's best so far is run just twice. numpy's reference is
+timed the same way with more repeats, once per task and process; the inputs and the
+expected outputs are also made once per task and process.
 """
 from __future__ import annotations
 
@@ -24,12 +29,25 @@ from engine.runtime import build, check_correctness
 
 from .task import TuneTask
 
-__all__ = ["MeasureResult", "TaskContext", "measure_inline", "time_callable"]
+__all__ = ["MeasureResult", "TaskContext", "measure_inline", "time_callable", "adaptive_time"]
 
-#: a repeat of the timed runs lasts at least this long (many runs of a fast kernel)
-REPEAT_SECONDS = 0.01
-#: timed repeats per candidate (the best one counts)
-REPEATS = 5
+#: a repeat of the timed runs lasts at least this long (several runs of a fast kernel; a
+#: kernel slower than this runs once per repeat, so a hiccup spoils one repeat, not all)
+REPEAT_SECONDS = 0.002
+#: timed repeats per candidate: at least MIN, at most MAX; the best one counts, and the
+#: repeats stop as soon as the two best agree within AGREE (adaptive timing)
+MIN_REPEATS = 3
+MAX_REPEATS = 15
+AGREE = 0.03
+#: at most this many seconds of timed runs per candidate (after the minimum repeats)
+TIME_BUDGET = 0.4
+#: a candidate slower than SLOW_FACTOR x the best so far gets two runs: its rank is clear
+SLOW_FACTOR = 5.0
+#: numpy's reference is timed once per task, so with more repeats (in its favour)
+NUMPY_MIN_REPEATS = 10
+NUMPY_MAX_REPEATS = 40
+#: kept for callers of the earlier name (the minimum number of repeats)
+REPEATS = MIN_REPEATS
 
 
 @dataclass
@@ -76,6 +94,7 @@ class TaskContext:
         self._args: list | None = None
         self._expected: list | None = None
         self._numpy_seconds: float | None = None
+        self.best_seconds: float | None = None  # the best timed so far (inline runner)
 
     # ------------------------------------------------------------------ inputs
     def args(self) -> list:
@@ -142,15 +161,17 @@ class TaskContext:
             return Built(res)
         return Built(res, rt)
 
-    def time(self, built: Built) -> MeasureResult:
-        """Time a built, correct candidate (best of :data:`REPEATS` repeats)."""
+    def time(self, built: Built, best_so_far: float | None = None) -> MeasureResult:
+        """Time a built, correct candidate (:func:`adaptive_time`; ``best_so_far``: the
+        task's best seconds yet, so a much slower candidate is not timed at length)."""
         res = built.result
         if built.rt is None or not res.correct:
             return res
         args = [a.copy() for a in self.args()]
         try:
             fn = built.rt[self.task.func_name]
-            secs = _time_kernel(built.rt, self.task.func_name, args, fn)
+            ptrs = fn.pointers(args)
+            secs = adaptive_time(lambda: fn.call_pointers(ptrs), best_so_far)
         except Exception as e:  # noqa: BLE001
             res.error = f"timing failed: {e}"
             return res
@@ -178,35 +199,52 @@ def _random_args(mod, fname: str) -> list:
     return out
 
 
-def _time_kernel(rt, fname: str, args: list, fn) -> float:
-    t0 = time.perf_counter()
-    fn(*args)
-    one = max(time.perf_counter() - t0, 1e-7)
-    if one > 0.5:  # a slow candidate: one more run is its time
-        t0 = time.perf_counter()
-        fn(*args)
-        return min(one, time.perf_counter() - t0)
+def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
+                  min_repeats: int = MIN_REPEATS, max_repeats: int = MAX_REPEATS,
+                  budget: float = TIME_BUDGET,
+                  clock: Callable[[], float] = time.perf_counter) -> float:
+    """Best per-call seconds of ``call`` (after a warm-up run).
+
+    Each repeat runs ``call`` enough times to last :data:`REPEAT_SECONDS` (once for a
+    kernel slower than that) and the best repeat counts. Repeats stop once the two best
+    agree within :data:`AGREE` (after ``min_repeats``), or after ``max_repeats``, or when
+    ``budget`` seconds are spent. A call slower than :data:`SLOW_FACTOR` x
+    ``best_so_far`` is run just once more: it will not be the best, its rank is clear.
+    ``clock``: seconds now (tests pass a fake one).
+    """
+    perf = clock
+    t0 = perf()
+    call()
+    one = max(perf() - t0, 1e-7)
+    if one > 0.5 or (best_so_far and one > SLOW_FACTOR * best_so_far):
+        t0 = perf()
+        call()
+        return min(one, perf() - t0)
     number = max(1, min(10_000, int(REPEAT_SECONDS / one)))
-    return float(rt.time_evaluator(fname, number=number, repeat=REPEATS)(*args).min)
+    results: list[float] = []
+    start = perf()
+    while len(results) < max_repeats:
+        t0 = perf()
+        for _ in range(number):
+            call()
+        results.append((perf() - t0) / number)
+        if len(results) >= min_repeats:
+            a, b = sorted(results)[:2]
+            if b <= a * (1.0 + AGREE) or perf() - start > budget:
+                break
+    return min(results)
 
 
 def time_callable(fn: Callable[[], Any]) -> float:
-    """Best per-call seconds of a Python callable (numpy's reference), after a warm-up."""
+    """Best per-call seconds of a Python callable (numpy's reference): a few warm-up
+    calls, then :func:`adaptive_time` with more repeats than a candidate gets."""
     for _ in range(3):
         fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, min(1000, int(REPEAT_SECONDS / one)))
-    best = float("inf")
-    for _ in range(REPEATS + 2):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best
+    return adaptive_time(fn, min_repeats=NUMPY_MIN_REPEATS, max_repeats=NUMPY_MAX_REPEATS,
+                         budget=4 * TIME_BUDGET)
 
 
-def measure_inline(ctx: TaskContext, trace_doc: dict) -> MeasureResult:
+def measure_inline(ctx: TaskContext, trace_doc: dict,
+                   best_so_far: float | None = None) -> MeasureResult:
     """Build, check and time one candidate in this process."""
-    return ctx.time(ctx.build(trace_doc))
+    return ctx.time(ctx.build(trace_doc), best_so_far)

@@ -76,6 +76,7 @@ class InlineRunner(Runner):
 
     def measure(self, task, traces, on_result=None):
         ctx = self._ctx(task)
+        best = getattr(ctx, "best_seconds", None)
         out = []
         for i, doc in enumerate(traces):
             built = ctx.build(doc)
@@ -83,7 +84,9 @@ class InlineRunner(Runner):
                 self.before_run(doc)
             if built.rt is not None:
                 with self.timing_guard():
-                    res = ctx.time(built)
+                    res = ctx.time(built, best)
+                if res.ok and (best is None or res.seconds < best):
+                    best = ctx.best_seconds = res.seconds
             else:
                 res = built.result
             out.append(res)
@@ -171,6 +174,7 @@ class LocalRunner(Runner):
         self.timing_guard = timing_guard or contextlib.nullcontext
         self._workers: list[_Worker | None] = [None] * self.n_workers
         self._next_id = 0
+        self._best: tuple[str, float] | None = None  # (task key, best seconds timed)
 
     # ------------------------------------------------------------------ workers
     def _worker(self, slot: int) -> _Worker:
@@ -215,9 +219,14 @@ class LocalRunner(Runner):
 
     def measure(self, task, traces, on_result=None):
         results: list[MeasureResult | None] = [None] * len(traces)
+        key = task.key()
+        if self._best is not None and self._best[0] != key:
+            self._best = None
 
         def done(i: int, res: MeasureResult) -> None:
             results[i] = res
+            if res.ok and (self._best is None or res.seconds < self._best[1]):
+                self._best = (key, res.seconds)
             if on_result is not None:
                 on_result(i, res)
 
@@ -296,7 +305,8 @@ class LocalRunner(Runner):
         for slot, items in held.items():
             for n, (i, cid) in enumerate(items):
                 w = self._workers[slot]
-                if w is None or not w.send(("time", cid)):
+                best = self._best[1] if self._best is not None else None
+                if w is None or not w.send(("time", cid, best)):
                     lost.extend(j for j, _ in items[n:])
                     self._replace(slot)
                     break

@@ -47,7 +47,7 @@ class Candidate:
 class EvolutionConfig:
     """The evolutionary search's knobs (MetaSchedule's, scaled to a small machine)."""
 
-    population: int = 48
+    population: int = 32
     generations: int = 2
     init_measured_ratio: float = 0.25
     epsilon: float = 0.15
@@ -94,9 +94,11 @@ class Sampler:
             return None
         return program_features(sch.mod, self.task.func_name)
 
-    def mutate(self, doc: dict, cfg: EvolutionConfig) -> Candidate | None:
+    def mutate(self, doc: dict, cfg: EvolutionConfig,
+               known: set | None = None) -> Candidate | None:
         """One sampling decision of ``doc`` changed (after the prefix); None when the
-        trace has none to change or the changed trace does not replay."""
+        trace has none to change, the changed trace does not replay, or it gives a program
+        whose digest is in ``known`` (its features are then not computed)."""
         decisions = {int(n): d for n, d in doc.get("decisions", [])}
         insts = doc.get("insts", [])
         used = _used_names(insts)
@@ -117,6 +119,10 @@ class Sampler:
             self.failures += 1
             self.last_error = str(e)
             return None
+        if known is not None:
+            out = sch.trace.as_json()
+            if trace_digest(out) in known:
+                return None
         return self._candidate(sch, "evolved")
 
 
@@ -211,7 +217,7 @@ def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
         parents = ranked[:max(2, len(ranked) // 2)]
         children = []
         for _ in range(cfg.population):
-            child = sampler.mutate(rng.choice(parents).doc, cfg)
+            child = sampler.mutate(rng.choice(parents).doc, cfg, known=scores.keys())
             if child is None or child.digest in scores:
                 continue
             children.append(child)

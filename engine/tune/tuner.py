@@ -149,6 +149,7 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
             runner: Runner, db: Database | None, batch_size: int | None,
             cfg: EvolutionConfig, on_progress, should_stop) -> TuneResult:
     t0 = time.perf_counter()
+    _import_in_background()
     sampler = Sampler(task, space, seed)
     model = CostModel(seed=seed)
     measured: dict[str, tuple[Candidate, float]] = {}
@@ -187,6 +188,21 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
     result.elapsed = time.perf_counter() - t0
     result.stopped = len(result.records) < trials and stop()
     return result
+
+
+def _import_in_background() -> None:
+    """Import LightGBM (seconds, the first time) while the first round is measured."""
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    if "lightgbm" not in sys.modules:
+        threading.Thread(target=_import_lightgbm, daemon=True).start()
+
+
+def _import_lightgbm() -> None:
+    try:
+        import lightgbm  # noqa: F401, PLC0415
+    except Exception:  # noqa: BLE001 - the model says so when it trains
+        pass
 
 
 def _learn_prior(prior: list[TrialRecord], sampler: Sampler, model: CostModel,

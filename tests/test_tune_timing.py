@@ -1,0 +1,68 @@
+"""Adaptive timing of candidates, and mutations of the course-style mm_relu space."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import workloads
+from engine.runtime import build
+from engine.tune import measure
+from engine.tune.examples import stochastic_mm_relu
+from engine.tune.search import EvolutionConfig, Sampler
+from engine.tune.space import space_of
+from engine.tune.task import task_of
+
+
+class _FakeClock:
+    """perf_counter replaced by a clock that only moves when the timed call runs."""
+
+    def __init__(self, durations):
+        self.now = 0.0
+        self.calls = 0
+        self.durations = list(durations)
+
+    def perf_counter(self):
+        return self.now
+
+    def call(self):
+        d = self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+        self.now += d
+
+
+def test_repeats_stop_once_the_two_best_agree():
+    clock = _FakeClock([0.01])  # a steady 10 ms kernel
+    assert measure.adaptive_time(clock.call, clock=clock.perf_counter) == pytest.approx(0.01)
+    # warm-up, then MIN_REPEATS repeats of one run each (10 ms > REPEAT_SECONDS)
+    assert clock.calls == 1 + measure.MIN_REPEATS
+
+
+def test_a_noisy_kernel_gets_more_repeats_and_its_best_counts():
+    noisy = [0.02, 0.05, 0.03, 0.04, 0.01, 0.06, 0.0101, 0.07]
+    clock = _FakeClock(noisy)
+    assert measure.adaptive_time(clock.call, clock=clock.perf_counter) == pytest.approx(0.01)
+    assert clock.calls == len(noisy) - 1  # stopped once 0.01 and 0.0101 agreed
+
+
+def test_a_much_slower_candidate_than_the_best_runs_twice():
+    clock = _FakeClock([0.05, 0.04])
+    assert measure.adaptive_time(clock.call, best_so_far=0.002,
+                                 clock=clock.perf_counter) == pytest.approx(0.04)
+    assert clock.calls == 2
+
+
+def test_mutated_course_style_candidates_replay_and_compute_mm_relu():
+    sp = space_of(stochastic_mm_relu)
+    task = task_of(("mm_relu", {"n": 32}), None, sp.id)
+    sampler = Sampler(task, sp, seed=3)
+    parent = next(c for c in iter(sampler.random, 0) if c is not None)
+    children = [sampler.mutate(parent.doc, EvolutionConfig()) for _ in range(12)]
+    children = [c for c in children if c is not None]
+    assert children, sampler.last_error
+    args = [np.asarray(a) for a in workloads.random_args("mm_relu", 0, n=32)]
+    want = workloads.reference("mm_relu", n=32)(*args[:2])
+    for child in children[:3]:
+        sch = task.replay(child.doc)
+        out = [a.copy() for a in args]
+        build(sch.mod, target="llvm")["mm_relu"](*out)
+        np.testing.assert_allclose(out[2], want, rtol=1e-4, atol=1e-4)
