@@ -74,3 +74,18 @@ def test_every_template_is_autoescaped():
         assert env.autoescape is True or env.autoescape(name), f"{name} is not autoescaped"
     out = env.from_string("{{ x }}").render(x="<script>alert(1)</script>")
     assert "<script>" not in out and "&lt;script&gt;" in out
+
+
+def test_the_served_files_name_no_cdn():
+    """Classrooms are often offline: every script the page loads is served from static/,
+    and none of them refers to a CDN (plotly is the cartesian bundle: no map tiles,
+    no topojson or MathJax fetched at run time)."""
+    import re
+    static = os.path.join(ROOT, "static")
+    cdn = re.compile(r"https?://[\w.-]*(cdn|jsdelivr|unpkg|cdnjs)[\w.-]*", re.I)
+    found = []
+    for base, _, files in os.walk(static):
+        for name in files:
+            with open(os.path.join(base, name), encoding="utf-8", errors="replace") as f:
+                found += [f"{name}: {m.group(0)}" for m in cdn.finditer(f.read())]
+    assert not found, found
