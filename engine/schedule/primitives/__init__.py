@@ -23,16 +23,9 @@
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
 """
-import importlib
-
+# Importing a family registers its primitives (see engine/schedule/registry.py).
 from . import queries, loops  # noqa: F401
-
-for _name in ("annotations", "compute_location", "inline", "decompose",
-              "storage", "reduction", "layout", "pad_einsum", "reindex", "cache_inplace", "cache_index",
-              "decompose_padding", "rolling_buffer", "blockize", "tensorize", "partition",
-              "block_layout", "buffer_access", "sampling"):
-    try:
-        importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _e:  # a family not written yet
-        if _e.name != f"{__name__}.{_name}":
-            raise
+from . import (annotations, block_layout, blockize, buffer_access, cache_index,  # noqa: F401
+               cache_inplace, compute_location, decompose, decompose_padding, inline, layout,
+               pad_einsum, partition, reduction, reindex, rolling_buffer, sampling, storage,
+               tensorize)
