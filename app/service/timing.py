@@ -33,7 +33,7 @@ import numpy as np
 
 from engine import workloads
 from engine.ir import structural_hash
-from engine.runtime import build, check_correctness, runtime_info
+from engine.runtime import build, check_correctness, random_args, runtime_info
 
 from ..limits import SLOW_RUN_S
 from .protocol import empty_step
@@ -175,14 +175,7 @@ def workload_inputs(workload: str, params: dict, seed: int = 0) -> Inputs:
 def program_inputs(mod, fname: str, baseline=None) -> Inputs:
     """A pasted program's random arguments; its unscheduled self (``baseline``), compiled,
     is the expected result."""
-    rng = np.random.default_rng(0)
-    args = []
-    for p in mod[fname].params:
-        shape = p.const_shape()
-        if p.dtype.startswith("float"):
-            args.append(rng.uniform(-1, 1, size=shape).astype(p.dtype))
-        else:
-            args.append(rng.integers(-8, 8, size=shape).astype(p.dtype))
+    args = random_args(mod[fname])
     if baseline is None:
         return Inputs(args, None)
     reference = build(baseline, target="llvm")[fname]

@@ -25,13 +25,13 @@ from engine.lower.errors import BuildError
 from .build import build, cache_info, clear_cache
 from .correctness import CorrectnessReport, check_correctness
 from .module import (ArgumentError, Function, Module, TimingResult, aligned_empty, as_aligned,
-                     random_arrays)
+                     random_arrays, random_args)
 from .native import num_threads, runtime_info, set_num_threads
 from .packed import (UnregisteredFunctionError, get_global_func, list_global_func_names,
                      register_func, remove_global_func)
 
 __all__ = ["build", "Module", "Function", "ArgumentError", "BuildError", "TimingResult",
            "check_correctness", "CorrectnessReport", "cache_info", "clear_cache",
-           "set_num_threads", "num_threads", "runtime_info", "random_arrays", "aligned_empty",
+           "set_num_threads", "num_threads", "runtime_info", "random_arrays", "random_args", "aligned_empty",
            "as_aligned", "register_func", "get_global_func", "list_global_func_names",
            "remove_global_func", "UnregisteredFunctionError"]

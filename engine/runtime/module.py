@@ -419,5 +419,12 @@ def random_arrays(specs: list[ParamSpec], seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+def random_args(func: Any, seed: int = 0) -> list[np.ndarray]:
+    """:func:`random_arrays` for a PrimFunc's parameters (C-contiguous, constant shapes)."""
+    specs = [ParamSpec(p.name, np.dtype(NUMPY_DTYPES.get(p.dtype, p.dtype)), p.const_shape(),
+                       None, False) for p in func.params]
+    return random_arrays(specs, seed)
+
+
 __all__ = ["aligned_empty", "as_aligned", "ArgumentError", "Function", "Module", "TimingResult", "ParamSpec", "make_specs",
-           "random_arrays", "NUMPY_DTYPES"]
+           "random_arrays", "random_args", "NUMPY_DTYPES"]

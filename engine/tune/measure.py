@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from engine import workloads
-from engine.runtime import build, check_correctness
+from engine.runtime import build, check_correctness, random_args
 
 from .task import TuneTask
 
@@ -104,7 +104,7 @@ class TaskContext:
                 self._args = [np.asarray(a) for a in
                               workloads.random_args(t.workload, 0, **t.params)]
             else:
-                self._args = _random_args(self.mod, t.func_name)
+                self._args = random_args(self.mod[t.func_name])
         return self._args
 
     def expected(self) -> list:
@@ -185,18 +185,6 @@ def _fixed(expected: list) -> Callable:
     """A ``check_correctness`` reference returning the precomputed value of every argument
     (returned arrays replace the last arguments, so all of them line up)."""
     return lambda *arrays: tuple(expected)
-
-
-def _random_args(mod, fname: str) -> list:
-    rng = np.random.default_rng(0)
-    out = []
-    for p in mod[fname].params:
-        shape = p.const_shape()
-        if p.dtype.startswith("float"):
-            out.append(rng.uniform(-1, 1, size=shape).astype(p.dtype))
-        else:
-            out.append(rng.integers(-8, 8, size=shape).astype(p.dtype))
-    return out
 
 
 def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
