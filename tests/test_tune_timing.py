@@ -8,7 +8,9 @@ from engine import workloads
 from engine.runtime import build
 from engine.tune import measure
 from engine.tune.examples import stochastic_mm_relu
-from engine.tune.search import EvolutionConfig, Sampler
+from engine.tune import LocalRunner
+from engine.tune.database import trace_digest
+from engine.tune.search import EvolutionConfig, Mutation, Sampler, replay_here
 from engine.tune.space import space_of
 from engine.tune.task import task_of
 
@@ -66,3 +68,58 @@ def test_mutated_course_style_candidates_replay_and_compute_mm_relu():
         out = [a.copy() for a in args]
         build(sch.mod, target="llvm")["mm_relu"](*out)
         np.testing.assert_allclose(out[2], want, rtol=1e-4, atol=1e-4)
+
+
+def _mutation_jobs(sampler, parent, count=16):
+    """Planned mutations of ``parent`` that need a replay (plus one that cannot replay)."""
+    jobs = []
+    for _ in range(count * 4):
+        plan = sampler.plan_mutation(parent.doc, EvolutionConfig(tile_move_probability=0.0))
+        if isinstance(plan, Mutation):
+            jobs.append(plan.job)
+        if len(jobs) == count:
+            break
+    bad = dict(jobs[0][0])
+    bad["decisions"] = [[n, [7, 7, 7]] for n, _ in bad["decisions"]]  # products are wrong
+    return jobs + [(bad, 0)]
+
+
+def test_replays_spread_over_the_workers_match_replays_here():
+    """The search's replays sent to a runner's workers give exactly the traces and
+    features the search would get replaying them itself; a refused one says why."""
+    sp = space_of(stochastic_mm_relu)
+    task = task_of(("mm_relu", {"n": 32}), None, sp.id)
+    sampler = Sampler(task, sp, seed=5)
+    parent = next(c for c in iter(sampler.random, 0) if c is not None)
+    jobs = _mutation_jobs(sampler, parent)
+    here = replay_here(task, sampler.mod, jobs)
+    with LocalRunner(workers=2) as runner:
+        spread = runner.replay(task, jobs)
+    assert spread == here
+    assert here[-1][0] is None and "multiplies to" in here[-1][2]
+    assert all(doc is not None and feats for doc, feats, _ in here[:-1])
+
+
+def test_a_mutation_already_known_is_not_replayed_again():
+    """A fully decided child that is known is dropped before any replay, and one that was
+    replayed before comes from the sampler's memory (same features), not a new replay."""
+    sp = space_of(stochastic_mm_relu)
+    task = task_of(("mm_relu", {"n": 32}), None, sp.id)
+    sampler = Sampler(task, sp, seed=2)
+    parent = next(c for c in iter(sampler.random, 0) if c is not None)
+    cfg = EvolutionConfig(tile_move_probability=1.0)  # tile moves: decisions stay known
+    children = [c for c in (sampler.mutate(parent.doc, cfg) for _ in range(30)) if c]
+    assert children
+    by_digest = {c.digest: c for c in children}
+    kinds = {"known": 0, "memo": 0, "replay": 0}
+    for _ in range(60):
+        plan = sampler.plan_mutation(parent.doc, cfg, known=set(by_digest) - {children[0].digest})
+        if plan is None:
+            kinds["known"] += 1
+        elif isinstance(plan, Mutation):
+            kinds["replay"] += 1
+            assert trace_digest(plan.job[0]) not in by_digest
+        else:
+            kinds["memo"] += 1
+            assert plan.features == by_digest[plan.digest].features
+    assert kinds["known"] and kinds["memo"], kinds

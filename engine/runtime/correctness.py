@@ -129,6 +129,9 @@ def check_correctness(mod: Any, func_name: str | None = None,
         if a.shape != b.shape:
             problems.append(f"{spec.name}: reference has shape {b.shape}, kernel {a.shape}")
             continue
+        if a.dtype == b.dtype and np.array_equal(a, b):
+            continue  # bit for bit the same (an input left alone): nothing to measure
+
         if a.dtype.kind in "biu":
             bad = np.count_nonzero(a != b.astype(a.dtype))
             if bad:

@@ -7,6 +7,8 @@ Messages (tuples over a pipe from the runner that started this process):
 * ``("time", id[, best])`` -> ``("timed", id, result)``: time a kept candidate, then drop
   it (``best``: the task's best seconds so far; a much slower candidate is timed briefly);
 * ``("numpy", task)`` -> ``("numpy", seconds)``: numpy's float32 time for the task;
+* ``("replay", task, jobs)`` -> ``("replayed", results)``: the search's mutated traces
+  replayed (:func:`engine.tune.search.replay_here`: the program and its features);
 * ``("hook", fn)``: call ``fn(trace)`` before each timing (tests: a crash, a hang);
 * ``("stop",)``: exit.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .measure import Built, MeasureResult, TaskContext
+from .search import replay_here
 from .task import TuneTask
 
 __all__ = ["worker_main"]
@@ -65,6 +68,14 @@ def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> 
                 before_run(trace)
             best = msg[2] if len(msg) > 2 else None
             conn.send(("timed", msg[1], ctx.time(built, best).as_dict()))
+        elif op == "replay":
+            _, task_d, jobs = msg
+            try:
+                ctx = context(task_d)
+                out = replay_here(ctx.task, ctx.mod, jobs)
+            except Exception as e:  # noqa: BLE001 - the runner replays them itself
+                out = [(None, None, f"cannot prepare the program: {e}")] * len(jobs)
+            conn.send(("replayed", out))
         elif op == "numpy":
             conn.send(("numpy", context(msg[1]).numpy_seconds()))
 

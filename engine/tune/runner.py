@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Callable
 
 from .measure import MeasureResult, TaskContext
+from .search import replay_here
 from .task import TuneTask
 
 __all__ = ["Runner", "InlineRunner", "LocalRunner", "OnResult"]
@@ -46,6 +47,11 @@ class Runner:
 
     def numpy_seconds(self, task: TuneTask) -> float | None:
         raise NotImplementedError
+
+    def replay(self, task: TuneTask, jobs: list[tuple]) -> list[tuple] | None:
+        """Replay mutated traces ``[(trace, seed)]`` for the search (the contract of
+        :func:`engine.tune.search.replay_here`), or None: the search replays them itself."""
+        return None
 
     def close(self) -> None:
         pass
@@ -201,6 +207,45 @@ class LocalRunner(Runner):
                     pass
                 w.kill()
                 self._workers[slot] = None
+
+    # ------------------------------------------------------------------ replaying
+    def replay(self, task, jobs):
+        """The search's replays spread over the workers (idle while the search proposes):
+        each worker replays a contiguous share; a share whose worker fails or is not
+        answered in time is replayed here instead (the same results, only slower)."""
+        if self.n_workers < 2 or len(jobs) < 2 * self.n_workers:
+            return None  # not worth a round trip
+        task_d = task.as_dict()
+        k = -(-len(jobs) // self.n_workers)
+        shares = [jobs[i:i + k] for i in range(0, len(jobs), k)]
+        sent: dict[int, int] = {}
+        for slot, share in enumerate(shares):
+            w = self._worker(slot)
+            if w.send(("replay", task_d, share)):
+                sent[slot] = slot
+            else:
+                self._replace(slot)
+        out: list[tuple] = []
+        local = None
+        for slot, share in enumerate(shares):
+            got = None
+            if slot in sent:
+                w = self._workers[slot]
+                try:
+                    if w.conn.poll(self.build_timeout):
+                        msg = w.conn.recv()
+                        if msg[0] == "replayed" and len(msg[1]) == len(share):
+                            got = [tuple(r) for r in msg[1]]
+                except (EOFError, OSError):
+                    pass
+                if got is None:
+                    self._replace(slot)
+            if got is None:  # replayed here instead: same results, just slower
+                if local is None:
+                    local = task.module()
+                got = replay_here(task, local, share)
+            out.extend(got)
+        return out
 
     # ------------------------------------------------------------------ measuring
     def numpy_seconds(self, task):

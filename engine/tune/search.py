@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 from engine.schedule import ScheduleError, Trace, TraceError
 
@@ -27,9 +28,12 @@ from .features import program_features
 from .space import Space
 from .task import TuneError, TuneTask
 
-__all__ = ["Candidate", "Sampler", "propose", "STRATEGIES", "EvolutionConfig"]
+__all__ = ["Candidate", "Sampler", "propose", "STRATEGIES", "EvolutionConfig", "Mutation",
+           "replay_here"]
 
 STRATEGIES = ("evolutionary", "random")
+#: at most this many programs' features are remembered by a sampler
+MEMO_LIMIT = 20_000
 _SAMPLING = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 
 
@@ -65,11 +69,20 @@ class Sampler:
         self.prefix_len = task.prefix_length()
         self.failures = 0
         self.last_error: str | None = None
+        # digest -> features of every program replayed so far: a mutation whose trace is
+        # fully decided and already known is not replayed again (a replay is most of the cost
+        # of proposing)
+        self._features: dict[str, list] = {}
 
     def _candidate(self, sch, source: str) -> Candidate:
         doc = sch.trace.as_json()
-        return Candidate(doc, trace_digest(doc), program_features(sch.mod, self.task.func_name),
-                         source)
+        digest = trace_digest(doc)
+        feats = self._features.get(digest)
+        if feats is None:
+            feats = program_features(sch.mod, self.task.func_name)
+            if len(self._features) < MEMO_LIMIT:
+                self._features[digest] = feats
+        return Candidate(doc, digest, feats, source)
 
     def random(self) -> Candidate | None:
         """A fresh sample of the space (None if the space refused this draw)."""
@@ -99,6 +112,18 @@ class Sampler:
         """One sampling decision of ``doc`` changed (after the prefix); None when the
         trace has none to change, the changed trace does not replay, or it gives a program
         whose digest is in ``known`` (its features are then not computed)."""
+        plan = self.plan_mutation(doc, cfg, known)
+        if plan is None or isinstance(plan, Candidate):
+            return plan
+        return self.finish_mutation(plan, replay_here(self.task, self.mod, [plan.job])[0],
+                                    known)
+
+    def plan_mutation(self, doc: dict, cfg: EvolutionConfig,
+                      known: set | None = None) -> "Candidate | Mutation | None":
+        """The random part of :meth:`mutate` (every draw from this sampler's generator, so
+        a search is reproducible however the replays are spread): a Candidate when the
+        child is fully decided and was replayed before, a :class:`Mutation` to replay, or
+        None (nothing to change, the change is refused, or the child is ``known``)."""
         decisions = {int(n): d for n, d in doc.get("decisions", [])}
         insts = doc.get("insts", [])
         used = _used_names(insts)
@@ -111,19 +136,65 @@ class Sampler:
         new = None
         if insts[n][0] == "SamplePerfectTile" and self.rng.random() < cfg.tile_move_probability:
             new = _move_tile_factor(self.rng, list(decisions[n]), _innermost_bound(insts[n]))
+        seed = self.rng.randrange(1 << 30)
         try:
-            trace = Trace.from_json(doc).with_decision(n, new)  # None: drawn again
-            sch = self.task.replay(trace.as_json(), mod=self.mod,
-                                   seed=self.rng.randrange(1 << 30))
-        except (ScheduleError, TraceError, TuneError, TypeError, ValueError) as e:
+            decided = Trace.from_json(doc).with_decision(n, new).as_json()  # None: drawn again
+        except (TraceError, TypeError, ValueError) as e:
             self.failures += 1
             self.last_error = str(e)
             return None
-        if known is not None:
-            out = sch.trace.as_json()
-            if trace_digest(out) in known:
+        if new is not None:  # every decision is known: so is the program's identity
+            digest = trace_digest(decided)
+            if known is not None and digest in known:
                 return None
-        return self._candidate(sch, "evolved")
+            feats = self._features.get(digest)
+            if feats is not None:  # replayed before (so it replays): no need again
+                return Candidate(decided, digest, feats, "evolved")
+        return Mutation((decided, seed))
+
+    def finish_mutation(self, plan: "Mutation", replayed: tuple,
+                        known: set | None = None) -> Candidate | None:
+        """The child of ``plan`` from its replay (``(trace, features, error)``)."""
+        doc, feats, error = replayed
+        if doc is None:
+            self.failures += 1
+            self.last_error = error
+            return None
+        digest = trace_digest(doc)
+        if known is not None and digest in known:
+            return None
+        if len(self._features) < MEMO_LIMIT:
+            self._features[digest] = feats
+        return Candidate(doc, digest, feats, "evolved")
+
+
+@dataclass
+class Mutation:
+    """A child to replay: ``job`` is (trace document, seed for a decision drawn again)."""
+
+    job: tuple
+
+
+#: what a replay of a mutated trace may refuse with (the child is then dropped)
+REPLAY_REFUSALS = (ScheduleError, TraceError, TuneError, TypeError, ValueError)
+
+
+def replay_here(task: TuneTask, mod, jobs: list[tuple]) -> list[tuple]:
+    """Replay ``(trace, seed)`` jobs in this process: ``(trace, features, None)`` for each
+    one that replays, ``(None, None, reason)`` for each refused. Runners run the same
+    function in their worker processes (:meth:`Runner.replay`)."""
+    out = []
+    for doc, seed in jobs:
+        try:
+            sch = task.replay(doc, mod=mod, seed=seed)
+        except REPLAY_REFUSALS as e:
+            out.append((None, None, str(e)))
+            continue
+        except Exception as e:  # noqa: BLE001 - a bug is the space's: drop the child
+            out.append((None, None, f"{type(e).__name__}: {e}"))
+            continue
+        out.append((sch.trace.as_json(), program_features(sch.mod, task.func_name), None))
+    return out
 
 
 def _used_names(insts: list) -> set:
@@ -191,12 +262,17 @@ def _fresh(sampler: Sampler, n: int, seen: set[str], tries_per: int = 12) -> lis
 
 
 def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
-            measured: dict[str, tuple[Candidate, float]], cfg: EvolutionConfig
-            ) -> list[Candidate]:
+            measured: dict[str, tuple[Candidate, float]], cfg: EvolutionConfig,
+            replay: Callable[[list[tuple]], list[tuple]] | None = None) -> list[Candidate]:
     """The next ``n`` candidates to measure (fewer when the space has no more).
 
-    ``measured``: digest -> (candidate, throughput) of everything measured so far.
+    ``measured``: digest -> (candidate, throughput) of everything measured so far;
+    ``replay``: replays a generation's mutated traces (:func:`replay_here`'s contract),
+    e.g. spread over a runner's idle workers; by default in this process.
     """
+    if replay is None:
+        def replay(jobs):
+            return replay_here(sampler.task, sampler.mod, jobs)
     seen = set(measured)
     if strategy == "random" or not model.trained:
         return _fresh(sampler, n, seen)
@@ -216,9 +292,18 @@ def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
         ranked = sorted(population, key=lambda c: -scores[c.digest])
         parents = ranked[:max(2, len(ranked) // 2)]
         children = []
+        plans = []
         for _ in range(cfg.population):
-            child = sampler.mutate(rng.choice(parents).doc, cfg, known=scores.keys())
-            if child is None or child.digest in scores:
+            plan = sampler.plan_mutation(rng.choice(parents).doc, cfg, known=scores.keys())
+            if isinstance(plan, Mutation):
+                plans.append(plan)
+            elif plan is not None and plan.digest not in scores:
+                children.append(plan)
+                scores[plan.digest] = 0.0
+        results = replay([p.job for p in plans]) if plans else []
+        for plan, replayed in zip(plans, results):
+            child = sampler.finish_mutation(plan, replayed, known=scores.keys())
+            if child is None:
                 continue
             children.append(child)
             scores[child.digest] = 0.0

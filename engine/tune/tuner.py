@@ -33,7 +33,8 @@ from engine.schedule import Schedule, Trace
 from .cost_model import CostModel
 from .database import Database, TrialRecord, trace_digest
 from .runner import LocalRunner, Runner
-from .search import STRATEGIES, Candidate, EvolutionConfig, Sampler, propose, throughput
+from .search import (STRATEGIES, Candidate, EvolutionConfig, Sampler, propose, replay_here,
+                     throughput)
 from .space import Space, space_of
 from .task import TuneError, TuneTask, task_of
 
@@ -161,7 +162,9 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
     stop = should_stop or (lambda: False)
     while len(result.records) < trials and not stop():
         want = min(batch, trials - len(result.records))
-        cands = propose(strategy, sampler, model, want, measured, cfg)
+        cands = propose(strategy, sampler, model, want, measured, cfg,
+                        replay=lambda jobs: (runner.replay(task, jobs)
+                                             or replay_here(task, sampler.mod, jobs)))
         if not cands:
             if not result.records and not prior:
                 raise TuneError(f"the search space gave no candidate "
