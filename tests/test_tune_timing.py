@@ -123,3 +123,21 @@ def test_a_mutation_already_known_is_not_replayed_again():
             kinds["memo"] += 1
             assert plan.features == by_digest[plan.digest].features
     assert kinds["known"] and kinds["memo"], kinds
+
+
+def test_fresh_samples_spread_over_the_workers_match_samples_here():
+    """Fresh samples drawn by the workers are the programs the search would draw itself
+    (the seeds come from the search); a space another process cannot import (a lambda,
+    a function of ``__main__``) is sampled by the search itself."""
+    sp = space_of(stochastic_mm_relu)
+    task = task_of(("mm_relu", {"n": 32}), None, sp.id)
+    sampler = Sampler(task, sp, seed=9)
+    jobs = [sampler.fresh_job() for _ in range(8)]
+    here = replay_here(task, sampler.mod, jobs, sp)
+    local_only = space_of(lambda sch: stochastic_mm_relu(sch))
+    assert not local_only.portable()
+    with LocalRunner(workers=2) as runner:
+        assert runner.replay(task, jobs, sp) == here
+        assert runner.replay(task, jobs, local_only) is None
+    assert any(doc is not None for doc, _, _ in here)
+    assert all((doc is not None and feats) or reason for doc, feats, reason in here)

@@ -7,8 +7,9 @@ Messages (tuples over a pipe from the runner that started this process):
 * ``("time", id[, best])`` -> ``("timed", id, result)``: time a kept candidate, then drop
   it (``best``: the task's best seconds so far; a much slower candidate is timed briefly);
 * ``("numpy", task)`` -> ``("numpy", seconds)``: numpy's float32 time for the task;
-* ``("replay", task, jobs)`` -> ``("replayed", results)``: the search's mutated traces
-  replayed (:func:`engine.tune.search.replay_here`: the program and its features);
+* ``("replay", task, jobs, space)`` -> ``("replayed", results)``: the search's fresh
+  samples of ``space`` and mutated traces (:func:`engine.tune.search.replay_here`: each
+  program's trace and features);
 * ``("hook", fn)``: call ``fn(trace)`` before each timing (tests: a crash, a hang);
 * ``("stop",)``: exit.
 
@@ -44,6 +45,9 @@ def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> 
             msg = conn.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
+        except Exception as e:  # noqa: BLE001 - a message that does not unpickle here
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+            continue
         op = msg[0]
         if op == "stop":
             return
@@ -69,10 +73,10 @@ def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> 
             best = msg[2] if len(msg) > 2 else None
             conn.send(("timed", msg[1], ctx.time(built, best).as_dict()))
         elif op == "replay":
-            _, task_d, jobs = msg
+            _, task_d, jobs, space = msg
             try:
                 ctx = context(task_d)
-                out = replay_here(ctx.task, ctx.mod, jobs)
+                out = replay_here(ctx.task, ctx.mod, jobs, space)
             except Exception as e:  # noqa: BLE001 - the runner replays them itself
                 out = [(None, None, f"cannot prepare the program: {e}")] * len(jobs)
             conn.send(("replayed", out))

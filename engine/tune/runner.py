@@ -48,9 +48,10 @@ class Runner:
     def numpy_seconds(self, task: TuneTask) -> float | None:
         raise NotImplementedError
 
-    def replay(self, task: TuneTask, jobs: list[tuple]) -> list[tuple] | None:
-        """Replay mutated traces ``[(trace, seed)]`` for the search (the contract of
-        :func:`engine.tune.search.replay_here`), or None: the search replays them itself."""
+    def replay(self, task: TuneTask, jobs: list[tuple], space=None) -> list[tuple] | None:
+        """Run the search's jobs ``[(trace or None, seed)]`` (fresh samples of ``space``
+        and mutated traces; the contract of :func:`engine.tune.search.replay_here`), or
+        None: the search runs them itself."""
         return None
 
     def close(self) -> None:
@@ -209,19 +210,22 @@ class LocalRunner(Runner):
                 self._workers[slot] = None
 
     # ------------------------------------------------------------------ replaying
-    def replay(self, task, jobs):
+    def replay(self, task, jobs, space=None):
         """The search's replays spread over the workers (idle while the search proposes):
         each worker replays a contiguous share; a share whose worker fails or is not
         answered in time is replayed here instead (the same results, only slower)."""
         if self.n_workers < 2 or len(jobs) < 2 * self.n_workers:
             return None  # not worth a round trip
+        fresh = any(doc is None for doc, _ in jobs)
+        if fresh and (space is None or not space.portable()):
+            return None
         task_d = task.as_dict()
         k = -(-len(jobs) // self.n_workers)
         shares = [jobs[i:i + k] for i in range(0, len(jobs), k)]
         sent: dict[int, int] = {}
         for slot, share in enumerate(shares):
             w = self._worker(slot)
-            if w.send(("replay", task_d, share)):
+            if w.send(("replay", task_d, share, space if fresh else None)):
                 sent[slot] = slot
             else:
                 self._replace(slot)
@@ -243,7 +247,7 @@ class LocalRunner(Runner):
             if got is None:  # replayed here instead: same results, just slower
                 if local is None:
                     local = task.module()
-                got = replay_here(task, local, share)
+                got = replay_here(task, local, share, space)
             out.extend(got)
         return out
 

@@ -86,18 +86,25 @@ class Sampler:
 
     def random(self) -> Candidate | None:
         """A fresh sample of the space (None if the space refused this draw)."""
-        sch = self.task.new_schedule(self.rng.randrange(1 << 30), mod=self.mod)
-        try:
-            self.space.apply(sch)
-        except (ScheduleError, TraceError, TuneError) as e:
+        return self.finish_fresh(replay_here(self.task, self.mod, [self.fresh_job()],
+                                             self.space)[0])
+
+    def fresh_job(self) -> tuple:
+        """The job of a fresh sample (its seed drawn here, so a search is reproducible
+        however the jobs are spread): ``(None, seed)``, for :func:`replay_here`."""
+        return (None, self.rng.randrange(1 << 30))
+
+    def finish_fresh(self, replayed: tuple) -> Candidate | None:
+        """The candidate of a fresh sample from its job's result (None if refused)."""
+        doc, feats, error = replayed
+        if doc is None:
             self.failures += 1
-            self.last_error = str(e)
+            self.last_error = error
             return None
-        except Exception as e:  # noqa: BLE001 - a bug in a space function is the user's
-            self.failures += 1
-            self.last_error = f"the space function raised {type(e).__name__}: {e}"
-            return None
-        return self._candidate(sch, "random")
+        digest = trace_digest(doc)
+        if len(self._features) < MEMO_LIMIT:
+            self._features.setdefault(digest, feats)
+        return Candidate(doc, digest, feats, "random")
 
     def features_of(self, doc: dict) -> list | None:
         """The features of a stored trace (None when it no longer replays)."""
@@ -177,21 +184,30 @@ class Mutation:
 
 #: what a replay of a mutated trace may refuse with (the child is then dropped)
 REPLAY_REFUSALS = (ScheduleError, TraceError, TuneError, TypeError, ValueError)
+#: what a fresh sample may be refused with (anything else is a bug of the space function)
+SAMPLE_REFUSALS = (ScheduleError, TraceError, TuneError)
 
 
-def replay_here(task: TuneTask, mod, jobs: list[tuple]) -> list[tuple]:
-    """Replay ``(trace, seed)`` jobs in this process: ``(trace, features, None)`` for each
-    one that replays, ``(None, None, reason)`` for each refused. Runners run the same
-    function in their worker processes (:meth:`Runner.replay`)."""
+def replay_here(task: TuneTask, mod, jobs: list[tuple], space: Space | None = None
+                ) -> list[tuple]:
+    """Run the search's jobs in this process: ``(trace, seed)`` replays a mutated trace (a
+    decision left out is drawn from ``seed``), ``(None, seed)`` applies ``space`` to a
+    fresh schedule seeded ``seed``. Each gives ``(trace, features, None)``, or ``(None,
+    None, reason)`` when refused. Runners run the same function in their worker
+    processes (:meth:`engine.tune.runner.Runner.replay`)."""
     out = []
     for doc, seed in jobs:
         try:
-            sch = task.replay(doc, mod=mod, seed=seed)
-        except REPLAY_REFUSALS as e:
-            out.append((None, None, str(e)))
-            continue
-        except Exception as e:  # noqa: BLE001 - a bug is the space's: drop the child
-            out.append((None, None, f"{type(e).__name__}: {e}"))
+            if doc is None:
+                sch = task.new_schedule(seed, mod=mod)
+                space.apply(sch)
+            else:
+                sch = task.replay(doc, mod=mod, seed=seed)
+        except Exception as e:  # noqa: BLE001 - a bug in a space function is the user's
+            refused = isinstance(e, SAMPLE_REFUSALS if doc is None else REPLAY_REFUSALS)
+            what = "the space function" if doc is None else "the replay"
+            out.append((None, None, str(e) if refused
+                        else f"{what} raised {type(e).__name__}: {e}"))
             continue
         out.append((sch.trace.as_json(), program_features(sch.mod, task.func_name), None))
     return out
@@ -249,15 +265,23 @@ def _prime_divisors(n: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------- proposing
-def _fresh(sampler: Sampler, n: int, seen: set[str], tries_per: int = 12) -> list[Candidate]:
+def _fresh(sampler: Sampler, n: int, seen: set[str], replay: Callable | None = None,
+           tries_per: int = 12) -> list[Candidate]:
+    """Up to ``n`` fresh samples whose programs are not in ``seen`` (drawn in batches of
+    what is still missing, at most ``n * tries_per`` draws)."""
+    if replay is None:
+        def replay(jobs):
+            return replay_here(sampler.task, sampler.mod, jobs, sampler.space)
     out: list[Candidate] = []
-    for _ in range(n * tries_per):
-        if len(out) >= n:
-            break
-        c = sampler.random()
-        if c is not None and c.digest not in seen:
-            seen.add(c.digest)
-            out.append(c)
+    budget = n * tries_per
+    while len(out) < n and budget > 0:
+        k = min(budget, n - len(out))
+        budget -= k
+        for res in replay([sampler.fresh_job() for _ in range(k)]):
+            c = sampler.finish_fresh(res)
+            if c is not None and c.digest not in seen:
+                seen.add(c.digest)
+                out.append(c)
     return out
 
 
@@ -267,21 +291,21 @@ def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
     """The next ``n`` candidates to measure (fewer when the space has no more).
 
     ``measured``: digest -> (candidate, throughput) of everything measured so far;
-    ``replay``: replays a generation's mutated traces (:func:`replay_here`'s contract),
-    e.g. spread over a runner's idle workers; by default in this process.
+    ``replay``: runs a batch of fresh samples or mutated traces (:func:`replay_here`'s
+    contract), e.g. spread over a runner's idle workers; by default in this process.
     """
     if replay is None:
         def replay(jobs):
-            return replay_here(sampler.task, sampler.mod, jobs)
+            return replay_here(sampler.task, sampler.mod, jobs, sampler.space)
     seen = set(measured)
     if strategy == "random" or not model.trained:
-        return _fresh(sampler, n, seen)
+        return _fresh(sampler, n, seen, replay)
     # ---- evolutionary: the population starts from the best measured and fresh samples
     rng = sampler.rng
     best = sorted((v for v in measured.values() if v[1] > 0), key=lambda v: -v[1])
     n_measured = min(len(best), int(cfg.population * cfg.init_measured_ratio))
     population = [c for c, _ in best[:n_measured]]
-    randoms = _fresh(sampler, cfg.population - n_measured, set(seen))
+    randoms = _fresh(sampler, cfg.population - n_measured, set(seen), replay)
     population += randoms
     pool: dict[str, Candidate] = {c.digest: c for c in randoms}
     scores = dict(zip([c.digest for c in population],
@@ -323,7 +347,7 @@ def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
     chosen += rest[:n - len(chosen)]
     if len(chosen) < n:  # a small space: top up with anything not measured yet
         taken = {c.digest for c in chosen} | seen
-        chosen += _fresh(sampler, n - len(chosen), taken)
+        chosen += _fresh(sampler, n - len(chosen), taken, replay)
     return chosen[:n]
 
 

@@ -50,6 +50,11 @@ class Space:
     def apply(self, sch: Schedule) -> None:
         raise NotImplementedError
 
+    def portable(self) -> bool:
+        """Whether another Python process can rebuild this space from its pickle (a
+        runner's workers then draw fresh samples too)."""
+        return True
+
 
 class FunctionSpace(Space):
     """A Python function ``fn(sch)`` that samples and schedules (its return value is
@@ -70,6 +75,13 @@ class FunctionSpace(Space):
 
     def apply(self, sch: Schedule) -> None:
         self.fn(sch)
+
+    def portable(self) -> bool:
+        """A function another process can import by name: not ``__main__``'s (the
+        worker's ``__main__`` is another program), not a local function or a lambda."""
+        module = getattr(self.fn, "__module__", None)
+        name = getattr(self.fn, "__qualname__", "")
+        return bool(module) and module != "__main__" and "<" not in name
 
 
 #: the explorer's clicks: what each directive does

@@ -163,8 +163,8 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
     while len(result.records) < trials and not stop():
         want = min(batch, trials - len(result.records))
         cands = propose(strategy, sampler, model, want, measured, cfg,
-                        replay=lambda jobs: (runner.replay(task, jobs)
-                                             or replay_here(task, sampler.mod, jobs)))
+                        replay=lambda jobs: (runner.replay(task, jobs, space)
+                                             or replay_here(task, sampler.mod, jobs, space)))
         if not cands:
             if not result.records and not prior:
                 raise TuneError(f"the search space gave no candidate "
