@@ -141,3 +141,30 @@ def test_fresh_samples_spread_over_the_workers_match_samples_here():
         assert runner.replay(task, jobs, local_only) is None
     assert any(doc is not None for doc, _, _ in here)
     assert all((doc is not None and feats) or reason for doc, feats, reason in here)
+
+
+def test_a_candidate_whose_checked_run_was_far_slower_than_the_best_is_not_run_again():
+    ctx = measure.TaskContext(task_of(("mm_relu", {"n": 16}), None, "t"))
+    built = measure.Built(measure.MeasureResult(correct=True), rt=object(),  # not callable
+                          checked_seconds=2.0)
+    res = ctx.time(built, best_so_far=0.001)
+    assert res.seconds == 2.0 and res.ok
+    assert res.gflops == pytest.approx(ctx.flops / 2.0 / 1e9)
+
+
+def test_auto_does_not_inline_softmax_exp_but_samples_where_it_goes():
+    """softmax's exp feeds the sum and the normalisation: inlined by the rule, it would be
+    computed twice per element in every candidate; its location is sampled instead (the
+    root, under a consumer's loop, or inlined), so the space has programs that keep it."""
+    from engine.tune.auto import _leaf_blocks  # noqa: PLC0415
+    sp = space_of("auto")
+    task = task_of(("softmax", {"m": 16, "n": 32}), None, sp.id)
+    sampler = Sampler(task, sp, seed=0)
+    cands = [c for c in (sampler.random() for _ in range(12)) if c is not None]
+    assert cands, sampler.last_error
+    kept = 0
+    for c in cands:
+        located = [inst for inst in c.doc["insts"] if inst[0] == "SampleComputeLocation"]
+        assert len(located) >= 3  # max, exp and sum
+        kept += "T_softmax_exp" in _leaf_blocks(task.replay(c.doc))
+    assert 0 < kept

@@ -3,8 +3,10 @@
 Applied to a schedule (after any fixed prefix), block by block:
 
 1. **auto-inline** — an element-wise stage that is not an output and has no condition in
-   its body is inlined into its consumers (``compute_inline``; softmax's ``exp``, the MLP's
-   ``relu``);
+   its body is inlined into its consumers (``compute_inline``; the MLP's ``relu``), except
+   one that calls an expensive intrinsic (``exp``, ``log``, ...) and feeds more than one
+   consumer, which would each compute it again (softmax's ``exp``: its location is
+   sampled by rule 3 instead);
 2. **multi-level tiling** (``SSRSRS``) of every block that reduces and has at least two
    spatial loops (matmul, conv2d, batch matmul, depthwise): each spatial loop is split into
    four sampled factors (``sample_perfect_tile``), each reduction loop into two, and the
@@ -40,6 +42,9 @@ __all__ = ["apply_auto"]
 VECTOR_TILE = 64
 UNROLL_TILE = 8
 UNROLL_TILE_MANY = 4
+#: intrinsics too costly to compute twice: a stage calling one that feeds more than one
+#: consumer is not inlined (MetaSchedule's AutoInline refuses ``tir.exp`` on CPU)
+EXPENSIVE_OPS = ("exp", "exp2", "exp10", "log", "log2", "log10", "tanh", "erf", "pow")
 
 
 def _leaf_blocks(sch: Schedule) -> list[str]:
@@ -114,14 +119,30 @@ def _try(fn, *args, **kwargs):
 
 
 # --------------------------------------------------------------------------- rules
+def _calls_expensive(blk: Block) -> bool:
+    """Whether the block's body calls an expensive intrinsic (``exp``: one libm call per
+    element, the cost of softmax)."""
+    found = []
+
+    def visit(e: Any) -> None:
+        if isinstance(e, E.Call) and e.op.split(".")[-1] in EXPENSIVE_OPS:
+            found.append(e)
+    from engine.ir.functor import post_order_visit  # noqa: PLC0415
+    post_order_visit(blk.body, visit)
+    return bool(found)
+
+
 def _auto_inline(sch: Schedule) -> None:
     for name in _leaf_blocks(sch):
-        blk = sch.get(sch.get_block(name))
+        block = sch.get_block(name)
+        blk = sch.get(block)
         if "R" in _kinds(blk) or _is_output(sch, blk) or _has_condition(blk):
             continue
         if not blk.reads:
             continue
-        _try(sch.compute_inline, sch.get_block(name))
+        if _calls_expensive(blk) and len(sch.get_consumers(block)) > 1:
+            continue  # inlined, each consumer would compute it again (softmax's exp)
+        _try(sch.compute_inline, block)
 
 
 def _fused_consumer(sch: Schedule, block) -> Any:

@@ -81,6 +81,8 @@ class Built:
 
     result: MeasureResult
     rt: Any = None
+    #: seconds of the checked run (a cold run: an upper bound of the kernel's time)
+    checked_seconds: float | None = None
 
 
 class TaskContext:
@@ -159,13 +161,23 @@ class TaskContext:
         if not rep.ok:
             res.error = f"wrong result: {rep.message}"
             return Built(res)
-        return Built(res, rt)
+        return Built(res, rt, rep.kernel_seconds)
 
     def time(self, built: Built, best_so_far: float | None = None) -> MeasureResult:
         """Time a built, correct candidate (:func:`adaptive_time`; ``best_so_far``: the
-        task's best seconds yet, so a much slower candidate is not timed at length)."""
+        task's best seconds yet, so a much slower candidate is not timed at length: one
+        whose checked run already took over :data:`SLOW_FACTOR` x the best keeps that
+        run's time, it is not run again)."""
         res = built.result
         if built.rt is None or not res.correct:
+            return res
+        checked = built.checked_seconds
+        if checked is not None and best_so_far and checked > SLOW_FACTOR * best_so_far:
+            # its checked run alone shows it is far from the best: not run again (a
+            # candidate that recomputes a reduction per element can take seconds a run)
+            res.seconds = checked
+            if self.flops:
+                res.gflops = self.flops / checked / 1e9
             return res
         args = [a.copy() for a in self.args()]
         try:
