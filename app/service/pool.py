@@ -72,7 +72,10 @@ class PoolConfig:
     keep_tickets: int = 64                 # finished tickets kept for look-up by id
     max_jobs_per_worker: int = 500         # then the worker is recycled (bounds JIT memory)
     client_queue_length: int | None = 8    # jobs one client may have waiting; None: no cap
-    file_size_bytes: int = 1 * 2**20       # RLIMIT_FSIZE per worker (largest file it writes)
+    # RLIMIT_FSIZE per worker: the largest file it writes. A worker writes the tuning database
+    # next to the store (a Tune tab search; 64 MiB holds ~20k trials, 1 MiB held a few
+    # hundred) and, once per machine, the small native runtime library
+    file_size_bytes: int = 64 * 2**20
     reply_max_bytes: int = 64 * 2**20      # the largest reply the server accepts from a worker
 
     @classmethod
