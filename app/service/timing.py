@@ -34,6 +34,7 @@ import numpy as np
 from engine import workloads
 from engine.ir import structural_hash
 from engine.runtime import build, check_correctness, random_args, runtime_info
+from engine.runtime.timing import repeat_until_stable as engine_repeat_until_stable
 
 from ..limits import SLOW_RUN_S
 from .protocol import empty_step
@@ -239,30 +240,17 @@ def _numpy_seconds(inputs: Inputs, workload, params, threads: int) -> float:
 
 
 def repeat_until_stable(run, one_s: float, budget_s: float | None = None) -> tuple[float, int]:
-    """``(best seconds per call, calls made)`` of ``run()`` — adaptive repeats.
+    """``(best seconds per call, calls made)`` of ``run()`` — adaptive repeats
+    (:func:`engine.runtime.timing.repeat_until_stable` with the explorer's settings).
 
     One repeat calls ``run`` back to back for about :data:`BATCH_SECONDS` (``one_s`` is a
-    first estimate of one call; small kernels are batched so the clock's resolution and the
-    call's overhead vanish). Repeats stop once the best three agree within
+    first estimate of one call). Repeats stop once the best three agree within
     :data:`STABLE_FRACTION` of the best — a tight interval around the figure reported —
     or once ``budget_s`` (default :data:`TARGET_SECONDS`) is spent, after at least
-    :data:`MIN_REPEATS` repeats. A quiet machine stops after three or four short repeats;
-    a noisy one gets more repeats, up to the budget."""
-    budget = TARGET_SECONDS if budget_s is None else budget_s
-    number = max(1, min(100_000, int(BATCH_SECONDS / max(one_s, 1e-7))))
-    perf = time.perf_counter
-    samples: list[float] = []
-    t_end = perf() + budget
-    while True:
-        t0 = perf()
-        for _ in range(number):
-            run()
-        samples.append((perf() - t0) / number)
-        if len(samples) >= MIN_REPEATS:
-            best3 = sorted(samples)[:MIN_REPEATS]
-            if best3[-1] <= best3[0] * (1 + STABLE_FRACTION) or perf() >= t_end:
-                break
-    return min(samples), number * len(samples)
+    :data:`MIN_REPEATS` repeats."""
+    return engine_repeat_until_stable(
+        run, one_s, batch_seconds=BATCH_SECONDS, agree=3, fraction=STABLE_FRACTION,
+        min_repeats=MIN_REPEATS, budget=TARGET_SECONDS if budget_s is None else budget_s)
 
 
 def time_kernel(rt, fname: str, args, first_run_s: float | None = None) -> float:

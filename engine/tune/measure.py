@@ -26,6 +26,7 @@ import numpy as np
 
 from engine import workloads
 from engine.runtime import build, check_correctness, random_args
+from engine.runtime.timing import repeat_until_stable
 
 from .task import TuneTask
 
@@ -205,10 +206,10 @@ def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
                   clock: Callable[[], float] = time.perf_counter) -> float:
     """Best per-call seconds of ``call`` (after a warm-up run).
 
-    Each repeat runs ``call`` enough times to last :data:`REPEAT_SECONDS` (once for a
-    kernel slower than that) and the best repeat counts. Repeats stop once the two best
-    agree within :data:`AGREE` (after ``min_repeats``), or after ``max_repeats``, or when
-    ``budget`` seconds are spent. A call slower than :data:`SLOW_FACTOR` x
+    The repeats are :func:`engine.runtime.timing.repeat_until_stable`'s: each lasts
+    :data:`REPEAT_SECONDS` (one run for a kernel slower than that), the best counts, and
+    they stop once the two best agree within :data:`AGREE` (after ``min_repeats``), or
+    after ``max_repeats``, or when ``budget`` seconds are spent. A call slower than :data:`SLOW_FACTOR` x
     ``best_so_far`` is run just once more: it will not be the best, its rank is clear.
     ``clock``: seconds now (tests pass a fake one).
     """
@@ -220,19 +221,11 @@ def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
         t0 = perf()
         call()
         return min(one, perf() - t0)
-    number = max(1, min(10_000, int(REPEAT_SECONDS / one)))
-    results: list[float] = []
-    start = perf()
-    while len(results) < max_repeats:
-        t0 = perf()
-        for _ in range(number):
-            call()
-        results.append((perf() - t0) / number)
-        if len(results) >= min_repeats:
-            a, b = sorted(results)[:2]
-            if b <= a * (1.0 + AGREE) or perf() - start > budget:
-                break
-    return min(results)
+    best, _ = repeat_until_stable(call, one, batch_seconds=REPEAT_SECONDS, agree=2,
+                                  fraction=AGREE, min_repeats=min_repeats,
+                                  max_repeats=max_repeats, budget=budget, max_number=10_000,
+                                  clock=clock)
+    return best
 
 
 def time_callable(fn: Callable[[], Any]) -> float:
