@@ -23,7 +23,9 @@ def test_tune_tab_lists_loops_and_blocks(client):
     assert r.status_code == 200
     page = text(r)
     assert "Search from the initial program" in page
-    assert 'name="split" value="j"' in page and 'name="location" value="Y"' in page
+    assert 'name="split" value="j@Y"' in page and 'name="location" value="Y"' in page
+    # mm_relu has an i above Y and another above C: both can be chosen, told apart
+    assert 'value="i@Y"' in page and 'value="i@C"' in page and "above C" in page
 
 
 @pytest.mark.parametrize("form,reason", [

@@ -168,3 +168,23 @@ def test_auto_does_not_inline_softmax_exp_but_samples_where_it_goes():
         assert len(located) >= 3  # max, exp and sum
         kept += "T_softmax_exp" in _leaf_blocks(task.replay(c.doc))
     assert 0 < kept
+
+
+def test_a_clicked_split_names_the_block_when_two_loops_share_a_name():
+    """mm_relu has an i above Y and another above C: {"loop": "i", "block": "C"} splits
+    C's, and a bad block or loop is refused with the reason."""
+    from engine.tune.space import DirectiveSpace  # noqa: PLC0415
+    from engine.tune.task import TuneError  # noqa: PLC0415
+    sp = DirectiveSpace([{"kind": "sample_split", "loop": "i", "block": "C", "n": 2}])
+    task = task_of(("mm_relu", {"n": 32}), None, sp.id)
+    sch = task.new_schedule(0)
+    sp.apply(sch)
+    loops_of = {b: [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block(b))]
+                for b in ("Y", "C")}
+    assert loops_of["Y"][0] == "i" and loops_of["C"][:2] == ["i_0", "i_1"]
+    assert "above C" in sp.description
+    for bad, why in (({"block": "Z"}, "no block called 'Z'"),
+                     ({"loop": "k", "block": "C"}, "no loop called 'k'")):
+        d = {"kind": "sample_split", "loop": "i", "block": "C", "n": 2, **bad}
+        with pytest.raises(TuneError, match=why):
+            DirectiveSpace([d]).apply(task.new_schedule(0))

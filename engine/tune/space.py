@@ -92,10 +92,11 @@ DIRECTIVE_KINDS = {
 
 
 class DirectiveSpace(Space):
-    """A space built by clicking: ``[{"kind": "sample_split", "loop": "j", "n": 2,
-    "max_innermost_factor": 16}, {"kind": "sample_compute_location", "block": "C"}]``
+    """A space built by clicking: ``[{"kind": "sample_split", "loop": "j", "block": "Y",
+    "n": 2, "max_innermost_factor": 16}, {"kind": "sample_compute_location", "block": "C"}]``
     applied in order to the program after the prefix (loops and blocks named as the
-    program shows them)."""
+    program shows them; a split's ``block``, optional, says which block's loop is meant
+    when two loops share a name — mm_relu has an ``i`` above Y and another above C)."""
 
     def __init__(self, directives: list[dict]):
         self.directives = [check_directive(d) for d in directives]
@@ -109,7 +110,8 @@ class DirectiveSpace(Space):
     def apply(self, sch: Schedule) -> None:
         for d in self.directives:
             if d["kind"] == "sample_split":
-                loop = _loop_by_name(sch, d["loop"])
+                loop = (_loop_of_block(sch, d["loop"], d["block"]) if d.get("block")
+                        else _loop_by_name(sch, d["loop"]))
                 factors = sch.sample_perfect_tile(loop, n=d["n"],
                                                   max_innermost_factor=d["max_innermost_factor"])
                 sch.split(loop, factors=factors)
@@ -133,7 +135,14 @@ def check_directive(d: Any) -> dict:
             raise TuneError(f"sample_split draws 2 to 4 factors, got n={n!r}")
         if not isinstance(most, int) or isinstance(most, bool) or not 1 <= most <= 1024:
             raise TuneError(f"max_innermost_factor must be from 1 to 1024, got {most!r}")
-        return {"kind": "sample_split", "loop": loop, "n": n, "max_innermost_factor": most}
+        out = {"kind": "sample_split", "loop": loop, "n": n, "max_innermost_factor": most}
+        block = d.get("block")
+        if block is not None:
+            if not isinstance(block, str) or not block or len(block) > 64:
+                raise TuneError(f"sample_split's block must be a block's name, got "
+                                f"{str(block)[:40]!r}")
+            out["block"] = block
+        return out
     block = d.get("block")
     if not isinstance(block, str) or not block or len(block) > 64:
         raise TuneError(f"sample_compute_location needs the name of a block, got "
@@ -143,8 +152,21 @@ def check_directive(d: Any) -> dict:
 
 def describe_directive(d: dict) -> str:
     if d["kind"] == "sample_split":
-        return f"split {d['loop']} into {d['n']} sampled factors"
+        above = f" (above {d['block']})" if d.get("block") else ""
+        return f"split {d['loop']}{above} into {d['n']} sampled factors"
     return f"sample the compute location of block {d['block']}"
+
+
+def _loop_of_block(sch: Schedule, name: str, block: str):
+    """The handle of the loop called ``name`` among the loops above ``block``."""
+    try:
+        handle = sch.get_block(block)
+    except Exception as e:  # noqa: BLE001 - a ScheduleError says which blocks exist
+        raise TuneError(f"the program has no block called {block!r} ({e})") from e
+    for loop in sch.get_loops(handle):
+        if sch.get(loop).loop_var.name == name:
+            return loop
+    raise TuneError(f"block {block!r} has no loop called {name!r} above it")
 
 
 def _loop_by_name(sch: Schedule, name: str):

@@ -30,11 +30,17 @@ def form_context(s: Any) -> dict:
     for tree in module_trees(s.mod_at(s.at)):
         for node in walk_tree(tree.roots):
             if node.is_loop:
-                if node.name not in seen and (node.extent or 0) > 1 and node.kind == "serial":
-                    seen.add(node.name)
-                    loops.append({"name": node.name, "extent": node.extent})
+                key = f"{node.name}@{node.block}"
+                if node.block and key not in seen and (node.extent or 0) > 1 and \
+                        node.kind == "serial":
+                    seen.add(key)
+                    loops.append({"name": node.name, "block": node.block, "key": key,
+                                  "extent": node.extent})
             elif node.name not in blocks:
                 blocks.append(node.name)
+    names = [lp["name"] for lp in loops]
+    for lp in loops:  # a name two loops share is told apart by its block
+        lp["shared"] = names.count(lp["name"]) > 1
     return {"tune_loops": loops, "tune_blocks": blocks, "strategies": STRATEGIES,
             "max_trials": MAX_TRIALS, "default_trials": DEFAULT_TRIALS,
             "tunable": s.workload_arg() is not None}
@@ -58,17 +64,22 @@ def spec_from_form(form: Any, s: Any) -> dict:
                        f"The strategy is evolutionary or random, got “{str(strategy)[:20]}”.",
                        back=back)
     ctx = form_context(s)
-    loops = {lp["name"] for lp in ctx["tune_loops"]}
+    loops = {lp["key"]: lp for lp in ctx["tune_loops"]}
+    first_of_name: dict[str, dict] = {}
+    for lp in ctx["tune_loops"]:
+        first_of_name.setdefault(lp["name"], lp)
     blocks = set(ctx["tune_blocks"])
     space: Any = "auto"
     if form.get("space") == "clicks":
         directives = []
-        for name in form.getlist("split"):
-            if name not in loops:
-                raise AppError(400, "Unknown loop", f"There is no loop “{name[:40]}” to split "
+        for key in form.getlist("split"):
+            # "j@Y": loop j above block Y (a bare "j": the first loop called j)
+            lp = loops.get(key) or first_of_name.get(key)
+            if lp is None:
+                raise AppError(400, "Unknown loop", f"There is no loop “{key[:40]}” to split "
                                "at this step.", back=back)
-            directives.append({"kind": "sample_split", "loop": name, "n": 2,
-                               "max_innermost_factor": 64})
+            directives.append({"kind": "sample_split", "loop": lp["name"],
+                               "block": lp["block"], "n": 2, "max_innermost_factor": 64})
         for name in form.getlist("location"):
             if name not in blocks:
                 raise AppError(400, "Unknown block", f"There is no block “{name[:40]}” at "
