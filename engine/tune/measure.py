@@ -42,8 +42,9 @@ MAX_REPEATS = 15
 AGREE = 0.03
 #: at most this many seconds of timed runs per candidate (after the minimum repeats)
 TIME_BUDGET = 0.4
-#: a candidate slower than SLOW_FACTOR x the best so far gets two runs: its rank is clear
-SLOW_FACTOR = 5.0
+#: a candidate slower than SLOW_FACTOR x the best so far is not timed at length: its rank is
+#: clear (its checked run is its time, or it gets two runs)
+SLOW_FACTOR = 3.0
 #: numpy's reference is timed once per task, so with more repeats (in its favour)
 NUMPY_MIN_REPEATS = 10
 NUMPY_MAX_REPEATS = 40
