@@ -150,7 +150,8 @@
 
   // ------------------------------------------------------------------ plots
   // A plot inside a hidden tab panel is drawn when its tab is shown (plotly sizes a plot
-  // from its element, which has no size while hidden); one drawn earlier is resized.
+  // from its element, which has no size while hidden); one drawn earlier is resized, or, if
+  // it was given a new figure meanwhile ("data-stale", see keepPlots), updated in place.
   function drawPlots(root) {
     if (!window.Plotly) return;
     var els = $all("[data-plotly]", root);
@@ -158,23 +159,32 @@
     els.forEach(drawPlot);
   }
 
+  var PLOT_CONFIG = { displayModeBar: false, responsive: true };
+
   function drawPlot(el) {
     if (!el.isConnected || el.closest("[hidden]")) return;
-    if (el.hasAttribute("data-drawn")) { Plotly.Plots.resize(el); return; }
+    var drawn = el.hasAttribute("data-drawn");
+    if (drawn && !el.hasAttribute("data-stale")) { Plotly.Plots.resize(el); return; }
     try {
       var fig = JSON.parse(el.getAttribute("data-plotly"));
-      Plotly.newPlot(el, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+      // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
+      (drawn ? Plotly.react : Plotly.newPlot)(el, fig.data, fig.layout, PLOT_CONFIG);
+      el.removeAttribute("data-stale");
       el.setAttribute("data-drawn", "1");
+      // data-points: how many points the drawn figure has (tests and benchmarks wait on it)
+      var next = el.getAttribute("data-next-points");
+      if (next !== null) { el.setAttribute("data-points", next); el.removeAttribute("data-next-points"); }
     } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
   }
 
   // Plots that arrive with a swap are drawn after the swapped panes have been painted, one
   // plot per task: drawing a plot takes tens of milliseconds, and the program, diagram and
   // trace panes of a click must not wait for it.
+  var UNDRAWN = "[data-plotly]:not([data-drawn]), [data-plotly][data-stale]";
   function drawPlotsSoon(root) {
     if (!window.Plotly) return;
-    var els = $all("[data-plotly]:not([data-drawn])", root);
-    if (root.matches && root.matches("[data-plotly]:not([data-drawn])")) els.push(root);
+    var els = $all(UNDRAWN, root);
+    if (root.matches && root.matches(UNDRAWN)) els.push(root);
     if (!els.length) return;
     var started = false;
     function start() {
@@ -186,8 +196,82 @@
     setTimeout(start, 50);    // a page in the background gets no animation frames
   }
 
+  // Drawn plots survive swaps. A swap that replaces content holding drawn plots (a
+  // measurement body's new answer, a pane swapped out-of-band) would throw away their SVG
+  // (thousands of nodes, each cleaned up by htmx) and draw every plot anew. Instead the drawn
+  // plots are taken out before the swap (keepPlots), put back in place of the new content's
+  // plot of the same id with its figure (adoptPlots), and updated with Plotly.react; the
+  // plots the new content does not have are released after the swap (releaseKept).
+  var kept = {};
+
+  function keepPlots(target) {
+    if (!target || !target.querySelectorAll || !window.Plotly) return;
+    $all("[data-plotly][data-drawn][id]", target).forEach(function (el) {
+      if (kept[el.id] && kept[el.id] !== el) release(kept[el.id]);
+      kept[el.id] = el;
+      el.parentNode.removeChild(el);
+    });
+  }
+
+  // (returns root, or the kept plot that took its place)
+  function adoptPlots(root) {
+    var els = $all("[data-plotly][id]", root);
+    if (root.matches && root.matches("[data-plotly][id]")) els.push(root);
+    els.forEach(function (el) {
+      var old = kept[el.id];
+      if (!old || old === el || el.hasAttribute("data-drawn") || !el.parentNode) return;
+      delete kept[el.id];
+      old.setAttribute("data-plotly", el.getAttribute("data-plotly"));
+      if (el.hasAttribute("data-points")) old.setAttribute("data-next-points", el.getAttribute("data-points"));
+      old.setAttribute("data-stale", "1");
+      el.parentNode.replaceChild(old, el);
+      if (el === root) root = old;
+    });
+    return root;
+  }
+
+  function release(el) { try { Plotly.purge(el); } catch (e) { /* already gone */ } }
+
+  function releaseKept() {
+    Object.keys(kept).forEach(function (id) { release(kept[id]); delete kept[id]; });
+  }
+
+  // ------------------------------------------------------------------ a new state's measurements
+  // An answer that moves the page to another state (a click, an undo, a step link) carries the
+  // event "explorer:step" (its HX-Trigger header, handled before its panes are swapped): the
+  // new state's measurement and cache bodies' addresses, and whether the answer carries them.
+  // The others are asked for at once, so the server works on them while the page swaps the
+  // other panes; meanwhile the previous state's bodies stay, dimmed. An answer or a poll
+  // for another state than the latest is dropped (see the beforeSwap hook).
+  var BODIES = ["measure", "cache"];
+
+  document.addEventListener("explorer:step", function (ev) {
+    var d = ev.detail || {};
+    BODIES.forEach(function (kind) {
+      var body = document.getElementById(kind + "-body");
+      var url = d[kind];
+      if (!body || typeof url !== "string") return;
+      // (a request still out for the previous state is not aborted — htmx would log that as
+      // an error — its answer is dropped; htmx sends this one when that one has answered)
+      body.setAttribute("data-url", url);
+      if (d[kind + "_inline"]) { body.classList.remove("stale"); return; }
+      body.classList.add("stale");
+      htmx.ajax("GET", url, { source: body, target: body, swap: "innerHTML" });
+    });
+  });
+
+  function isBody(el) { return el && (el.id === "measure-body" || el.id === "cache-body"); }
+
+  // an answer for a measurement body that is not for the state the body now shows
+  function forAnotherState(detail) {
+    var tgt = detail.target, cfg = detail.requestConfig;
+    if (!isBody(tgt) || !cfg || !tgt.hasAttribute("data-url")) return false;
+    return cfg.path !== tgt.getAttribute("data-url");
+  }
+
   // ------------------------------------------------------------------ htmx hooks
   document.addEventListener("htmx:beforeSwap", function (ev) {
+    if (forAnotherState(ev.detail)) { ev.detail.shouldSwap = false; return; }
     var st = ev.detail.xhr.status;
     // refusals (422) and bad requests come back as a message box: show it
     if (st >= 400 && st < 600) {
@@ -200,6 +284,18 @@
         }
       }
     }
+    if (ev.detail.shouldSwap) keepPlots(ev.detail.target);
+  });
+  document.addEventListener("htmx:oobBeforeSwap", function (ev) {
+    if (ev.detail.shouldSwap) keepPlots(ev.detail.target);
+  });
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (isBody(ev.detail.target)) ev.detail.target.classList.remove("stale");
+  });
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    // a failed request (not a superseded one) leaves the body as it was: undimmed
+    var elt = ev.detail.elt;
+    if (isBody(elt) && !ev.detail.successful && ev.detail.xhr && ev.detail.xhr.status) elt.classList.remove("stale");
   });
   document.addEventListener("htmx:responseError", function () {
     var msg = $("#message");
@@ -214,6 +310,7 @@
   }
 
   document.addEventListener("htmx:afterSettle", function (ev) {
+    releaseKept();
     refreshHighlights();
     // a new step replaced the access-pattern pane: reload it if it is on screen
     var pp = $("#pattern-pane");
@@ -233,6 +330,7 @@
   });
 
   htmx.onLoad(function (root) {
+    root = adoptPlots(root);
     // the measurement pane was re-rendered (a poll, a new step): keep the chosen tab
     if (measureTab && root.querySelector &&
         (root.matches(".mtabs") || root.querySelector(".mtabs"))) showTab(measureTab, true);

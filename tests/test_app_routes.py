@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -118,7 +118,13 @@ def test_htmx_navigation_returns_only_out_of_band_panes(client):
     assert r.status_code == 200 and "<html" not in page
     oob = re.findall(r'id="([a-z-]+)"[^>]*hx-swap-oob="true"', page)
     assert set(oob) >= {"statebar", "toolbar", "program-pane", "diff-pane", "diagram-pane",
-                        "measure-pane", "trace-pane", "code-ll", "code-asm"}
+                        "trace-pane", "code-ll", "code-asm"}
+    # the measurement pane stays (its drawn plots are updated in place): the answer's step
+    # event names its bodies for this state, and the page asks for them
+    assert "measure-pane" not in oob
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["measure"] == f"/explore/mm_relu/measure?n={N}"
+    assert step["cache"] == f"/explore/mm_relu/cache?n={N}"
     # a history restore (back button after a cache miss) gets the whole page
     r = client.get(f"/explore/mm_relu?n={N}",
                    headers={**HX, "HX-History-Restore-Request": "true"})
@@ -266,6 +272,34 @@ def test_measure_pane_reports_every_step(client):
     assert len(splits) == 5, page
     for total, ours, llvm in splits:
         assert abs(int(total) - int(ours) - int(llvm)) <= 1 and int(llvm) > 0
+
+
+def test_a_state_seen_before_carries_its_measurement_bodies(client):
+    """A click (or an undo) to a state whose every step is measured answers with the
+    measurement and cache bodies themselves, swapped into the bodies on the page; a state
+    not measured yet names them in its step event (and prefetches them). The addresses in
+    the event are the ones the bodies' own polls use: the page drops an answer whose
+    address is not its body's current one."""
+    r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert not step["measure_inline"] and not step["cache_inline"]
+    assert 'id="measure-body"' not in html(r) and 'id="cache-body"' not in html(r)
+    q = state_of(r.headers["HX-Push-Url"])
+    assert step["measure"] == "/explore/mm_relu/measure?" + urlencode(q)
+    # the pane's own answer, before the jobs ran, polls at the event's address
+    with client.application.extensions["measurer"].pool.held():
+        pending = html(client.get(step["measure"]))
+    poll = re.search(r'id="measure-pending" hx-get="([^"]+)"', pending).group(1)
+    assert poll.replace("&amp;", "&") == step["measure"]
+    settled(client, step["measure"])
+    settled(client, step["cache"], pending='id="cache-pending"')
+    r = client.get("/explore/mm_relu?" + urlencode(q), headers=HX)
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["measure_inline"] and step["cache_inline"]
+    page = html(r)
+    assert re.search(r'<div id="measure-body" hx-swap-oob="innerHTML">\s*<p class="measure-now', page)
+    assert re.search(r'<div id="cache-body" hx-swap-oob="innerHTML">', page)
+    assert re.search(r'id="runtime-plot" data-plotly="[^"]+" data-points="2"', page)
 
 
 def test_code_pane_shows_llvm_ir_and_assembly(client):

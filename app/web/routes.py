@@ -82,7 +82,8 @@ def explore(workload: str):
     sel = request.args.get("sel") or None
     ctx = explorer.context(s, sel)
     if request.htmx and not request.htmx.history_restore_request:
-        return render_template("panes/all_oob.html", **ctx, message=None)
+        return make_response(render_template("panes/all_oob.html", **ctx, message=None),
+                             trigger=explorer.step_event(s, ctx))
     return render_template("explore.html", **ctx, message=None)
 
 
@@ -104,7 +105,7 @@ def apply(workload: str):
     ctx = explorer.context(s, None)
     html = render_template("panes/all_oob.html", **ctx,
                            message={"kind": "ok", "text": f"applied: {summary}"})
-    return make_response(html, push_url=s.url())
+    return make_response(html, push_url=s.url(), trigger=explorer.step_event(s, ctx))
 
 
 def apply_form(s: Session, form):
