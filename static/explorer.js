@@ -230,6 +230,27 @@
     return root;
   }
 
+  // htmx cleans up every element of the content a swap replaces (two events per element,
+  // most of a click's swap time); the parts of that content without an htmx attribute have
+  // nothing to clean up, and are removed at once before the swap (prune).
+  var HX_ELT = "[hx-get],[hx-post],[hx-put],[hx-patch],[hx-delete],[hx-trigger],[hx-swap-oob]," +
+    "[hx-ext],[hx-boost],[hx-sse],[hx-ws],[data-hx-get],[data-hx-post],[data-hx-trigger]";
+
+  function prune(el) {
+    var kids = el.children;
+    for (var i = kids.length - 1; i >= 0; i--) {
+      var c = kids[i];
+      if (c.matches(HX_ELT) || c.querySelector(HX_ELT)) prune(c);
+      else el.removeChild(c);
+    }
+  }
+
+  function beforeReplace(target) {
+    if (!target || !target.querySelectorAll) return;
+    keepPlots(target);
+    prune(target);
+  }
+
   function release(el) { try { Plotly.purge(el); } catch (e) { /* already gone */ } }
 
   function releaseKept() {
@@ -284,10 +305,10 @@
         }
       }
     }
-    if (ev.detail.shouldSwap) keepPlots(ev.detail.target);
+    if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
   });
   document.addEventListener("htmx:oobBeforeSwap", function (ev) {
-    if (ev.detail.shouldSwap) keepPlots(ev.detail.target);
+    if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
   });
   document.addEventListener("htmx:afterSwap", function (ev) {
     if (isBody(ev.detail.target)) ev.detail.target.classList.remove("stale");
@@ -309,25 +330,55 @@
     if (el && el.scrollIntoView) el.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
 
+  // htmx:afterSettle comes once per swapped element (a click swaps a dozen panes): the
+  // page-wide work runs once, after the last of them (a microtask: before the next paint)
+  var settling = null;
   document.addEventListener("htmx:afterSettle", function (ev) {
-    releaseKept();
-    refreshHighlights();
-    // a new step replaced the access-pattern pane: reload it if it is on screen
-    var pp = $("#pattern-pane");
-    if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
-    // a refusal names loops/blocks: bring the first of them into view in both panes
-    if (ev.detail && ev.detail.elt && ev.detail.elt.id === "message" &&
-        ev.detail.elt.getAttribute("data-highlight")) {
-      reveal($("#diagram-pane .dnode.offending"));
-      reveal($("#program-pane .node.offending"));
+    var elt = ev.detail && ev.detail.elt;
+    if (!settling) {
+      settling = { reveal: false };
+      Promise.resolve().then(afterSettled);
     }
+    // a refusal names loops/blocks: bring the first of them into view in both panes
+    if (elt && elt.id === "message" && elt.getAttribute("data-highlight")) settling.reveal = true;
     // keyboard users: after selecting with Enter, continue in the toolbar
-    if (focusToolbar && ev.detail && ev.detail.elt && ev.detail.elt.id === "toolbar") {
+    if (focusToolbar && elt && elt.id === "toolbar") {
       focusToolbar = false;
       var first = $("#toolbar form.prim input:not([type=hidden]):not([disabled]), #toolbar form.prim select:not([disabled]), #toolbar form.prim button:not([disabled])");
       if (first) first.focus();
     }
   });
+
+  function afterSettled() {
+    var done = settling;
+    settling = null;
+    releaseKept();
+    refreshHighlights();
+    // a new step replaced the access-pattern pane: reload it if it is on screen
+    var pp = $("#pattern-pane");
+    if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
+    if (done && done.reveal) {
+      reveal($("#diagram-pane .dnode.offending"));
+      reveal($("#program-pane .node.offending"));
+    }
+  }
+
+  // The page's history: htmx's own history handling is off (historyEnabled: false in
+  // base.html) because it wrote the history twice per click (it marked the current entry,
+  // then pushed the new one) inside the swap. The new address is pushed once, right after
+  // the swap; the current entry is marked as htmx's once, so that going back to it reloads
+  // it (htmx's popstate handler: its history cache is empty, historyCacheSize 0). Then the
+  // event "explorer:pushed" (present.js keeps its /present address on it).
+  function historyEntry(replace, path) {
+    setTimeout(function () {
+      if (!(history.state && history.state.htmx)) history.replaceState({ htmx: true }, document.title, location.href);
+      if (replace) history.replaceState({ htmx: true }, "", path);
+      else history.pushState({ htmx: true }, "", path);
+      document.dispatchEvent(new CustomEvent("explorer:pushed", { detail: { path: path } }));
+    }, 0);
+  }
+  document.addEventListener("htmx:pushedIntoHistory", function (ev) { historyEntry(false, ev.detail.path); });
+  document.addEventListener("htmx:replacedInHistory", function (ev) { historyEntry(true, ev.detail.path); });
 
   htmx.onLoad(function (root) {
     root = adoptPlots(root);
