@@ -71,6 +71,13 @@
   document.addEventListener("click", function (ev) {
     var t = ev.target;
     if (!(t instanceof Element)) return;
+    // a link to another state (undo, redo, a step of the trace): its panes, out-of-band
+    var nav = t.closest("a[data-nav]");
+    if (nav && ev.button === 0 && !(ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey)) {
+      ev.preventDefault();
+      htmx.ajax("GET", nav.getAttribute("href"), { source: nav, target: "#message", swap: "outerHTML" });
+      return;
+    }
     var node = t.closest("[data-sel]");
     if (node && !t.closest("form")) { ev.preventDefault(); select(node.getAttribute("data-sel")); return; }
     if (t.closest("[data-deselect]")) { select(""); return; }
