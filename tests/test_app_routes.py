@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -303,6 +304,23 @@ def test_a_state_seen_before_carries_its_measurement_bodies(client):
     assert re.search(r'<div id="measure-body" hx-swap-oob="innerHTML">\s*<p class="measure-now', page)
     assert re.search(r'<div id="cache-body" hx-swap-oob="innerHTML">', page)
     assert chart(page, "runtime-plot")[1] == 2
+
+
+def test_every_swap_of_the_pages_replaces_content():
+    """static/explorer.js removes the content a swap replaces before htmx does (without
+    htmx's element-by-element clean-up): right only for swaps that replace content. Every
+    swap the templates and scripts ask for is innerHTML or outerHTML (or an out-of-band
+    outerHTML, "true")."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    styles = set()
+    for folder, _, files in os.walk(os.path.join(root, "templates")):
+        for name in files:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                styles |= set(re.findall(r'hx-swap(?:-oob)?="([^"]*)"', f.read()))
+    for name in ("explorer.js", "lessons.js", "present.js"):
+        with open(os.path.join(root, "static", name), encoding="utf-8") as f:
+            styles |= set(re.findall(r'swap: "([^"]*)"', f.read()))
+    assert styles and styles <= {"innerHTML", "outerHTML", "true"}, styles
 
 
 def test_code_pane_shows_llvm_ir_and_assembly(client):
