@@ -244,6 +244,7 @@
     "[hx-ext],[hx-boost],[hx-sse],[hx-ws],[data-hx-get],[data-hx-post],[data-hx-trigger]";
 
   function prune(el) {
+    if (!el.querySelector(HX_ELT)) { el.textContent = ""; return; }   // all of it at once
     var kids = el.children;
     for (var i = kids.length - 1; i >= 0; i--) {
       var c = kids[i];

@@ -306,6 +306,22 @@ def test_a_state_seen_before_carries_its_measurement_bodies(client):
     assert chart(page, "runtime-plot")[1] == 2
 
 
+def test_the_diff_pane_comes_when_shown_after_a_click(client):
+    """A click answers with a placeholder diff pane that asks for its content when shown
+    (its tab is hidden by default); the content is the step's diff, as the page shows it."""
+    r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4")
+    page = html(r)
+    slot = re.search(r'<div id="diff-pane" class="pane diff" hx-swap-oob="true"\s+'
+                     r'hx-get="([^"]+)" hx-trigger="intersect once"', page)
+    assert slot and 'class="line d-add"' not in page
+    url = slot.group(1).replace("&amp;", "&")
+    assert url == "/explore/mm_relu/diff?" + urlencode(state_of(r.headers["HX-Push-Url"]))
+    body = html(client.get(url))
+    assert "Step 1: " in body and "added" in body and 'class="line d-add"' in body
+    assert 'class="line d-add"' in html(client.get(r.headers["HX-Push-Url"]))  # a page: inline
+    assert "No step applied yet" in html(client.get(f"/explore/mm_relu/diff?n={N}"))
+
+
 def test_every_swap_of_the_pages_replaces_content():
     """static/explorer.js removes the content a swap replaces before htmx does (without
     htmx's element-by-element clean-up): right only for swaps that replace content. Every
