@@ -71,6 +71,13 @@
   document.addEventListener("click", function (ev) {
     var t = ev.target;
     if (!(t instanceof Element)) return;
+    // a link to another state (undo, redo, a step of the trace): its panes, out-of-band
+    var nav = t.closest("a[data-nav]");
+    if (nav && ev.button === 0 && !(ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey)) {
+      ev.preventDefault();
+      htmx.ajax("GET", nav.getAttribute("href"), { source: nav, target: "#message", swap: "outerHTML" });
+      return;
+    }
     var node = t.closest("[data-sel]");
     if (node && !t.closest("form")) { ev.preventDefault(); select(node.getAttribute("data-sel")); return; }
     if (t.closest("[data-deselect]")) { select(""); return; }
@@ -150,7 +157,8 @@
 
   // ------------------------------------------------------------------ plots
   // A plot inside a hidden tab panel is drawn when its tab is shown (plotly sizes a plot
-  // from its element, which has no size while hidden); one drawn earlier is resized.
+  // from its element, which has no size while hidden); one drawn earlier is resized, or, if
+  // it was given a new figure meanwhile ("data-stale", see keepPlots), updated in place.
   function drawPlots(root) {
     if (!window.Plotly) return;
     var els = $all("[data-plotly]", root);
@@ -158,23 +166,32 @@
     els.forEach(drawPlot);
   }
 
+  var PLOT_CONFIG = { displayModeBar: false, responsive: true };
+
   function drawPlot(el) {
     if (!el.isConnected || el.closest("[hidden]")) return;
-    if (el.hasAttribute("data-drawn")) { Plotly.Plots.resize(el); return; }
+    var drawn = el.hasAttribute("data-drawn");
+    if (drawn && !el.hasAttribute("data-stale")) { Plotly.Plots.resize(el); return; }
     try {
       var fig = JSON.parse(el.getAttribute("data-plotly"));
-      Plotly.newPlot(el, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+      // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
+      (drawn ? Plotly.react : Plotly.newPlot)(el, fig.data, fig.layout, PLOT_CONFIG);
+      el.removeAttribute("data-stale");
       el.setAttribute("data-drawn", "1");
+      // data-points: how many points the drawn figure has (tests and benchmarks wait on it)
+      var next = el.getAttribute("data-next-points");
+      if (next !== null) { el.setAttribute("data-points", next); el.removeAttribute("data-next-points"); }
     } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
   }
 
   // Plots that arrive with a swap are drawn after the swapped panes have been painted, one
   // plot per task: drawing a plot takes tens of milliseconds, and the program, diagram and
   // trace panes of a click must not wait for it.
+  var UNDRAWN = "[data-plotly]:not([data-drawn]), [data-plotly][data-stale]";
   function drawPlotsSoon(root) {
     if (!window.Plotly) return;
-    var els = $all("[data-plotly]:not([data-drawn])", root);
-    if (root.matches && root.matches("[data-plotly]:not([data-drawn])")) els.push(root);
+    var els = $all(UNDRAWN, root);
+    if (root.matches && root.matches(UNDRAWN)) els.push(root);
     if (!els.length) return;
     var started = false;
     function start() {
@@ -186,8 +203,104 @@
     setTimeout(start, 50);    // a page in the background gets no animation frames
   }
 
+  // Drawn plots survive swaps. A swap that replaces content holding drawn plots (a
+  // measurement body's new answer, a pane swapped out-of-band) would throw away their SVG
+  // (thousands of nodes, each cleaned up by htmx) and draw every plot anew. Instead the drawn
+  // plots are taken out before the swap (keepPlots), put back in place of the new content's
+  // plot of the same id with its figure (adoptPlots), and updated with Plotly.react; the
+  // plots the new content does not have are released after the swap (releaseKept).
+  var kept = {};
+
+  function keepPlots(target) {
+    if (!target || !target.querySelectorAll || !window.Plotly) return;
+    $all("[data-plotly][data-drawn][id]", target).forEach(function (el) {
+      if (kept[el.id] && kept[el.id] !== el) release(kept[el.id]);
+      kept[el.id] = el;
+      el.parentNode.removeChild(el);
+    });
+  }
+
+  // (returns root, or the kept plot that took its place)
+  function adoptPlots(root) {
+    var els = $all("[data-plotly][id]", root);
+    if (root.matches && root.matches("[data-plotly][id]")) els.push(root);
+    els.forEach(function (el) {
+      var old = kept[el.id];
+      if (!old || old === el || el.hasAttribute("data-drawn") || !el.parentNode) return;
+      delete kept[el.id];
+      old.setAttribute("data-plotly", el.getAttribute("data-plotly"));
+      if (el.hasAttribute("data-points")) old.setAttribute("data-next-points", el.getAttribute("data-points"));
+      old.setAttribute("data-stale", "1");
+      el.parentNode.replaceChild(old, el);
+      if (el === root) root = old;
+    });
+    return root;
+  }
+
+  // htmx cleans up every element of the content a swap replaces (two events per element,
+  // most of a click's swap time); the parts of that content without an htmx attribute have
+  // nothing to clean up, and are removed at once before the swap (prune).
+  var HX_ELT = "[hx-get],[hx-post],[hx-put],[hx-patch],[hx-delete],[hx-trigger],[hx-swap-oob]," +
+    "[hx-ext],[hx-boost],[hx-sse],[hx-ws],[data-hx-get],[data-hx-post],[data-hx-trigger]";
+
+  function prune(el) {
+    if (!el.querySelector(HX_ELT)) { el.textContent = ""; return; }   // all of it at once
+    var kids = el.children;
+    for (var i = kids.length - 1; i >= 0; i--) {
+      var c = kids[i];
+      if (c.matches(HX_ELT) || c.querySelector(HX_ELT)) prune(c);
+      else el.removeChild(c);
+    }
+  }
+
+  function beforeReplace(target) {
+    if (!target || !target.querySelectorAll) return;
+    keepPlots(target);
+    prune(target);
+  }
+
+  function release(el) { try { Plotly.purge(el); } catch (e) { /* already gone */ } }
+
+  function releaseKept() {
+    Object.keys(kept).forEach(function (id) { release(kept[id]); delete kept[id]; });
+  }
+
+  // ------------------------------------------------------------------ a new state's measurements
+  // An answer that moves the page to another state (a click, an undo, a step link) carries the
+  // event "explorer:step" (its HX-Trigger header, handled before its panes are swapped): the
+  // new state's measurement and cache bodies' addresses, and whether the answer carries them.
+  // The others are asked for at once, so the server works on them while the page swaps the
+  // other panes; meanwhile the previous state's bodies stay, dimmed. An answer or a poll
+  // for another state than the latest is dropped (see the beforeSwap hook).
+  var BODIES = ["measure", "cache"];
+
+  document.addEventListener("explorer:step", function (ev) {
+    var d = ev.detail || {};
+    BODIES.forEach(function (kind) {
+      var body = document.getElementById(kind + "-body");
+      var url = d[kind];
+      if (!body || typeof url !== "string") return;
+      // (a request still out for the previous state is not aborted — htmx would log that as
+      // an error — its answer is dropped; htmx sends this one when that one has answered)
+      body.setAttribute("data-url", url);
+      if (d[kind + "_inline"]) { body.classList.remove("stale"); return; }
+      body.classList.add("stale");
+      htmx.ajax("GET", url, { source: body, target: body, swap: "innerHTML" });
+    });
+  });
+
+  function isBody(el) { return el && (el.id === "measure-body" || el.id === "cache-body"); }
+
+  // an answer for a measurement body that is not for the state the body now shows
+  function forAnotherState(detail) {
+    var tgt = detail.target, cfg = detail.requestConfig;
+    if (!isBody(tgt) || !cfg || !tgt.hasAttribute("data-url")) return false;
+    return cfg.path !== tgt.getAttribute("data-url");
+  }
+
   // ------------------------------------------------------------------ htmx hooks
   document.addEventListener("htmx:beforeSwap", function (ev) {
+    if (forAnotherState(ev.detail)) { ev.detail.shouldSwap = false; return; }
     var st = ev.detail.xhr.status;
     // refusals (422) and bad requests come back as a message box: show it
     if (st >= 400 && st < 600) {
@@ -200,6 +313,18 @@
         }
       }
     }
+    if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
+  });
+  document.addEventListener("htmx:oobBeforeSwap", function (ev) {
+    if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
+  });
+  document.addEventListener("htmx:afterSwap", function (ev) {
+    if (isBody(ev.detail.target)) ev.detail.target.classList.remove("stale");
+  });
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    // a failed request (not a superseded one) leaves the body as it was: undimmed
+    var elt = ev.detail.elt;
+    if (isBody(elt) && !ev.detail.successful && ev.detail.xhr && ev.detail.xhr.status) elt.classList.remove("stale");
   });
   document.addEventListener("htmx:responseError", function () {
     var msg = $("#message");
@@ -213,26 +338,58 @@
     if (el && el.scrollIntoView) el.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
 
+  // htmx:afterSettle comes once per swapped element (a click swaps a dozen panes): the
+  // page-wide work runs once, after the last of them (a microtask: before the next paint)
+  var settling = null;
   document.addEventListener("htmx:afterSettle", function (ev) {
-    refreshHighlights();
-    // a new step replaced the access-pattern pane: reload it if it is on screen
-    var pp = $("#pattern-pane");
-    if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
-    // a refusal names loops/blocks: bring the first of them into view in both panes
-    if (ev.detail && ev.detail.elt && ev.detail.elt.id === "message" &&
-        ev.detail.elt.getAttribute("data-highlight")) {
-      reveal($("#diagram-pane .dnode.offending"));
-      reveal($("#program-pane .node.offending"));
+    var elt = ev.detail && ev.detail.elt;
+    if (!settling) {
+      settling = { reveal: false };
+      Promise.resolve().then(afterSettled);
     }
+    // a refusal names loops/blocks: bring the first of them into view in both panes
+    if (elt && elt.id === "message" && elt.getAttribute("data-highlight")) settling.reveal = true;
     // keyboard users: after selecting with Enter, continue in the toolbar
-    if (focusToolbar && ev.detail && ev.detail.elt && ev.detail.elt.id === "toolbar") {
+    if (focusToolbar && elt && elt.id === "toolbar") {
       focusToolbar = false;
       var first = $("#toolbar form.prim input:not([type=hidden]):not([disabled]), #toolbar form.prim select:not([disabled]), #toolbar form.prim button:not([disabled])");
       if (first) first.focus();
     }
   });
 
+  function afterSettled() {
+    var done = settling;
+    settling = null;
+    releaseKept();
+    refreshHighlights();
+    // a new step replaced the access-pattern pane: reload it if it is on screen
+    var pp = $("#pattern-pane");
+    if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
+    if (done && done.reveal) {
+      reveal($("#diagram-pane .dnode.offending"));
+      reveal($("#program-pane .node.offending"));
+    }
+  }
+
+  // The page's history: htmx's own history handling is off (historyEnabled: false in
+  // base.html) because it wrote the history twice per click (it marked the current entry,
+  // then pushed the new one) inside the swap. The new address is pushed once, right after
+  // the swap; the current entry is marked as htmx's once, so that going back to it reloads
+  // it (htmx's popstate handler: its history cache is empty, historyCacheSize 0). Then the
+  // event "explorer:pushed" (present.js keeps its /present address on it).
+  function historyEntry(replace, path) {
+    setTimeout(function () {
+      if (!(history.state && history.state.htmx)) history.replaceState({ htmx: true }, document.title, location.href);
+      if (replace) history.replaceState({ htmx: true }, "", path);
+      else history.pushState({ htmx: true }, "", path);
+      document.dispatchEvent(new CustomEvent("explorer:pushed", { detail: { path: path } }));
+    }, 0);
+  }
+  document.addEventListener("htmx:pushedIntoHistory", function (ev) { historyEntry(false, ev.detail.path); });
+  document.addEventListener("htmx:replacedInHistory", function (ev) { historyEntry(true, ev.detail.path); });
+
   htmx.onLoad(function (root) {
+    root = adoptPlots(root);
     // the measurement pane was re-rendered (a poll, a new step): keep the chosen tab
     if (measureTab && root.querySelector &&
         (root.matches(".mtabs") || root.querySelector(".mtabs"))) showTab(measureTab, true);

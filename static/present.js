@@ -75,8 +75,9 @@
     if (done) ev.preventDefault();
   });
 
-  // /explore/<w>/present: htmx pushes the plain explorer URL after a step; keep /present
-  document.addEventListener("htmx:pushedIntoHistory", function () {
+  // /explore/<w>/present: a step pushes the plain explorer URL (explorer.js, which says so
+  // with "explorer:pushed"); keep /present
+  document.addEventListener("explorer:pushed", function () {
     if (!document.body.classList.contains("present-explore")) return;
     var m = location.pathname.match(/^(\/explore\/[^/]+)$/);
     if (m) history.replaceState(history.state, "", m[1] + "/present" + location.search);

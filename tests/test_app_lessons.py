@@ -3,6 +3,7 @@ lesson renders, "apply for me", "try it yourself" with its check), challenges, p
 and their error pages (4xx with a way back, never a 500)."""
 from __future__ import annotations
 
+import json
 import re
 from html import unescape
 from urllib.parse import parse_qs, urlsplit
@@ -125,9 +126,13 @@ def test_try_it_yourself_right_step_is_accepted(client):
     push = r.headers["HX-Push-Url"]
     q = parse_qs(urlsplit(push).query)
     assert urlsplit(push).path == f"/lessons/{L1}" and q["step"] == ["1"] and q["t"]
-    # every pane comes back out-of-band, the lesson pane included
-    for pane in ("program-pane", "diagram-pane", "lesson-pane", "toolbar", "measure-pane"):
+    # every pane comes back out-of-band, the lesson pane included; the measurement pane
+    # stays, and the step event names its bodies for the learner's new state
+    for pane in ("program-pane", "diagram-pane", "lesson-pane", "toolbar"):
         assert re.search(rf'id="{pane}"[^>]*hx-swap-oob="true"', page), pane
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["measure"].startswith("/explore/mm_relu/measure?") and \
+        parse_qs(urlsplit(step["measure"]).query)["t"] == q["t"]
     # the pushed URL renders the same state, and "next" continues with the learner's trace
     again = html(client.get(push))
     assert "Matches the lesson" in again

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
 import engine
 from inline_service import drain, make_test_app, settled
+from page_charts import chart
 
 HX = {"HX-Request": "true"}
 N = 16
@@ -118,7 +120,13 @@ def test_htmx_navigation_returns_only_out_of_band_panes(client):
     assert r.status_code == 200 and "<html" not in page
     oob = re.findall(r'id="([a-z-]+)"[^>]*hx-swap-oob="true"', page)
     assert set(oob) >= {"statebar", "toolbar", "program-pane", "diff-pane", "diagram-pane",
-                        "measure-pane", "trace-pane", "code-ll", "code-asm"}
+                        "trace-pane", "code-ll", "code-asm"}
+    # the measurement pane stays (its drawn plots are updated in place): the answer's step
+    # event names its bodies for this state, and the page asks for them
+    assert "measure-pane" not in oob
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["measure"] == f"/explore/mm_relu/measure?n={N}"
+    assert step["cache"] == f"/explore/mm_relu/cache?n={N}"
     # a history restore (back button after a cache miss) gets the whole page
     r = client.get(f"/explore/mm_relu?n={N}",
                    headers={**HX, "HX-History-Restore-Request": "true"})
@@ -251,13 +259,13 @@ def test_measure_pane_reports_every_step(client):
     r = settled(client, f"/explore/mm_relu/measure?n={N}&t={q['t']}")
     assert r.status_code == 200
     page = html(r)
-    m = re.search(r'data-plotly="([^"]+)" data-points="(\d+)"', page)
-    assert m and m.group(2) == "5"
-    fig = json.loads(m.group(1).replace("&#34;", '"').replace("&quot;", '"')
-                     .replace("&#39;", "'").replace("&amp;", "&"))
-    assert fig["data"][0]["x"] == [0, 1, 2, 3, 4]
-    assert all(v > 0 for v in fig["data"][0]["y"])
-    assert any("numpy" in d["name"] for d in fig["data"])
+    traces, points = chart(page, "runtime-plot")
+    assert points == 5
+    assert traces["runtime ms"]["x"] == [0, 1, 2, 3, 4]
+    assert all(v > 0 for v in traces["runtime ms"]["y"])
+    assert any("numpy" in name for name in traces)
+    # each point says what it is when pointed at (no script draws the chart)
+    assert re.search(r'<g class="pt"><title>step 4: [0-9.]+ ms \(correct\)</title>', page)
     assert page.count('<span class="ok">✓</span>') == 5
     assert "matches numpy" in page
     # compile ms = ours + llvmlite's, shown as "total (ours+llvm)" for every step
@@ -266,6 +274,69 @@ def test_measure_pane_reports_every_step(client):
     assert len(splits) == 5, page
     for total, ours, llvm in splits:
         assert abs(int(total) - int(ours) - int(llvm)) <= 1 and int(llvm) > 0
+
+
+def test_a_state_seen_before_carries_its_measurement_bodies(client):
+    """A click (or an undo) to a state whose every step is measured answers with the
+    measurement and cache bodies themselves, swapped into the bodies on the page; a state
+    not measured yet names them in its step event (and prefetches them). The addresses in
+    the event are the ones the bodies' own polls use: the page drops an answer whose
+    address is not its body's current one."""
+    measurer = client.application.extensions["measurer"]
+    measurer.pool                                   # (started: its jobs can be held)
+    with measurer.pool.held():                      # no job finishes meanwhile
+        r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
+        step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+        assert not step["measure_inline"] and not step["cache_inline"]
+        assert 'id="measure-body"' not in html(r) and 'id="cache-body"' not in html(r)
+        q = state_of(r.headers["HX-Push-Url"])
+        assert step["measure"] == "/explore/mm_relu/measure?" + urlencode(q)
+        # the pane's own answer, before the jobs ran, polls at the event's address
+        pending = html(client.get(step["measure"]))
+    poll = re.search(r'id="measure-pending" hx-get="([^"]+)"', pending).group(1)
+    assert poll.replace("&amp;", "&") == step["measure"]
+    settled(client, step["measure"])
+    settled(client, step["cache"], pending='id="cache-pending"')
+    r = client.get("/explore/mm_relu?" + urlencode(q), headers=HX)
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["measure_inline"] and step["cache_inline"]
+    page = html(r)
+    assert re.search(r'<div id="measure-body" hx-swap-oob="innerHTML">\s*<p class="measure-now', page)
+    assert re.search(r'<div id="cache-body" hx-swap-oob="innerHTML">', page)
+    assert chart(page, "runtime-plot")[1] == 2
+
+
+def test_the_diff_pane_comes_when_shown_after_a_click(client):
+    """A click answers with a placeholder diff pane that asks for its content when shown
+    (its tab is hidden by default); the content is the step's diff, as the page shows it."""
+    r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4")
+    page = html(r)
+    slot = re.search(r'<div id="diff-pane" class="pane diff" hx-swap-oob="true"\s+'
+                     r'hx-get="([^"]+)" hx-trigger="intersect once"', page)
+    assert slot and 'class="line d-add"' not in page
+    url = slot.group(1).replace("&amp;", "&")
+    assert url == "/explore/mm_relu/diff?" + urlencode(state_of(r.headers["HX-Push-Url"]))
+    body = html(client.get(url))
+    assert "Step 1: " in body and "added" in body and 'class="line d-add"' in body
+    assert 'class="line d-add"' in html(client.get(r.headers["HX-Push-Url"]))  # a page: inline
+    assert "No step applied yet" in html(client.get(f"/explore/mm_relu/diff?n={N}"))
+
+
+def test_every_swap_of_the_pages_replaces_content():
+    """static/explorer.js removes the content a swap replaces before htmx does (without
+    htmx's element-by-element clean-up): right only for swaps that replace content. Every
+    swap the templates and scripts ask for is innerHTML or outerHTML (or an out-of-band
+    outerHTML, "true")."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    styles = set()
+    for folder, _, files in os.walk(os.path.join(root, "templates")):
+        for name in files:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                styles |= set(re.findall(r'hx-swap(?:-oob)?="([^"]*)"', f.read()))
+    for name in ("explorer.js", "lessons.js", "present.js"):
+        with open(os.path.join(root, "static", name), encoding="utf-8") as f:
+            styles |= set(re.findall(r'swap: "([^"]*)"', f.read()))
+    assert styles and styles <= {"innerHTML", "outerHTML", "true"}, styles
 
 
 def test_code_pane_shows_llvm_ir_and_assembly(client):
@@ -505,15 +576,13 @@ def test_cache_pane_reports_simulated_misses_per_step_and_buffer(client):
     assert r.status_code == 200
     page = html(r)
     assert "Step 4, simulated:" in page and "L1" in page and "misses" in page
-    m = re.search(r'id="cache-plot" data-plotly="[^"]+" data-points="(\d+)"', page)
-    assert m and m.group(1) == "5"
+    assert chart(page, "cache-plot")[1] == 5
     for buf in ("A", "B", "C", "Y"):
         assert f"<tr><td>{buf}</td>" in page
     # once every step is stored the explorer page carries it (no request of its own) ...
     page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
     assert f'hx-get="/explore/mm_relu/cache?n={N}&amp;t=' not in page
-    m = re.search(r'id="cache-plot" data-plotly="[^"]+" data-points="(\d+)"', page)
-    assert m and m.group(1) == "5"
+    assert chart(page, "cache-plot")[1] == 5
     # ... a state not measured yet loads it lazily, separately from the runtime measurements
     page = html(client.get(f"/explore/mm_relu?n={N + 2}&t={q['t']}"))
     assert f'hx-get="/explore/mm_relu/cache?n={N + 2}&amp;t=' in page

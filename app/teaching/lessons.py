@@ -247,6 +247,7 @@ def lesson_apply(lesson_id: str):
         }.get(chk["state"], "✗ Not the lesson's step yet: see the lesson pane.")
     html = render_template("lessons/panes_oob.html", **ctx,
                            message={"kind": kind, "text": text, "highlight": []})
-    return make_response(html, push_url=lesson_url(les, k, token=token, present=on))
+    return make_response(html, push_url=lesson_url(les, k, token=token, present=on),
+                         trigger=explorer.step_event(ctx["s"], ctx))
 
 

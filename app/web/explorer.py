@@ -3,6 +3,11 @@ toolbar). The measurement, cache and code panes load lazily (their own requests,
 :mod:`app.web.panes.measurement`, :mod:`app.web.panes.cache`, :mod:`app.web.panes.code`),
 except that measurements already stored for every step come with the page at once
 (:func:`stored_measurements`: a state seen before shows everything in one response).
+
+After a click (or an undo, a step link) the measurement pane stays on the page: the answer
+carries :func:`step_event`, on which the page asks for the measurement and cache bodies
+of the new state at once (in parallel with swapping the other panes) and updates the drawn
+plots in place.
 """
 from __future__ import annotations
 
@@ -31,6 +36,20 @@ def context(session: Session, sel: str | None = None) -> dict:
     ctx["can_save"] = session.workload_arg() is not None and store() is not None
     ctx.update(stored_measurements(session))
     return ctx
+
+
+STEP_EVENT = "explorer:step"
+
+
+def step_event(session: Session, ctx: dict) -> dict[str, dict]:
+    """The ``HX-Trigger`` of an answer that moves the page to ``session``'s state: the
+    measurement and cache bodies' addresses for this state, and whether the answer carries
+    them already (``ctx``'s stored ones). The page asks for the ones it does not carry as
+    soon as the answer arrives, and drops any answer for another state."""
+    return {STEP_EVENT: {"measure": session.url(path="/measure"),
+                         "cache": session.url(path="/cache"),
+                         "measure_inline": ctx.get("measure_html") is not None,
+                         "cache_inline": ctx.get("cache_html") is not None}}
 
 
 def stored_measurements(session: Session) -> dict[str, Markup | None]:

@@ -6,6 +6,7 @@
 ``GET  /explore/<w>/toolbar?sel=``     the primitive toolbar for a selection
 ``POST /explore/<w>/apply``            apply one primitive; panes as OOB swaps + HX-Push-Url
 ``GET  /explore/<w>/measure``          the measurement pane (loaded lazily by htmx)
+``GET  /explore/<w>/diff``             the diff pane's content (loaded when shown)
 ``GET  /explore/<w>/code?kind=``       LLVM IR (``ll-opt``) or assembly (``asm``)
 ``GET  /explore/<w>/export/<fmt>``     download: json | python | tvm | course | program
 ``POST /import``                       a trace (ours or TVM's as_json) -> redirect to explorer
@@ -36,6 +37,7 @@ from . import explorer, gallery, measuring, toolbar
 from .panes import cache as cache_view
 from .panes import code as code_view
 from .panes import measurement
+from .panes import program as program_view
 from .panes import tune as tune_view
 from .selection import module_trees, parse_sel
 from .services import limits, measurer, store
@@ -82,7 +84,8 @@ def explore(workload: str):
     sel = request.args.get("sel") or None
     ctx = explorer.context(s, sel)
     if request.htmx and not request.htmx.history_restore_request:
-        return render_template("panes/all_oob.html", **ctx, message=None)
+        return make_response(render_template("panes/all_oob.html", **ctx, message=None),
+                             trigger=explorer.step_event(s, ctx))
     return render_template("explore.html", **ctx, message=None)
 
 
@@ -104,7 +107,7 @@ def apply(workload: str):
     ctx = explorer.context(s, None)
     html = render_template("panes/all_oob.html", **ctx,
                            message={"kind": "ok", "text": f"applied: {summary}"})
-    return make_response(html, push_url=s.url())
+    return make_response(html, push_url=s.url(), trigger=explorer.step_event(s, ctx))
 
 
 def apply_form(s: Session, form):
@@ -149,6 +152,13 @@ def refusal(text: str, highlight: list[str], status: int, **extra):
 def measure_pane(workload: str):
     s = Session.from_request(workload, request.args)
     return render_template("panes/measure.html", s=s, **measurement.context(s))
+
+
+@bp.get("/explore/<workload>/diff")
+def diff_pane(workload: str):
+    """The diff pane's content (asked for when the pane is shown, after a click)."""
+    s = Session.from_request(workload, request.args)
+    return render_template("panes/diff_body.html", s=s, **program_view.diff_context(s))
 
 
 @bp.get("/explore/<workload>/cache")

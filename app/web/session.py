@@ -504,17 +504,26 @@ class Session:
 
     def remember(self, k: int, mod) -> None:
         """Record that the program after ``k`` steps is ``mod`` (just computed by the
-        caller), so it is not replayed again for this request."""
+        caller), so it is not replayed again: not by this request, nor by the requests
+        that follow a click (its measurement and cache panes ask for the same state)."""
         self._mods[k] = mod
+        if k > 0:
+            with _MOD_LOCK:
+                _STATE_CACHE[self._state_key(k)] = mod
+                while len(_STATE_CACHE) > 256:
+                    _STATE_CACHE.popitem(last=False)
+
+    def _state_key(self, k: int) -> tuple:
+        """What the program after ``k`` steps depends on (its key in the replay cache)."""
+        return (self.workload, tuple(sorted(self.params.items())), self.src,
+                self.insts_key(0, self.step_ends[k - 1]))
 
     def mod_at(self, k: int):
         """The program after ``k`` steps (replayed once per state, then cached in memory)."""
         if k == 0:
             return self.mod0
         if k not in self._mods:
-            n = self.step_ends[k - 1]
-            key = (self.workload, tuple(sorted(self.params.items())), self.src,
-                   self.insts_key(0, n))
+            key = self._state_key(k)
             with _MOD_LOCK:
                 hit = _STATE_CACHE.get(key)
                 if hit is not None:

@@ -97,12 +97,22 @@ def context(session, mod, trees: list[FuncTree]) -> dict:
     ``diff_summary``)."""
     dialect = session.dialect
     text, spans = script_with_spans(mod, dialect=dialect)
-    ctx: dict[str, Any] = {"diff_rows": None, "dialects": [
+    ctx: dict[str, Any] = {"dialects": [
         (d, label, d == dialect, session.url(dialect=d)) for d, label in DIALECTS.items()]}
-    changed: set[int] = set()
-    if session.at > 0:
-        rows = diff.diff_rows(session.mod_at(session.at - 1).script(dialect=dialect), text)
-        ctx.update(diff_rows=rows, diff_summary=diff.summary(rows))
-        changed = {r.new for r in rows if r.kind == "add"}
+    ctx.update(diff_context(session, text))
+    rows = ctx["diff_rows"] or []
+    changed = {r.new for r in rows if r.kind == "add"}
     ctx["lines"] = program_lines(text, spans, trees, changed)
     return ctx
+
+
+def diff_context(session, text: str | None = None) -> dict:
+    """The diff pane of the current step (``diff_rows``: None at step 0, ``diff_summary``);
+    ``text`` is the current program as printed, when the caller has it."""
+    if session.at <= 0:
+        return {"diff_rows": None}
+    dialect = session.dialect
+    if text is None:
+        text = session.mod_at(session.at).script(dialect=dialect)
+    rows = diff.diff_rows(session.mod_at(session.at - 1).script(dialect=dialect), text)
+    return {"diff_rows": rows, "diff_summary": diff.summary(rows)}
