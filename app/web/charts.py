@@ -42,8 +42,7 @@ def svg_chart(figure: str | dict, label: str = "") -> Markup:
     lay = fig.get("layout") or {}
     traces = [t for t in fig.get("data") or [] if t.get("type") in ("scatter", "bar")]
     height = int(lay.get("height") or 190)
-    m = {"l": 52, "r": 52, "t": 24, "b": 36}
-    m.update({k: float(v) for k, v in (lay.get("margin") or {}).items() if k in m})
+    m = {"l": 52, "r": 52, "t": 24, "b": 36, **(lay.get("margin") or {})}
     items = _legend_items(traces)
     extra = (max((row for row, _, _ in items), default=0)) * LEGEND_ROW
     height += extra             # a legend of several rows: the chart grows, the plot stays
@@ -57,7 +56,7 @@ def svg_chart(figure: str | dict, label: str = "") -> Markup:
            f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg" '
            f'font-size="{FONT}" font-family="DejaVu Sans, Verdana, sans-serif">',
            f'<rect x="{box[0]}" y="{box[1]}" width="{box[2] - box[0]}" '
-           f'height="{box[3] - box[1]}" fill="{escape(lay.get("plot_bgcolor") or "#fbfcfd")}"/>']
+           f'height="{box[3] - box[1]}" fill="{lay.get("plot_bgcolor") or "#fbfcfd"}"/>']
     if "y" in yaxes:
         out += _y_ticks(yaxes["y"], box, left=True, grid=True)
     if "y2" in yaxes:
