@@ -86,17 +86,3 @@ def test_no_figure_text_becomes_markup():
     assert "<script>" not in svg and "<img" not in svg and "<b>" not in svg
     root = parse(svg)
     assert [t.text for t in root.iter(f"{SVG}title")] == ['<b>t</b> " onload="x', '& " onload="x']
-
-
-def test_a_long_legend_wraps_and_the_chart_grows_to_keep_it():
-    rows = [dict(r, numpy_threads=1 + (r["step"] == 3)) for r in ROWS]
-    rows[3]["numpy_ms"] = 0.25                       # two numpy lines: two long names
-    short = parse(charts.svg_chart(plots.runtime_figure(ROWS)))
-    long = parse(charts.svg_chart(plots.runtime_figure(rows)))
-    legend = next(g for g in long.iter(f"{SVG}g") if g.get("class") == "legend")
-    texts = list(legend.iter(f"{SVG}text"))
-    assert len(texts) == 4 and len({t.get("y") for t in texts}) == 2     # two rows
-    for t in texts:                                   # every item inside the chart
-        assert float(t.get("x")) + charts._text_width(t.text) <= charts.WIDTH
-    grow = float(long.get("viewBox").split()[3]) - float(short.get("viewBox").split()[3])
-    assert grow == charts.LEGEND_ROW

@@ -43,10 +43,6 @@ def svg_chart(figure: str | dict, label: str = "") -> Markup:
     traces = [t for t in fig.get("data") or [] if t.get("type") in ("scatter", "bar")]
     height = int(lay.get("height") or 190)
     m = {"l": 52, "r": 52, "t": 24, "b": 36, **(lay.get("margin") or {})}
-    items = _legend_items(traces)
-    extra = (max((row for row, _, _ in items), default=0)) * LEGEND_ROW
-    height += extra             # a legend of several rows: the chart grows, the plot stays
-    m["t"] += extra
     box = (m["l"], m["t"], WIDTH - m["r"], height - m["b"])        # x0, y0, x1, y1
     xaxis = _x_axis(traces, box, lay.get("xaxis") or {})
     yaxes = {key: _y_axis([t for t in traces if (t.get("yaxis") or "y") == key], box,
@@ -68,7 +64,7 @@ def svg_chart(figure: str | dict, label: str = "") -> Markup:
     for t in traces:
         if t["type"] == "scatter":
             out += _scatter(t, xaxis, yaxes[t.get("yaxis") or "y"], box)
-    out += _legend(items, max(box[1] - 10 - extra, 10))
+    out += _legend(traces, box)
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -277,31 +273,14 @@ def _bars(bars: list[dict], xa: _Axis, ya: _Axis, box) -> list[str]:
     return out
 
 
-LEGEND_ROW = 16
-
-
-def _legend_items(traces: list[dict]) -> list[tuple[int, int, dict]]:
-    """``(row, x, trace)`` of each named trace: items side by side, a new row when the
-    next one would not fit the chart's width."""
-    out, row, x = [], 0, 6
+def _legend(traces: list[dict], box) -> list[str]:
+    """One row of items above the plot area (the figures keep room for it)."""
+    out = ['<g class="legend">']
+    x, y = 6, max(box[1] - 10, 10)
     for t in traces:
         name = str(t.get("name") or "")
         if not name:
             continue
-        width = (18 if t["type"] == "bar" else 30) + _text_width(name)
-        if x > 6 and x + width > WIDTH - 6:
-            row, x = row + 1, 6
-        out.append((row, x, t))
-        x += width + 16
-    return out
-
-
-def _legend(items: list[tuple[int, int, dict]], top: float) -> list[str]:
-    """The legend above the plot area (its first row at ``top``)."""
-    out = ['<g class="legend">']
-    for row, x, t in items:
-        y = top + row * LEGEND_ROW
-        name = str(t.get("name") or "")
         line = t.get("line") or {}
         marker = t.get("marker") or {}
         color = escape(line.get("color") or _each(marker.get("color"), 0, "#1f6feb"))
@@ -315,6 +294,7 @@ def _legend(items: list[tuple[int, int, dict]], top: float) -> list[str]:
                 out.append(f'<circle cx="{x + 13}" cy="{y}" r="3.5" fill="{color}"/>')
         sample = 18 if t["type"] == "bar" else 30
         out.append(f'<text x="{x + sample}" y="{y + 4}" fill="#24292f">{escape(name)}</text>')
+        x += sample + _text_width(name) + 16
     out.append("</g>")
     return out
 
