@@ -109,7 +109,7 @@ def _get(url: str, plot_id: str, points: int) -> tuple[str, float]:
     while True:
         with urllib.request.urlopen(url, timeout=300) as r:
             body = r.read().decode()
-        m = re.search(f'id="{plot_id}"[^>]* data-points="(\\d+)"', body)
+        m = re.search(f'id="{plot_id}" data-plotly="[^"]*" data-points="(\\d+)"', body)
         if m and int(m.group(1)) >= points:
             return body, time.perf_counter()
 

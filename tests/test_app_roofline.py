@@ -30,7 +30,6 @@ from app.store import Store
 from app.web import plots
 from app.web.panes import measurement
 from inline_service import InlineChannel, make_test_app, run_in_this_process, settled
-from page_charts import chart
 
 N = 16
 HX = {"HX-Request": "true"}
@@ -138,12 +137,12 @@ def test_roofline_figure_without_measured_steps_still_draws_the_roof():
 def test_every_step_of_the_course_sits_on_the_roofline(client, fixed_peaks):
     q = course_query(client)
     page = settled(client, f"/explore/mm_relu/measure?n={N}&t={q['t']}").get_data(as_text=True)
-    runtime, n = chart(page, "runtime-plot")
+    runtime, n = figure(page, "runtime-plot")
     roof, npoints = figure(page, "roofline-plot")
     assert n == npoints == 5
     info = engine.workloads.info("mm_relu")
     flops, nbytes = info.flops(n=N), info.bytes(n=N)
-    times = dict(zip(runtime["runtime ms"]["x"], runtime["runtime ms"]["y"]))
+    times = dict(zip(runtime["data"][0]["x"], runtime["data"][0]["y"]))
     pts = step_points(roof)
     assert sorted(pts) == [0, 1, 2, 3, 4]
     for k, (x, y) in pts.items():
@@ -151,7 +150,7 @@ def test_every_step_of_the_course_sits_on_the_roofline(client, fixed_peaks):
         assert y == pytest.approx(flops / (times[k] / 1e3) / 1e9)  # achieved GFLOP/s
     assert by_name(roof, "current step")["text"] == ["4"]
     assert by_name(roof, "roof")["y"][-1] == pytest.approx(564.0)
-    numpy_ms = next(v for name, v in runtime.items() if name.startswith("numpy"))["y"][0]
+    numpy_ms = next(d for d in runtime["data"] if d["name"].startswith("numpy"))["y"][0]
     assert by_name(roof, "numpy")["y"][0] == pytest.approx(flops / (numpy_ms / 1e3) / 1e9)
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     assert "Step 4:" in text and "% of the roof" in text

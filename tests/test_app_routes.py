@@ -12,7 +12,6 @@ import pytest
 
 import engine
 from inline_service import drain, make_test_app, settled
-from page_charts import chart
 
 HX = {"HX-Request": "true"}
 N = 16
@@ -259,13 +258,13 @@ def test_measure_pane_reports_every_step(client):
     r = settled(client, f"/explore/mm_relu/measure?n={N}&t={q['t']}")
     assert r.status_code == 200
     page = html(r)
-    traces, points = chart(page, "runtime-plot")
-    assert points == 5
-    assert traces["runtime ms"]["x"] == [0, 1, 2, 3, 4]
-    assert all(v > 0 for v in traces["runtime ms"]["y"])
-    assert any("numpy" in name for name in traces)
-    # each point says what it is when pointed at (no script draws the chart)
-    assert re.search(r'<g class="pt"><title>step 4: [0-9.]+ ms \(correct\)</title>', page)
+    m = re.search(r'data-plotly="([^"]+)" data-points="(\d+)"', page)
+    assert m and m.group(2) == "5"
+    fig = json.loads(m.group(1).replace("&#34;", '"').replace("&quot;", '"')
+                     .replace("&#39;", "'").replace("&amp;", "&"))
+    assert fig["data"][0]["x"] == [0, 1, 2, 3, 4]
+    assert all(v > 0 for v in fig["data"][0]["y"])
+    assert any("numpy" in d["name"] for d in fig["data"])
     assert page.count('<span class="ok">✓</span>') == 5
     assert "matches numpy" in page
     # compile ms = ours + llvmlite's, shown as "total (ours+llvm)" for every step
@@ -282,16 +281,14 @@ def test_a_state_seen_before_carries_its_measurement_bodies(client):
     not measured yet names them in its step event (and prefetches them). The addresses in
     the event are the ones the bodies' own polls use: the page drops an answer whose
     address is not its body's current one."""
-    measurer = client.application.extensions["measurer"]
-    measurer.pool                                   # (started: its jobs can be held)
-    with measurer.pool.held():                      # no job finishes meanwhile
-        r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
-        step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
-        assert not step["measure_inline"] and not step["cache_inline"]
-        assert 'id="measure-body"' not in html(r) and 'id="cache-body"' not in html(r)
-        q = state_of(r.headers["HX-Push-Url"])
-        assert step["measure"] == "/explore/mm_relu/measure?" + urlencode(q)
-        # the pane's own answer, before the jobs ran, polls at the event's address
+    r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert not step["measure_inline"] and not step["cache_inline"]
+    assert 'id="measure-body"' not in html(r) and 'id="cache-body"' not in html(r)
+    q = state_of(r.headers["HX-Push-Url"])
+    assert step["measure"] == "/explore/mm_relu/measure?" + urlencode(q)
+    # the pane's own answer, before the jobs ran, polls at the event's address
+    with client.application.extensions["measurer"].pool.held():
         pending = html(client.get(step["measure"]))
     poll = re.search(r'id="measure-pending" hx-get="([^"]+)"', pending).group(1)
     assert poll.replace("&amp;", "&") == step["measure"]
@@ -303,7 +300,7 @@ def test_a_state_seen_before_carries_its_measurement_bodies(client):
     page = html(r)
     assert re.search(r'<div id="measure-body" hx-swap-oob="innerHTML">\s*<p class="measure-now', page)
     assert re.search(r'<div id="cache-body" hx-swap-oob="innerHTML">', page)
-    assert chart(page, "runtime-plot")[1] == 2
+    assert re.search(r'id="runtime-plot" data-plotly="[^"]+" data-points="2"', page)
 
 
 def test_the_diff_pane_comes_when_shown_after_a_click(client):
@@ -576,13 +573,15 @@ def test_cache_pane_reports_simulated_misses_per_step_and_buffer(client):
     assert r.status_code == 200
     page = html(r)
     assert "Step 4, simulated:" in page and "L1" in page and "misses" in page
-    assert chart(page, "cache-plot")[1] == 5
+    m = re.search(r'id="cache-plot" data-plotly="[^"]+" data-points="(\d+)"', page)
+    assert m and m.group(1) == "5"
     for buf in ("A", "B", "C", "Y"):
         assert f"<tr><td>{buf}</td>" in page
     # once every step is stored the explorer page carries it (no request of its own) ...
     page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
     assert f'hx-get="/explore/mm_relu/cache?n={N}&amp;t=' not in page
-    assert chart(page, "cache-plot")[1] == 5
+    m = re.search(r'id="cache-plot" data-plotly="[^"]+" data-points="(\d+)"', page)
+    assert m and m.group(1) == "5"
     # ... a state not measured yet loads it lazily, separately from the runtime measurements
     page = html(client.get(f"/explore/mm_relu?n={N + 2}&t={q['t']}"))
     assert f'hx-get="/explore/mm_relu/cache?n={N + 2}&amp;t=' in page

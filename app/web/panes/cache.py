@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...limits import whole_number
-from .. import charts, measuring, plots
+from .. import measuring, plots
 from ..selection import module_trees, parse_sel, walk_tree
 from ..services import measurer
 from ..session import Session
@@ -56,12 +56,11 @@ def _cache_ctx(session: Session, by_step: dict[int, dict], pending: list[int],
     cur = by_step[session.at]["report"] if session.at in by_step else None
     good = [r for r in rows if r.get("levels")]
     fig = plots.cache_figure(good, current=session.at) if good else None
-    chart = charts.svg_chart(fig, "simulated cache misses of every step") if fig else None
     per_buffer = []
     if cur and cur.get("per_buffer"):
         for bname, levels in cur["per_buffer"].items():
             per_buffer.append({"name": bname, "levels": levels})
-    return {"rows": rows, "fig": fig, "chart": chart, "unavailable": unavailable, "current": cur,
+    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
             "per_buffer": per_buffer, "npoints": len(good), "pending": sorted(pending)}
 
 

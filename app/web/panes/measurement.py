@@ -7,7 +7,7 @@ from __future__ import annotations
 from engine.roofline import point
 
 from ...service.protocol import JobResult, PoolClosed, PoolUnavailable, QueueFull, step_dict
-from .. import charts, measuring, plots
+from .. import measuring, plots
 from ..services import measurer
 from ..session import Session
 
@@ -65,14 +65,13 @@ def _rows_context(session: Session, by_step: dict[int, dict], pending: list[int]
                   unavailable) -> dict:
     rows = [by_step[k] for k in sorted(by_step)]
     fig = plots.runtime_figure(rows, current=session.at) if rows else None
-    chart = charts.svg_chart(fig, "runtime and GFLOP/s of every step") if fig else None
     cur = by_step.get(session.at)
     base = by_step.get(0)
     speedup = None
     if cur is not None and session.at > 0 and base and base.get("time_ms") and cur.get("time_ms"):
         speedup = base["time_ms"] / cur["time_ms"]
-    return {"rows": rows, "fig": fig, "chart": chart, "unavailable": unavailable,
-            "current": cur, "speedup": speedup, "pending": sorted(pending)}
+    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
+            "speedup": speedup, "pending": sorted(pending)}
 
 
 # ---------------------------------------------------------------------------- the roofline tab
