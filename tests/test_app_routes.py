@@ -281,14 +281,16 @@ def test_a_state_seen_before_carries_its_measurement_bodies(client):
     not measured yet names them in its step event (and prefetches them). The addresses in
     the event are the ones the bodies' own polls use: the page drops an answer whose
     address is not its body's current one."""
-    r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
-    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
-    assert not step["measure_inline"] and not step["cache_inline"]
-    assert 'id="measure-body"' not in html(r) and 'id="cache-body"' not in html(r)
-    q = state_of(r.headers["HX-Push-Url"])
-    assert step["measure"] == "/explore/mm_relu/measure?" + urlencode(q)
-    # the pane's own answer, before the jobs ran, polls at the event's address
+    # the workers held from before the click: the jobs its prefetch starts cannot finish
+    # before the pane's own answer is asked for
     with client.application.extensions["measurer"].pool.held():
+        r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 8")
+        step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+        assert not step["measure_inline"] and not step["cache_inline"]
+        assert 'id="measure-body"' not in html(r) and 'id="cache-body"' not in html(r)
+        q = state_of(r.headers["HX-Push-Url"])
+        assert step["measure"] == "/explore/mm_relu/measure?" + urlencode(q)
+        # the pane's own answer, before the jobs ran, polls at the event's address
         pending = html(client.get(step["measure"]))
     poll = re.search(r'id="measure-pending" hx-get="([^"]+)"', pending).group(1)
     assert poll.replace("&amp;", "&") == step["measure"]
