@@ -45,6 +45,9 @@ TIME_BUDGET = 0.4
 #: a candidate slower than SLOW_FACTOR x the best so far is not timed at length: its rank is
 #: clear (its checked run is its time, or it gets two runs)
 SLOW_FACTOR = 3.0
+#: the same for the checked run, a cold one (the first after compiling: it can take a few
+#: times a warm run), so only a candidate this much slower keeps it as its time
+CHECKED_SLOW_FACTOR = 10.0
 #: numpy's reference is timed once per task, so with more repeats (in its favour)
 NUMPY_MIN_REPEATS = 10
 NUMPY_MAX_REPEATS = 40
@@ -168,13 +171,13 @@ class TaskContext:
     def time(self, built: Built, best_so_far: float | None = None) -> MeasureResult:
         """Time a built, correct candidate (:func:`adaptive_time`; ``best_so_far``: the
         task's best seconds yet, so a much slower candidate is not timed at length: one
-        whose checked run already took over :data:`SLOW_FACTOR` x the best keeps that
-        run's time, it is not run again)."""
+        whose checked run already took over :data:`CHECKED_SLOW_FACTOR` x the best keeps
+        that run's time, it is not run again)."""
         res = built.result
         if built.rt is None or not res.correct:
             return res
         checked = built.checked_seconds
-        if checked is not None and best_so_far and checked > SLOW_FACTOR * best_so_far:
+        if checked is not None and best_so_far and checked > CHECKED_SLOW_FACTOR * best_so_far:
             # its checked run alone shows it is far from the best: not run again (a
             # candidate that recomputes a reduction per element can take seconds a run)
             res.seconds = checked
