@@ -96,15 +96,23 @@ class Sampler:
 
     def finish_fresh(self, replayed: tuple) -> Candidate | None:
         """The candidate of a fresh sample from its job's result (None if refused)."""
+        return self._finish(replayed, "random")
+
+    def _finish(self, replayed: tuple, source: str,
+                known: set | None = None) -> Candidate | None:
+        """A job's result ``(trace, features, error)`` as a candidate: None when it was
+        refused (counted, its reason kept) or its program is in ``known``."""
         doc, feats, error = replayed
         if doc is None:
             self.failures += 1
             self.last_error = error
             return None
         digest = trace_digest(doc)
+        if known is not None and digest in known:
+            return None
         if len(self._features) < MEMO_LIMIT:
             self._features.setdefault(digest, feats)
-        return Candidate(doc, digest, feats, "random")
+        return Candidate(doc, digest, feats, source)
 
     def features_of(self, doc: dict) -> list | None:
         """The features of a stored trace (None when it no longer replays)."""
@@ -162,17 +170,7 @@ class Sampler:
     def finish_mutation(self, plan: "Mutation", replayed: tuple,
                         known: set | None = None) -> Candidate | None:
         """The child of ``plan`` from its replay (``(trace, features, error)``)."""
-        doc, feats, error = replayed
-        if doc is None:
-            self.failures += 1
-            self.last_error = error
-            return None
-        digest = trace_digest(doc)
-        if known is not None and digest in known:
-            return None
-        if len(self._features) < MEMO_LIMIT:
-            self._features[digest] = feats
-        return Candidate(doc, digest, feats, "evolved")
+        return self._finish(replayed, "evolved", known)
 
 
 @dataclass
