@@ -180,10 +180,7 @@ class TaskContext:
         if checked is not None and best_so_far and checked > CHECKED_SLOW_FACTOR * best_so_far:
             # its checked run alone shows it is far from the best: not run again (a
             # candidate that recomputes a reduction per element can take seconds a run)
-            res.seconds = checked
-            if self.flops:
-                res.gflops = self.flops / checked / 1e9
-            return res
+            return self._timed(res, checked)
         args = [a.copy() for a in self.args()]
         try:
             fn = built.rt[self.task.func_name]
@@ -192,9 +189,12 @@ class TaskContext:
         except Exception as e:  # noqa: BLE001
             res.error = f"timing failed: {e}"
             return res
-        res.seconds = secs
+        return self._timed(res, secs)
+
+    def _timed(self, res: MeasureResult, seconds: float) -> MeasureResult:
+        res.seconds = seconds
         if self.flops:
-            res.gflops = self.flops / secs / 1e9
+            res.gflops = self.flops / seconds / 1e9
         return res
 
 
@@ -213,8 +213,9 @@ def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
     The repeats are :func:`engine.runtime.timing.repeat_until_stable`'s: each lasts
     :data:`REPEAT_SECONDS` (one run for a kernel slower than that), the best counts, and
     they stop once the two best agree within :data:`AGREE` (after ``min_repeats``), or
-    after ``max_repeats``, or when ``budget`` seconds are spent. A call slower than :data:`SLOW_FACTOR` x
-    ``best_so_far`` is run just once more: it will not be the best, its rank is clear.
+    after ``max_repeats``, or when ``budget`` seconds are spent. A call slower than
+    :data:`SLOW_FACTOR` x ``best_so_far`` is run just once more: it will not be the best,
+    its rank is clear.
     ``clock``: seconds now (tests pass a fake one).
     """
     perf = clock

@@ -222,11 +222,11 @@ class LocalRunner(Runner):
         task_d = task.as_dict()
         k = -(-len(jobs) // self.n_workers)
         shares = [jobs[i:i + k] for i in range(0, len(jobs), k)]
-        sent: dict[int, int] = {}
+        sent: set[int] = set()
         for slot, share in enumerate(shares):
             w = self._worker(slot)
             if w.send(("replay", task_d, share, space if fresh else None)):
-                sent[slot] = slot
+                sent.add(slot)
             else:
                 self._replace(slot)
         out: list[tuple] = []

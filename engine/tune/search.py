@@ -86,8 +86,11 @@ class Sampler:
 
     def random(self) -> Candidate | None:
         """A fresh sample of the space (None if the space refused this draw)."""
-        return self.finish_fresh(replay_here(self.task, self.mod, [self.fresh_job()],
-                                             self.space)[0])
+        return self.finish_fresh(self.run([self.fresh_job()])[0])
+
+    def run(self, jobs: list[tuple]) -> list[tuple]:
+        """Fresh samples and mutated traces run in this process (:func:`replay_here`)."""
+        return replay_here(self.task, self.mod, jobs, self.space)
 
     def fresh_job(self) -> tuple:
         """The job of a fresh sample (its seed drawn here, so a search is reproducible
@@ -130,8 +133,7 @@ class Sampler:
         plan = self.plan_mutation(doc, cfg, known)
         if plan is None or isinstance(plan, Candidate):
             return plan
-        return self.finish_mutation(plan, replay_here(self.task, self.mod, [plan.job])[0],
-                                    known)
+        return self.finish_mutation(plan, self.run([plan.job])[0], known)
 
     def plan_mutation(self, doc: dict, cfg: EvolutionConfig,
                       known: set | None = None) -> "Candidate | Mutation | None":
@@ -267,9 +269,7 @@ def _fresh(sampler: Sampler, n: int, seen: set[str], replay: Callable | None = N
            tries_per: int = 12) -> list[Candidate]:
     """Up to ``n`` fresh samples whose programs are not in ``seen`` (drawn in batches of
     what is still missing, at most ``n * tries_per`` draws)."""
-    if replay is None:
-        def replay(jobs):
-            return replay_here(sampler.task, sampler.mod, jobs, sampler.space)
+    replay = replay or sampler.run
     out: list[Candidate] = []
     budget = n * tries_per
     while len(out) < n and budget > 0:
@@ -292,9 +292,7 @@ def propose(strategy: str, sampler: Sampler, model: CostModel, n: int,
     ``replay``: runs a batch of fresh samples or mutated traces (:func:`replay_here`'s
     contract), e.g. spread over a runner's idle workers; by default in this process.
     """
-    if replay is None:
-        def replay(jobs):
-            return replay_here(sampler.task, sampler.mod, jobs, sampler.space)
+    replay = replay or sampler.run
     seen = set(measured)
     if strategy == "random" or not model.trained:
         return _fresh(sampler, n, seen, replay)

@@ -33,8 +33,7 @@ from engine.schedule import Schedule, Trace
 from .cost_model import CostModel
 from .database import Database, TrialRecord, trace_digest
 from .runner import LocalRunner, Runner
-from .search import (STRATEGIES, Candidate, EvolutionConfig, Sampler, propose, replay_here,
-                     throughput)
+from .search import STRATEGIES, Candidate, EvolutionConfig, Sampler, propose, throughput
 from .space import Space, space_of
 from .task import TuneError, TuneTask, task_of
 
@@ -163,8 +162,7 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
     while len(result.records) < trials and not stop():
         want = min(batch, trials - len(result.records))
         cands = propose(strategy, sampler, model, want, measured, cfg,
-                        replay=lambda jobs: (runner.replay(task, jobs, space)
-                                             or replay_here(task, sampler.mod, jobs, space)))
+                        replay=lambda jobs: runner.replay(task, jobs, space) or sampler.run(jobs))
         if not cands:
             if not result.records and not prior:
                 raise TuneError(f"the search space gave no candidate "
