@@ -26,6 +26,12 @@ def layout(title: str, **extra) -> dict:
     out.update(extra)
     if out["title"] is None:
         del out["title"]
+    for name, axis in out.items():
+        # tick labels are not hidden past the plot's edge: plotly then measures every
+        # label of every axis on each redraw (a quarter of a redraw's time); the margins
+        # leave them room
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            axis.setdefault("ticklabeloverflow", "allow")
     return out
 
 

@@ -161,18 +161,21 @@ class Database:
         self.close()
 
     # ------------------------------------------------------------------ writing
-    def add(self, task: TuneTask, trace_doc: dict, result: MeasureResult) -> None:
-        """Store one measured candidate (a candidate measured again keeps its best time)."""
+    def add(self, task: TuneTask, trace_doc: dict, result: MeasureResult,
+            confirmed: bool = False) -> None:
+        """Store one measured candidate (a candidate measured again keeps its best time;
+        ``confirmed``: the time of a confirmation, which replaces the stored one)."""
         if self.failed is not None:
             return
         try:
-            self._add(task, trace_doc, result)
+            self._add(task, trace_doc, result, confirmed)
         except sqlite3.Error as e:  # a full disk, a file-size limit: tune on, unrecorded
             self.failed = str(e)
             warnings.warn(f"the tuning database {self.path} cannot be written ({e}); later "
                           "trials are not recorded", RuntimeWarning, stacklevel=2)
 
-    def _add(self, task: TuneTask, trace_doc: dict, result: MeasureResult) -> None:
+    def _add(self, task: TuneTask, trace_doc: dict, result: MeasureResult,
+             confirmed: bool = False) -> None:
         key, digest = task.key(), trace_digest(trace_doc)
         now = time.time()
         with self._lock, self._conn:
@@ -190,7 +193,7 @@ class Database:
                     "INSERT INTO records (key, machine, digest, trace, seconds, gflops, "
                     "correct, compile_ms, error, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (key, self.machine, digest) + values)
-            elif result.ok and (row[0] is None or result.seconds < row[0]):
+            elif result.ok and (confirmed or row[0] is None or result.seconds < row[0]):
                 self._conn.execute(
                     "UPDATE records SET trace=?, seconds=?, gflops=?, correct=?, "
                     "compile_ms=?, error=?, created=? WHERE key=? AND machine=? AND digest=?",

@@ -4,8 +4,11 @@ Messages (tuples over a pipe from the runner that started this process):
 
 * ``("build", task, id, trace)`` -> ``("built", id, result)``: replay, compile and check
   one candidate; a correct one is kept, compiled, until its turn to be timed;
-* ``("time", id[, best])`` -> ``("timed", id, result)``: time a kept candidate, then drop
-  it (``best``: the task's best seconds so far; a much slower candidate is timed briefly);
+* ``("time", id[, best])`` -> ``("timed", id, result)``: time a kept candidate (``best``:
+  the task's best seconds so far; a much slower candidate is timed briefly); the last
+  :data:`~engine.tune.runner.KEEP_TIMED` timed ones stay compiled, for a confirmation:
+* ``("retime", id)`` -> ``("timed", id, result)`` (timed at length), or ``("gone", id)``
+  when it is no longer kept;
 * ``("numpy", task)`` -> ``("numpy", seconds)``: numpy's float32 time for the task;
 * ``("replay", task, jobs, space)`` -> ``("replayed", results)``: the search's fresh
   samples of ``space`` and mutated traces (:func:`engine.tune.search.replay_here`: each
@@ -19,9 +22,11 @@ Results travel as plain dicts (:meth:`MeasureResult.as_dict`).
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Callable
 
 from .measure import Built, MeasureResult, TaskContext
+from .runner import KEEP_TIMED
 from .search import replay_here
 from .task import TuneTask
 
@@ -30,13 +35,15 @@ __all__ = ["worker_main"]
 
 def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> None:
     contexts: dict[str, TaskContext] = {}
-    kept: dict[int, tuple[TaskContext, Built, dict]] = {}
+    kept: dict[int, tuple[TaskContext, Built, dict]] = {}     # built, not timed yet
+    timed: OrderedDict[int, tuple[TaskContext, Built, dict]] = OrderedDict()  # the last
 
     def context(task_d: dict) -> TaskContext:
         task = TuneTask.from_dict(task_d)
         key = task.key()
         if key not in contexts:
             contexts.clear()  # one task at a time: keep the memory of one program's inputs
+            timed.clear()
             contexts[key] = TaskContext(task)
         return contexts[key]
 
@@ -71,7 +78,21 @@ def worker_main(conn: Any, before_run: Callable[[dict], None] | None = None) -> 
             if before_run is not None:
                 before_run(trace)
             best = msg[2] if len(msg) > 2 else None
-            conn.send(("timed", msg[1], ctx.time(built, best).as_dict()))
+            res = ctx.time(built, best)
+            if res.ok:
+                timed[msg[1]] = (ctx, built, trace)
+                while len(timed) > KEEP_TIMED:
+                    timed.popitem(last=False)
+            conn.send(("timed", msg[1], res.as_dict()))
+        elif op == "retime":
+            if msg[1] not in timed:
+                conn.send(("gone", msg[1]))
+                continue
+            ctx, built, trace = timed[msg[1]]
+            timed.move_to_end(msg[1])
+            if before_run is not None:
+                before_run(trace)
+            conn.send(("timed", msg[1], ctx.time(built).as_dict()))
         elif op == "replay":
             _, task_d, jobs, space = msg
             try:

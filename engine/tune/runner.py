@@ -7,7 +7,10 @@ Every runner has the same face::
     runner.close()                                               # or use it as a context
 
 ``on_result(i, result)`` is called as soon as candidate ``i``'s result is known (progress
-bars, the explorer's live view).
+bars, the explorer's live view). ``runner.confirm(task, trace_docs)`` times candidates
+measured before again, side by side (the tuner settles who is fastest with it: on a shared
+machine one measurement can be off by a third); the local and inline runners keep the last
+candidates they timed compiled, so a confirmation does not compile them again.
 
 * :class:`LocalRunner` (the default): worker processes on this machine. A batch is compiled
   side by side (one candidate per worker at a time), then the compiled candidates are timed
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import OrderedDict
 import socket
 import subprocess
 import sys
@@ -29,13 +33,19 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Callable
 
-from .measure import MeasureResult, TaskContext
+from .database import trace_digest
+from .measure import Built, MeasureResult, TaskContext
 from .search import replay_here
 from .task import TuneTask
 
 __all__ = ["Runner", "InlineRunner", "LocalRunner", "OnResult"]
 
 OnResult = Callable[[int, MeasureResult], None]
+
+#: rounds of a confirmation (:meth:`Runner.confirm`)
+CONFIRM_ROUNDS = 2
+#: timed candidates a runner keeps compiled for a confirmation (per worker process)
+KEEP_TIMED = 6
 
 
 class Runner:
@@ -47,6 +57,23 @@ class Runner:
 
     def numpy_seconds(self, task: TuneTask) -> float | None:
         raise NotImplementedError
+
+    def confirm(self, task: TuneTask, traces: list[dict],
+                rounds: int = CONFIRM_ROUNDS) -> list[float | None]:
+        """Seconds of each candidate (measured before) timed again now: ``rounds`` rounds,
+        each timing every candidate once, in alternating order (A B, then B A), so that a
+        slow spell of the machine falls on all of them; the best of a candidate's rounds
+        counts (None: it failed this time). This default measures them anew (compiled
+        again); runners that keep compiled candidates time them directly."""
+        best: list[float | None] = [None] * len(traces)
+        for r in range(rounds):
+            order = list(range(len(traces)))
+            if r % 2:
+                order.reverse()
+            for i, res in zip(order, self.measure(task, [traces[i] for i in order])):
+                if res.ok and (best[i] is None or res.seconds < best[i]):
+                    best[i] = res.seconds
+        return best
 
     def replay(self, task: TuneTask, jobs: list[tuple], space=None) -> list[tuple] | None:
         """Run the search's jobs ``[(trace or None, seed)]`` (fresh samples of ``space``
@@ -74,12 +101,36 @@ class InlineRunner(Runner):
         self.before_run = before_run
         self.timing_guard = timing_guard or contextlib.nullcontext
         self._contexts: dict[str, TaskContext] = {}
+        self._timed: OrderedDict[str, Built] = OrderedDict()  # digest -> compiled, timed
 
     def _ctx(self, task: TuneTask) -> TaskContext:
         key = task.key()
         if key not in self._contexts:
             self._contexts = {key: TaskContext(task)}
+            self._timed.clear()
         return self._contexts[key]
+
+    def _keep(self, doc: dict, built: Built) -> None:
+        digest = trace_digest(doc)
+        self._timed[digest] = built
+        self._timed.move_to_end(digest)
+        while len(self._timed) > KEEP_TIMED:
+            self._timed.popitem(last=False)
+
+    def confirm(self, task, traces, rounds=CONFIRM_ROUNDS):
+        ctx = self._ctx(task)
+        builts = [self._timed.get(trace_digest(doc)) for doc in traces]
+        if any(b is None for b in builts):
+            return super().confirm(task, traces, rounds)
+        best: list[float | None] = [None] * len(traces)
+        for r in range(rounds):
+            order = range(len(traces)) if r % 2 == 0 else reversed(range(len(traces)))
+            for i in order:
+                with self.timing_guard():
+                    res = ctx.time(builts[i])
+                if res.ok and (best[i] is None or res.seconds < best[i]):
+                    best[i] = res.seconds
+        return best
 
     def measure(self, task, traces, on_result=None):
         ctx = self._ctx(task)
@@ -94,6 +145,8 @@ class InlineRunner(Runner):
                     res = ctx.time(built, best)
                 if res.ok and (best is None or res.seconds < best):
                     best = ctx.best_seconds = res.seconds
+                if res.ok:
+                    self._keep(doc, built)
             else:
                 res = built.result
             out.append(res)
@@ -182,6 +235,10 @@ class LocalRunner(Runner):
         self._workers: list[_Worker | None] = [None] * self.n_workers
         self._next_id = 0
         self._best: tuple[str, float] | None = None  # (task key, best seconds timed)
+        # candidates timed lately, still compiled in their worker (see local_worker):
+        # digest -> (task key, worker, id), oldest first
+        self._timed: OrderedDict[str, tuple[str, _Worker, int]] = OrderedDict()
+        self._task_key: str | None = None
 
     # ------------------------------------------------------------------ workers
     def _worker(self, slot: int) -> _Worker:
@@ -266,6 +323,41 @@ class LocalRunner(Runner):
             self._replace(0)
             return None
 
+    def confirm(self, task, traces, rounds=CONFIRM_ROUNDS):
+        """Times the candidates again in the workers that keep them compiled (those timed
+        lately); measures them anew (:meth:`Runner.confirm`) when one is not kept."""
+        key = task.key()
+        held = [self._timed.get(trace_digest(doc)) for doc in traces]
+        if any(h is None or h[0] != key or not any(x is h[1] for x in self._workers)
+               for h in held):
+            return super().confirm(task, traces, rounds)
+        best: list[float | None] = [None] * len(traces)
+        with self.timing_guard():
+            for r in range(rounds):
+                order = range(len(traces)) if r % 2 == 0 else reversed(range(len(traces)))
+                for i in order:
+                    _, w, cid = held[i]
+                    res = self._retime(w, cid)
+                    if res is None:  # no longer kept, or the worker was lost
+                        return super().confirm(task, traces, rounds)
+                    if res.ok and (best[i] is None or res.seconds < best[i]):
+                        best[i] = res.seconds
+        return best
+
+    def _slot_of(self, w: "_Worker") -> int:
+        return next((k for k, x in enumerate(self._workers) if x is w), 0)
+
+    def _retime(self, w: "_Worker", cid: int) -> MeasureResult | None:
+        if not w.alive() or not w.send(("retime", cid)) or not w.conn.poll(self.run_timeout):
+            self._replace(self._slot_of(w))
+            return None
+        try:
+            msg = w.conn.recv()
+        except (EOFError, OSError):
+            self._replace(self._slot_of(w))
+            return None
+        return MeasureResult.from_dict(msg[2]) if msg[0] == "timed" else None
+
     def measure(self, task, traces, on_result=None):
         results: list[MeasureResult | None] = [None] * len(traces)
         key = task.key()
@@ -280,6 +372,7 @@ class LocalRunner(Runner):
                 on_result(i, res)
 
         task_d = task.as_dict()
+        self._task_key = key
         todo = list(range(len(traces)))
         retried: set[int] = set()
         while todo:
@@ -375,5 +468,18 @@ class LocalRunner(Runner):
                     lost.extend(j for j, _ in items[n + 1:])
                     self._replace(slot)
                     break
-                done(i, MeasureResult.from_dict(msg[2]))
+                res = MeasureResult.from_dict(msg[2])
+                if res.ok:
+                    self._note_timed(traces[i], w, cid)
+                done(i, res)
         return lost
+
+    def _note_timed(self, doc: dict, w: "_Worker", cid: int) -> None:
+        """Remember where a timed candidate is kept compiled (its worker keeps its last
+        :data:`KEEP_TIMED`: so does this list, per worker)."""
+        key = self._task_key
+        self._timed[trace_digest(doc)] = (key, w, cid)
+        self._timed.move_to_end(trace_digest(doc))
+        mine = [d for d, (_, x, _) in self._timed.items() if x is w]
+        for d in mine[:-KEEP_TIMED]:
+            del self._timed[d]
