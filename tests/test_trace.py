@@ -152,6 +152,29 @@ def test_trace_error_is_value_error_and_damaged_token():
         Trace.decode(tok[:-7])
 
 
+def test_tokens_are_deflated_and_links_of_the_first_format_still_open():
+    import base64
+    import zlib
+    from engine.schedule.recorded_trace import MAX_TOKEN_JSON_BYTES
+    trace = course().trace
+    tok = trace.encode()
+    plain = base64.urlsafe_b64encode(
+        json.dumps(trace.as_json(), separators=(",", ":")).encode()).decode().rstrip("=")
+    assert tok.startswith("z") and len(tok) < 0.7 * len(plain)   # shorter links
+    assert Trace.decode(tok).as_json() == trace.as_json()
+    assert Trace.decode(plain).as_json() == trace.as_json()   # a link shared before
+    # a few kilobytes that would inflate to megabytes are refused, not inflated
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bomb = packer.compress(b" " * (4 * MAX_TOKEN_JSON_BYTES)) + packer.flush()
+    bomb_tok = "z" + base64.urlsafe_b64encode(bomb).decode().rstrip("=")
+    assert len(bomb_tok) < 6000
+    with pytest.raises(TraceError, match="inflates to more than"):
+        Trace.decode(bomb_tok)
+    for cut in (tok[:-3], "z", "zAAAA"):
+        with pytest.raises(TraceError, match="damaged"):
+            Trace.decode(cut)
+
+
 def test_nothing_applied_half_way():
     sch = course()
     doc = sch.trace.as_json()
