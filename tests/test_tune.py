@@ -105,6 +105,21 @@ def test_the_database_is_reused_across_runs(tmp_path):
     assert other.prior == []  # another size is another task
 
 
+def test_a_confirmed_time_replaces_the_stored_one(tmp_path):
+    """A candidate measured again keeps its best time, except a confirmation's (the time
+    of a side-by-side re-timing, which may be slower than a lucky first measurement)."""
+    from engine.tune.task import task_of
+    from engine.tune.space import space_of
+    task = task_of(("mm_relu", {"n": 32}), None, space_of(stochastic_schedule_mm).id)
+    doc = {"format": "schedule-explorer/trace", "version": 1, "insts": []}
+    with Database(str(tmp_path / "t.sqlite3")) as db:
+        db.add(task, doc, MeasureResult(1.0, 2.0, True))
+        db.add(task, doc, MeasureResult(1.5, 1.0, True))
+        assert db.best(task)[0].seconds == 1.0
+        db.add(task, doc, MeasureResult(1.5, 1.0, True), confirmed=True)
+        assert db.best(task)[0].seconds == 1.5 and db.count(task) == 1
+
+
 def test_a_damaged_database_is_set_aside(tmp_path):
     path = tmp_path / "tuning.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
