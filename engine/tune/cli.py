@@ -87,13 +87,17 @@ def result_table(result: Any, top: int = 10) -> str:
     rows = []
     for rank, r in enumerate(result.top(top), 1):
         rows.append([str(rank), str(r.trial) if r.trial else "db", r.source,
-                     f"{r.seconds * 1e3:.3f}", f"{r.gflops:.2f}" if r.gflops else "-",
+                     f"{r.seconds * 1e3:.3f}" + (" *" if r.confirmed else ""),
+                     f"{r.gflops:.2f}" if r.gflops else "-",
                      f"{numpy_s / r.seconds:.2f}x" if numpy_s else "-",
                      f"{r.compile_ms:.0f}" if r.compile_ms is not None else "-"])
     table = _table(["rank", "trial", "found by", "time (ms)", "GFLOP/s", "vs numpy",
                     "compile (ms)"], rows, {0, 1, 3, 4, 5, 6})
     failed = [r for r in result.records if not r.ok]
     lines = [table, ""]
+    if any(r.confirmed for r in result.top(top)):
+        lines.append("* timed again side by side with its closest rival (one measurement on "
+                     "a shared machine can be off by a third)")
     if numpy_s:
         lines.append(f"numpy (float32): {numpy_s * 1e3:.3f} ms")
     lines.append(f"{len(result.records)} trials in {result.elapsed:.1f} s, "

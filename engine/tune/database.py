@@ -48,13 +48,16 @@ class TrialRecord:
     """One measured candidate: its trace document (decisions included) and its result.
 
     ``trial``: its number in this run (0 for one read back from the database);
-    ``source``: how it was found ("random", "evolved", "database").
+    ``source``: how it was found ("random", "evolved", "database"); ``confirmed``: its time
+    is a confirmation's (timed again side by side with a rival, see
+    :func:`engine.tune.tuner.settle_best`).
     """
 
     trace: dict
     result: MeasureResult
     trial: int = 0
     source: str = "random"
+    confirmed: bool = False
 
     @property
     def seconds(self) -> float | None:
@@ -82,12 +85,13 @@ class TrialRecord:
 
     def as_dict(self) -> dict:
         return {"trial": self.trial, "source": self.source, "trace": self.trace,
-                **self.result.as_dict()}
+                "confirmed": self.confirmed, **self.result.as_dict()}
 
     @staticmethod
     def from_dict(d: dict) -> "TrialRecord":
         return TrialRecord(trace=d["trace"], result=MeasureResult.from_dict(d),
-                           trial=int(d.get("trial", 0)), source=str(d.get("source", "random")))
+                           trial=int(d.get("trial", 0)), source=str(d.get("source", "random")),
+                           confirmed=bool(d.get("confirmed", False)))
 
 
 def trace_digest(trace_doc: dict) -> str:

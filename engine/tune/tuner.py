@@ -219,6 +219,7 @@ def settle_best(runner: Runner, task: TuneTask, result: "TuneResult", confirmed:
             return
         for rec, seconds in zip((rival, best), times):
             _retimed(rec.result, seconds)
+            rec.confirmed = True
             confirmed.add(id(rec))
             if db is not None:
                 db.add(task, rec.trace, rec.result, confirmed=True)
