@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import OrderedDict
 import socket
 import subprocess
 import sys
 import time
+from collections import OrderedDict
 from multiprocessing.connection import Connection, wait
 from typing import Callable
 
@@ -41,11 +41,28 @@ from .task import TuneTask
 __all__ = ["Runner", "InlineRunner", "LocalRunner", "OnResult"]
 
 OnResult = Callable[[int, MeasureResult], None]
+#: times candidates, by index, in the given order: their results (None: give up)
+TimeRound = Callable[[list[int]], "list[MeasureResult] | None"]
 
 #: rounds of a confirmation (:meth:`Runner.confirm`)
 CONFIRM_ROUNDS = 2
 #: timed candidates a runner keeps compiled for a confirmation (per worker process)
 KEEP_TIMED = 6
+
+
+def _best_of_rounds(n: int, rounds: int, time_round: TimeRound) -> list[float | None] | None:
+    """Each candidate's best seconds over ``rounds`` calls of ``time_round``, in
+    alternating order; None when ``time_round`` gives up."""
+    best: list[float | None] = [None] * n
+    for r in range(rounds):
+        order = list(range(n)) if r % 2 == 0 else list(range(n - 1, -1, -1))
+        results = time_round(order)
+        if results is None:
+            return None
+        for i, res in zip(order, results):
+            if res.ok and (best[i] is None or res.seconds < best[i]):
+                best[i] = res.seconds
+    return best
 
 
 class Runner:
@@ -63,17 +80,20 @@ class Runner:
         """Seconds of each candidate (measured before) timed again now: ``rounds`` rounds,
         each timing every candidate once, in alternating order (A B, then B A), so that a
         slow spell of the machine falls on all of them; the best of a candidate's rounds
-        counts (None: it failed this time). This default measures them anew (compiled
-        again); runners that keep compiled candidates time them directly."""
-        best: list[float | None] = [None] * len(traces)
-        for r in range(rounds):
-            order = list(range(len(traces)))
-            if r % 2:
-                order.reverse()
-            for i, res in zip(order, self.measure(task, [traces[i] for i in order])):
-                if res.ok and (best[i] is None or res.seconds < best[i]):
-                    best[i] = res.seconds
-        return best
+        counts (None: it failed this time). Candidates the runner keeps compiled
+        (:meth:`_kept_rounds`) are only timed; otherwise they are measured anew."""
+        kept = self._kept_rounds(task, traces)
+        if kept is not None:
+            best = _best_of_rounds(len(traces), rounds, kept)
+            if best is not None:
+                return best
+        return _best_of_rounds(len(traces), rounds,
+                               lambda order: self.measure(task, [traces[i] for i in order]))
+
+    def _kept_rounds(self, task: TuneTask, traces: list[dict]) -> "TimeRound | None":
+        """A function timing the kept, compiled ``traces`` in a given order (its results,
+        or None when one is no longer kept), or None when they are not all kept."""
+        return None
 
     def replay(self, task: TuneTask, jobs: list[tuple], space=None) -> list[tuple] | None:
         """Run the search's jobs ``[(trace or None, seed)]`` (fresh samples of ``space``
@@ -117,20 +137,19 @@ class InlineRunner(Runner):
         while len(self._timed) > KEEP_TIMED:
             self._timed.popitem(last=False)
 
-    def confirm(self, task, traces, rounds=CONFIRM_ROUNDS):
+    def _kept_rounds(self, task, traces):
         ctx = self._ctx(task)
         builts = [self._timed.get(trace_digest(doc)) for doc in traces]
         if any(b is None for b in builts):
-            return super().confirm(task, traces, rounds)
-        best: list[float | None] = [None] * len(traces)
-        for r in range(rounds):
-            order = range(len(traces)) if r % 2 == 0 else reversed(range(len(traces)))
+            return None
+
+        def time_round(order: list[int]) -> list[MeasureResult]:
+            out = []
             for i in order:
                 with self.timing_guard():
-                    res = ctx.time(builts[i])
-                if res.ok and (best[i] is None or res.seconds < best[i]):
-                    best[i] = res.seconds
-        return best
+                    out.append(ctx.time(builts[i]))
+            return out
+        return time_round
 
     def measure(self, task, traces, on_result=None):
         ctx = self._ctx(task)
@@ -323,40 +342,39 @@ class LocalRunner(Runner):
             self._replace(0)
             return None
 
-    def confirm(self, task, traces, rounds=CONFIRM_ROUNDS):
-        """Times the candidates again in the workers that keep them compiled (those timed
-        lately); measures them anew (:meth:`Runner.confirm`) when one is not kept."""
+    def _kept_rounds(self, task, traces):
+        """The candidates timed lately are kept compiled in their workers: timed there."""
         key = task.key()
         held = [self._timed.get(trace_digest(doc)) for doc in traces]
         if any(h is None or h[0] != key or not any(x is h[1] for x in self._workers)
                for h in held):
-            return super().confirm(task, traces, rounds)
-        best: list[float | None] = [None] * len(traces)
-        with self.timing_guard():
-            for r in range(rounds):
-                order = range(len(traces)) if r % 2 == 0 else reversed(range(len(traces)))
+            return None
+
+        def time_round(order: list[int]) -> list[MeasureResult] | None:
+            out = []
+            with self.timing_guard():
                 for i in order:
                     _, w, cid = held[i]
                     res = self._retime(w, cid)
                     if res is None:  # no longer kept, or the worker was lost
-                        return super().confirm(task, traces, rounds)
-                    if res.ok and (best[i] is None or res.seconds < best[i]):
-                        best[i] = res.seconds
-        return best
-
-    def _slot_of(self, w: "_Worker") -> int:
-        return next((k for k, x in enumerate(self._workers) if x is w), 0)
+                        return None
+                    out.append(res)
+            return out
+        return time_round
 
     def _retime(self, w: "_Worker", cid: int) -> MeasureResult | None:
-        if not w.alive() or not w.send(("retime", cid)) or not w.conn.poll(self.run_timeout):
-            self._replace(self._slot_of(w))
-            return None
+        """Time candidate ``cid`` kept in worker ``w`` again (None: it is not kept, or the
+        worker is lost, and then replaced)."""
         try:
-            msg = w.conn.recv()
+            if w.alive() and w.send(("retime", cid)) and w.conn.poll(self.run_timeout):
+                msg = w.conn.recv()
+                return MeasureResult.from_dict(msg[2]) if msg[0] == "timed" else None
         except (EOFError, OSError):
-            self._replace(self._slot_of(w))
-            return None
-        return MeasureResult.from_dict(msg[2]) if msg[0] == "timed" else None
+            pass
+        slot = next((k for k, x in enumerate(self._workers) if x is w), None)
+        if slot is not None:
+            self._replace(slot)
+        return None
 
     def measure(self, task, traces, on_result=None):
         results: list[MeasureResult | None] = [None] * len(traces)
@@ -477,9 +495,9 @@ class LocalRunner(Runner):
     def _note_timed(self, doc: dict, w: "_Worker", cid: int) -> None:
         """Remember where a timed candidate is kept compiled (its worker keeps its last
         :data:`KEEP_TIMED`: so does this list, per worker)."""
-        key = self._task_key
-        self._timed[trace_digest(doc)] = (key, w, cid)
-        self._timed.move_to_end(trace_digest(doc))
+        digest = trace_digest(doc)
+        self._timed[digest] = (self._task_key, w, cid)
+        self._timed.move_to_end(digest)
         mine = [d for d, (_, x, _) in self._timed.items() if x is w]
         for d in mine[:-KEEP_TIMED]:
             del self._timed[d]

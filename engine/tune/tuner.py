@@ -162,7 +162,6 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
     result.numpy_seconds = runner.numpy_seconds(task) if task.workload is not None else None
     batch = batch_size or max(4, min(16, trials // 4))
     stop = should_stop or (lambda: False)
-    confirmed: set[int] = set()   # records whose time a confirmation gave
     while len(result.records) < trials and not stop():
         want = min(batch, trials - len(result.records))
         cands = propose(strategy, sampler, model, want, measured, cfg,
@@ -190,19 +189,18 @@ def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
                                           time.perf_counter() - t0, result.numpy_seconds))
         runner.measure(task, [c.doc for c in cands], on_result=record)
         model.update(feats, tps)
-        settle_best(runner, task, result, confirmed, db)
+        settle_best(runner, task, result, db)
     result.elapsed = time.perf_counter() - t0
     result.stopped = len(result.records) < trials and stop()
     return result
 
 
-def settle_best(runner: Runner, task: TuneTask, result: "TuneResult", confirmed: set[int],
+def settle_best(runner: Runner, task: TuneTask, result: "TuneResult",
                 db: Database | None = None, tries: int = 3) -> None:
     """Settle the run's best after a round: while the fastest record as measured has not
     been confirmed, it and the runner-up are timed again side by side
-    (:meth:`Runner.confirm`) and keep those times (at most ``tries`` confirmations).
-    ``confirmed``: the ``id()`` of the records confirmed so far (updated); ``db``: where
-    the confirmed times are stored too.
+    (:meth:`Runner.confirm`) and keep those times (``TrialRecord.confirmed``; at most
+    ``tries`` confirmations). ``db``: where the confirmed times are stored too.
 
     On a shared machine one measurement can be off by a third either way (another process
     takes a core for a while, or leaves one idle); without this a lucky measurement of an
@@ -211,7 +209,7 @@ def settle_best(runner: Runner, task: TuneTask, result: "TuneResult", confirmed:
     for _ in range(tries):
         ranked = sorted((r for r in result.records + result.prior if r.ok),
                         key=lambda r: r.seconds)
-        if len(ranked) < 2 or id(ranked[0]) in confirmed:
+        if len(ranked) < 2 or ranked[0].confirmed:
             return
         best, rival = ranked[0], ranked[1]
         times = runner.confirm(task, [rival.trace, best.trace])
@@ -220,7 +218,6 @@ def settle_best(runner: Runner, task: TuneTask, result: "TuneResult", confirmed:
         for rec, seconds in zip((rival, best), times):
             _retimed(rec.result, seconds)
             rec.confirmed = True
-            confirmed.add(id(rec))
             if db is not None:
                 db.add(task, rec.trace, rec.result, confirmed=True)
 
