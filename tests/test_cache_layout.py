@@ -29,3 +29,60 @@ def test_arguments_start_at_staggered_offsets():
     args = default_args(func)
     offsets = [a.ctypes.data % LAYOUT_ALIGN for a in args]
     assert offsets == [k * LAYOUT_STAGGER for k in range(len(args))]
+
+
+#: small enough that where a buffer starts decides which of its lines conflict
+SMALL = [{"name": "L1", "size": 1024, "ways": 2, "line": 64},
+         {"name": "L2", "size": 4096, "ways": 4, "line": 64}]
+
+
+def _course_misses(mod, **kw):
+    rep = engine.cache.simulate(mod, "mm_relu", levels=SMALL, hardware=False, **kw)
+    return [(lv.accesses, lv.misses) for lv in rep.levels], rep
+
+
+def _in_thread(fn):
+    import threading
+    box = {}
+    t = threading.Thread(target=lambda: box.update(value=fn()))
+    t.start()
+    t.join()
+    return box["value"]
+
+
+def test_an_intermediate_on_the_stack_is_simulated_at_its_placed_address_in_any_thread():
+    # the course's mm_relu at n=32: its intermediate Y (4 KiB) lives in the kernel's stack
+    # frame; a thread's stack is elsewhere than the main thread's, and a stack address
+    # follows the frame layout (the pass pipeline): the simulation must depend on neither
+    # (with Y's stack addresses, the thread's run missed 37960 times in L1, the main
+    # thread's 33984)
+    from engine.cache.instrument import placed_base
+    mod = engine.workloads.get("mm_relu", n=32)
+    here, rep = _course_misses(mod)
+    there, _ = _in_thread(lambda: _course_misses(mod))
+    assert here == there
+    ids = {name: k for k, name in enumerate(rep.buffers)}
+    assert rep.buffers["Y"]["param"] is False
+    assert rep.buffers["Y"]["address"] == placed_base(ids["Y"])
+    assert placed_base(ids["Y"]) % LAYOUT_ALIGN == ids["Y"] * LAYOUT_STAGGER
+    assert rep.buffers["A"]["address"] < placed_base(0)      # a parameter: its real address
+
+
+def test_the_instrumented_build_s_optimisation_level_does_not_change_the_counts(monkeypatch):
+    import sys
+    sim_mod = sys.modules["engine.cache.simulate"]
+    # lesson 2's strip-mined mm_relu at n=64: Y (16 KiB) on the stack; with its stack
+    # addresses, O0, O1 and O3 builds missed 41696, 89824 and 19712 times in L1
+    mod = lessons.get("02_tiling_and_cache").modules({"n": 64})[4]
+    counts = {}
+    for level in (0, 1, 3):
+        monkeypatch.setattr(sim_mod, "instrumented_opt_level", lambda n, level=level: level)
+        counts[level], rep = _course_misses(mod)
+        assert rep.compile_seconds > 0
+    assert counts[0] == counts[1] == counts[3]
+
+
+def test_a_small_simulation_is_compiled_quickly_a_large_one_for_speed():
+    from engine.cache.simulate import QUICK_BUILD_ACCESSES, instrumented_opt_level
+    assert instrumented_opt_level(8.4e6) == 0          # the course's mm_relu at n=128
+    assert instrumented_opt_level(QUICK_BUILD_ACCESSES + 1) == 1

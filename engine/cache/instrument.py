@@ -23,6 +23,14 @@ Two passes around the backend's :func:`engine.lower.lower`:
    (:class:`SamplePlan`): only a few windows of their iterations run, each window preceded by
    warm-up iterations whose accesses are simulated but counted in a spare slot.
 
+Addresses: a parameter's accesses report their real addresses (:func:`engine.cache.simulate`
+places the arrays it passes at fixed offsets, see :data:`LAYOUT_ALIGN`); a buffer the
+function allocates reports *placed* addresses instead — its first byte at
+:func:`placed_base` of its buffer id, beyond any real user-space address — so its simulated
+misses do not depend on where it happens to live (a stack frame's layout follows the pass
+pipeline the instrumented build was compiled with, and the caller's stack depth; a heap
+block follows the allocator).
+
 Slots: accesses are counted per ``(buffer, slot)``; ``slot = region * (nblocks + 1) + block``
 where region 0 is the unsampled program, region ``2r - 1`` the first window of the ``r``-th
 sampled loop (its first iterations, which stand only for themselves: they include the cold
@@ -43,6 +51,30 @@ from engine.ir.function import PrimFunc
 from engine.ir.functor import Mutator, children, substitute
 
 from .simcore import ACCESS_SYMBOL, BASE_SYMBOL
+
+#: Simulated addresses do not depend on what the process allocated before: the k-th array
+#: (the parameters, then the buffers the kernel allocates, by buffer id) starts
+#: ``k * LAYOUT_STAGGER`` bytes past a ``LAYOUT_ALIGN`` boundary. 2 MiB covers the way size
+#: (size / ways) of every level up to a 32 MiB 16-way L3, so the set each line maps to is
+#: the same in every run; the stagger (a page and a line) keeps the arrays' first lines out
+#: of one another's sets.
+LAYOUT_ALIGN = 2 * 1024 * 1024
+LAYOUT_STAGGER = 4096 + 64
+
+#: Where the buffers a kernel allocates are placed in simulated memory: buffer id ``k`` in
+#: the ``k``-th span of :data:`PLACED_SPAN` bytes from :data:`PLACED_ORIGIN` (2**48: above
+#: every x86-64 user-space address of a 4-level page table, so a placed line never shares a
+#: tag with a parameter's real one).
+PLACED_ORIGIN = 1 << 48
+PLACED_SPAN = 1 << 36
+
+
+def placed_base(buffer_id: int) -> int:
+    """The simulated address of the first byte of allocated buffer ``buffer_id``: a
+    :data:`LAYOUT_ALIGN` boundary plus the buffer's stagger (as a parameter's array)."""
+    return (PLACED_ORIGIN + buffer_id * PLACED_SPAN
+            + buffer_id * LAYOUT_STAGGER % LAYOUT_ALIGN)
+
 
 MAGIC = 0x5CA0_0000_0000_0000
 MAGIC_MASK = 0x7FFF_0000_0000_0000
@@ -358,6 +390,7 @@ class _Instrumenter:
         self.accesses_emitted = 0
         for p in func.params:
             self.buf_id(p)
+        self.nparams = len(self.buffers)
 
     # ids -----------------------------------------------------------------------------
     def buf_id(self, buf: Buffer) -> int:
@@ -377,6 +410,16 @@ class _Instrumenter:
         return self.region * self.stride + blk
 
     # accesses --------------------------------------------------------------------------
+    def address(self, buf: Buffer, index: E.PrimExpr) -> E.PrimExpr:
+        """The address an access to ``buf[index]`` reports: a parameter's real one, an
+        allocated buffer's placed one (see the module docstring)."""
+        bid = self.buf_id(buf)
+        if bid < self.nparams:
+            return _addr(buf, index)
+        elem = bytes_of(element_of(buf.dtype))
+        offset = E.Cast("int64", index) if index.dtype != "int64" else index
+        return E.IntImm("int64", placed_base(bid)) + offset * E.IntImm("int64", elem)
+
     def access_stmts(self, buf: Buffer, index: E.PrimExpr) -> list[S.Stmt]:
         elem = bytes_of(element_of(buf.dtype))
         lanes = lanes_of(index.dtype)
@@ -384,18 +427,19 @@ class _Instrumenter:
         slot = E.IntImm("int32", self.slot())
         self.accesses_emitted += 1
         if lanes == 1:
-            return [_call(self.access_symbol, _addr(buf, index), E.IntImm("int64", elem), bid, slot)]
+            return [_call(self.access_symbol, self.address(buf, index), E.IntImm("int64", elem),
+                          bid, slot)]
         if isinstance(index, E.Broadcast):
-            return [_call(self.access_symbol, _addr(buf, index.value), E.IntImm("int64", elem), bid,
-                          slot)]
+            return [_call(self.access_symbol, self.address(buf, index.value),
+                          E.IntImm("int64", elem), bid, slot)]
         if isinstance(index, E.Ramp):
             st = _const(index.stride)
             if st is not None and abs(st) * elem <= self.line:
                 lo = index.base if st >= 0 else index.base + index.stride * (lanes - 1)
                 nbytes = ((lanes - 1) * abs(st) + 1) * elem
-                return [_call(self.access_symbol, _addr(buf, lo), E.IntImm("int64", nbytes), bid,
-                              slot)]
-        return [_call(self.access_symbol, _addr(buf, scalarize_lane(index, i)),
+                return [_call(self.access_symbol, self.address(buf, lo),
+                              E.IntImm("int64", nbytes), bid, slot)]
+        return [_call(self.access_symbol, self.address(buf, scalarize_lane(index, i)),
                       E.IntImm("int64", elem), bid, slot) for i in range(lanes)]
 
     def loads(self, e: Any, lets: tuple = ()) -> list[S.Stmt]:
@@ -503,7 +547,7 @@ class _Instrumenter:
 
     def base_record(self, buf: Buffer) -> S.Stmt:
         return _call(self.base_symbol, E.IntImm("int32", self.buf_id(buf)),
-                     _addr(buf, E.IntImm("int32", 0)))
+                     self.address(buf, E.IntImm("int32", 0)))
 
     def sampled_loop(self, s: S.For, sl: SampledLoop) -> S.Stmt:
         """Windows of ``s``: warm-up iterations (uncounted) then counted iterations."""

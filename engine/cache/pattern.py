@@ -155,7 +155,7 @@ def access_pattern(mod: Any, func_name: str | None = None, loop: Any = None,
     """
     from engine.lower import lower
 
-    from .simulate import _build, _pick_func, default_args
+    from .simulate import _build, _pick_func, default_args, instrumented_opt_level
     func = _pick_func(mod, func_name)
     f, parents = _choose_loop(func, loop)
     path = "/".join([g.loop_var.name for g in parents] + [f.loop_var.name])
@@ -177,7 +177,8 @@ def access_pattern(mod: Any, func_name: str | None = None, loop: Any = None,
     acc, base = f"__cacherec_access_{uid}", f"__cacherec_base_{uid}"
     ins = instrument(low, len(names), None, 64, acc, base)
     rec = RecorderState(len(ins.buffers), max_events)
-    rt, _ = _build(ins.func, build_recorder_module(rec, access_symbol=acc, base_symbol=base))
+    rt, _ = _build(ins.func, build_recorder_module(rec, access_symbol=acc, base_symbol=base),
+                   instrumented_opt_level(max_events))
     kernel = rt[func.name]
     if args is None:
         args = default_args(func)

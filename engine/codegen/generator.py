@@ -67,7 +67,6 @@ class GeneratorBase:
     """Builds one llvmlite module from lowered PrimFuncs: state, dispatch and helpers."""
 
     def __init__(self, module_name: str = "engine", fast_math: bool = False,
-                 heap_layout: tuple[int, int, int] | None = None,
                  split_parallel: bool = False):
         self.module = ir.Module(name=module_name)
         #: with split_parallel, each outlined parallel loop body is a module of its own
@@ -75,10 +74,6 @@ class GeneratorBase:
         self.split_parallel = split_parallel
         self.units: list[ir.Module] = []
         self.fast_math = fast_math
-        # (alignment, stagger, first): the k-th heap buffer starts (first + k) * stagger
-        # past an alignment boundary — the cache simulator's deterministic addresses
-        self.heap_layout = heap_layout
-        self.heap_count = 0
         # "contract" lets LLVM fuse a*b+c into one FMA (what C compilers do by default,
         # -ffp-contract=on); it only ever makes results more accurate.
         self.fflags = ("fast",) if fast_math else ("contract",)

@@ -85,29 +85,23 @@ class CodeGen(FunctionABIMixin, LoopMixin, StatementMixin, MemoryMixin, VectorMi
 
 
 def _generate(funcs: list, module_name: str, fast_math: bool,
-              heap_layout: tuple[int, int, int] | None, split_parallel: bool) -> CodeGen:
-    cg = CodeGen(module_name, fast_math=fast_math, heap_layout=heap_layout,
-                 split_parallel=split_parallel)
+              split_parallel: bool) -> CodeGen:
+    cg = CodeGen(module_name, fast_math=fast_math, split_parallel=split_parallel)
     for name, f in funcs:
         cg.add_function(f, name)
     return cg
 
 
-def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False,
-            heap_layout: tuple[int, int, int] | None = None):
+def codegen(funcs: list, module_name: str = "engine", fast_math: bool = False):
     """Generate one llvmlite module for lowered PrimFuncs ``[(name, func), ...]``.
 
-    ``heap_layout=(alignment, stagger, first)`` places the k-th heap buffer
-    ``(first + k) * stagger`` bytes past an ``alignment`` boundary (default: 64-byte
-    aligned, wherever malloc puts it).
     Returns ``(llvmlite.ir.Module, {name: FuncInfo})``.
     """
-    cg = _generate(funcs, module_name, fast_math, heap_layout, split_parallel=False)
+    cg = _generate(funcs, module_name, fast_math, split_parallel=False)
     return cg.module, cg.infos
 
 
-def codegen_units(funcs: list, module_name: str = "engine", fast_math: bool = False,
-                  heap_layout: tuple[int, int, int] | None = None):
+def codegen_units(funcs: list, module_name: str = "engine", fast_math: bool = False):
     """Like :func:`codegen`, with each parallel loop body in a module of its own.
 
     Returns ``([main module, body modules...], {name: FuncInfo})``. The main module
@@ -116,5 +110,5 @@ def codegen_units(funcs: list, module_name: str = "engine", fast_math: bool = Fa
     one module. :func:`engine.build` compiles the modules side by side
     (:func:`engine.codegen.units.compile_units`).
     """
-    cg = _generate(funcs, module_name, fast_math, heap_layout, split_parallel=True)
+    cg = _generate(funcs, module_name, fast_math, split_parallel=True)
     return [cg.module] + cg.units, cg.infos

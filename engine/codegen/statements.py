@@ -15,7 +15,7 @@ from engine.ir.dtype import bytes_of, lanes_of, zero_filled
 from engine.ir.buffer import base_scope
 
 from .generator import restore
-from .llvm_types import I8, I32, I64, PTR, mem_type, sanitize
+from .llvm_types import I32, I64, PTR, mem_type, sanitize
 
 STACK_LIMIT = 64 * 1024          # global-scope buffers up to this size live on the stack
 LOCAL_STACK_LIMIT = 1024 * 1024  # local-scope buffers above this go to the heap
@@ -69,20 +69,14 @@ class StatementMixin:
             ptr = self.frame.alloca(ir.ArrayType(ety, max(n, 1)), sanitize(buf.name),
                                     align=max(64, buf.align))
         else:
-            align, offset = 64, 0
-            if self.heap_layout is not None:
-                align, stagger, first = self.heap_layout
-                offset = (first + self.heap_count) * stagger % align
-                self.heap_count += 1
-            size = (nbytes + offset + 63) // 64 * 64
+            size = (nbytes + 63) // 64 * 64
             alloc = self.declare("aligned_alloc", PTR, [I64, I64])
-            raw = b.call(alloc, [ir.Constant(I64, align), ir.Constant(I64, size)],
+            raw = b.call(alloc, [ir.Constant(I64, 64), ir.Constant(I64, size)],
                          name=sanitize(buf.name) + "_mem")
             null = b.icmp_unsigned("==", raw, ir.Constant(PTR, None))
             code = b.select(null, ir.Constant(I32, -1), ir.Constant(I32, 0))
             self.fail_with(code)
-            ptr = raw if not offset else b.gep(raw, [ir.Constant(I64, offset)], inbounds=True,
-                                               source_etype=I8, name=sanitize(buf.name))
+            ptr = raw
         if zero_filled(buf.dtype):
             # integer buffers start as zeros: the bounds proof bounds an index read from one
             # by 0 and the values stored into it
