@@ -197,10 +197,20 @@
     function start() {
       if (started) return;
       started = true;
-      els.forEach(function (el) { setTimeout(function () { drawPlot(el); }, 0); });
+      // (a plot drawn meanwhile, see drawPlotsNow, is not drawn again)
+      els.forEach(function (el) { setTimeout(function () { if (el.matches(UNDRAWN)) drawPlot(el); }, 0); });
     }
     requestAnimationFrame(start);
     setTimeout(start, 50);    // a page in the background gets no animation frames
+  }
+
+  // A measurement body's own answer (its new point, after a click) brings nothing else to
+  // paint first: its plots are drawn at once, in the task of the swap, not a frame later.
+  function drawPlotsNow(root) {
+    if (!window.Plotly) return;
+    var els = $all(UNDRAWN, root);
+    if (root.matches && root.matches(UNDRAWN)) els.push(root);
+    els.forEach(drawPlot);
   }
 
   // Drawn plots survive swaps. A swap that replaces content holding drawn plots (a
@@ -314,6 +324,9 @@
       }
     }
     if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
+    // a body's own answer: its plots are drawn at once (htmx.onLoad, drawPlotsNow)
+    if (ev.detail.shouldSwap && isBody(ev.detail.target) && ev.detail.elt === ev.detail.target)
+      ev.detail.target.setAttribute("data-draw-now", "1");
   });
   document.addEventListener("htmx:oobBeforeSwap", function (ev) {
     if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
@@ -343,6 +356,7 @@
   var settling = null;
   document.addEventListener("htmx:afterSettle", function (ev) {
     var elt = ev.detail && ev.detail.elt;
+    if (isBody(elt)) elt.removeAttribute("data-draw-now");
     if (!settling) {
       settling = { reveal: false };
       Promise.resolve().then(afterSettled);
@@ -393,7 +407,8 @@
     // the measurement pane was re-rendered (a poll, a new step): keep the chosen tab
     if (measureTab && root.querySelector &&
         (root.matches(".mtabs") || root.querySelector(".mtabs"))) showTab(measureTab, true);
-    drawPlotsSoon(root);
+    if (root.closest && root.closest("[data-draw-now]")) drawPlotsNow(root);
+    else drawPlotsSoon(root);
   });
   document.addEventListener("DOMContentLoaded", function () {
     refreshHighlights();

@@ -1,6 +1,7 @@
 """After a click the measurement pane stays on the page and is updated in place, in a real
 Chromium: the runtime plot is the same plotly element, updated (``Plotly.react``) with the
-new step's point, the roofline plot too when its tab is shown, a state seen before comes
+new step's point (drawn as soon as the body's answer is swapped in), the roofline plot too
+when its tab is shown, a state seen before comes
 with its measurements (no request of its own), and an answer for an older state never
 overwrites the current one.
 Screenshot: test-artifacts/screenshots/measure-pane-in-place.png."""
@@ -31,6 +32,11 @@ def test_a_click_updates_the_measurement_pane_in_place(page, server, shot):
                   " document.getElementById('roofline-plot').dataset.mark = 'kept';"
                   " document.getElementById('runtime-plot').dataset.mark = 'kept';"
                   " document.getElementById('program-pane').dataset.mark = 'old'; }")
+    # what the runtime plot shows when the measurement body's own answer has settled
+    page.evaluate("() => { window.__settled = []; document.addEventListener('htmx:afterSettle',"
+                  " (ev) => { if (ev.detail.elt && ev.detail.elt.id === 'measure-body')"
+                  " window.__settled.push(document.getElementById('runtime-plot')"
+                  ".dataset.points); }); }")
     page.click('#program-pane [data-sel="L/mm_relu/1/Y"]')
     page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
     page.fill('#toolbar form.prim:has(button[data-prim="split"]) input[name="factors"]',
@@ -45,6 +51,9 @@ def test_a_click_updates_the_measurement_pane_in_place(page, server, shot):
     runtime = page.evaluate("() => document.getElementById('runtime-plot').data"
                             ".filter(d => d.name === 'runtime ms').map(d => [d.x, d.text])")
     assert runtime == [[[0, 1], ["correct", "correct"]]]
+    # the body's own answer drew its plot in the task of its swap, not a frame later (the
+    # panes of a click are painted first; a body's answer has nothing else to paint)
+    assert page.evaluate("() => window.__settled")[-1] == "2"
     wait_points(page, "cache-plot", 2)
     assert page.locator("#measure-body.stale, #cache-body.stale").count() == 0
     # the roofline plot: the same plotly element, updated when its tab is shown
