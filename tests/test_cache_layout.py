@@ -76,13 +76,15 @@ def test_the_instrumented_build_s_optimisation_level_does_not_change_the_counts(
     mod = lessons.get("02_tiling_and_cache").modules({"n": 64})[4]
     counts = {}
     for level in (0, 1, 3):
-        monkeypatch.setattr(sim_mod, "instrumented_opt_level", lambda n, level=level: level)
+        monkeypatch.setattr(sim_mod, "instrumented_opt_level", lambda n, sites, level=level: level)
         counts[level], rep = _course_misses(mod)
         assert rep.compile_seconds > 0
     assert counts[0] == counts[1] == counts[3]
 
 
-def test_a_small_simulation_is_compiled_quickly_a_large_one_for_speed():
-    from engine.cache.simulate import QUICK_BUILD_ACCESSES, instrumented_opt_level
-    assert instrumented_opt_level(8.4e6) == 0          # the course's mm_relu at n=128
-    assert instrumented_opt_level(QUICK_BUILD_ACCESSES + 1) == 1
+def test_a_short_simulation_is_compiled_quickly_a_long_one_for_speed():
+    from engine.cache.simulate import O1_ACCESSES_PER_SITE, instrumented_opt_level
+    assert instrumented_opt_level(8.4e6, 7) == 0          # the course's mm_relu at n=128
+    assert instrumented_opt_level(64e6, 142) == 0         # conv2d-best: much code, sampled
+    assert instrumented_opt_level(64e6, 6) == 1           # mm_relu at n=512: a long run
+    assert instrumented_opt_level(O1_ACCESSES_PER_SITE * 3 + 1, 3) == 1

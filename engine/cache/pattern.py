@@ -178,7 +178,7 @@ def access_pattern(mod: Any, func_name: str | None = None, loop: Any = None,
     ins = instrument(low, len(names), None, 64, acc, base)
     rec = RecorderState(len(ins.buffers), max_events)
     rt, _ = _build(ins.func, build_recorder_module(rec, access_symbol=acc, base_symbol=base),
-                   instrumented_opt_level(max_events))
+                   instrumented_opt_level(max_events, ins.static_accesses))
     kernel = rt[func.name]
     if args is None:
         args = default_args(func)

@@ -26,20 +26,24 @@ from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module, res
 #: Above this many (estimated) accesses, outer-loop iterations are sampled.
 DEFAULT_MAX_ACCESSES = 64_000_000
 
-#: Up to this many simulated accesses (the sampling plan's estimate), the instrumented build
-#: is compiled at O0, else at O1. Its simulated access stream does not depend on the level
-#: (every access is a call, in program order, and the buffers the kernel allocates report
-#: placed addresses, not their stack or heap ones: see :mod:`engine.cache.instrument`); only
-#: the time does. At O0 it compiles in about 10 ms and simulates about 200 M accesses/s, at
-#: O1 in about 55 ms and about 600 M/s (the course's mm_relu at n=128, 8.4 M accesses: 63
-#: against 81 ms in all; at O3, 95-125 ms); the two meet near 14 M accesses.
-QUICK_BUILD_ACCESSES = 12_000_000
+#: The instrumented build is compiled at O1 when it simulates more than this many accesses
+#: per access site in its code, else at O0. Its simulated access stream does not depend on
+#: the level (every access is a call, in program order, and the buffers the kernel
+#: allocates report placed addresses, not their stack or heap ones: see
+#: :mod:`engine.cache.instrument`); only the time does. O1 costs about 7 ms more of compile
+#: per access site (each inlines the simulator's fast path) and saves about 3.7 ns per
+#: simulated access (about 190 M accesses/s at O0, 560 M/s at O1), so it pays above about
+#: 2 M accesses a site. Measured (O0 against O1, compile + run): the course's mm_relu step
+#: at n=128 (7 sites, 8.4 M accesses) 84 against 92 ms; ``mm_relu-best`` at n=256 (84
+#: sites) 176 against 628 ms; ``conv2d-best`` (142 sites, 64 M) 0.49 against 1.39 s.
+O1_ACCESSES_PER_SITE = 2_000_000
 
 
-def instrumented_opt_level(estimated_accesses: float) -> int:
-    """The optimisation level of the instrumented build of a program that simulates about
-    ``estimated_accesses`` accesses (:data:`QUICK_BUILD_ACCESSES`)."""
-    return 0 if estimated_accesses <= QUICK_BUILD_ACCESSES else 1
+def instrumented_opt_level(estimated_accesses: float, access_sites: int) -> int:
+    """The optimisation level of the instrumented build of a program with ``access_sites``
+    simulator calls in its code that simulates about ``estimated_accesses`` accesses
+    (:data:`O1_ACCESSES_PER_SITE`)."""
+    return 1 if estimated_accesses > max(1, access_sites) * O1_ACCESSES_PER_SITE else 0
 
 _uid = itertools.count()
 
@@ -219,7 +223,8 @@ def simulate(mod: Any, func_name: str | None = None, levels: Sequence | None = N
     if any(f.kind.value == "parallel" for f in _loops(func)):
         notes.append("parallel loops were simulated serially on one core's hierarchy")
     t0 = time.perf_counter()
-    rt, how = _build(ins.func, simmod, instrumented_opt_level(plan.estimated_simulated))
+    rt, how = _build(ins.func, simmod,
+                     instrumented_opt_level(plan.estimated_simulated, ins.static_accesses))
     if how != "linked":
         notes.append("the simulator was called (not inlined) from the kernel")
     compile_s = time.perf_counter() - t0
