@@ -26,24 +26,24 @@ from .simcore import ACCESS_SYMBOL, BASE_SYMBOL, SimState, build_sim_module, res
 #: Above this many (estimated) accesses, outer-loop iterations are sampled.
 DEFAULT_MAX_ACCESSES = 64_000_000
 
-#: The instrumented build is compiled at O1 when it simulates more than this many accesses
+#: The instrumented build is compiled at O3 when it simulates more than this many accesses
 #: per access site in its code, else at O0. Its simulated access stream does not depend on
 #: the level (every access is a call, in program order, and the buffers the kernel
 #: allocates report placed addresses, not their stack or heap ones: see
-#: :mod:`engine.cache.instrument`); only the time does. O1 costs about 7 ms more of compile
-#: per access site (each inlines the simulator's fast path) and saves about 3.7 ns per
-#: simulated access (about 190 M accesses/s at O0, 560 M/s at O1), so it pays above about
-#: 2 M accesses a site. Measured (O0 against O1, compile + run): the course's mm_relu step
-#: at n=128 (7 sites, 8.4 M accesses) 84 against 92 ms; ``mm_relu-best`` at n=256 (84
-#: sites) 176 against 628 ms; ``conv2d-best`` (142 sites, 64 M) 0.49 against 1.39 s.
-O1_ACCESSES_PER_SITE = 2_000_000
+#: :mod:`engine.cache.instrument`); only the time does. O3 costs about 9 ms more of compile
+#: per access site (each inlines the simulator's fast path) and saves about 3 ns per
+#: simulated access (the course's mm_relu at n=512: about 200 M accesses/s at O0, 510 M/s
+#: at O3), so it pays above about 3 M accesses a site. Measured (O0 against O3, compile +
+#: run): the course's mm_relu step at n=128 (7 sites, 8.4 M accesses) 63-84 against
+#: 95-125 ms; ``mm_relu-tiled`` at n=256 (22 sites) 65 against 203 ms.
+O3_ACCESSES_PER_SITE = 3_000_000
 
 
 def instrumented_opt_level(estimated_accesses: float, access_sites: int) -> int:
     """The optimisation level of the instrumented build of a program with ``access_sites``
     simulator calls in its code that simulates about ``estimated_accesses`` accesses
-    (:data:`O1_ACCESSES_PER_SITE`)."""
-    return 1 if estimated_accesses > max(1, access_sites) * O1_ACCESSES_PER_SITE else 0
+    (:data:`O3_ACCESSES_PER_SITE`)."""
+    return 3 if estimated_accesses > max(1, access_sites) * O3_ACCESSES_PER_SITE else 0
 
 _uid = itertools.count()
 
