@@ -39,7 +39,8 @@ class CacheReport:
       of level *k+1* are the misses of level *k*.
     * ``per_buffer`` / ``per_block``: ``{name: [LevelStats per level]}``.
     * ``buffers``: ``{name: {"bytes", "scope", "address"}}`` (address = first element's
-      address seen by the simulator).
+      address seen by the simulator: a parameter's real one, an allocated buffer's placed
+      one, see :mod:`engine.cache.instrument`).
     * ``loops``: :class:`~engine.cache.footprint.LoopFootprint` per loop (pre-order), the
       bytes one iteration of the loop body touches vs every level's capacity.
     * ``sampling``: one entry per sampled loop (``"estimated from k of n iterations of
