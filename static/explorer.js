@@ -188,10 +188,15 @@
   // plot per task: drawing a plot takes tens of milliseconds, and the program, diagram and
   // trace panes of a click must not wait for it.
   var UNDRAWN = "[data-plotly]:not([data-drawn]), [data-plotly][data-stale]";
-  function drawPlotsSoon(root) {
-    if (!window.Plotly) return;
+  function undrawnPlots(root) {
     var els = $all(UNDRAWN, root);
     if (root.matches && root.matches(UNDRAWN)) els.push(root);
+    return els;
+  }
+
+  function drawPlotsSoon(root) {
+    if (!window.Plotly) return;
+    var els = undrawnPlots(root);
     if (!els.length) return;
     var started = false;
     function start() {
@@ -207,10 +212,7 @@
   // A measurement body's own answer (its new point, after a click) brings nothing else to
   // paint first: its plots are drawn at once, in the task of the swap, not a frame later.
   function drawPlotsNow(root) {
-    if (!window.Plotly) return;
-    var els = $all(UNDRAWN, root);
-    if (root.matches && root.matches(UNDRAWN)) els.push(root);
-    els.forEach(drawPlot);
+    if (window.Plotly) undrawnPlots(root).forEach(drawPlot);
   }
 
   // Drawn plots survive swaps. A swap that replaces content holding drawn plots (a

@@ -159,9 +159,10 @@ def _build_linked_locked(func, simmod, opt_level, codegen, host_cpu, optimize, F
     return module
 
 
-def _build(func: PrimFunc, extra, opt_level: int = 1) -> Any:
-    """Instrumented build: linked (inlined simulator) when possible, else ``engine.build``
-    with the simulator as an extra module of the same JIT (one native call per access)."""
+def _build(func: PrimFunc, extra, opt_level: int) -> Any:
+    """Instrumented build at ``opt_level`` (:func:`instrumented_opt_level`): linked
+    (inlined simulator) when possible, else ``engine.build`` with the simulator as an extra
+    module of the same JIT (one native call per access)."""
     try:
         return _build_linked(func, extra, opt_level), "linked"
     except Exception:  # noqa: BLE001 - fall back to the backend's own path
