@@ -29,7 +29,7 @@ from engine.ir import structural_equal
 
 from ..errors import AppError
 from ..limits import whole_number
-from ..web import explorer, toolbar
+from ..web import explorer, measuring, toolbar
 from ..web.routes import apply_form
 from ..web.session import Session
 from . import compare
@@ -194,6 +194,35 @@ def _apply_step(les, k: int, step, applied: bool, check: dict | None) -> int:
     return k + 1 if finished and k + 1 < len(les.steps) else k
 
 
+def prefetch_next_step(les, k: int, ctx: dict) -> None:
+    """Start measuring the program the learner's next toolbar click is expected to make.
+
+    A lesson knows its next step: while the learner reads it, the workers compile, check,
+    time and cache-simulate the lesson's program after that step, so that the click finds
+    its results stored and every pane, the runtime and the cache-miss charts included,
+    comes with the click's own answer. Only when the page's program is the one that step
+    starts from (a learner elsewhere would make another program). The page's own program
+    is asked for first, so the guess never delays what is on screen; nothing is done for
+    sizes that are only simulated, or when prefetching is off (``PREFETCH_MEASUREMENTS``).
+    """
+    if ctx["end"]:
+        return
+    t = _apply_step(les, k, ctx["step"], ctx["applied"], ctx["check"])
+    if les.steps[t].action is None:
+        return
+    s = ctx["s"]
+    mod = s.mod_at(s.at)
+    if not structural_equal(mod, les.modules(s.params)[t]):
+        return
+    measuring.prefetch(s, mod)
+    try:
+        after = lesson_session(les, lesson_token(les, t + 1))
+    except AppError:  # the lesson's step does not replay: its own page says so
+        log.exception("lesson %s: the program after step %d could not be built", les.id, t)
+        return
+    measuring.prefetch(after, after.mod_at(after.at))
+
+
 def _md(text: str) -> str:
     return lessons.to_html(text)
 
@@ -217,6 +246,7 @@ def lesson_player(lesson_id: str):
     applied = request.args.get("applied", "") in ("1", "true")
     ctx = player_context(les, k, token=token, applied=applied, present=presenter.is_on(),
                          at=request.args.get("at"))
+    prefetch_next_step(les, k, ctx)
     return render_template("lessons/player.html", **ctx, message=None)
 
 
@@ -235,6 +265,7 @@ def lesson_apply(lesson_id: str):
     sch, summary = done
     token = sch.trace.encode()
     ctx = player_context(les, k, token=token, present=on)
+    prefetch_next_step(les, k, ctx)
     chk = ctx["check"]
     if chk is None:   # a narrative-only step: nothing to compare with
         kind, text = "ok", (f"applied: {summary}. This step applies nothing itself; the program "
