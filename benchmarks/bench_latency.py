@@ -16,6 +16,13 @@ every compile) and drives it two ways:
 
   A first pass clicks programs never seen before (cold); a second pass over the same states
   reads the stored results (warm).
+* **lesson** (browser, ``--lesson-rounds``): a learner doing lesson 1 (the same four steps,
+  split by 4) with the toolbar, "try it yourself": each click comes ``--reading`` seconds
+  after the step's page loaded (reading it, selecting the loop, filling the form), the time
+  in which the workers measure the program the step asks for. Each learner gets a server
+  of its own (a fresh results store: the lesson's programs are the same every time).
+  ``panes`` here is the program and diagram panes with the lesson's check saying the step
+  matches (the lesson page has no trace pane).
 * **http**: the same steps as raw requests: the apply request (replay + primitive + print +
   diagram: every pane but the measurements), then the measurement and the cache requests
   sent side by side (each asked again while it says a step is pending, as the page polls),
@@ -24,7 +31,8 @@ every compile) and drives it two ways:
 Every click produces a program not seen before in the run (split factors vary per round), so
 the results store does not hide compile time. Prints p50/p95 per part.
 
-    python benchmarks/bench_latency.py [--rounds 5] [--n 128] [--no-browser] [--passes cold,warm]
+    python benchmarks/bench_latency.py [--rounds 5] [--n 128] [--no-browser] [--no-http]
+                                       [--lesson-rounds 3] [--reading 2]
 """
 from __future__ import annotations
 
@@ -143,7 +151,7 @@ def http_round(base: str, n: int, f: int, pool) -> list[dict]:
 # Installed in the page before each click: notes (performance.now() from the click) when the
 # program, diagram and trace panes show step k, and when each plot is drawn with k+1 points.
 RECORDER = r"""
-([k, formSel]) => new Promise((resolve, reject) => {
+([k, formSel, doneSel, doneCount]) => new Promise((resolve, reject) => {
   const old = {program: document.getElementById('program-pane'),
                diagram: document.getElementById('diagram-pane')};
   const seen = {};
@@ -153,7 +161,7 @@ RECORDER = r"""
   const check = () => {
     const now = performance.now() - t0;
     if (seen.panes === undefined &&
-        document.querySelectorAll('#trace-pane li.step').length === k + 1 &&
+        document.querySelectorAll(doneSel).length === doneCount &&
         document.getElementById('program-pane') !== old.program &&
         document.getElementById('diagram-pane') !== old.diagram) seen.panes = now;
     if (seen.runtime === undefined && plotAt('#runtime-plot')) seen.runtime = now;
@@ -190,10 +198,65 @@ def browser_round(page, base: str, n: int, f: int) -> list[dict]:
                 field.select_option(value)
             else:
                 field.fill(value)
-        seen = page.evaluate(RECORDER, [k, form_sel])
+        seen = page.evaluate(RECORDER, [k, form_sel, "#trace-pane li.step", k + 1])
         out.append({key: v / 1e3 for key, v in seen.items()})
         if page.locator("#measure-now .bad, td .bad").count():
             raise SystemExit(f"a measured step failed or was wrong (split by {f}, {prim})")
+    return out
+
+
+LESSON = "01_tensorir_mm_relu"   # the course's four steps, split by 4, at n=128
+
+
+def lesson_round(page, base: str, reading_s: float) -> list[dict]:
+    """A learner doing lesson 1's four steps with the toolbar ("try it yourself"), each
+    click after ``reading_s`` seconds on the step's page (reading it, selecting the loop,
+    filling the form); from each click, when the program and diagram panes show the new
+    step (the lesson's check says it matches) and when each plot has its new point."""
+    page.goto(f"{base}/lessons/{LESSON}?step=1")
+    out = []
+    for k, (sel, prim, args) in enumerate(steps_for(4), start=1):
+        page.wait_for_selector("#runtime-plot[data-drawn]", timeout=300_000)
+        page.wait_for_selector("#cache-plot[data-drawn]", timeout=300_000)
+        t_read = time.perf_counter()
+        page.locator(f'#program-pane [data-sel="{sel}"]').first.click()
+        page.wait_for_selector(f'#toolbar[data-selected="{sel}"] form.prim')
+        form_sel = f'#toolbar form.prim:has(button[data-prim="{prim}"])'
+        form = page.locator(form_sel)
+        for name, value in args.items():
+            field = form.locator(f'[name="{name}"]')
+            if field.evaluate("e => e.tagName") == "SELECT":
+                field.select_option(value)
+            else:
+                field.fill(value)
+        time.sleep(max(0.0, reading_s - (time.perf_counter() - t_read)))
+        seen = page.evaluate(RECORDER, [k, form_sel, "#lesson-check.ok", 1])
+        out.append({key: v / 1e3 for key, v in seen.items()})
+        if page.locator("#measure-now .bad, td .bad").count():
+            raise SystemExit(f"a measured lesson step failed or was wrong ({prim})")
+        if k < 4:
+            page.click("#lesson-next")
+            page.wait_for_url(re.compile(rf"step={k + 1}&t="))
+    return out
+
+
+def lesson_passes(work: str, rounds: int, reading_s: float) -> list[dict]:
+    """``rounds`` learners, each on a server of its own (a fresh results store: the
+    lesson's programs are the same every time)."""
+    from playwright.sync_api import sync_playwright
+    out: list[dict] = []
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = b.new_page(viewport={"width": 1280, "height": 720})
+        for r in range(rounds):
+            port = free_port()
+            proc = start_server(port, os.path.join(work, f"lesson-{r}"))
+            try:
+                out += lesson_round(page, f"http://127.0.0.1:{port}", reading_s)
+            finally:
+                stop_server(proc)
+        b.close()
     return out
 
 
@@ -216,6 +279,10 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--no-http", action="store_true")
+    ap.add_argument("--lesson-rounds", type=int, default=3,
+                    help="learners doing lesson 1 with the toolbar (0: none)")
+    ap.add_argument("--reading", type=float, default=2.0,
+                    help="seconds a learner spends on a lesson step before clicking")
     a = ap.parse_args()
     rounds = max(1, min(a.rounds, len(FACTORS)))
     factors = FACTORS[:rounds]
@@ -238,6 +305,13 @@ def main() -> int:
                         TARGETS["warm all"] if part == "all" else None)
                     print(summary(f"browser {name}: {label}", [x[part] for x in res[name]],
                                   target))
+            if a.lesson_rounds > 0:
+                res = lesson_passes(work, a.lesson_rounds, a.reading)
+                for part, label in (("panes", "program + diagram + check"),
+                                    ("runtime", "runtime point"), ("cache", "cache point"),
+                                    ("all", "everything")):
+                    print(summary(f"lesson 1, {a.reading:g} s per step: {label}",
+                                  [x[part] for x in res]))
         if not a.no_http:
             port = free_port()
             proc = start_server(port, os.path.join(work, "http"))
