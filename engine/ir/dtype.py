@@ -10,8 +10,23 @@ class DTypeError(ValueError):
     """An unknown or malformed dtype string."""
 
 
+#: the dtypes split so far (every pass asks for the same few, tens of thousands of times)
+_SPLIT: dict[str, tuple[str, int]] = {}
+_SPLIT_KEPT = 256
+
+
 def split_lanes(dtype: str) -> tuple[str, int]:
     """``"float32x8" -> ("float32", 8)``; ``"float32" -> ("float32", 1)``."""
+    got = _SPLIT.get(dtype) if type(dtype) is str else None
+    if got is not None:
+        return got
+    got = _split_lanes(dtype)
+    if len(_SPLIT) < _SPLIT_KEPT:
+        _SPLIT[dtype] = got
+    return got
+
+
+def _split_lanes(dtype: str) -> tuple[str, int]:
     if not isinstance(dtype, str):
         raise DTypeError(f"dtype must be a string such as 'float32', got {dtype!r}")
     base, sep, lanes = dtype.partition("x")
