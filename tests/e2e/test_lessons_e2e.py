@@ -194,3 +194,42 @@ def test_challenge_checks_my_link(page, server, shot):
     page.wait_for_selector("#trace-pane li.step")
     assert page.locator("#trace-pane li.step").count() == 5
     assert not page.js_errors, page.js_errors
+
+
+def test_a_lesson_step_is_measured_while_the_learner_reads_it(page, server, shot):
+    """While the learner reads a step, the workers measure the program it asks for: the
+    learner's click then answers with both charts' new point, and the page asks for no
+    measurement of its own (lesson 2, which no other test here plays)."""
+    les = "02_tiling_and_cache"
+    page.goto(server + f"/lessons/{les}?step=1")
+    wait_plot(page)
+    wait_plot(page, "#cache-plot[data-drawn]")
+    # the learner reads: wait until the program after this step is measured (asked for by
+    # no one but the step's page; the "apply for me" page only reads what is stored)
+    done = re.compile(r'id="runtime-plot" data-plotly="[^"]+" data-points="2".*'
+                      r'id="cache-plot" data-plotly="[^"]+" data-points="2"', re.S)
+    for _ in range(300):
+        if done.search(page.request.get(server + f"/lessons/{les}?step=1&applied=1").text()):
+            break
+        page.wait_for_timeout(200)
+    else:
+        raise AssertionError("the program after the step was not measured while reading")
+    page.click("#try-yourself > summary")
+    page.click('#program-pane [data-sel="L/mm_relu/1/Y"]')
+    page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    form = page.locator('#toolbar form.prim:has(button[data-prim="reorder"])')
+    field = form.locator('[name="order"]')
+    if field.evaluate("e => e.tagName") == "SELECT":
+        field.select_option("i, k, j")
+    else:
+        field.fill("i, k, j")
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    form.locator("button").click()
+    page.wait_for_selector("#lesson-check.ok")
+    page.wait_for_selector('#runtime-plot[data-points="2"][data-drawn]:not([data-stale])')
+    page.wait_for_selector('#cache-plot[data-points="2"][data-drawn]:not([data-stale])')
+    assert "matches numpy" in page.inner_text("#measure-now")
+    assert not [u for u in asked if "/measure?" in u or "/cache?" in u], asked
+    shot(page, "lessons-09-measured-while-reading")
+    assert not page.js_errors, page.js_errors
