@@ -37,6 +37,12 @@
       if (c && c.scrollIntoView) c.scrollIntoView({ block: "nearest" });
     }
   }
+  // a step reached in the page (its link followed with htmx) gets the step's title
+  function retitle() {
+    var cfg = config();
+    var title = cfg && cfg.getAttribute("data-title");
+    if (title && document.title !== title) document.title = title;
+  }
   document.addEventListener("DOMContentLoaded", markLook);
-  document.addEventListener("htmx:afterSettle", markLook);
+  document.addEventListener("htmx:afterSettle", function () { markLook(); retitle(); });
 })();

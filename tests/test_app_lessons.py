@@ -337,3 +337,37 @@ def test_present_flag_on_the_explorer_redirects(client):
     assert r.status_code == 302 and r.headers["Location"].endswith("/explore/mm_relu?n=64")
     # other explorer routes are untouched
     assert client.get("/explore/mm_relu?n=64").status_code == 200
+
+
+def test_a_step_link_followed_in_the_page_answers_with_its_panes(client):
+    """The lesson pane's links (next, previous, the steps, apply for me, start again) are
+    followed with htmx: the answer is every pane out-of-band — the toolbar's target and the
+    page title included — and the step event of the new state; the page stays."""
+    page = html(client.get(f"/lessons/{L1}?step=1"))
+    for link in ("lesson-next", "lesson-prev", "apply-for-me"):
+        tag = re.search(rf'<a [^>]*id="{link}"[^>]*>', page).group(0)
+        assert "data-nav" in tag and 'hx-push-url="true"' in tag, link
+    r = client.get(f"/lessons/{L1}?step=2", headers=HX)
+    assert r.status_code == 200
+    part = html(r)
+    assert "<html" not in part
+    for pane in ("lesson-pane", "program-pane", "diagram-pane", "toolbar", "lesson-topbar",
+                 "lesson-config"):
+        assert re.search(rf'id="{pane}"[^>]*hx-swap-oob="true"', part, re.S), pane
+    config = re.search(r'<div id="lesson-config"[^>]*>', part, re.S).group(0)
+    assert f'data-apply-url="/lessons/{L1}/apply?step=2"' in config
+    assert "step 3 · Schedule Explorer" in config      # the page title (steps count from 1)
+    assert "Step 3 of 6" in part
+    step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["measure"].startswith("/explore/mm_relu/measure?")
+    # the same address asked without htmx (a reload, a shared link) is the whole page
+    assert "<html" in html(client.get(f"/lessons/{L1}?step=2"))
+
+
+def test_a_right_step_moves_the_toolbar_to_the_next_step(client):
+    """Once the learner's step matches, the toolbar's next click is checked against the
+    lesson's next step: the answer carries the new target (out-of-band)."""
+    r = _try_split(client, "None, 4")
+    config = re.search(r'<div id="lesson-config"[^>]*>', html(r), re.S).group(0)
+    assert f'data-apply-url="/lessons/{L1}/apply?step=2"' in config
+    assert 'hx-swap-oob="true"' in config

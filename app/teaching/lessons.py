@@ -3,7 +3,9 @@
 =========================================  ==================================================
 ``GET  /lessons``                          the lessons, in teaching order
 ``GET  /lessons/<id>?step=k``              the player: narrative of step k beside the panes,
-                                           showing the program before step k
+                                           showing the program before step k (asked by
+                                           htmx, from a link of the lesson pane: its panes
+                                           out-of-band, the page stays)
 ``       …&applied=1``                     "apply for me": the program after step k
 ``       …&t=<token>``                     the learner's own program (checked against step k)
 ``POST /lessons/<id>/apply?step=k``        "try it yourself": the explorer toolbar's form,
@@ -247,6 +249,11 @@ def lesson_player(lesson_id: str):
     ctx = player_context(les, k, token=token, applied=applied, present=presenter.is_on(),
                          at=request.args.get("at"))
     prefetch_next_step(les, k, ctx)
+    if request.htmx and not request.htmx.history_restore_request:
+        # a link of the lesson pane followed in the page (data-nav): every pane out-of-band,
+        # the measurement bodies by the step event, the plots updated in place
+        return make_response(render_template("lessons/panes_oob.html", **ctx, message=None),
+                             trigger=explorer.step_event(ctx["s"], ctx))
     return render_template("lessons/player.html", **ctx, message=None)
 
 

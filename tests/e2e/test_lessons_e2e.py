@@ -83,8 +83,10 @@ def test_try_it_yourself_with_the_toolbar(page, server, shot):
     assert "serial(32)" in page.inner_text("#lesson-check")
     assert re.search(rf"/lessons/{L1}\?step=1&t=", page.url)
     shot(page, "lessons-06-try-wrong")
-    # start again and do it right
+    # start again and do it right (the link is followed in the page: its panes are swapped)
     page.click("#lesson-check a.linkish")
+    page.wait_for_url(re.compile(rf"/lessons/{L1}\?step=1$"))
+    page.wait_for_selector("#lesson-check", state="detached")
     page.wait_for_selector("#try-yourself")
     assert "j_0" not in program_text(page)
     page.click('#program-pane [data-sel="L/mm_relu/1/Y"]')
@@ -232,4 +234,41 @@ def test_a_lesson_step_is_measured_while_the_learner_reads_it(page, server, shot
     assert "matches numpy" in page.inner_text("#measure-now")
     assert not [u for u in asked if "/measure?" in u or "/cache?" in u], asked
     shot(page, "lessons-09-measured-while-reading")
+    assert not page.js_errors, page.js_errors
+
+
+def test_next_and_previous_keep_the_page(page, server, shot):
+    """Moving between steps swaps the panes in the page: no reload (the page's own state
+    survives), the address and the title follow, the plots are the same elements updated
+    in place with the new step's points, and the toolbar then posts to the new step."""
+    page.goto(server + f"/lessons/{L1}?step=1")
+    wait_plot(page)
+    wait_plot(page, "#cache-plot[data-drawn]")
+    page.evaluate("() => { window.__samePage = true;"
+                  " window.__plot = document.getElementById('runtime-plot'); }")
+    page.click("#apply-for-me")
+    page.wait_for_url(re.compile(r"step=1&applied=1"))
+    page.wait_for_selector(".lesson-applied")
+    assert "j_0" in program_text(page)
+    page.click("#lesson-next")
+    page.wait_for_url(re.compile(r"step=2$"))
+    page.wait_for_selector("text=Step 3 of 6")
+    assert "step 3" in page.title()
+    assert page.get_attribute("#lesson-config", "data-apply-url") == f"/lessons/{L1}/apply?step=2"
+    # the runtime plot: the same element, drawn with the state's two points
+    page.wait_for_selector('#runtime-plot[data-points="2"][data-drawn]:not([data-stale])',
+                           timeout=180_000)
+    assert page.evaluate("() => window.__samePage === true"
+                         " && document.getElementById('runtime-plot') === window.__plot")
+    page.click("#lesson-prev")
+    page.wait_for_url(re.compile(r"step=1$"))
+    page.wait_for_selector("text=Step 2 of 6")
+    page.wait_for_selector('#runtime-plot[data-points="1"][data-drawn]:not([data-stale])')
+    assert "j_0" not in program_text(page)
+    assert page.evaluate("() => window.__samePage === true")
+    shot(page, "lessons-10-previous-in-place")
+    # the browser's back button returns to step 3's address (loaded anew)
+    page.go_back()
+    page.wait_for_url(re.compile(r"step=2$"))
+    page.wait_for_selector("text=Step 3 of 6")
     assert not page.js_errors, page.js_errors
