@@ -43,6 +43,19 @@
     var title = cfg && cfg.getAttribute("data-title");
     if (title && document.title !== title) document.title = title;
   }
-  document.addEventListener("DOMContentLoaded", markLook);
-  document.addEventListener("htmx:afterSettle", function () { markLook(); retitle(); });
+  // another step's narrative starts at its top (the lesson column keeps its scroll across
+  // the swap of its pane; a "try it yourself" answer for the same step keeps it)
+  var shownStep = null;
+  function toTopOnNewStep() {
+    var pane = document.getElementById("lesson-pane");
+    if (!pane) return;
+    var k = pane.getAttribute("data-step");
+    if (shownStep !== null && k !== shownStep) {
+      var col = pane.closest(".col-lesson");
+      if (col) col.scrollTop = 0;
+    }
+    shownStep = k;
+  }
+  document.addEventListener("DOMContentLoaded", function () { markLook(); toTopOnNewStep(); });
+  document.addEventListener("htmx:afterSettle", function () { toTopOnNewStep(); markLook(); retitle(); });
 })();

@@ -233,7 +233,7 @@ def test_a_lesson_step_is_measured_while_the_learner_reads_it(page, server, shot
     page.wait_for_selector('#cache-plot[data-points="2"][data-drawn]:not([data-stale])')
     assert "matches numpy" in page.inner_text("#measure-now")
     assert not [u for u in asked if "/measure?" in u or "/cache?" in u], asked
-    shot(page, "lessons-09-measured-while-reading")
+    shot(page, "lessons-14-measured-while-reading")
     assert not page.js_errors, page.js_errors
 
 
@@ -241,6 +241,7 @@ def test_next_and_previous_keep_the_page(page, server, shot):
     """Moving between steps swaps the panes in the page: no reload (the page's own state
     survives), the address and the title follow, the plots are the same elements updated
     in place with the new step's points, and the toolbar then posts to the new step."""
+    page.set_viewport_size({"width": 1280, "height": 520})   # a lesson column that scrolls
     page.goto(server + f"/lessons/{L1}?step=1")
     wait_plot(page)
     wait_plot(page, "#cache-plot[data-drawn]")
@@ -250,9 +251,14 @@ def test_next_and_previous_keep_the_page(page, server, shot):
     page.wait_for_url(re.compile(r"step=1&applied=1"))
     page.wait_for_selector(".lesson-applied")
     assert "j_0" in program_text(page)
+    # (the learner scrolled the lesson column down to reach "next")
+    assert page.evaluate("() => { const c = document.querySelector('.col-lesson');"
+                         " c.scrollTop = c.scrollHeight; return c.scrollTop; }") > 0
     page.click("#lesson-next")
     page.wait_for_url(re.compile(r"step=2$"))
     page.wait_for_selector("text=Step 3 of 6")
+    # the new step's narrative starts at its top
+    assert page.evaluate("() => document.querySelector('.col-lesson').scrollTop") == 0
     assert "step 3" in page.title()
     assert page.get_attribute("#lesson-config", "data-apply-url") == f"/lessons/{L1}/apply?step=2"
     # the runtime plot: the same element, drawn with the state's two points
@@ -266,7 +272,7 @@ def test_next_and_previous_keep_the_page(page, server, shot):
     page.wait_for_selector('#runtime-plot[data-points="1"][data-drawn]:not([data-stale])')
     assert "j_0" not in program_text(page)
     assert page.evaluate("() => window.__samePage === true")
-    shot(page, "lessons-10-previous-in-place")
+    shot(page, "lessons-15-previous-in-place")
     # the browser's back button returns to step 3's address (loaded anew)
     page.go_back()
     page.wait_for_url(re.compile(r"step=2$"))
