@@ -331,6 +331,13 @@
       ev.detail.target.setAttribute("data-draw-now", "1");
   });
   document.addEventListener("htmx:oobBeforeSwap", function (ev) {
+    // the Tune tab follows the page's program, except while a search it started is running
+    // (its progress polls: the search and its live plot stay until it ends)
+    var tgt = ev.detail.target;
+    if (tgt && tgt.id === "tune-pane" && tgt.querySelector(".tunelive[hx-trigger]")) {
+      ev.detail.shouldSwap = false;
+      return;
+    }
     if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
   });
   document.addEventListener("htmx:afterSwap", function (ev) {

@@ -49,3 +49,25 @@ def test_unknown_search_is_a_404(client):
     r = client.get("/tune/doesnotexist", headers=HX)
     assert r.status_code == 404 and "not known" in text(r)
     assert client.post("/tune/doesnotexist/stop", headers=HX).status_code == 404
+
+
+def test_a_click_gives_the_tune_tab_the_new_program(client):
+    """After a step the Tune tab tunes the page's new program: the click's answer carries
+    the tab again (out-of-band, loaded when shown) with the new state's address; a page that
+    asks for its panes (an undo, a step link) gets it too."""
+    import re
+    from html import unescape
+    from urllib.parse import parse_qs, urlsplit
+    data = {"n": "16", "sel": "L/mm_relu/1/Y", "primitive": "split", "factors": "None, 4"}
+    r = client.post("/explore/mm_relu/apply", data=data, headers=HX)
+    assert r.status_code == 200
+    slot = re.search(r'<div id="tune-pane"[^>]*>', text(r), re.S).group(0)
+    assert 'hx-swap-oob="true"' in slot and 'hx-trigger="intersect once"' in slot
+    url = unescape(re.search(r'hx-get="([^"]+)"', slot).group(1))
+    pushed = r.headers["HX-Push-Url"]
+    assert urlsplit(url).path == "/explore/mm_relu/tune"
+    assert parse_qs(urlsplit(url).query)["t"] == parse_qs(urlsplit(pushed).query)["t"]
+    # the form it loads starts a search from that program
+    assert "Search from the initial program" not in text(client.get(url, headers=HX))
+    back = client.get("/explore/mm_relu?n=16", headers=HX)
+    assert re.search(r'<div id="tune-pane"[^>]*hx-swap-oob="true"', text(back), re.S)

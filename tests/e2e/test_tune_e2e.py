@@ -1,6 +1,7 @@
 """The Tune tab in a real Chromium: search from a step with the auto space, watch the
 progress bar, the scatter plot and the table fill in, open a candidate as an ordinary trace
-(shareable link, measurable steps), and stop a search (what it found stays).
+(shareable link, measurable steps), and stop a search (what it found stays); a click keeps a
+running search on the tab, and once it has ended the tab tunes the page's new program.
 Screenshots go to test-artifacts/screenshots/."""
 from __future__ import annotations
 
@@ -57,3 +58,32 @@ def test_tune_tab_search_watch_open_and_stop(page, server, shot):
     assert 1 <= done < 200
     shot(page, "tune-04-stopped")
     assert not [e for e in page.js_errors if "Content Security Policy" in e]
+
+
+def test_tune_tab_keeps_a_running_search_then_follows_the_program(page, server, shot):
+    page.goto(server + "/explore/mm_relu?n=64")
+    page.wait_for_selector("#program-pane .node")
+    open_tune_tab(page)
+    page.fill("#tune-trials", "200")
+    page.click("#tune-start")
+    page.wait_for_selector("#tune-stop", timeout=240_000)
+    # a step while the search runs (loop j picked in the diagram with the keyboard, the tab
+    # still shown): the search stays on the tab
+    page.focus('#diagram-pane [data-sel="L/mm_relu/1/Y"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    page.fill('#toolbar form.prim input[name="factors"]', "None, 8")
+    page.click('#toolbar button[data-prim="split"]')
+    page.wait_for_function("() => document.querySelectorAll('#trace-pane li.step').length === 2")
+    assert page.locator("#tune-stop").count() == 1
+    shot(page, "tune-05-search-kept-across-a-click")
+    page.click("#tune-stop")
+    page.wait_for_selector("#tune-status")
+    # the search has ended: the next step gives the tab the page's program (an undo here)
+    page.click('[data-key="undo"]')
+    page.wait_for_url(re.compile(r"at=0"))
+    page.wait_for_function(
+        "() => { const f = document.querySelector('#tune-pane form.tuneform');"
+        " return f && /[?&]at=0/.test(f.getAttribute('hx-post')); }")
+    assert page.locator("#tune-status").count() == 0
+    assert not page.js_errors, page.js_errors
