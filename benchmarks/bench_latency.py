@@ -182,22 +182,29 @@ RECORDER = r"""
 """
 
 
+def fill_form(page, sel: str, prim: str, args: dict) -> str:
+    """Select ``sel`` in the program text and fill the toolbar's form for ``prim``; the
+    form's selector (its button is what the recorder clicks)."""
+    page.locator(f'#program-pane [data-sel="{sel}"]').first.click()
+    page.wait_for_selector(f'#toolbar[data-selected="{sel}"] form.prim')
+    form_sel = f'#toolbar form.prim:has(button[data-prim="{prim}"])'
+    form = page.locator(form_sel)
+    for name, value in args.items():
+        field = form.locator(f'[name="{name}"]')
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+    return form_sel
+
+
 def browser_round(page, base: str, n: int, f: int) -> list[dict]:
     page.goto(f"{base}/explore/mm_relu?n={n}")
     page.wait_for_selector("#runtime-plot[data-drawn]", timeout=300_000)
     page.wait_for_selector("#cache-plot[data-drawn]", timeout=300_000)
     out = []
     for k, (sel, prim, args) in enumerate(steps_for(f), start=1):
-        page.locator(f'#program-pane [data-sel="{sel}"]').first.click()
-        page.wait_for_selector(f'#toolbar[data-selected="{sel}"] form.prim')
-        form_sel = f'#toolbar form.prim:has(button[data-prim="{prim}"])'
-        form = page.locator(form_sel)
-        for name, value in args.items():
-            field = form.locator(f'[name="{name}"]')
-            if field.evaluate("e => e.tagName") == "SELECT":
-                field.select_option(value)
-            else:
-                field.fill(value)
+        form_sel = fill_form(page, sel, prim, args)
         seen = page.evaluate(RECORDER, [k, form_sel, "#trace-pane li.step", k + 1])
         out.append({key: v / 1e3 for key, v in seen.items()})
         if page.locator("#measure-now .bad, td .bad").count():
@@ -219,16 +226,7 @@ def lesson_round(page, base: str, reading_s: float) -> list[dict]:
         page.wait_for_selector("#runtime-plot[data-drawn]", timeout=300_000)
         page.wait_for_selector("#cache-plot[data-drawn]", timeout=300_000)
         t_read = time.perf_counter()
-        page.locator(f'#program-pane [data-sel="{sel}"]').first.click()
-        page.wait_for_selector(f'#toolbar[data-selected="{sel}"] form.prim')
-        form_sel = f'#toolbar form.prim:has(button[data-prim="{prim}"])'
-        form = page.locator(form_sel)
-        for name, value in args.items():
-            field = form.locator(f'[name="{name}"]')
-            if field.evaluate("e => e.tagName") == "SELECT":
-                field.select_option(value)
-            else:
-                field.fill(value)
+        form_sel = fill_form(page, sel, prim, args)
         time.sleep(max(0.0, reading_s - (time.perf_counter() - t_read)))
         seen = page.evaluate(RECORDER, [k, form_sel, "#lesson-check.ok", 1])
         out.append({key: v / 1e3 for key, v in seen.items()})
