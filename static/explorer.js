@@ -332,14 +332,37 @@
   });
   document.addEventListener("htmx:oobBeforeSwap", function (ev) {
     // the Tune tab follows the page's program, except while a search it started is running
-    // (its progress polls: the search and its live plot stay until it ends)
+    // (its progress polls: the search and its live plot stay until it ends; the tab then
+    // gets the page's program, the search's results kept under it: see tuneSearchEnded)
     var tgt = ev.detail.target;
     if (tgt && tgt.id === "tune-pane" && tgt.querySelector(".tunelive[hx-trigger]")) {
+      var slot = ev.detail.fragment;   // (the new slot, or a fragment holding it)
+      if (slot && !slot.getAttribute) slot = slot.firstElementChild;
+      var next = slot && slot.getAttribute("hx-get");
+      if (next) tgt.setAttribute("data-next-url", next);
       ev.detail.shouldSwap = false;
       return;
     }
     if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
   });
+
+  // A search kept on the Tune tab across clicks has ended: the tab's form is for the program
+  // the search started from, and the page has moved on. The tab loads the page's program's
+  // form, and the ended search's results stay below it.
+  function tuneSearchEnded(live) {
+    var pane = document.getElementById("tune-pane");
+    if (!pane || !live.isConnected || !pane.contains(live) || live.hasAttribute("hx-trigger")) return;
+    var next = pane.getAttribute("data-next-url");
+    if (!next) return;
+    pane.removeAttribute("data-next-url");
+    // the results are taken out while the tab is swapped (with their drawn plot), then put
+    // back under the new form
+    live.parentNode.removeChild(live);
+    htmx.ajax("GET", next, { source: pane, target: pane, swap: "innerHTML" }).then(function () {
+      var slot = document.getElementById("tune-live");
+      if (slot) slot.appendChild(live);
+    });
+  }
   document.addEventListener("htmx:afterSwap", function (ev) {
     if (isBody(ev.detail.target)) ev.detail.target.classList.remove("stale");
   });
@@ -366,6 +389,11 @@
   document.addEventListener("htmx:afterSettle", function (ev) {
     var elt = ev.detail && ev.detail.elt;
     if (isBody(elt)) elt.removeAttribute("data-draw-now");
+    // (an answer that replaced a search's progress settles on the new element, ev.target;
+    // the tab is swapped once htmx has finished with that answer)
+    var live = ev.target;
+    if (live instanceof Element && live.classList.contains("tunelive"))
+      setTimeout(function () { tuneSearchEnded(live); }, 0);
     if (!settling) {
       settling = { reveal: false };
       Promise.resolve().then(afterSettled);
