@@ -196,7 +196,7 @@ def _apply_step(les, k: int, step, applied: bool, check: dict | None) -> int:
     return k + 1 if finished and k + 1 < len(les.steps) else k
 
 
-def prefetch_next_step(les, k: int, ctx: dict) -> None:
+def prefetch_next_step(les, k: int, ctx: dict, *, page_prefetched: bool = False) -> None:
     """Start measuring the program the learner's next toolbar click is expected to make.
 
     A lesson knows its next step: while the learner reads it, the workers compile, check,
@@ -206,6 +206,7 @@ def prefetch_next_step(les, k: int, ctx: dict) -> None:
     starts from (a learner elsewhere would make another program). The page's own program
     is asked for first, so the guess never delays what is on screen; nothing is done for
     sizes that are only simulated, or when prefetching is off (``PREFETCH_MEASUREMENTS``).
+    ``page_prefetched``: the page's own program was just prefetched (a toolbar step).
     """
     if ctx["end"]:
         return
@@ -216,7 +217,8 @@ def prefetch_next_step(les, k: int, ctx: dict) -> None:
     mod = s.mod_at(s.at)
     if not structural_equal(mod, les.modules(s.params)[t]):
         return
-    measuring.prefetch(s, mod)
+    if not page_prefetched:
+        measuring.prefetch(s, mod)
     try:
         after = lesson_session(les, lesson_token(les, t + 1))
     except AppError:  # the lesson's step does not replay: its own page says so
@@ -272,7 +274,7 @@ def lesson_apply(lesson_id: str):
     sch, summary = done
     token = sch.trace.encode()
     ctx = player_context(les, k, token=token, present=on)
-    prefetch_next_step(les, k, ctx)
+    prefetch_next_step(les, k, ctx, page_prefetched=True)   # apply_form prefetched the step
     chk = ctx["check"]
     if chk is None:   # a narrative-only step: nothing to compare with
         kind, text = "ok", (f"applied: {summary}. This step applies nothing itself; the program "
