@@ -9,13 +9,15 @@ every compile) and drives it two ways:
   button's click, when each part of the page shows the new step:
 
   - ``panes``: the program, the loop diagram and the trace (the new step listed);
-  - ``runtime``: the runtime plot redrawn with the new step's point (compiled, checked
+  - ``runtime``: the runtime plot showing the new step's point (compiled, checked
     against numpy, timed);
-  - ``cache``: the cache plot redrawn with the new step's point (simulated);
+  - ``cache``: the cache plot showing the new step's point (simulated);
   - ``all``: the last of them.
 
   A first pass clicks programs never seen before (cold); a second pass over the same states
-  reads the stored results (warm).
+  reads the stored results (warm). A plot shows a figure when plotly has drawn it, or when
+  the page shows its kept picture of that very figure (a state seen before in the tab: the
+  warm pass; ``static/explorer.js``, pictures of drawn figures).
 * **lesson** (browser, ``--lesson-rounds``): a learner doing lesson 1 (the same four steps,
   split by 4) with the toolbar, "try it yourself": each click comes ``--reading`` seconds
   after the step's page loaded (reading it, selecting the loop, filling the form), the time

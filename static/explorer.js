@@ -1,6 +1,7 @@
 /* Schedule Explorer page behaviour: selection, highlights, tabs, plots, copy link.
  * Everything that changes program state goes through htmx requests to the server;
- * this file only handles what is purely visual. No user text is ever inserted as HTML. */
+ * this file only handles what is purely visual. No user text is ever inserted as HTML (a plot's
+ * kept picture is the SVG plotly drew in this page, serialised and put back as it was). */
 (function () {
   "use strict";
 
@@ -171,18 +172,166 @@
   function drawPlot(el) {
     if (!el.isConnected || el.closest("[hidden]")) return;
     var drawn = el.hasAttribute("data-drawn");
-    if (drawn && !el.hasAttribute("data-stale")) { Plotly.Plots.resize(el); return; }
+    if (drawn && !el.hasAttribute("data-stale")) {
+      if (el.hasAttribute("data-pictured")) redraw(el); else Plotly.Plots.resize(el);
+      return;
+    }
     try {
-      var fig = JSON.parse(el.getAttribute("data-plotly"));
-      // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
-      (drawn ? Plotly.react : Plotly.newPlot)(el, fig.data, fig.layout, PLOT_CONFIG);
+      var text = el.getAttribute("data-plotly");
+      // a drawn plot given a figure it has shown before shows that figure's picture
+      var picture = drawn ? pictureOf(el, text) : null;
+      if (picture !== null) showPicture(el, picture);
+      else {
+        var fig = JSON.parse(text);
+        // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
+        (drawn ? Plotly.react : Plotly.newPlot)(el, fig.data, fig.layout, PLOT_CONFIG);
+        dropPicture(el);
+        keepPictureLater(el, text);
+      }
       el.removeAttribute("data-stale");
       el.setAttribute("data-drawn", "1");
-      // data-points: how many points the drawn figure has (tests and benchmarks wait on it)
+      // data-points: how many points the shown figure has (tests and benchmarks wait on it)
       var next = el.getAttribute("data-next-points");
       if (next !== null) { el.setAttribute("data-points", next); el.removeAttribute("data-next-points"); }
     } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
   }
+
+  // ------------------------------------------------------------------ pictures of drawn figures
+  // Drawing a figure with plotly takes 15-40 ms per plot: most of a click that returns to a
+  // state seen before (undo, redo, a step link, a lesson's Previous). A figure plotly has
+  // drawn is kept, in the page's next idle time, as a picture — the SVG plotly drew, without
+  // hover labels — in the tab's session storage, under the plot's id, its width and the
+  // figure's exact JSON text. A drawn plot given a figure it has a picture of shows the picture over itself at
+  // once (a few ms, in the swap's task); plotly redraws the live plot under it only when it
+  // is needed: the pointer or the focus enters the plot, the window is resized, its tab is
+  // shown again, or another figure comes (then the picture goes). The picture is what plotly
+  // drew for that very figure at that very width; it is our own page's SVG, put back as it
+  // was serialised (the page's CSP forbids inline scripts in any case).
+  var PICTURES = "plotpic1:";       // (plotly.js or the plots' CSS changed: change the prefix)
+  var PICTURES_INDEX = PICTURES + "index";
+  var PICTURES_MAX = 48;            // about 25 kB each
+  var PICTURE_MAX_CHARS = 100000;   // (a big heat map is drawn, not kept)
+  var pictureStore = (function () {
+    try {
+      var s = window.sessionStorage;
+      s.setItem(PICTURES + "probe", "1");
+      s.removeItem(PICTURES + "probe");
+      return s;
+    } catch (e) { return null; }    // storage off or full: every figure is drawn
+  })();
+
+  function fnv1a(text) {
+    var h = 0x811c9dc5;
+    for (var i = 0; i < text.length; i++) { h ^= text.charCodeAt(i); h = Math.imul(h, 0x01000193); }
+    return (h >>> 0).toString(36);
+  }
+
+  // (the width plotly drew the live plot at: reading the element's own would lay out the
+  // page in the middle of a swap)
+  function pictureKey(el, text) {
+    var width = el._fullLayout && el._fullLayout.width;
+    return PICTURES + el.id + ":" + (width || el.clientWidth) + ":" + fnv1a(text);
+  }
+
+  // the picture's SVG for this figure at the plot's width, or null
+  function pictureOf(el, text) {
+    if (!pictureStore || !el.id) return null;
+    var v;
+    try { v = pictureStore.getItem(pictureKey(el, text)); } catch (e) { return null; }
+    if (!v) return null;
+    var cut = v.indexOf("\u0000");
+    return cut > 0 && v.slice(0, cut) === text ? v.slice(cut + 1) : null;   // the very figure
+  }
+
+  function pictureIndex() {
+    try { return JSON.parse(pictureStore.getItem(PICTURES_INDEX) || "[]"); } catch (e) { return []; }
+  }
+
+  function keepPicture(el, text) {
+    var live = el.querySelector(":scope > .plot-container");
+    if (!pictureStore || !el.id || !live) return;
+    var copy = live.cloneNode(true);
+    $all(".hoverlayer > *, .zoomlayer > *, .dragcover", copy).forEach(function (n) { n.parentNode.removeChild(n); });
+    var svg = copy.outerHTML;
+    if (svg.length > PICTURE_MAX_CHARS) return;
+    var key = pictureKey(el, text);
+    var index = pictureIndex().filter(function (k) { return k !== key; });
+    for (var attempt = 0; attempt < 2; attempt++) {
+      // the oldest pictures go first: past the limit, and half of them when storage is full
+      var drop = attempt ? Math.ceil(index.length / 2) : Math.max(0, index.length + 1 - PICTURES_MAX);
+      index.splice(0, drop).forEach(function (k) { try { pictureStore.removeItem(k); } catch (e) { /* gone */ } });
+      try {
+        pictureStore.setItem(key, text + "\u0000" + svg);
+        pictureStore.setItem(PICTURES_INDEX, JSON.stringify(index.concat([key])));
+        return;
+      } catch (e) { /* full: try once more with fewer pictures */ }
+    }
+  }
+
+  // a figure just drawn is kept in the page's next idle time, if it is still on screen
+  function keepPictureLater(el, text) {
+    if (!pictureStore || !el.id) return;
+    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 50); };
+    idle(function () {
+      if (el.isConnected && !el.closest("[hidden]") && !el.hasAttribute("data-pictured") &&
+          !el.hasAttribute("data-stale") && el.getAttribute("data-plotly") === text) keepPicture(el, text);
+    }, { timeout: 1000 });
+  }
+
+  // The picture lives in a shadow root inside the plot: plotly looks for its own parts
+  // (.plot-container, .main-svg, ...) among the plot's descendants and must not find the
+  // picture's; plotly's own style sheet is copied in, so that the picture looks the same.
+  function showPicture(el, svg) {
+    var host = el.querySelector(":scope > .plot-picture");
+    if (!host) {
+      host = document.createElement("div");
+      host.className = "plot-picture";
+      host.setAttribute("aria-hidden", "true");
+      host.attachShadow({ mode: "open" });
+      el.appendChild(host);
+    }
+    host.shadowRoot.innerHTML = "<style>" + plotlyCss() + "</style>" +
+      '<div class="js-plotly-plot">' + svg + "</div>";
+    el.setAttribute("data-pictured", "1");
+  }
+
+  // plotly's style rules that a picture needs (plotly adds them to a style element of its own,
+  // through the CSSOM); not those of its controls (mode bar, tooltips, cursors, dialogs)
+  var plotlyRules = "";
+  var CONTROL_RULE = /modebar|notifier|cloud-dialog|data-title|cursor|select-outline|ease-bg|input|button/;
+  function plotlyCss() {
+    if (plotlyRules) return plotlyRules;
+    var el = document.getElementById("plotly.js-style-global");
+    try {
+      plotlyRules = Array.prototype.map.call(el.sheet.cssRules, function (r) { return r.cssText; })
+        .filter(function (t) { return !CONTROL_RULE.test(t); }).join("\n");
+    } catch (e) { /* none yet */ }
+    return plotlyRules;
+  }
+
+  function dropPicture(el) {
+    var pic = el.querySelector(":scope > .plot-picture");
+    if (pic) el.removeChild(pic);
+    el.removeAttribute("data-pictured");
+  }
+
+  // the live plot under a picture is redrawn with the plot's figure; the picture goes
+  function redraw(el) {
+    if (!el.hasAttribute("data-pictured")) return;
+    try {
+      var fig = JSON.parse(el.getAttribute("data-plotly"));
+      Plotly.react(el, fig.data, fig.layout, PLOT_CONFIG);
+    } catch (e) { return; }   // (the picture stays: it shows the same figure)
+    dropPicture(el);
+  }
+
+  function redrawUnder(ev) {
+    var el = ev.target && ev.target.closest && ev.target.closest("[data-pictured]");
+    if (el) redraw(el);
+  }
+  document.addEventListener("pointerover", redrawUnder, true);
+  document.addEventListener("focusin", redrawUnder, true);
+  window.addEventListener("resize", function () { $all("[data-pictured]").forEach(redraw); });
 
   // Plots that arrive with a swap are drawn after the swapped panes have been painted, one
   // plot per task: drawing a plot takes tens of milliseconds, and the program, diagram and
@@ -196,7 +345,13 @@
 
   function drawPlotsSoon(root) {
     if (!window.Plotly) return;
-    var els = undrawnPlots(root);
+    // a drawn plot with a picture of its new figure shows it at once (a few ms)
+    var els = undrawnPlots(root).filter(function (el) {
+      if (!el.hasAttribute("data-drawn") || el.closest("[hidden]") ||
+          pictureOf(el, el.getAttribute("data-plotly")) === null) return true;
+      drawPlot(el);
+      return false;
+    });
     if (!els.length) return;
     var started = false;
     function start() {
