@@ -164,6 +164,8 @@ class MeasurePool:
         """Counters (submitted, completed, crashes, timeouts, oom, replaced, refused, ...)."""
         with self._lock:
             s = dict(self._stats)
+        for key in ("submitted", "completed"):      # (0 before the first job)
+            s.setdefault(key, 0)
         s.update(queued=self.queue.waiting(), running=self.queue.running(),
                  workers=len(self._workers), worker_pids=[w.pid for w in self._workers],
                  free_timing_slots=self.slots.free)
