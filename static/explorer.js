@@ -180,7 +180,7 @@
       var text = el.getAttribute("data-plotly");
       // a drawn plot given a figure it has shown before shows that figure's picture
       var picture = drawn ? pictureOf(el, text) : null;
-      if (picture !== null) showPicture(el, picture);
+      if (picture !== null) { showPicture(el, picture); pictureUsed(el, text); }
       else {
         var fig = JSON.parse(text);
         // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
@@ -209,7 +209,7 @@
   // was serialised (the page's CSP forbids inline scripts in any case).
   var PICTURES = "plotpic1:";       // (plotly.js or the plots' CSS changed: change the prefix)
   var PICTURES_INDEX = PICTURES + "index";
-  var PICTURES_MAX = 48;            // about 25 kB each
+  var PICTURES_MAX = 160;           // about 20k characters each: 80 states of a session
   var PICTURE_MAX_CHARS = 100000;   // (a big heat map is drawn, not kept)
   var pictureStore = (function () {
     try {
@@ -241,6 +241,20 @@
     if (!v) return null;
     var cut = v.indexOf("\u0000");
     return cut > 0 && v.slice(0, cut) === text ? v.slice(cut + 1) : null;   // the very figure
+  }
+
+  // a picture shown goes to the end of the line of those to drop first (in idle time)
+  function pictureUsed(el, text) {
+    var key = pictureKey(el, text);
+    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 50); };
+    idle(function () {
+      var index = pictureIndex();
+      var at = index.indexOf(key);
+      if (at < 0 || at === index.length - 1) return;
+      index.splice(at, 1);
+      index.push(key);
+      try { pictureStore.setItem(PICTURES_INDEX, JSON.stringify(index)); } catch (e) { /* kept as it was */ }
+    }, { timeout: 1000 });
   }
 
   function pictureIndex() {
