@@ -264,8 +264,10 @@
   function keepPicture(el, text) {
     var live = el.querySelector(":scope > .plot-container");
     if (!pictureStore || !el.id || !live) return;
-    var copy = live.cloneNode(true);
-    $all(".hoverlayer > *, .zoomlayer > *, .dragcover", copy).forEach(function (n) { n.parentNode.removeChild(n); });
+    // (no hover label, zoom box or drag cover in the picture)
+    var TRANSIENT = ".hoverlayer > *, .zoomlayer > *, .dragcover";
+    var copy = live.querySelector(TRANSIENT) ? live.cloneNode(true) : live;
+    if (copy !== live) $all(TRANSIENT, copy).forEach(function (n) { n.parentNode.removeChild(n); });
     var svg = copy.outerHTML;
     if (svg.length > PICTURE_MAX_CHARS) return;
     var key = pictureKey(el, text);
@@ -282,13 +284,21 @@
     }
   }
 
-  // a figure just drawn is kept in the page's next idle time, if it is still on screen
-  function keepPictureLater(el, text) {
+  // A figure just drawn is kept once the page is quiet — no request out, no measurement body
+  // waiting for its new answer (keeping one takes a few ms, and the cores are better left to
+  // the step being measured) — and idle, if it is still on screen by then.
+  function pageQuiet() {
+    return !document.querySelector(".htmx-request, #measure-body.stale, #cache-body.stale");
+  }
+
+  function keepPictureLater(el, text, tries) {
     if (!pictureStore || !el.id) return;
     var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 50); };
     idle(function () {
-      if (el.isConnected && !el.closest("[hidden]") && !el.hasAttribute("data-pictured") &&
-          !el.hasAttribute("data-stale") && el.getAttribute("data-plotly") === text) keepPicture(el, text);
+      if (!el.isConnected || el.closest("[hidden]") || el.hasAttribute("data-pictured") ||
+          el.hasAttribute("data-stale") || el.getAttribute("data-plotly") !== text) return;
+      if (pageQuiet() || (tries || 0) >= 20) keepPicture(el, text);
+      else setTimeout(function () { keepPictureLater(el, text, (tries || 0) + 1); }, 100);
     }, { timeout: 1000 });
   }
 
