@@ -26,6 +26,14 @@ def kept_pictures(page) -> list[str]:
                          " && !k.endsWith(':index'))")
 
 
+def wait_kept(page, pid: str) -> None:
+    """Until the plot's current figure has a kept picture."""
+    page.wait_for_function(
+        "id => { const t = document.getElementById(id).getAttribute('data-plotly') + '\\u0000';"
+        " return Object.keys(sessionStorage).some(k => k.startsWith('plotpic1:' + id + ':')"
+        " && sessionStorage.getItem(k).startsWith(t)); }", arg=pid)
+
+
 def pictured(page) -> list[str]:
     return page.evaluate("() => [...document.querySelectorAll('[data-pictured]')].map(e => e.id)")
 
@@ -53,9 +61,8 @@ def test_a_state_seen_before_shows_the_pictures_of_its_figures(page, server, sho
     wait_shown(page, 2)
     assert pictured(page) == []
     # ... and keeps a picture of each once the page is idle
-    page.wait_for_function(
-        "() => ['runtime-plot', 'cache-plot'].every(id => Object.keys(sessionStorage).some("
-        "k => k.startsWith('plotpic1:' + id + ':')))")
+    for pid in PLOTS:
+        wait_kept(page, pid)
     drawn = {pid: live_points(page, pid) for pid in PLOTS}
     assert drawn["runtime-plot"] >= 2 and drawn["cache-plot"] >= 2
 
@@ -99,8 +106,8 @@ def test_pictures_are_never_shown_for_a_figure_they_were_not_taken_of(page, serv
     apply(page, "split")
     wait_steps(page, 1)
     wait_shown(page, 2)
-    page.wait_for_function(
-        "() => Object.keys(sessionStorage).some(k => k.startsWith('plotpic1:runtime-plot:'))")
+    for pid in PLOTS:
+        wait_kept(page, pid)
     # every kept picture now claims another figure
     page.evaluate("() => { for (const k of Object.keys(sessionStorage)) if (k.startsWith('plotpic1:')"
                   " && !k.endsWith(':index')) { const v = sessionStorage.getItem(k);"
