@@ -291,16 +291,35 @@
     return !document.querySelector(".htmx-request, #measure-body.stale, #cache-body.stale");
   }
 
+  var toKeep = [];                  // [plot, figure text] drawn, not kept yet
+
+  function stillShows(el, text) {
+    return el.isConnected && !el.closest("[hidden]") && !el.hasAttribute("data-pictured") &&
+      !el.hasAttribute("data-stale") && el.getAttribute("data-plotly") === text;
+  }
+
   function keepPictureLater(el, text, tries) {
     if (!pictureStore || !el.id) return;
+    if (!tries) toKeep.push([el, text]);
     var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 50); };
     idle(function () {
-      if (!el.isConnected || el.closest("[hidden]") || el.hasAttribute("data-pictured") ||
-          el.hasAttribute("data-stale") || el.getAttribute("data-plotly") !== text) return;
-      if (pageQuiet() || (tries || 0) >= 20) keepPicture(el, text);
-      else setTimeout(function () { keepPictureLater(el, text, (tries || 0) + 1); }, 100);
+      var mine = toKeep.filter(function (p) { return p[0] === el && p[1] === text; });
+      if (!mine.length) return;                     // kept already (the page was left)
+      if (stillShows(el, text) && !pageQuiet() && (tries || 0) < 20) {
+        setTimeout(function () { keepPictureLater(el, text, (tries || 0) + 1); }, 100);
+        return;
+      }
+      toKeep = toKeep.filter(function (p) { return mine.indexOf(p) < 0; });
+      if (stillShows(el, text)) keepPicture(el, text);
     }, { timeout: 1000 });
   }
+
+  // the page is left (a link, a reload) before it was quiet: the figures on screen are kept now
+  window.addEventListener("pagehide", function () {
+    var pending = toKeep;
+    toKeep = [];
+    pending.forEach(function (p) { if (stillShows(p[0], p[1])) keepPicture(p[0], p[1]); });
+  });
 
   // The picture lives in a shadow root inside the plot: plotly looks for its own parts
   // (.plot-container, .main-svg, ...) among the plot's descendants and must not find the

@@ -120,3 +120,30 @@ def test_pictures_are_never_shown_for_a_figure_they_were_not_taken_of(page, serv
     assert pictured(page) == []
     assert re.search(r"\d", page.inner_text("#measure-body"))
     assert page.js_errors == []
+
+
+def test_a_page_left_before_it_was_quiet_keeps_the_pictures_of_its_figures(page, server):
+    """The figures on screen are kept when the page is left (a link, a reload), also when
+    the page never was quiet enough to keep them before."""
+    page.goto(f"{server}/explore/mm_relu?n={N}")
+    wait_shown(page, 1)
+    select(page, "L/mm_relu/1/Y")
+    page.fill('#toolbar input[name="factors"]', "None, 2")
+    # a request that never ends, as far as the page can tell: never quiet
+    page.evaluate("() => { const d = document.createElement('div'); d.className = 'htmx-request';"
+                  " document.body.appendChild(d); }")
+    apply(page, "split")
+    wait_steps(page, 1)
+    wait_shown(page, 2)
+    figures = {pid: page.get_attribute(f"#{pid}", "data-plotly") for pid in PLOTS}
+    page.wait_for_timeout(300)
+    assert not any(has_picture(page, pid, fig) for pid, fig in figures.items())
+    page.goto(f"{server}/explore/mm_relu?n={N}")        # leaves the page
+    assert all(has_picture(page, pid, fig) for pid, fig in figures.items())
+    assert page.js_errors == []
+
+
+def has_picture(page, pid: str, figure: str) -> bool:
+    return page.evaluate(
+        "([id, t]) => Object.keys(sessionStorage).some(k => k.startsWith('plotpic1:' + id + ':')"
+        " && sessionStorage.getItem(k).startsWith(t + '\\u0000'))", [pid, figure])
