@@ -199,10 +199,11 @@
   // ------------------------------------------------------------------ pictures of drawn figures
   // Drawing a figure with plotly takes 15-40 ms per plot: most of a click that returns to a
   // state seen before (undo, redo, a step link, a lesson's Previous). A figure plotly has
-  // drawn is kept, in the page's next idle time, as a picture — the SVG plotly drew, without
-  // hover labels — in the tab's session storage, under the plot's id, its width and the
-  // figure's exact JSON text. A drawn plot given a figure it has a picture of shows the picture over itself at
-  // once (a few ms, in the swap's task); plotly redraws the live plot under it only when it
+  // drawn is kept as a picture once the page is quiet and idle, or when the page is left —
+  // the SVG plotly drew, without hover labels — in the tab's session storage, under the
+  // plot's id, its width and the figure's exact JSON text. A drawn plot given a figure it
+  // has a picture of shows the picture over itself at once (a few ms, in the swap's task);
+  // plotly redraws the live plot under it only when it
   // is needed: the pointer or the focus enters the plot, the window is resized, its tab is
   // shown again, or another figure comes (then the picture goes). The picture is what plotly
   // drew for that very figure at that very width; it is our own page's SVG, put back as it
