@@ -176,24 +176,25 @@
       if (el.hasAttribute("data-pictured")) redraw(el); else Plotly.Plots.resize(el);
       return;
     }
+    // a drawn plot given a figure it has shown before shows that figure's picture
+    if (drawn && showKeptPicture(el)) return;
     try {
       var text = el.getAttribute("data-plotly");
-      // a drawn plot given a figure it has shown before shows that figure's picture
-      var picture = drawn ? pictureOf(el, text) : null;
-      if (picture !== null) { showPicture(el, picture); pictureUsed(el, text); }
-      else {
-        var fig = JSON.parse(text);
-        // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
-        (drawn ? Plotly.react : Plotly.newPlot)(el, fig.data, fig.layout, PLOT_CONFIG);
-        dropPicture(el);
-        keepPictureLater(el, text);
-      }
-      el.removeAttribute("data-stale");
-      el.setAttribute("data-drawn", "1");
-      // data-points: how many points the shown figure has (tests and benchmarks wait on it)
-      var next = el.getAttribute("data-next-points");
-      if (next !== null) { el.setAttribute("data-points", next); el.removeAttribute("data-next-points"); }
+      var fig = JSON.parse(text);
+      // a drawn plot is updated (Plotly.react reuses its SVG); a new one is drawn
+      (drawn ? Plotly.react : Plotly.newPlot)(el, fig.data, fig.layout, PLOT_CONFIG);
+      dropPicture(el);
+      figureShown(el);
+      keepPictureLater(el, text);
     } catch (e) { el.textContent = "(the plot could not be drawn: " + e + ")"; }
+  }
+
+  function figureShown(el) {
+    el.removeAttribute("data-stale");
+    el.setAttribute("data-drawn", "1");
+    // data-points: how many points the shown figure has (tests and benchmarks wait on it)
+    var next = el.getAttribute("data-next-points");
+    if (next !== null) { el.setAttribute("data-points", next); el.removeAttribute("data-next-points"); }
   }
 
   // ------------------------------------------------------------------ pictures of drawn figures
@@ -212,6 +213,8 @@
   var PICTURES_INDEX = PICTURES + "index";
   var PICTURES_MAX = 160;           // about 20k characters each: 80 states of a session
   var PICTURE_MAX_CHARS = 100000;   // (a big heat map is drawn, not kept)
+  var whenIdle = window.requestIdleCallback ? window.requestIdleCallback.bind(window)
+    : function (fn) { return setTimeout(fn, 50); };
   var pictureStore = (function () {
     try {
       var s = window.sessionStorage;
@@ -234,21 +237,19 @@
     return PICTURES + el.id + ":" + (width || el.clientWidth) + ":" + fnv1a(text);
   }
 
-  // the picture's SVG for this figure at the plot's width, or null
-  function pictureOf(el, text) {
-    if (!pictureStore || !el.id) return null;
-    var v;
-    try { v = pictureStore.getItem(pictureKey(el, text)); } catch (e) { return null; }
-    if (!v) return null;
-    var cut = v.indexOf("\u0000");
-    return cut > 0 && v.slice(0, cut) === text ? v.slice(cut + 1) : null;   // the very figure
-  }
-
-  // a picture shown goes to the end of the line of those to drop first (in idle time)
-  function pictureUsed(el, text) {
+  // A drawn plot on screen shows the kept picture of its new figure, if there is one (then
+  // true); the picture goes to the end of the line of those to drop first (in idle time).
+  function showKeptPicture(el) {
+    if (!pictureStore || !el.id || !el.isConnected || el.closest("[hidden]")) return false;
+    var text = el.getAttribute("data-plotly");
     var key = pictureKey(el, text);
-    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 50); };
-    idle(function () {
+    var v;
+    try { v = pictureStore.getItem(key); } catch (e) { return false; }
+    var cut = v ? v.indexOf("\u0000") : -1;
+    if (cut <= 0 || v.slice(0, cut) !== text) return false;          // only the very figure
+    showPicture(el, v.slice(cut + 1));
+    figureShown(el);
+    whenIdle(function () {
       var index = pictureIndex();
       var at = index.indexOf(key);
       if (at < 0 || at === index.length - 1) return;
@@ -256,6 +257,7 @@
       index.push(key);
       try { pictureStore.setItem(PICTURES_INDEX, JSON.stringify(index)); } catch (e) { /* kept as it was */ }
     }, { timeout: 1000 });
+    return true;
   }
 
   function pictureIndex() {
@@ -302,8 +304,7 @@
   function keepPictureLater(el, text, tries) {
     if (!pictureStore || !el.id) return;
     if (!tries) toKeep.push([el, text]);
-    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 50); };
-    idle(function () {
+    whenIdle(function () {
       var mine = toKeep.filter(function (p) { return p[0] === el && p[1] === text; });
       if (!mine.length) return;                     // kept already (the page was left)
       if (stillShows(el, text) && !pageQuiet() && (tries || 0) < 20) {
@@ -391,10 +392,7 @@
     if (!window.Plotly) return;
     // a drawn plot with a picture of its new figure shows it at once (a few ms)
     var els = undrawnPlots(root).filter(function (el) {
-      if (!el.hasAttribute("data-drawn") || el.closest("[hidden]") ||
-          pictureOf(el, el.getAttribute("data-plotly")) === null) return true;
-      drawPlot(el);
-      return false;
+      return !(el.hasAttribute("data-drawn") && showKeptPicture(el));
     });
     if (!els.length) return;
     var started = false;
