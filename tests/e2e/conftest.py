@@ -47,6 +47,17 @@ def browser():
         b.close()
 
 
+# htmx logs a request it aborted on purpose as two console errors, "htmx:afterRequest" then
+# "htmx:sendAbort": a search's Stop supersedes the progress poll in flight (hx-sync replace).
+# A request that failed is still caught: its "htmx:afterRequest" comes with "htmx:sendError"
+# or "htmx:timeout", which are not ignored.
+_SUPERSEDED_REQUEST = ("htmx:afterRequest", "htmx:sendAbort")
+
+
+def _expected_console_error(text: str) -> bool:
+    return "status of 422" in text or text in _SUPERSEDED_REQUEST
+
+
 @pytest.fixture()
 def page(browser):
     ctx = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True)
@@ -57,7 +68,7 @@ def page(browser):
     # CSP violations and failed loads show up as console errors
     # (a refused primitive answers 422 on purpose: Chromium logs that as a failed load)
     pg.on("console", lambda m: errors.append(m.text)
-          if m.type == "error" and "status of 422" not in m.text else None)
+          if m.type == "error" and not _expected_console_error(m.text) else None)
     pg.js_errors = errors  # type: ignore[attr-defined]
     yield pg
     ctx.close()
