@@ -47,7 +47,9 @@ def create_app(config: dict[str, Any] | None = None):
     ``EXPLORER_STORE`` (False: no store), ``EXPLORER_POOL`` (fields of
     :class:`app.service.PoolConfig`), ``MEASURE_POOL`` (what makes the pool; tests run jobs
     in their own process with it), ``PREFETCH_MEASUREMENTS`` (start measuring a step as soon
-    as it is applied; default True), ``SECURITY`` (default True); with ``SECURITY``:
+    as it is applied; default True), ``MEASURE_AHEAD`` (also measure the program of the
+    toolbar form a learner is filling in, while the workers are idle; default True),
+    ``SECURITY`` (default True); with ``SECURITY``:
     ``EXPLORER_ALLOWED_HOSTS`` (host names answered besides localhost, 127.0.0.1 and [::1];
     any other ``Host`` gets a 400), ``EXPLORER_CLASSROOM`` (any IP address is answered too),
     ``EXPLORER_ACCESS_TOKEN`` (the class link's token: asked once, then kept in a cookie).

@@ -15,7 +15,10 @@ every compile) and drives it two ways:
   - ``all``: the last of them.
 
   A first pass clicks programs never seen before (cold); a second pass over the same states
-  reads the stored results (warm). A plot shows a figure when plotly has drawn it, or when
+  reads the stored results (warm). By default each button is clicked as soon as its form is
+  filled; with ``--think-ms`` a learner's pause comes in between, in which the page sends the
+  filled form to be measured ahead (``POST /explore/<w>/intent``): the "cold" click then
+  shows what a learner who takes that long sees. A plot shows a figure when plotly has drawn it, or when
   the page shows its kept picture of that very figure (a state seen before in the tab: the
   warm pass; ``static/explorer.js``, pictures of drawn figures).
 * **lesson** (browser, ``--lesson-rounds``): a learner doing lesson 1 (the same four steps,
@@ -34,7 +37,7 @@ Every click produces a program not seen before in the run (split factors vary pe
 the results store does not hide compile time. Prints p50/p95 per part.
 
     python benchmarks/bench_latency.py [--rounds 5] [--n 128] [--no-browser] [--no-http]
-                                       [--lesson-rounds 3] [--reading 2]
+                                       [--lesson-rounds 3] [--reading 2] [--think-ms 0]
 """
 from __future__ import annotations
 
@@ -200,13 +203,15 @@ def fill_form(page, sel: str, prim: str, args: dict) -> str:
     return form_sel
 
 
-def browser_round(page, base: str, n: int, f: int) -> list[dict]:
+def browser_round(page, base: str, n: int, f: int, think_s: float = 0.0) -> list[dict]:
     page.goto(f"{base}/explore/mm_relu?n={n}")
     page.wait_for_selector("#runtime-plot[data-drawn]", timeout=300_000)
     page.wait_for_selector("#cache-plot[data-drawn]", timeout=300_000)
     out = []
     for k, (sel, prim, args) in enumerate(steps_for(f), start=1):
         form_sel = fill_form(page, sel, prim, args)
+        if think_s:
+            time.sleep(think_s)
         seen = page.evaluate(RECORDER, [k, form_sel, "#trace-pane li.step", k + 1])
         out.append({key: v / 1e3 for key, v in seen.items()})
         if page.locator("#measure-now .bad, td .bad").count():
@@ -260,7 +265,8 @@ def lesson_passes(work: str, rounds: int, reading_s: float) -> list[dict]:
     return out
 
 
-def browser_passes(base: str, n: int, factors: list[int], passes: list[str]) -> dict:
+def browser_passes(base: str, n: int, factors: list[int], passes: list[str],
+                   think_s: float = 0.0) -> dict:
     from playwright.sync_api import sync_playwright
     res: dict[str, list[dict]] = {}
     with sync_playwright() as p:
@@ -268,7 +274,7 @@ def browser_passes(base: str, n: int, factors: list[int], passes: list[str]) -> 
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         page = b.new_page(viewport={"width": 1280, "height": 720})
         for name in passes:
-            res[name] = [x for f in factors for x in browser_round(page, base, n, f)]
+            res[name] = [x for f in factors for x in browser_round(page, base, n, f, think_s)]
         b.close()
     return res
 
@@ -283,18 +289,24 @@ def main() -> int:
                     help="learners doing lesson 1 with the toolbar (0: none)")
     ap.add_argument("--reading", type=float, default=2.0,
                     help="seconds a learner spends on a lesson step before clicking")
+    ap.add_argument("--think-ms", type=float, default=0.0,
+                    help="ms between filling the form and clicking its button (default 0: at "
+                         "once; a learner takes a few hundred, in which the page sends the "
+                         "form to be measured ahead)")
     a = ap.parse_args()
     rounds = max(1, min(a.rounds, len(FACTORS)))
     factors = FACTORS[:rounds]
     work = tempfile.mkdtemp(prefix="bench-latency-")
     print(f"mm_relu n={a.n}: {rounds} rounds x 4 clicks (split j by {factors}, reorder, "
-          f"reverse_compute_at, decompose_reduction); load average {os.getloadavg()[0]:.2f}")
+          f"reverse_compute_at, decompose_reduction); load average {os.getloadavg()[0]:.2f}"
+          + (f"; {a.think_ms:g} ms from filling each form to its click" if a.think_ms else ""))
     try:
         if not a.no_browser and os.path.exists(CHROMIUM):
             port = free_port()
             proc = start_server(port, os.path.join(work, "browser"))
             try:
-                res = browser_passes(f"http://127.0.0.1:{port}", a.n, factors, ["cold", "warm"])
+                res = browser_passes(f"http://127.0.0.1:{port}", a.n, factors, ["cold", "warm"],
+                                     a.think_ms / 1e3)
             finally:
                 stop_server(proc)
             for name in ("cold", "warm"):

@@ -507,6 +507,69 @@
     return cfg.path !== tgt.getAttribute("data-url");
   }
 
+  // ------------------------------------------------------------------ measuring ahead
+  // The toolbar form the learner is filling in names the program their click will make: it
+  // is sent to /intent (the same fields as /apply), and the server measures that program
+  // while they finish — only when its workers are idle; the answer is an empty 204 — so the
+  // click usually finds its runtime and cache points measured. Sent a moment after a choice
+  // is made (a select, a committed field) or after a pause in typing, and when the pointer
+  // is pressed on the form's button (the click's own request follows a moment later). A
+  // form sent once is not sent again unchanged; the click itself cancels a pending one (a
+  // guess sent along with its click would only make the server apply the step twice).
+  var INTENT_CHOICE_MS = 100;
+  var INTENT_PAUSE_MS = 150;
+  var intentTimer = null;
+  var intentSent = "";
+
+  function sendIntent(form) {
+    intentTimer = null;
+    if (!form.isConnected) return;
+    var url = (form.getAttribute("hx-post") || "").replace(/\/apply$/, "/intent");
+    if (!/\/intent$/.test(url)) return;
+    var body = new URLSearchParams(new FormData(form)).toString();
+    if (body === intentSent) return;
+    intentSent = body;
+    try {
+      fetch(url, { method: "POST", body: body, credentials: "same-origin",
+                   headers: { "Content-Type": "application/x-www-form-urlencoded" } })
+        .catch(function () { /* a guess: nothing to report */ });
+    } catch (e) { /* no fetch: no guess */ }
+  }
+
+  function intentLater(form, ms) {
+    clearTimeout(intentTimer);
+    intentTimer = setTimeout(function () { sendIntent(form); }, ms);
+  }
+
+  function toolbarForm(ev) {
+    var t = ev.target;
+    return t && t.closest ? t.closest("#toolbar form.prim") : null;
+  }
+
+  document.addEventListener("change", function (ev) {
+    var form = toolbarForm(ev);
+    if (form) intentLater(form, INTENT_CHOICE_MS);
+  });
+  document.addEventListener("input", function (ev) {
+    var form = toolbarForm(ev);
+    if (form) intentLater(form, INTENT_PAUSE_MS);
+  });
+  document.addEventListener("pointerdown", function (ev) {
+    var form = toolbarForm(ev);
+    if (form && ev.target.closest("button[type=submit]") && !ev.target.closest("button").disabled) {
+      clearTimeout(intentTimer);
+      sendIntent(form);
+    }
+  });
+  document.addEventListener("htmx:beforeRequest", function (ev) {
+    // the click's own request: a guess still waiting to be sent is not needed any more
+    var elt = ev.detail && ev.detail.elt;
+    if (elt && elt.matches && elt.matches("#toolbar form.prim")) {
+      clearTimeout(intentTimer);
+      intentTimer = null;
+    }
+  });
+
   // ------------------------------------------------------------------ htmx hooks
   document.addEventListener("htmx:beforeSwap", function (ev) {
     if (forAnotherState(ev.detail)) { ev.detail.shouldSwap = false; return; }

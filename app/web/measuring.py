@@ -143,3 +143,22 @@ def prefetch(session: Session, mod) -> None:
     measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
                         func_name=session.func_name, baseline=session.mod0 if wl is None else None,
                         cache=plan is None or plan.simulate_cache)
+
+
+def may_measure_ahead() -> bool:
+    """Whether a guess at the learner's next click (the toolbar form they are filling in,
+    see :func:`app.web.routes.intent`) may be measured now: prefetching is on
+    (``PREFETCH_MEASUREMENTS``, and ``MEASURE_AHEAD`` for guesses), the worker pool is
+    already running (a guess never starts it), nothing waits in its queue and a worker is
+    free. So a guess never makes a step that was asked for wait in the queue."""
+    cfg = current_app.config
+    if not cfg.get("PREFETCH_MEASUREMENTS", True) or not cfg.get("MEASURE_AHEAD", True):
+        return False
+    m = measurer()
+    if not m.started:
+        return False
+    try:
+        pool = m.pool
+        return pool.queue.waiting() == 0 and pool.queue.running() < len(pool.worker_pids())
+    except (PoolClosed, PoolUnavailable, AttributeError):
+        return False

@@ -5,6 +5,7 @@
 ``GET  /explore/<w>?<params>&t=&at=``  the explorer; with ``HX-Request`` only the panes (OOB)
 ``GET  /explore/<w>/toolbar?sel=``     the primitive toolbar for a selection
 ``POST /explore/<w>/apply``            apply one primitive; panes as OOB swaps + HX-Push-Url
+``POST /explore/<w>/intent``           the form being filled in: measured ahead; always 204
 ``GET  /explore/<w>/measure``          the measurement pane (loaded lazily by htmx)
 ``GET  /explore/<w>/diff``             the diff pane's content (loaded when shown)
 ``GET  /explore/<w>/code?kind=``       LLVM IR (``ll-opt``) or assembly (``asm``)
@@ -108,6 +109,27 @@ def apply(workload: str):
     html = render_template("panes/all_oob.html", **ctx,
                            message={"kind": "ok", "text": f"applied: {summary}"})
     return make_response(html, push_url=s.url(), trigger=explorer.step_event(s, ctx))
+
+
+@bp.post("/explore/<workload>/intent")
+def intent(workload: str):
+    """The toolbar form the learner is filling in, not applied yet: its program is measured
+    ahead (compiled, checked, timed, cache-simulated in the workers) while they finish, so
+    the click that applies it usually finds its runtime and cache points measured.
+
+    The page sends the form when a choice is made, after a pause in typing, and when the
+    pointer is pressed on the form's button (``static/explorer.js``). Nothing changes for
+    the page: the answer is always an empty 204, whatever the form holds (a refused or
+    malformed step is reported by the click itself). Measured only while the workers are
+    idle (:func:`app.web.measuring.may_measure_ahead`): a guess never delays a real step.
+    """
+    if measuring.may_measure_ahead():
+        try:
+            s = Session.from_request(workload, request.form, toolbar.FORM_FIELDS)
+            apply_form(s, request.form)       # (a refusal's answer is not sent: nothing to show)
+        except AppError:
+            pass                              # a bad link or form: the click will say what
+    return Response(status=204)
 
 
 def apply_form(s: Session, form):

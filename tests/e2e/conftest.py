@@ -17,10 +17,11 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
-def start_server(port: int) -> subprocess.Popen:
+def start_server(port: int, work: str | None = None) -> subprocess.Popen:
     """The real server on ``port`` with a fresh store (stored results from earlier runs must
-    not hide compiles), once it serves its static files."""
-    work = tempfile.mkdtemp(prefix="explorer-e2e-")
+    not hide compiles) in ``work``/instance (a new folder by default), once it serves its
+    static files."""
+    work = work or tempfile.mkdtemp(prefix="explorer-e2e-")
     proc = start_app(["--host", "127.0.0.1", "--port", str(port),
                       "--instance", os.path.join(work, "instance")], work)
     wait_until(proc, lambda: urllib.request.urlopen(
