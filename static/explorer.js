@@ -523,7 +523,7 @@
 
   function sendIntent(form) {
     intentTimer = null;
-    if (!form.isConnected) return;
+    if (!form.isConnected || !formReady(form)) return;
     var url = (form.getAttribute("hx-post") || "").replace(/\/apply$/, "/intent");
     if (!/\/intent$/.test(url)) return;
     var body = new URLSearchParams(new FormData(form)).toString();
@@ -536,8 +536,17 @@
     } catch (e) { /* no fetch: no guess */ }
   }
 
+  // A form to guess from: its button is enabled — not a primitive the selection does not
+  // allow, and not a form whose click is on its way (htmx disables the button meanwhile;
+  // Chromium fires "change" on the field being typed in after the form's submit event).
+  function formReady(form) {
+    var btn = form.querySelector("button[type=submit]");
+    return !!btn && !btn.disabled;
+  }
+
   function intentLater(form, ms) {
     clearTimeout(intentTimer);
+    if (!formReady(form)) return;
     intentTimer = setTimeout(function () { sendIntent(form); }, ms);
   }
 
@@ -556,7 +565,7 @@
   });
   document.addEventListener("pointerdown", function (ev) {
     var form = toolbarForm(ev);
-    if (form && ev.target.closest("button[type=submit]") && !ev.target.closest("button").disabled) {
+    if (form && ev.target.closest("button[type=submit]")) {
       clearTimeout(intentTimer);
       sendIntent(form);
     }

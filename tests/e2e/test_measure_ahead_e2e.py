@@ -108,3 +108,29 @@ def test_a_form_the_step_would_refuse_is_not_measured_and_shows_nothing(own_serv
     page.wait_for_function("() => /Refused/.test(document.getElementById('message').textContent)",
                            timeout=30_000)
     assert page.js_errors == []
+
+
+def test_a_click_right_after_typing_sends_no_guess(own_server, page):
+    """Enter pressed as soon as the factors are typed: the click's own request measures the
+    step; no guess is sent along with it (the server would apply the step twice)."""
+    base, _ = own_server
+    page.goto(f"{base}/explore/mm_relu?n={N}")
+    wait_shown(page, 1)
+    select(page, "L/mm_relu/1/Y")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url))
+
+    def slow_apply(route):
+        # the click's answer takes 400 ms: the form stays on the page long after the
+        # pauses after which a guess would go (100 ms after "change", 150 after typing)
+        time.sleep(0.4)
+        route.continue_()
+    page.route("**/apply", slow_apply)
+    page.fill('#toolbar input[name="factors"]', "None, 2")
+    page.press('#toolbar input[name="factors"]', "Enter")
+    wait_steps(page, 1)
+    wait_shown(page, 2)
+    page.wait_for_timeout(500)
+    assert [u for u in sent if u.endswith("/apply")]
+    assert [u for u in sent if u.endswith("/intent")] == []
+    assert page.js_errors == []
