@@ -150,7 +150,8 @@ def may_measure_ahead() -> bool:
     see :func:`app.web.routes.intent`) may be measured now: prefetching is on
     (``PREFETCH_MEASUREMENTS``, and ``MEASURE_AHEAD`` for guesses), the worker pool is
     already running (a guess never starts it), nothing waits in its queue and a worker is
-    free. So a guess never makes a step that was asked for wait in the queue."""
+    free. So a guess never queues ahead of a step that was asked for; a step asked for while
+    a guess runs waits at most for that run (the guess's step and cache jobs)."""
     cfg = current_app.config
     if not cfg.get("PREFETCH_MEASUREMENTS", True) or not cfg.get("MEASURE_AHEAD", True):
         return False

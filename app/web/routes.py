@@ -121,7 +121,8 @@ def intent(workload: str):
     pointer is pressed on the form's button (``static/explorer.js``). Nothing changes for
     the page: the answer is always an empty 204, whatever the form holds (a refused or
     malformed step is reported by the click itself). Measured only while the workers are
-    idle (:func:`app.web.measuring.may_measure_ahead`): a guess never delays a real step.
+    idle (:func:`app.web.measuring.may_measure_ahead`): a guess never queues ahead of a
+    step that was asked for.
     """
     if measuring.may_measure_ahead():
         try:
