@@ -512,17 +512,19 @@
   // is sent to /intent (the same fields as /apply), and the server measures that program
   // while they finish — only when its workers are idle; the answer is an empty 204 — so the
   // click usually finds its runtime and cache points measured. Sent a moment after a choice
-  // is made (a select, a committed field) or after a pause in typing, and when the pointer
-  // is pressed on the form's button (the click's own request follows a moment later). A
-  // form sent once is not sent again unchanged; the click itself cancels a pending one (a
-  // guess sent along with its click would only make the server apply the step twice).
+  // is made (a select, a committed field) or after a pause in typing, when the pointer rests
+  // on the form's button or the keyboard focus reaches it, and when the pointer is pressed
+  // on it (the click's own request follows a moment later). A form sent once is not sent
+  // again unchanged; the click itself cancels a pending one (a guess sent along with its
+  // click would only make the server apply the step twice).
   var INTENT_CHOICE_MS = 100;
   var INTENT_PAUSE_MS = 150;
-  var intentTimer = null;
+  var INTENT_REST_MS = 80;      // the pointer on a button (not passing over it), the focus
+  var intentTimer = null;     // a choice, typing
+  var restTimer = null;       // the pointer or the focus on a button
   var intentSent = "";
 
   function sendIntent(form) {
-    intentTimer = null;
     if (!form.isConnected || !formReady(form)) return;
     var url = (form.getAttribute("hx-post") || "").replace(/\/apply$/, "/intent");
     if (!/\/intent$/.test(url)) return;
@@ -547,7 +549,19 @@
   function intentLater(form, ms) {
     clearTimeout(intentTimer);
     if (!formReady(form)) return;
-    intentTimer = setTimeout(function () { sendIntent(form); }, ms);
+    intentTimer = setTimeout(function () { intentTimer = null; sendIntent(form); }, ms);
+  }
+
+  function intentOnRest(form) {
+    clearTimeout(restTimer);
+    if (!formReady(form)) return;
+    restTimer = setTimeout(function () { restTimer = null; sendIntent(form); }, INTENT_REST_MS);
+  }
+
+  function noPendingIntent() {
+    clearTimeout(intentTimer);
+    clearTimeout(restTimer);
+    intentTimer = restTimer = null;
   }
 
   function toolbarForm(ev) {
@@ -563,20 +577,35 @@
     var form = toolbarForm(ev);
     if (form) intentLater(form, INTENT_PAUSE_MS);
   });
+  function onButton(ev) {
+    var form = toolbarForm(ev);
+    return form && ev.target.closest("button[type=submit]") ? form : null;
+  }
+  document.addEventListener("pointerover", function (ev) {
+    var form = onButton(ev);
+    if (form) intentOnRest(form);
+  });
+  document.addEventListener("pointerout", function (ev) {
+    // the pointer left the button before resting on it (not for one of its children)
+    var btn = onButton(ev) && ev.target.closest("button[type=submit]");
+    var to = ev.relatedTarget;
+    if (btn && !(to && btn.contains(to))) { clearTimeout(restTimer); restTimer = null; }
+  });
+  document.addEventListener("focusin", function (ev) {
+    var form = onButton(ev);
+    if (form) intentOnRest(form);
+  });
   document.addEventListener("pointerdown", function (ev) {
     var form = toolbarForm(ev);
     if (form && ev.target.closest("button[type=submit]")) {
-      clearTimeout(intentTimer);
+      noPendingIntent();
       sendIntent(form);
     }
   });
   document.addEventListener("htmx:beforeRequest", function (ev) {
     // the click's own request: a guess still waiting to be sent is not needed any more
     var elt = ev.detail && ev.detail.elt;
-    if (elt && elt.matches && elt.matches("#toolbar form.prim")) {
-      clearTimeout(intentTimer);
-      intentTimer = null;
-    }
+    if (elt && elt.matches && elt.matches("#toolbar form.prim")) noPendingIntent();
   });
 
   // ------------------------------------------------------------------ htmx hooks

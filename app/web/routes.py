@@ -117,8 +117,9 @@ def intent(workload: str):
     ahead (compiled, checked, timed, cache-simulated in the workers) while they finish, so
     the click that applies it usually finds its runtime and cache points measured.
 
-    The page sends the form when a choice is made, after a pause in typing, and when the
-    pointer is pressed on the form's button (``static/explorer.js``). Nothing changes for
+    The page sends the form when a choice is made, after a pause in typing, when the pointer
+    rests on the form's button or the focus reaches it, and when the pointer is pressed on
+    it (``static/explorer.js``). Nothing changes for
     the page: the answer is always an empty 204, whatever the form holds (a refused or
     malformed step is reported by the click itself). Measured only while the workers are
     idle (:func:`app.web.measuring.may_measure_ahead`): a guess never queues ahead of a

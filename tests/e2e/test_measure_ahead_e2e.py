@@ -134,3 +134,29 @@ def test_a_click_right_after_typing_sends_no_guess(own_server, page):
     assert [u for u in sent if u.endswith("/apply")]
     assert [u for u in sent if u.endswith("/intent")] == []
     assert page.js_errors == []
+
+
+def test_the_pointer_resting_on_a_button_sends_its_form(own_server, page):
+    """A primitive taken as it is (no field changed): the pointer resting on its button is
+    the learner's intent; passing over a button is not."""
+    base, _ = own_server
+    page.goto(f"{base}/explore/mm_relu?n={N}")
+    wait_shown(page, 1)
+    select(page, "L/mm_relu/0/Y")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.post_data or "") if r.url.endswith("/intent") else None)
+    with page.expect_response(lambda r: r.url.endswith("/intent")) as got:
+        page.hover('#toolbar button[data-prim="parallel"]')
+    assert got.value.status == 204
+    page.wait_for_timeout(300)
+    assert len(sent) == 1 and "primitive=parallel" in sent[0]
+    # passing over another button on the way elsewhere sends nothing
+    page.evaluate("""() => {
+        const b = document.querySelector('#toolbar button[data-prim="vectorize"]');
+        const o = {bubbles: true, relatedTarget: document.body};
+        b.dispatchEvent(new PointerEvent('pointerover', o));
+        b.dispatchEvent(new PointerEvent('pointerout', o));
+    }""")
+    page.wait_for_timeout(400)
+    assert len(sent) == 1
+    assert page.js_errors == []
