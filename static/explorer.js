@@ -526,8 +526,9 @@
 
   function sendIntent(form) {
     if (!form.isConnected || !formReady(form)) return;
-    var url = (form.getAttribute("hx-post") || "").replace(/\/apply$/, "/intent");
-    if (!/\/intent$/.test(url)) return;
+    var m = /^(\/explore\/[^\/?#]+)\/apply$/.exec(form.getAttribute("hx-post") || "");
+    if (!m) return;
+    var url = m[1] + "/intent";
     var body = new URLSearchParams(new FormData(form)).toString();
     if (body === intentSent) return;
     intentSent = body;
