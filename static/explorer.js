@@ -520,8 +520,8 @@
   var INTENT_CHOICE_MS = 100;
   var INTENT_PAUSE_MS = 150;
   var INTENT_REST_MS = 80;      // the pointer on a button (not passing over it), the focus
-  var intentTimer = null;     // a choice, typing
-  var restTimer = null;       // the pointer or the focus on a button
+  // pending guesses: "edit" (a choice, typing), "rest" (the pointer or the focus on a button)
+  var intentTimers = { edit: null, rest: null };
   var intentSent = "";
 
   function sendIntent(form) {
@@ -547,23 +547,18 @@
     return !!btn && !btn.disabled;
   }
 
-  function intentLater(form, ms) {
-    clearTimeout(intentTimer);
-    if (!formReady(form)) return;
-    intentTimer = setTimeout(function () { intentTimer = null; sendIntent(form); }, ms);
+  function cancelIntent(kind) {
+    clearTimeout(intentTimers[kind]);
+    intentTimers[kind] = null;
   }
 
-  function intentOnRest(form) {
-    clearTimeout(restTimer);
-    if (!formReady(form)) return;
-    restTimer = setTimeout(function () { restTimer = null; sendIntent(form); }, INTENT_REST_MS);
+  function intentLater(kind, form, ms) {
+    cancelIntent(kind);
+    if (formReady(form))
+      intentTimers[kind] = setTimeout(function () { intentTimers[kind] = null; sendIntent(form); }, ms);
   }
 
-  function noPendingIntent() {
-    clearTimeout(intentTimer);
-    clearTimeout(restTimer);
-    intentTimer = restTimer = null;
-  }
+  function noPendingIntent() { cancelIntent("edit"); cancelIntent("rest"); }
 
   function toolbarForm(ev) {
     var t = ev.target;
@@ -572,36 +567,31 @@
 
   document.addEventListener("change", function (ev) {
     var form = toolbarForm(ev);
-    if (form) intentLater(form, INTENT_CHOICE_MS);
+    if (form) intentLater("edit", form, INTENT_CHOICE_MS);
   });
   document.addEventListener("input", function (ev) {
     var form = toolbarForm(ev);
-    if (form) intentLater(form, INTENT_PAUSE_MS);
+    if (form) intentLater("edit", form, INTENT_PAUSE_MS);
   });
   function onButton(ev) {
     var form = toolbarForm(ev);
     return form && ev.target.closest("button[type=submit]") ? form : null;
   }
-  document.addEventListener("pointerover", function (ev) {
+  function intentOnRest(ev) {
     var form = onButton(ev);
-    if (form) intentOnRest(form);
-  });
+    if (form) intentLater("rest", form, INTENT_REST_MS);
+  }
+  document.addEventListener("pointerover", intentOnRest);
+  document.addEventListener("focusin", intentOnRest);
   document.addEventListener("pointerout", function (ev) {
     // the pointer left the button before resting on it (not for one of its children)
     var btn = onButton(ev) && ev.target.closest("button[type=submit]");
     var to = ev.relatedTarget;
-    if (btn && !(to && btn.contains(to))) { clearTimeout(restTimer); restTimer = null; }
-  });
-  document.addEventListener("focusin", function (ev) {
-    var form = onButton(ev);
-    if (form) intentOnRest(form);
+    if (btn && !(to && btn.contains(to))) cancelIntent("rest");
   });
   document.addEventListener("pointerdown", function (ev) {
-    var form = toolbarForm(ev);
-    if (form && ev.target.closest("button[type=submit]")) {
-      noPendingIntent();
-      sendIntent(form);
-    }
+    var form = onButton(ev);
+    if (form) { noPendingIntent(); sendIntent(form); }
   });
   document.addEventListener("htmx:beforeRequest", function (ev) {
     // the click's own request: a guess still waiting to be sent is not needed any more
