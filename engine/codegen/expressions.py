@@ -12,6 +12,7 @@ from engine.ir import expr as E
 from engine.ir.dtype import bits_of, element_of, is_bool, is_float, is_int, is_uint, lanes_of
 
 from .generator import restore
+from .loops import Narrowed
 from .llvm_types import I1, llvm_type, scalar_type
 
 
@@ -23,6 +24,8 @@ class ExpressionMixin:
         if v is None:
             raise self.err(f"variable {e.name!r} is used but never defined "
                            "(a block axis outside its block, or a free variable)")
+        if isinstance(v, Narrowed):
+            return v.value(self.builder)
         return v
 
     def e_IntImm(self, e: E.IntImm):

@@ -40,7 +40,7 @@ class FunctionABIMixin:
         fn = ir.Function(self.module, fnty, name=symbol)
         info = FuncInfo(name, symbol, tuple(params), tuple(orig))
         self.info = info
-        self.vars, self.bufs, self.nonneg = {}, {}, set()
+        self.vars, self.bufs, self.nonneg, self.wide = {}, {}, set(), {}
         self._buffer_params(fn.args, params, aligned=True)
         self.frame = Frame(fn, 0)
         self.stmt(func.body)
@@ -107,7 +107,7 @@ class FunctionABIMixin:
         self.outline_count += 1
         base = f"{self.info.symbol}_par{self.outline_count}"
         # worker: i32 worker(ptr noalias bufs..., vars..., i64 begin, i64 end)
-        wty = ir.FunctionType(I32, [PTR] * len(bufs) + [self.vars[id(v)].type for v in free_vars]
+        wty = ir.FunctionType(I32, [PTR] * len(bufs) + [self.e_Var(v).type for v in free_vars]
                               + [I64, I64])
         parent_module = self.module
         unit = parent_module
@@ -144,23 +144,23 @@ class FunctionABIMixin:
         self.fail_with(rc)
 
         # --- task function: load env, compute the chunk, call the worker
-        saved = (self.frame, self.vars, self.bufs, self.nonneg)
+        saved = (self.frame, self.vars, self.bufs, self.nonneg, self.wide)
         self.frame = Frame(task, saved[0].parallel_depth + 1)
         self._task_body(task, worker, captured_types, env_ty)
 
         # --- worker function: the loop over [begin, end)
         self.frame = Frame(worker, saved[0].parallel_depth + 1)
         self._worker_body(s, worker, unit, bufs, free_vars)
-        self.frame, self.vars, self.bufs, self.nonneg = saved
+        self.frame, self.vars, self.bufs, self.nonneg, self.wide = saved
 
     def _pack_env(self, lo: ir.Value, ext: ir.Value, bufs: list, free_vars: list):
         """``env = {lo, ext, buffers..., vars...}`` on the stack: (env, its type, the
         types of its fields)."""
         b = self.builder
-        captured_types = [I64, I64] + [PTR] * len(bufs) + [self.vars[id(v)].type for v in free_vars]
+        captured_types = [I64, I64] + [PTR] * len(bufs) + [self.e_Var(v).type for v in free_vars]
         env_ty = ir.LiteralStructType(captured_types)
         env = self.frame.alloca(env_ty, "par_env", align=16)
-        values = [lo, ext] + [self.bufs[id(bb)] for bb in bufs] + [self.vars[id(v)] for v in free_vars]
+        values = [lo, ext] + [self.bufs[id(bb)] for bb in bufs] + [self.e_Var(v) for v in free_vars]
         for i, v in enumerate(values):
             b.store(v, b.gep(env, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True,
                              source_etype=env_ty))
@@ -191,7 +191,7 @@ class FunctionABIMixin:
                      free_vars: list) -> None:
         """The worker: the loop of ``s`` over ``[begin, end)``, its buffers and variables
         its parameters; its declarations and loop metadata go to ``unit``."""
-        self.vars, self.bufs = {}, {}
+        self.vars, self.bufs, self.wide = {}, {}, {}
         self.nonneg = set(self.nonneg)
         args = list(worker.args)
         self._buffer_params(args[:len(bufs)], bufs)

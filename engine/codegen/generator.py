@@ -80,6 +80,8 @@ class GeneratorBase:
         self.vars: dict[int, Any] = {}
         self.bufs: dict[int, Any] = {}
         self.nonneg: set[int] = set()
+        #: the i64 values of int32 loop variables (see LoopMixin.serial_loop), for indices
+        self.wide: dict[int, Any] = {}
         self.frame: Frame | None = None
         self.func_name = ""
         self.outline_count = 0
@@ -87,6 +89,9 @@ class GeneratorBase:
         self.index_values: dict = {}
         #: loops emitted so far that LLVM will not unroll completely (see serial_loop)
         self.long_loops = 0
+        #: copies of the innermost body that the short loops emitted inside the current
+        #: loop would make when unrolled completely (see serial_loop)
+        self.nest_copies = 0
         self.infos: dict[str, FuncInfo] = {}
         self.info: FuncInfo | None = None
         self.mask: ir.Value | None = None  # active lanes inside a vector-predicated region

@@ -1,7 +1,10 @@
 """Loops: serial loops (with their unroll metadata); parallel ones go to :mod:`.functions`.
 
 A ``T.unroll`` loop that reaches the code generator gets ``llvm.loop.unroll.full`` on its
-back edge; an outer loop around a loop that stays a loop gets ``llvm.loop.unroll.disable``.
+back edge; an outer loop around a loop that stays a loop, or whose complete unrolling would
+make more than :data:`MAX_NEST_COPIES` copies of its innermost body, gets
+``llvm.loop.unroll.disable``. An int32 loop counts in i64 (the indices computed from it
+need no sign extension: see :meth:`engine.codegen.memory.MemoryMixin.index`).
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from engine.ir import expr as E
 from engine.ir import stmt as S
 
 from .generator import restore
-from .llvm_types import llvm_type, sanitize
+from .llvm_types import I64, llvm_type, sanitize
 from .target import UNROLL_FULL_MD
 
 
@@ -40,6 +43,12 @@ class _LoopID(ir.values.MDValue):
 #: (its full-unroll threshold is 300 instructions, an iteration costs at least about 5)
 LONG_LOOP_TRIP = 64
 
+#: an outer loop whose full unrolling (its own and its inner short loops') would make more
+#: than this many copies of the innermost body stays a loop (``llvm.loop.unroll.disable``);
+#: LLVM's O3 unrolls nests of short loops completely while their unrolled size is under its
+#: threshold, whatever the number of copies
+MAX_NEST_COPIES = 48
+
 
 def unroll_disable_loop_id(module: ir.Module) -> ir.values.MDValue:
     """A new loop ID asking LLVM not to unroll its loop."""
@@ -51,6 +60,27 @@ def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:
     """A new loop ID asking LLVM to unroll its loop completely."""
     option = module.add_metadata([ir.MetaDataString(module, UNROLL_FULL_MD)])
     return _LoopID(module, [option])
+
+
+class Narrowed:
+    """An int32 loop variable's value, not made yet: the truncation of its i64 counter
+    ``phi``, made at the end of the loop's header ``head`` (which dominates the body) when
+    first asked for (:meth:`value`), so that a loop whose variable only indexes has none."""
+
+    def __init__(self, head: ir.Block, phi: ir.Value, ty: ir.Type, name: str):
+        self.head, self.phi, self.ty, self.name = head, phi, ty, name
+        self.made: ir.Value | None = None
+
+    def value(self, builder: ir.IRBuilder) -> ir.Value:
+        if self.made is None:
+            with builder.goto_block(self.head):
+                self.made = builder.trunc(self.phi, self.ty, name=self.name + "_i32")
+        return self.made
+
+
+def _widened(var: E.Var) -> bool:
+    """Does the loop over ``var`` count in i64 (an int32 variable: see :meth:`LoopMixin.serial_loop`)?"""
+    return var.dtype == "int32"
 
 
 class LoopMixin:
@@ -69,16 +99,24 @@ class LoopMixin:
                 self.builder.comment(f"loop {s.loop_var.name} not unrolled: {v}")
         if s.kind is S.ForKind.PARALLEL:
             self.builder.comment(f"nested parallel loop {s.loop_var.name} runs serially")
-        lo = self.expr(s.min)
-        ext = self.expr(s.extent)
+        if _widened(s.loop_var):
+            lo, ext = self.index(s.min), self.index(s.extent)
+        else:
+            lo, ext = self.expr(s.min), self.expr(s.extent)
         self.serial_loop(s.loop_var, lo, ext, s.body, nonneg=self._nonneg_expr(s.min),
                          unroll=s.kind is S.ForKind.UNROLLED)
 
     def serial_loop(self, var: E.Var, lo: ir.Value, ext: ir.Value, body: S.Stmt,
                     nonneg: bool = False, hi: ir.Value | None = None,
                     unroll: bool = False) -> None:
+        """The loop ``for var in [lo, lo + ext)`` (or ``[lo, hi)``) around ``body``.
+
+        An int32 ``var`` counts in i64: its i64 counter is what the indices use
+        (``self.wide``), its int32 value (the counter truncated) what everything else does.
+        """
         b = self.builder
-        ty = llvm_type(var.dtype)
+        wide = _widened(var)
+        ty = I64 if wide else llvm_type(var.dtype)
         lo = self.cast_int(lo, ty)
         if hi is None:
             ext = self.cast_int(ext, ty)
@@ -100,14 +138,26 @@ class LoopMixin:
         b.cbranch(cond, loop_body, done)
         b.position_at_end(loop_body)
         old = self.vars.get(id(var))
-        self.vars[id(var)] = phi
+        old_wide = self.wide.get(id(var))
+        if wide:
+            # the loop counts in i64; the variable's own int32 value is its truncation,
+            # made in the loop's header the first time something needs it
+            self.wide[id(var)] = phi
+            self.vars[id(var)] = Narrowed(head, phi, llvm_type(var.dtype), sanitize(var.name))
+        else:
+            self.vars[id(var)] = phi
         if nonneg:
             self.nonneg.add(id(var))
         long_before = self.long_loops
+        outer_copies, self.nest_copies = self.nest_copies, 0
         self.stmt(body)
+        inner_copies, self.nest_copies = self.nest_copies, outer_copies
         nxt = self.builder.add(phi, ir.Constant(ty, 1), flags=["nsw"])
         phi.add_incoming(nxt, self.builder.block)
         latch = self.builder.branch(head)
+        const_trip = (isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant))
+        trip = int(hi.constant) - int(lo.constant) if const_trip else None
+        stays = False
         if unroll:
             latch.set_metadata("llvm.loop", unroll_full_loop_id(self.module))
             if self.info is not None:
@@ -117,10 +167,18 @@ class LoopMixin:
             # inner loop (k_0 around a 128-long k_1 became 8 copies of k_1, each then
             # unrolled 16x by LLVM: 2x the compile time for the same inner loop)
             latch.set_metadata("llvm.loop", unroll_disable_loop_id(self.module))
-        const_trip = (isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant))
-        if not unroll and (not const_trip or int(hi.constant) - int(lo.constant)
-                           >= LONG_LOOP_TRIP):
+        elif (inner_copies and trip is not None and trip < LONG_LOOP_TRIP
+              and trip * inner_copies > MAX_NEST_COPIES):
+            # a nest of short loops that LLVM would unroll into more than MAX_NEST_COPIES
+            # copies of its body (the best matmul's packing copy, 16 x 4 vectors, became
+            # 64 copies: 5x the compile time of its module, for a copy loop)
+            latch.set_metadata("llvm.loop", unroll_disable_loop_id(self.module))
+            stays = True
+        if not unroll and (trip is None or trip >= LONG_LOOP_TRIP or stays):
             self.long_loops += 1
+        else:
+            self.nest_copies = max(self.nest_copies, (trip or 1) * max(1, inner_copies))
         self.builder.position_at_end(done)
         self.nonneg.discard(id(var))
         restore(self.vars, id(var), old)
+        restore(self.wide, id(var), old_wide)
