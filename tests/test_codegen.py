@@ -51,6 +51,27 @@ def test_loop_with_nonzero_min():
     np.testing.assert_array_equal(z, [0, 0, 0, 30, 40, 50, 60, 70, 0, 0])
 
 
+def test_int32_loop_value_where_first_needed_in_a_branch_and_in_a_parallel_body():
+    # an int32 loop counts in i64; its int32 value is made once, in the loop's header, the
+    # first time something needs it: here in one branch first, then in the other branch and
+    # (captured) in a parallel loop's body: the value must dominate all of them
+    Z = Buffer("Z", (24,), "int32")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    inner = For(k, const(0), const(4), ForKind.PARALLEL,
+                BufferStore(Z, E.BufferLoad(Z, (i * 4 + k,)) + i * 100 + k, (i * 4 + k,)))
+    body = For(i, const(0), const(6), ForKind.SERIAL, seq(
+        For(j, const(0), const(4), ForKind.SERIAL,
+            IfThenElse(i % 2 == 0, BufferStore(Z, i, (i * 4 + j,)),
+                       BufferStore(Z, -i, (i * 4 + j,)))),
+        inner))
+    f = lowered_func("nar", (Z,), body)
+    z = np.zeros(24, "int32")
+    engine.build(f, lowered=True)["nar"](z)
+    ii = np.repeat(np.arange(6), 4)
+    kk = np.tile(np.arange(4), 6)
+    np.testing.assert_array_equal(z, np.where(ii % 2 == 0, ii, -ii) + ii * 100 + kk)
+
+
 @pytest.mark.parametrize("n,f", [(10, 4), (7, 3), (16, 4), (1, 5)])
 def test_split_with_predicate(n, f):
     x = np.random.rand(3, n).astype(F32)
