@@ -115,6 +115,10 @@ def test_outer_loops_around_loops_that_stay_loops_are_not_unrolled_by_llvm():
     md = _loop_md(engine.build(small.mod, cache=False).get_source("ll"))
     assert all("llvm.loop.unroll.disable" in md[h] for h in ("for_i", "for_j")), md
     assert "for_k" not in md
+    # ... and a nest too big for LLVM to unroll completely anyway is left as it was
+    # (20 x 20 = 400 copies of k's body for j: more than LLVM's threshold of 300)
+    big = engine.Schedule(engine.workloads.get("matmul", n=20))
+    assert "llvm.loop.unroll.disable" not in engine.build(big.mod, cache=False).get_source("ll")
 
 
 def test_unrolled_copies_share_their_index_arithmetic():

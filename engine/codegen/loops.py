@@ -39,14 +39,18 @@ class _LoopID(ir.values.MDValue):
         return id(self)
 
 
+#: LLVM O3's full-unroll threshold, in instructions of the unrolled loop
+LLVM_FULL_UNROLL_THRESHOLD = 300
+
 #: a loop with at least this many iterations is never unrolled completely by LLVM's O3
-#: (its full-unroll threshold is 300 instructions, an iteration costs at least about 5)
+#: (an iteration costs at least about 5 instructions)
 LONG_LOOP_TRIP = 64
 
 #: an outer loop whose full unrolling (its own and its inner short loops') would make more
-#: than this many copies of the innermost body stays a loop (``llvm.loop.unroll.disable``);
-#: LLVM's O3 unrolls nests of short loops completely while their unrolled size is under its
-#: threshold, whatever the number of copies
+#: than this many copies of the innermost body stays a loop (``llvm.loop.unroll.disable``)
+#: while LLVM could still unroll it completely (at most LLVM_FULL_UNROLL_THRESHOLD copies):
+#: LLVM's O3 unrolls a nest of short loops completely whenever its unrolled size is under
+#: the threshold, however many copies that makes (a bigger nest is left as it was)
 MAX_NEST_COPIES = 48
 
 
@@ -168,7 +172,7 @@ class LoopMixin:
             # unrolled 16x by LLVM: 2x the compile time for the same inner loop)
             latch.set_metadata("llvm.loop", unroll_disable_loop_id(self.module))
         elif (inner_copies and trip is not None and trip < LONG_LOOP_TRIP
-              and trip * inner_copies > MAX_NEST_COPIES):
+              and MAX_NEST_COPIES < trip * inner_copies <= LLVM_FULL_UNROLL_THRESHOLD):
             # a nest of short loops that LLVM would unroll into more than MAX_NEST_COPIES
             # copies of its body (the best matmul's packing copy, 16 x 4 vectors, became
             # 64 copies: 5x the compile time of its module, for a copy loop)
