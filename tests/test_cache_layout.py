@@ -82,6 +82,27 @@ def test_the_instrumented_build_s_optimisation_level_does_not_change_the_counts(
     assert counts[0] == counts[1] == counts[3]
 
 
+def test_the_simulator_s_fast_path_is_inlined_at_o0_too(monkeypatch):
+    # an O0 build used to run no pass at all: every access was an indirect call to the
+    # simulator's access function (a third of a short simulation's time)
+    import sys
+    sim_mod = sys.modules["engine.cache.simulate"]
+    built = {}
+    real_build = sim_mod._build
+
+    def keep(func, extra, level):
+        rt, how = real_build(func, extra, level)
+        built[level] = rt
+        return rt, how
+    monkeypatch.setattr(sim_mod, "_build", keep)
+    monkeypatch.setattr(sim_mod, "instrumented_opt_level", lambda n, sites: 0)
+    _course_misses(engine.workloads.get("mm_relu", n=32))
+    asm = built[0].get_source("asm")
+    kernel = asm[asm.index("engine_fn_mm_relu:"):asm.index(".Lfunc_end0")]
+    assert "__cachesim_access" not in kernel
+    assert "__cachesim_line" in kernel or "call" in kernel      # the slow path stays a call
+
+
 def test_a_short_simulation_is_compiled_quickly_a_long_one_for_speed():
     from engine.cache.simulate import O3_ACCESSES_PER_SITE, instrumented_opt_level
     assert instrumented_opt_level(8.4e6, 7) == 0          # the course's mm_relu at n=128

@@ -30,13 +30,13 @@ DEFAULT_MAX_ACCESSES = 64_000_000
 #: per access site in its code, else at O0. Its simulated access stream does not depend on
 #: the level (every access is a call, in program order, and the buffers the kernel
 #: allocates report placed addresses, not their stack or heap ones: see
-#: :mod:`engine.cache.instrument`); only the time does. O3 costs about 9 ms more of compile
-#: per access site (each inlines the simulator's fast path) and saves about 3 ns per
-#: simulated access (the course's mm_relu at n=512: about 200 M accesses/s at O0, 510 M/s
-#: at O3), so it pays above about 3 M accesses a site. Measured (O0 against O3, compile +
-#: run): the course's mm_relu step at n=128 (7 sites, 8.4 M accesses) 63-84 against
-#: 95-125 ms; ``mm_relu-tiled`` at n=256 (22 sites) 65 against 203 ms.
-O3_ACCESSES_PER_SITE = 3_000_000
+#: :mod:`engine.cache.instrument`); only the time does. At both levels the simulator's fast
+#: path is inlined into the kernel (O0 runs LLVM's always-inliner); O3 costs about 10 ms
+#: more of compile per access site and saves about 2 ns per simulated access, so it pays
+#: above about 5 M accesses a site. Measured on the course's mm_relu steps at n=128 (7
+#: sites, 8.4 M accesses): O0 compiles in 14 ms and simulates 240 M accesses/s, O3 in
+#: 85 ms and 500 M/s.
+O3_ACCESSES_PER_SITE = 5_000_000
 
 
 def instrumented_opt_level(estimated_accesses: float, access_sites: int) -> int:

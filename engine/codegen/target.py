@@ -94,10 +94,15 @@ def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
     with the reduction loop outside the fused i*j loop; see tests/test_codegen.py). The SLP
     vectorizer (straight-line code, e.g. unrolled loops) stays on.
 
+    At ``opt_level`` 0, LLVM's default<O0> pipeline: the always-inliner and nothing else
+    (as ``clang -O0``), so that a function marked ``alwaysinline`` — the cache simulator's
+    fast path in an instrumented kernel — is inlined at every level.
+
     ``run(mpm, mod, pb)`` (optional) runs a module pass manager instead of ``mpm.run``
     (:mod:`engine.codegen.units` passes one that does not take llvmlite's global lock).
     """
     if opt_level <= 0:
+        _run_pipeline(mod, tm, 0, auto_vectorize=False, run=run)
         return
     if unroll_first and opt_level >= 2:
         _run_pipeline(mod, tm, 1, auto_vectorize=False, run=run)
