@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +37,24 @@ def format_ms(v) -> str:
     if v >= 0.01:
         return f"{v:.3f} ms"
     return f"{v * 1e3:.1f} µs"
+
+
+def add_server_timing(app) -> None:
+    """Every answer says how long the server worked on it: ``Server-Timing: app;dur=MS``
+    (shown by the browser's developer tools next to the request; the latency benchmark
+    splits a click into the server's part and the page's with it)."""
+    from flask import g
+
+    @app.before_request
+    def _start_clock():
+        g.request_started = time.perf_counter()
+
+    @app.after_request
+    def _server_timing(resp):
+        started = g.get("request_started")
+        if started is not None and "Server-Timing" not in resp.headers:
+            resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1e3:.1f}"
+        return resp
 
 
 def create_app(config: dict[str, Any] | None = None):
@@ -83,6 +102,7 @@ def create_app(config: dict[str, Any] | None = None):
     app.jinja_env.lstrip_blocks = True
     Htmx(app)
     app.jinja_env.filters["ms"] = format_ms
+    add_server_timing(app)
 
     for blueprint in (routes.bp, model_routes.bp, lessons.bp, challenges.bp, compare.bp,
                       presenter.bp):

@@ -12,7 +12,9 @@ every compile) and drives it two ways:
   - ``runtime``: the runtime plot showing the new step's point (compiled, checked
     against numpy, timed);
   - ``cache``: the cache plot showing the new step's point (simulated);
-  - ``all``: the last of them.
+  - ``all``: the last of them;
+  - and the server's own time on the click's request (its ``Server-Timing`` header): the
+    rest of ``panes`` is the browser's (sending, receiving, swapping).
 
   A first pass clicks programs never seen before (cold); a second pass over the same states
   reads the stored results (warm). By default each button is clicked as soon as its form is
@@ -213,10 +215,20 @@ def browser_round(page, base: str, n: int, f: int, think_s: float = 0.0) -> list
         if think_s:
             time.sleep(think_s)
         seen = page.evaluate(RECORDER, [k, form_sel, "#trace-pane li.step", k + 1])
-        out.append({key: v / 1e3 for key, v in seen.items()})
+        seen["server"] = page.evaluate(SERVER_TIME)
+        out.append({key: v / 1e3 for key, v in seen.items() if v is not None})
         if page.locator("#measure-now .bad, td .bad").count():
             raise SystemExit(f"a measured step failed or was wrong (split by {f}, {prim})")
     return out
+
+
+# the server's own time on the click's apply request (its Server-Timing header), in ms
+SERVER_TIME = r"""
+() => { const e = performance.getEntriesByType('resource').filter(r => r.name.includes('/apply'));
+        performance.clearResourceTimings();
+        const t = e.length && e[e.length - 1].serverTiming.find(x => x.name === 'app');
+        return t ? t.duration : null; }
+"""
 
 
 LESSON = "01_tensorir_mm_relu"   # the course's four steps, split by 4, at n=128
@@ -317,6 +329,9 @@ def main() -> int:
                         TARGETS["warm all"] if part == "all" else None)
                     print(summary(f"browser {name}: {label}", [x[part] for x in res[name]],
                                   target))
+                served = [x["server"] for x in res[name] if "server" in x]
+                if served:
+                    print(summary(f"browser {name}: the apply on the server", served))
             if a.lesson_rounds > 0:
                 res = lesson_passes(work, a.lesson_rounds, a.reading)
                 for part, label in (("panes", "program + diagram + check"),

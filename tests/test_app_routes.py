@@ -185,6 +185,56 @@ def test_course_steps_give_the_course_program(client):
         assert line in page
 
 
+def test_a_click_goes_on_from_the_kept_schedule_and_equals_a_replay(app, client, monkeypatch):
+    """Each click applies its primitive to a duplicate of the schedule the previous click
+    kept (no replay of the trace); that schedule is the one a replay of the link gives —
+    the same program, the same trace — and the duplicates a request changes never change
+    the kept one."""
+    from app.web import session as sess
+    from app.web.session import Session
+    from engine.schedule.recorded_trace import Trace
+    replays = []
+    real = Trace.apply_to_schedule
+    monkeypatch.setattr(Trace, "apply_to_schedule",
+                        lambda self, sch, *a, **k: (replays.append(len(self.insts)),
+                                                    real(self, sch, *a, **k))[1])
+    sess._SCHEDULE_CACHE.clear()
+    q = course_steps(client)
+    assert replays == []
+    with app.test_request_context():
+        kept = Session.from_request("mm_relu", q).schedule_at(4)
+        assert replays == []
+        before = kept.mod
+        kept.split(kept.get_loops(kept.get_block("Y_update", func_name="mm_relu"))[0],
+                   factors=[None, 2])
+        again = Session.from_request("mm_relu", q).schedule_at(4)
+        assert again.mod is before and replays == []
+    sess._SCHEDULE_CACHE.clear()
+    with app.test_request_context():
+        replayed = Session.from_request("mm_relu", q).schedule_at(4)
+    assert len(replays) == 1
+    assert engine.structural_equal(again.mod, replayed.mod)
+    assert engine.structural_equal(replayed.mod, course_schedule().mod)
+    assert again.trace.encode() == replayed.trace.encode()
+    # both go on alike: the same primitive names its new loops alike
+    outs = [str(sch.split(sch.get_loops(sch.get_block("C", func_name="mm_relu"))[-1],
+                          factors=[None, 2])) for sch in (again, replayed)]
+    assert outs[0] == outs[1]
+    assert again.trace.encode() == replayed.trace.encode()
+
+
+def test_every_answer_says_how_long_the_server_worked_on_it(client):
+    """``Server-Timing: app;dur=MS`` (the browser's developer tools show it; the latency
+    benchmark splits a click with it), on pages, panes and refusals alike."""
+    answers = [client.get(f"/explore/mm_relu?n={N}"),
+               apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4"),
+               apply(client, {"n": str(N)}, "L/mm_relu/2/Y", "parallel")]
+    assert [r.status_code for r in answers] == [200, 200, 422]
+    for r in answers:
+        m = re.fullmatch(r"app;dur=(\d+\.\d)", r.headers.get("Server-Timing", ""))
+        assert m and 0 < float(m.group(1)) < 60_000, r.headers
+
+
 def test_refusal_keeps_the_trace_and_names_the_offender(client):
     r = apply(client, {"n": str(N)}, "L/mm_relu/2/Y", "parallel")
     assert r.status_code == 422

@@ -67,6 +67,14 @@ def test_a_worker_runs_under_cpu_time_and_file_size_limits(pool):
     assert w.data["written"] is None and "File too large" in w.data["error"], w
 
 
+def test_a_worker_runs_below_the_server_s_priority(pool):
+    """Interactive work first: a worker's niceness is the server's plus ``nice``."""
+    r = pool.run(Job.debug("limits"), timeout=120)
+    assert r.status == "ok", r
+    assert pool.config.nice > 0
+    assert r.data["nice"] == min(19, os.getpriority(os.PRIO_PROCESS, 0) + pool.config.nice)
+
+
 def test_a_worker_holds_only_stdio_and_its_pipe(pool):
     r = pool.run(Job.debug("limits"), timeout=120)
     assert r.status == "ok", r

@@ -88,7 +88,8 @@ class Supervisor:
         parent, child = ctx.Pipe(duplex=True)
         pcfg = self.pool.config
         cfg = {"memory_bytes": pcfg.memory_bytes, "file_size_bytes": pcfg.file_size_bytes,
-               "reply_max_bytes": pcfg.reply_max_bytes}
+               "reply_max_bytes": pcfg.reply_max_bytes,
+               "nice": pcfg.nice}
         proc = ctx.Process(target=_worker_main, args=(child, cfg),
                            name=f"measure-worker-{self.index}", daemon=True)
         proc.start()

@@ -140,7 +140,7 @@ def _debug_limits(ctx: JobContext) -> None:
     ctx.emit(rlimits={name: list(resource.getrlimit(getattr(resource, f"RLIMIT_{name}")))
                       for name in ("AS", "CPU", "FSIZE", "CORE")},
              fds={str(fd): target for fd, target in _open_fds().items()},
-             pipe=raw.fileno(), pid=os.getpid())
+             pipe=raw.fileno(), pid=os.getpid(), nice=os.getpriority(os.PRIO_PROCESS, 0))
 
 
 def _debug_connect(ctx: JobContext) -> None:
@@ -295,7 +295,8 @@ def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
 def apply_limits(config: dict[str, Any]) -> None:
     """The worker's lasting limits: address space (``memory_bytes``), the size of any file
     it writes (``file_size_bytes``: beyond it a write fails "File too large"), no core
-    files. The CPU time is limited per job (:func:`limit_cpu_time`)."""
+    files, and a lower scheduling priority than the server's (``nice`` added to the
+    niceness it inherits). The CPU time is limited per job (:func:`limit_cpu_time`)."""
     if config.get("memory_bytes"):
         _set_limit(resource.RLIMIT_AS, int(config["memory_bytes"]))
     if config.get("file_size_bytes"):
@@ -303,6 +304,9 @@ def apply_limits(config: dict[str, Any]) -> None:
         _set_limit(resource.RLIMIT_FSIZE, size, size)
     # No core files from deliberately (or accidentally) crashing generated code.
     _set_limit(resource.RLIMIT_CORE, 0, 0)
+    if config.get("nice"):
+        with contextlib.suppress(OSError):
+            os.nice(int(config["nice"]))
 
 
 def limit_cpu_time(seconds: float | None) -> None:

@@ -159,8 +159,9 @@ def apply_form(s: Session, form):
         return refusal(f"The engine failed on this step ({type(e).__name__}: {e}). This is a "
                        "bug in the explorer, not in your schedule; the trace is unchanged.",
                        [], 500)
+    decisions_before = len(s.decisions)
     s.set_trace(sch.trace, sch.trace.encode())
-    s.remember(s.at, sch.mod)
+    s.remember(s.at, sch.mod, sch, sampled=len(s.decisions) > decisions_before)
     measuring.prefetch(s, sch.mod)
     return sch, summary
 

@@ -142,6 +142,12 @@ def _limits(lim) -> tuple[Any, Any]:
 _MOD_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
 _MOD_LOCK = threading.Lock()
 _STATE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()   # replayed programs by trace prefix
+#: replayed schedules by trace prefix (the same keys): a click applies its primitive to a
+#: duplicate of the state's schedule instead of replaying the trace again. Never mutated:
+#: every use gets an exact duplicate (``Schedule.duplicate``: same handles, same generator
+#: state, so it goes on exactly as a fresh replay would).
+_SCHEDULE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
+_SCHEDULES_KEPT = 64
 
 
 def load_workload(name: str, params: dict):
@@ -493,25 +499,43 @@ class Session:
                            back_label=back_label) from None
 
     def schedule_at(self, k: int):
-        """A Schedule with the first ``k`` steps applied (400 when replay fails)."""
-        sch = self.new_schedule()
+        """A Schedule with the first ``k`` steps applied (400 when replay fails): a new
+        object the caller may change (a duplicate of the state's schedule when it was
+        replayed or applied before, else a replay)."""
         if k == 0 or self.trace is None:
-            return sch
+            return self.new_schedule()
+        key = self._state_key(k)
+        with _MOD_LOCK:
+            hit = _SCHEDULE_CACHE.get(key)
+            if hit is not None:
+                _SCHEDULE_CACHE.move_to_end(key)
+        if hit is not None:
+            return hit.duplicate()
+        sch = self.new_schedule()
         self.replay(self.prefix_trace(k), sch,
                     f"Step {k} of this trace cannot be applied to {self.workload}",
                     self.url(token="", at=None), "the initial program")
+        _keep_schedule(key, sch.duplicate())
         return sch
 
-    def remember(self, k: int, mod) -> None:
+    def remember(self, k: int, mod, sch=None, sampled: bool = False) -> None:
         """Record that the program after ``k`` steps is ``mod`` (just computed by the
         caller), so it is not replayed again: not by this request, nor by the requests
-        that follow a click (its measurement and cache panes ask for the same state)."""
+        that follow a click (its measurement and cache panes ask for the same state).
+
+        ``sch``: the schedule that made it (from :meth:`schedule_at` and the primitives
+        applied since), kept for the next click from this state — unless ``sampled`` (a
+        sampling step drew its decision from the generator: a replay, which reads the
+        recorded decision instead, would leave the generator elsewhere)."""
         self._mods[k] = mod
         if k > 0:
+            key = self._state_key(k)
             with _MOD_LOCK:
-                _STATE_CACHE[self._state_key(k)] = mod
+                _STATE_CACHE[key] = mod
                 while len(_STATE_CACHE) > 256:
                     _STATE_CACHE.popitem(last=False)
+            if sch is not None and not sampled:
+                _keep_schedule(key, sch.duplicate())
 
     def _state_key(self, k: int) -> tuple:
         """What the program after ``k`` steps depends on (its key in the replay cache)."""
@@ -536,6 +560,14 @@ class Session:
                         _STATE_CACHE.popitem(last=False)
             self._mods[k] = hit
         return self._mods[k]
+
+
+def _keep_schedule(key: tuple, sch) -> None:
+    with _MOD_LOCK:
+        _SCHEDULE_CACHE[key] = sch
+        _SCHEDULE_CACHE.move_to_end(key)
+        while len(_SCHEDULE_CACHE) > _SCHEDULES_KEPT:
+            _SCHEDULE_CACHE.popitem(last=False)
 
 
 def encode_trace(trace) -> str:

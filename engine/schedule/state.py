@@ -237,6 +237,13 @@ class Schedule:
         new._rng = random.Random(self.fork_seed())
         return new
 
+    def duplicate(self) -> "Schedule":
+        """An exact copy: the same handles, and its random generator continues from the same
+        state, so the copy goes on exactly as this schedule would (whereas :meth:`copy`
+        gives the copy a seed forked from this one's, as TVM does). A schedule replayed once
+        can be kept and duplicated for each later use instead of being replayed again."""
+        return self._clone()
+
     def _clone(self) -> "Schedule":
         """A copy that also continues this one's random generator from the same state
         (replays work on one and commit it back)."""
