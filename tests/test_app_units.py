@@ -100,13 +100,22 @@ def test_runtime_figure_has_a_point_per_step_and_a_numpy_line():
             {"step": 1, "time_ms": 2.0, "gflops": 2.0, "numpy_ms": 0.5, "correct": True},
             {"step": 2, "time_ms": None, "correct": None},
             {"step": 3, "time_ms": 1.0, "gflops": 4.0, "numpy_ms": 0.5, "correct": False}]
-    fig = json.loads(plots.runtime_figure(rows, current=3))
-    runtime, gflops, numpy_line = fig["data"]
+    text = plots.runtime_figure(rows, current=3)
+    fig = json.loads(text)
+    runtime, numpy_line = fig["data"]
     assert runtime["x"] == [0, 1, 3] and runtime["y"] == [4.0, 2.0, 1.0]
     assert runtime["marker"]["symbol"] == ["circle", "circle", "x"]
     assert runtime["marker"]["size"][-1] > runtime["marker"]["size"][0]
-    assert gflops["yaxis"] == "y2" and gflops["y"] == [1.0, 2.0, 4.0]
+    # each point's GFLOP/s is in its hover label (no second axis)
+    assert runtime["customdata"] == [1.0, 2.0, 4.0] and "GFLOP/s" in runtime["hovertemplate"]
+    assert "yaxis2" not in fig["layout"]
     assert numpy_line["y"] == [0.5, 0.5] and "numpy" in numpy_line["name"]
+    # the legend is the page's, above the plot: one entry per trace, drawn as the trace is
+    assert fig["layout"]["showlegend"] is False
+    assert plots.legend(text) == [
+        {"name": "runtime ms", "color": "#1f6feb", "kind": "line+marker"},
+        {"name": "numpy 0.500 ms", "color": "#8250df", "kind": "dash"}]
+    assert plots.legend(None) == []
 
 
 def test_parse_factors():
@@ -186,6 +195,9 @@ def test_cache_figure_groups_levels_per_step():
     assert l2["y"] == [4000, 4000]
     assert l1["marker"]["line"]["width"] == [0, 3]          # the current step is outlined
     assert fig["layout"]["yaxis"]["type"] == "log"          # a 500x spread needs a log axis
+    assert fig["layout"]["showlegend"] is False
+    assert [(e["name"], e["kind"]) for e in plots.legend(plots.cache_figure(rows))] == \
+        [("L1 misses", "bar"), ("L2 misses", "bar")]
     flat = json.loads(plots.cache_figure(rows[:1][:1] and [{"step": 0, "levels": rows[0]["levels"][:1]}]))
     assert flat["layout"]["yaxis"].get("type") != "log"
 

@@ -1,10 +1,15 @@
 """Plotly figures (as JSON strings) for the measurement pane.
 
-The runtime figure has one point per trace step: runtime in ms (left axis, log scale when
-the spread is large), GFLOP/s (right axis), numpy's time for the same computation as a dashed
-reference line, and each point's marker tells correctness (filled circle = matches numpy,
-red cross = wrong result, hollow = not checked). The figure JSON is rendered into a
+The runtime figure has one point per trace step: runtime in ms (log scale when the spread
+is large; a point's GFLOP/s in its hover label), numpy's time for the same computation as a
+dashed reference line, and each point's marker tells correctness (filled circle = matches
+numpy, red cross = wrong result, hollow = not checked). The figure JSON is rendered into a
 ``data-plotly`` attribute and drawn by static/explorer.js with the locally served plotly.js.
+
+The runtime and cache figures' legends are HTML above the plot (:func:`legend`), not
+plotly's: a click redraws both plots, and plotly's legend was a sixth of a redraw (the
+GFLOP/s line on a second axis was another fifth; the step's GFLOP/s is in the line above the
+plot and in the point's hover label, and the roofline tab plots it).
 """
 from __future__ import annotations
 
@@ -47,19 +52,17 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
     sizes = [14 if (current is not None and x == current) else 9 for x in xs]
     text = [("correct" if c is True else "WRONG result" if c is False else "not checked")
             for c in corr]
-    data = [{
+    runtime = {
         "type": "scatter", "mode": "lines+markers", "name": "runtime ms", "x": xs, "y": ms,
         "marker": {"symbol": symbols, "color": colors, "size": sizes},
         "line": {"color": "#1f6feb"}, "text": text,
         "hovertemplate": "step %{x}: %{y:.3f} ms (%{text})<extra></extra>",
-    }]
-    if any(g is not None for g in gf):
-        data.append({
-            "type": "scatter", "mode": "lines+markers", "name": "GFLOP/s", "x": xs, "y": gf,
-            "yaxis": "y2", "marker": {"size": 7, "color": "#2da44e"},
-            "line": {"color": "#2da44e", "dash": "dot"},
-            "hovertemplate": "step %{x}: %{y:.2f} GFLOP/s<extra></extra>",
-        })
+    }
+    if gf and all(g is not None for g in gf):
+        runtime["customdata"] = gf
+        runtime["hovertemplate"] = ("step %{x}: %{y:.3f} ms, %{customdata:.2f} GFLOP/s "
+                                    "(%{text})<extra></extra>")
+    data = [runtime]
     # numpy's time on as many threads as each step's kernel: one line per thread count
     refs: dict[int, float] = {}
     for r in rows:
@@ -77,24 +80,44 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
             "hoverinfo": "skip",
         })
     spread = (max(ms) / max(min(ms), 1e-9)) if ms else 1
-    # 172 px tall, the legend in the top margin and no x-axis title: the plot shares the
-    # measurement pane with its Runtime/Roofline tabs and must fit it whole at 1280x720.
+    # 150 px tall under its HTML legend (the plot shares the measurement pane with its
+    # Runtime/Roofline tabs and must fit it whole at 1280x720) and no x-axis title
     fig_layout = layout(
         "",
-        height=172,
-        margin={"l": 52, "r": 52, "t": 24, "b": 22},
-        # the legend in the top margin itself (not above it, which would grow the margin)
-        legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": 1,
-                "yanchor": "top", "font": {"size": 12}},
+        height=150,
+        margin={"l": 52, "r": 14, "t": 6, "b": 22},
+        showlegend=False,
         # the x axis is the step number (as in the table below): no axis title, so that
         # the tick labels stay in view
         xaxis={"dtick": 1, "zeroline": False},
         yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
                "rangemode": "tozero"},
-        yaxis2={"title": {"text": "GFLOP/s"}, "overlaying": "y", "side": "right",
-                "rangemode": "tozero", "showgrid": False},
     )
     return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
+
+
+def legend(fig_text: str | None) -> list[dict]:
+    """The legend the page draws above a figure drawn without plotly's own: one entry per
+    named trace, ``{"name", "color", "kind"}`` with ``kind`` "bar", "line", "line+marker"
+    or "dash" (a dashed or dotted line)."""
+    if not fig_text:
+        return []
+    out = []
+    for t in json.loads(fig_text).get("data", []):
+        name = t.get("name")
+        if not name:
+            continue
+        marker, line = t.get("marker") or {}, t.get("line") or {}
+        color = marker.get("color") if isinstance(marker.get("color"), str) else None
+        color = color or line.get("color") or "#57606a"
+        if t.get("type") == "bar":
+            kind = "bar"
+        elif line.get("dash") not in (None, "solid"):
+            kind = "dash"
+        else:
+            kind = "line+marker" if "markers" in (t.get("mode") or "") else "line"
+        out.append({"name": name, "color": color, "kind": kind})
+    return out
 
 
 def jsonable(v):
@@ -140,8 +163,10 @@ def cache_figure(rows: list[dict], current: int | None = None) -> str:
     yaxis = ({"title": {"text": "misses (log)"}, "type": "log"} if spread > 20 else
              {"title": {"text": "misses"}, "rangemode": "tozero"})
     fig_layout = layout("", barmode="group", xaxis={"title": {"text": "step"}, "dtick": 1},
-                     yaxis=yaxis)
-    fig_layout["height"] = 190
+                        yaxis=yaxis, showlegend=False)
+    # under its HTML legend (:func:`legend`): the legend's top margin is not needed
+    fig_layout["height"] = 166
+    fig_layout["margin"] = dict(fig_layout["margin"], t=8)
     return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
 
 

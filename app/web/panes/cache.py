@@ -60,7 +60,8 @@ def _cache_ctx(session: Session, by_step: dict[int, dict], pending: list[int],
     if cur and cur.get("per_buffer"):
         for bname, levels in cur["per_buffer"].items():
             per_buffer.append({"name": bname, "levels": levels})
-    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
+    return {"rows": rows, "fig": fig, "fig_legend": plots.legend(fig),
+            "unavailable": unavailable, "current": cur,
             "per_buffer": per_buffer, "npoints": len(good), "pending": sorted(pending)}
 
 

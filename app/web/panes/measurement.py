@@ -88,7 +88,8 @@ def _rows_context(session: Session, by_step: dict[int, dict], pending: list[int]
     speedup = None
     if cur is not None and session.at > 0 and base and base.get("time_ms") and cur.get("time_ms"):
         speedup = base["time_ms"] / cur["time_ms"]
-    return {"rows": rows, "fig": fig, "unavailable": unavailable, "current": cur,
+    return {"rows": rows, "fig": fig, "fig_legend": plots.legend(fig),
+            "unavailable": unavailable, "current": cur,
             "speedup": speedup, "pending": sorted(pending)}
 
 
