@@ -235,6 +235,25 @@ def test_every_answer_says_how_long_the_server_worked_on_it(client):
         assert m and 0 < float(m.group(1)) < 60_000, r.headers
 
 
+def test_a_program_seen_before_shows_its_kept_loop_diagram(client, monkeypatch):
+    """The loop diagram of a program already drawn (the same click again, an undo, a step
+    link) is not analysed again; it is the same diagram, and another program gets its own."""
+    from app.web.panes import diagram
+    analysed = []
+    real = diagram.loop_footprints
+    monkeypatch.setattr(diagram, "loop_footprints",
+                        lambda *a, **k: (analysed.append(1), real(*a, **k))[1])
+    diagram._DRAWN.clear()
+    pages = [html(apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4"))
+             for _ in range(2)]
+    svgs = [re.search(r'<svg class="loop-diagram".*?</svg>', p, re.S).group(0) for p in pages]
+    assert len(analysed) == 1 and svgs[0] == svgs[1]     # analysed once (one function)
+    other = html(apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 2"))
+    assert len(analysed) == 2
+    assert re.search(r'<svg class="loop-diagram".*?</svg>', other, re.S).group(0) != svgs[0]
+    assert "j_1 in 2" in other and "j_1 in 4" in svgs[0]
+
+
 def test_refusal_keeps_the_trace_and_names_the_offender(client):
     r = apply(client, {"n": str(N)}, "L/mm_relu/2/Y", "parallel")
     assert r.status_code == 422

@@ -31,7 +31,7 @@ def context(session: Session, sel: str | None = None) -> dict:
     ctx: dict[str, Any] = {"s": session, "sel": sel, "mod": mod, "trees": trees}
     ctx.update(program.context(session, mod, trees))
     ctx.update(trace.context(session))
-    ctx["svgs"] = diagram.diagrams(mod, trees)
+    ctx["svgs"] = diagram.diagrams(mod, trees, text=ctx["program_text"])
     ctx["toolbar"] = toolbar.context(trees, sel)
     ctx["can_save"] = session.workload_arg() is not None and store() is not None
     ctx.update(stored_measurements(session))

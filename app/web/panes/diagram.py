@@ -15,7 +15,9 @@ program text. All text goes through :func:`markupsafe.escape` (names are user-co
 """
 from __future__ import annotations
 
+import collections
 import functools
+import threading
 
 from markupsafe import Markup, escape
 
@@ -200,8 +202,31 @@ def _geometry():
     return host_geometry()
 
 
-def diagrams(mod, trees: list[FuncTree], label: str = "") -> list[Markup]:
+#: the last diagrams drawn, by the program's printed text (the diagram shows nothing the
+#: text does not say: names, loops, blocks, buffers): a state seen again (an undo, a redo, a
+#: step link, the same click again) is not analysed and drawn again
+_DRAWN: "collections.OrderedDict[tuple, list[Markup]]" = collections.OrderedDict()
+_DRAWN_KEPT = 64
+_DRAWN_LOCK = threading.Lock()
+
+
+def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = None
+             ) -> list[Markup]:
     """One diagram per function of ``mod``, with its loops' cache footprints; ``label``
-    prefixes the titles (the compare page's "A" and "B")."""
-    return [render_svg(t, title=f"{label}: {t.func_name}" if label else t.func_name,
-                       footprints=footprints(mod, t)) for t in trees]
+    prefixes the titles (the compare page's "A" and "B"). ``text``: ``mod`` as printed, when
+    the caller has it: the diagrams are then kept by it, and drawn once per program."""
+    key = (text, label) if text is not None else None
+    if key is not None:
+        with _DRAWN_LOCK:
+            got = _DRAWN.get(key)
+            if got is not None:
+                _DRAWN.move_to_end(key)
+                return list(got)
+    out = [render_svg(t, title=f"{label}: {t.func_name}" if label else t.func_name,
+                      footprints=footprints(mod, t)) for t in trees]
+    if key is not None:
+        with _DRAWN_LOCK:
+            _DRAWN[key] = out
+            while len(_DRAWN) > _DRAWN_KEPT:
+                _DRAWN.popitem(last=False)
+    return list(out)

@@ -103,6 +103,7 @@ def context(session, mod, trees: list[FuncTree]) -> dict:
     rows = ctx["diff_rows"] or []
     changed = {r.new for r in rows if r.kind == "add"}
     ctx["lines"] = program_lines(text, spans, trees, changed)
+    ctx["program_text"] = text
     return ctx
 
 
