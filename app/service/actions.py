@@ -180,8 +180,7 @@ def act_step(ctx) -> None:
     ncores = _cores(mod)
     res = timing.measure_step(mod, job.get("workload"), dict(job.get("params") or {}),
                               func_name=func_name, baseline=baseline,
-                              timing_slot=lambda: ctx.timing_slot(ncores),
-                              compile_slot=lambda: ctx.timing_slot(ncores))
+                              slot=lambda: ctx.timing_slot(ncores))
     ctx.emit(step=_plain(res))
 
 

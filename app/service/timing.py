@@ -12,10 +12,11 @@ that run.
 The result is the step dict of :mod:`app.service.protocol`; a failure is reported in it
 (``ok`` False, ``stage`` where it failed, ``error`` sentence), never raised.
 
-The CPU-heavy phases hold the worker's core slots: ``compile_slot`` around the compile (one
-core, or all of them for a program with parallel loops, whose LLVM modules compile side by
-side) and ``timing_slot`` around the checked and timed runs, so that no other worker runs
-anything on the same cores meanwhile.
+The CPU-heavy phases hold the worker's core slots (one core, or all of them for a program
+with parallel loops, whose LLVM modules compile side by side), so that no other worker runs
+anything on the same cores meanwhile: the worker's step holds one ``slot`` from the compile
+to the last timed run; a caller may instead pass ``compile_slot`` (around the compile) and
+``timing_slot`` (around the checked and timed runs).
 """
 from __future__ import annotations
 
@@ -71,15 +72,20 @@ _LOCK = threading.Lock()
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
                  baseline=None, timing_slot: Callable | None = None,
-                 compile_slot: Callable | None = None) -> dict:
+                 compile_slot: Callable | None = None, slot: Callable | None = None) -> dict:
     """Compile ``mod``, check its result, time it; the step dict (never raises for a bad
     program: failures are reported in the dict).
 
     ``workload`` names a preset (its numpy reference and random inputs are used); for a
     custom program pass ``None`` and ``baseline`` (the unscheduled module): its output on the
     same random inputs is the expected result. ``timing_slot`` and ``compile_slot`` are
-    context-manager factories (see the module docstring).
+    context-manager factories (see the module docstring); ``slot`` instead: one held from
+    the compile to the last timed run (the cores are asked for once, not twice: each
+    request is a round trip to the server).
     """
+    if slot is not None:
+        with slot():
+            return measure_step(mod, workload, params, func_name=func_name, baseline=baseline)
     h = structural_hash(mod)
     fname = func_name or mod.names()[0]
     try:
