@@ -20,7 +20,10 @@ every compile) and drives it two ways:
   reads the stored results (warm). By default each button is clicked as soon as its form is
   filled; with ``--think-ms`` a learner's pause comes in between, in which the page sends the
   filled form to be measured ahead (``POST /explore/<w>/intent``): the "cold" click then
-  shows what a learner who takes that long sees. A plot shows a figure when plotly has drawn it, or when
+  shows what a learner who takes that long sees. With ``--press-ms`` the click is a
+  person's: the pointer moves onto the button, presses it that long (a mouse click's press
+  lasts about 100 ms; the page sends the form on the press) and releases it, every time
+  counted from the release (the click event). A plot shows a figure when plotly has drawn it, or when
   the page shows its kept picture of that very figure (a state seen before in the tab: the
   warm pass; ``static/explorer.js``, pictures of drawn figures).
 * **lesson** (browser, ``--lesson-rounds``): a learner doing lesson 1 (the same four steps,
@@ -40,6 +43,7 @@ the results store does not hide compile time. Prints p50/p95 per part.
 
     python benchmarks/bench_latency.py [--rounds 5] [--n 128] [--no-browser] [--no-http]
                                        [--lesson-rounds 3] [--reading 2] [--think-ms 0]
+                                       [--press-ms 0]
 """
 from __future__ import annotations
 
@@ -158,7 +162,7 @@ def http_round(base: str, n: int, f: int, pool) -> list[dict]:
 # Installed in the page before each click: notes (performance.now() from the click) when the
 # program, diagram and trace panes show step k, and when each plot is drawn with k+1 points.
 RECORDER = r"""
-([k, formSel, doneSel, doneCount]) => new Promise((resolve, reject) => {
+([k, formSel, doneSel, doneCount, armed]) => { const rec = new Promise((resolve, reject) => {
   const old = {program: document.getElementById('program-pane'),
                diagram: document.getElementById('diagram-pane')};
   const seen = {};
@@ -166,6 +170,7 @@ RECORDER = r"""
   const plotAt = id => { const e = document.querySelector(id + '[data-drawn]');
                          return e && parseInt(e.dataset.points) === k + 1; };
   const check = () => {
+    if (t0 === 0) return;               // (armed: not clicked yet)
     const now = performance.now() - t0;
     if (seen.panes === undefined &&
         document.querySelectorAll(doneSel).length === doneCount &&
@@ -183,10 +188,34 @@ RECORDER = r"""
   const obs = new MutationObserver(check);
   obs.observe(document.body, {subtree: true, childList: true, attributes: true});
   const timer = setTimeout(() => { obs.disconnect(); reject(new Error('timeout: ' + JSON.stringify(seen))); }, 300000);
-  t0 = performance.now();
-  document.querySelector(formSel + ' button').click();
-})
+  const button = document.querySelector(formSel + ' button');
+  if (armed) {          // a person's click: timed from the click event (the release)
+    document.addEventListener('click', ev => { if (button.contains(ev.target)) t0 = performance.now(); },
+                              {capture: true, once: true});
+  } else {
+    t0 = performance.now();
+    button.click();
+  }
+}); if (!armed) return rec; window.__recorded = rec; return null; }
 """
+
+
+def click_and_record(page, k: int, form_sel: str, done_sel: str, done_count: int,
+                     press_s: float = 0.0) -> dict:
+    """Click the form's button and note when each part shows the new step (ms from the
+    click, see RECORDER). ``press_s`` 0: the click at once (``button.click()``); else a
+    person's click: the pointer moves onto the button, presses it for ``press_s`` seconds
+    and releases it (the press sends the form to be measured ahead, as a real press does),
+    timed from the release."""
+    if not press_s:
+        return page.evaluate(RECORDER, [k, form_sel, done_sel, done_count, False])
+    page.evaluate(RECORDER, [k, form_sel, done_sel, done_count, True])
+    box = page.locator(form_sel + " button").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    time.sleep(press_s)
+    page.mouse.up()
+    return page.evaluate("() => window.__recorded")
 
 
 def fill_form(page, sel: str, prim: str, args: dict) -> str:
@@ -205,7 +234,8 @@ def fill_form(page, sel: str, prim: str, args: dict) -> str:
     return form_sel
 
 
-def browser_round(page, base: str, n: int, f: int, think_s: float = 0.0) -> list[dict]:
+def browser_round(page, base: str, n: int, f: int, think_s: float = 0.0,
+                  press_s: float = 0.0) -> list[dict]:
     page.goto(f"{base}/explore/mm_relu?n={n}")
     page.wait_for_selector("#runtime-plot[data-drawn]", timeout=300_000)
     page.wait_for_selector("#cache-plot[data-drawn]", timeout=300_000)
@@ -214,7 +244,7 @@ def browser_round(page, base: str, n: int, f: int, think_s: float = 0.0) -> list
         form_sel = fill_form(page, sel, prim, args)
         if think_s:
             time.sleep(think_s)
-        seen = page.evaluate(RECORDER, [k, form_sel, "#trace-pane li.step", k + 1])
+        seen = click_and_record(page, k, form_sel, "#trace-pane li.step", k + 1, press_s)
         seen["server"] = page.evaluate(SERVER_TIME)
         out.append({key: v / 1e3 for key, v in seen.items() if v is not None})
         if page.locator("#measure-now .bad, td .bad").count():
@@ -247,7 +277,7 @@ def lesson_round(page, base: str, reading_s: float) -> list[dict]:
         t_read = time.perf_counter()
         form_sel = fill_form(page, sel, prim, args)
         time.sleep(max(0.0, reading_s - (time.perf_counter() - t_read)))
-        seen = page.evaluate(RECORDER, [k, form_sel, "#lesson-check.ok", 1])
+        seen = click_and_record(page, k, form_sel, "#lesson-check.ok", 1)
         out.append({key: v / 1e3 for key, v in seen.items()})
         if page.locator("#measure-now .bad, td .bad").count():
             raise SystemExit(f"a measured lesson step failed or was wrong ({prim})")
@@ -278,7 +308,7 @@ def lesson_passes(work: str, rounds: int, reading_s: float) -> list[dict]:
 
 
 def browser_passes(base: str, n: int, factors: list[int], passes: list[str],
-                   think_s: float = 0.0) -> dict:
+                   think_s: float = 0.0, press_s: float = 0.0) -> dict:
     from playwright.sync_api import sync_playwright
     res: dict[str, list[dict]] = {}
     with sync_playwright() as p:
@@ -286,7 +316,8 @@ def browser_passes(base: str, n: int, factors: list[int], passes: list[str],
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         page = b.new_page(viewport={"width": 1280, "height": 720})
         for name in passes:
-            res[name] = [x for f in factors for x in browser_round(page, base, n, f, think_s)]
+            res[name] = [x for f in factors
+                         for x in browser_round(page, base, n, f, think_s, press_s)]
         b.close()
     return res
 
@@ -305,20 +336,25 @@ def main() -> int:
                     help="ms between filling the form and clicking its button (default 0: at "
                          "once; a learner takes a few hundred, in which the page sends the "
                          "form to be measured ahead)")
+    ap.add_argument("--press-ms", type=float, default=0.0,
+                    help="a person's click: the mouse button pressed this long on the button "
+                         "(default 0: the button's click() at once, no press)")
     a = ap.parse_args()
     rounds = max(1, min(a.rounds, len(FACTORS)))
     factors = FACTORS[:rounds]
     work = tempfile.mkdtemp(prefix="bench-latency-")
     print(f"mm_relu n={a.n}: {rounds} rounds x 4 clicks (split j by {factors}, reorder, "
           f"reverse_compute_at, decompose_reduction); load average {os.getloadavg()[0]:.2f}"
-          + (f"; {a.think_ms:g} ms from filling each form to its click" if a.think_ms else ""))
+          + (f"; {a.think_ms:g} ms from filling each form to its click" if a.think_ms else "")
+          + (f"; clicks pressed for {a.press_ms:g} ms, timed from the release"
+             if a.press_ms else ""))
     try:
         if not a.no_browser and os.path.exists(CHROMIUM):
             port = free_port()
             proc = start_server(port, os.path.join(work, "browser"))
             try:
                 res = browser_passes(f"http://127.0.0.1:{port}", a.n, factors, ["cold", "warm"],
-                                     a.think_ms / 1e3)
+                                     a.think_ms / 1e3, a.press_ms / 1e3)
             finally:
                 stop_server(proc)
             for name in ("cold", "warm"):
