@@ -14,9 +14,8 @@ The result is the step dict of :mod:`app.service.protocol`; a failure is reporte
 
 The CPU-heavy phases hold the worker's core slots (one core, or all of them for a program
 with parallel loops, whose LLVM modules compile side by side), so that no other worker runs
-anything on the same cores meanwhile: the worker's step holds one ``slot`` from the compile
-to the last timed run; a caller may instead pass ``compile_slot`` (around the compile) and
-``timing_slot`` (around the checked and timed runs).
+anything on the same cores meanwhile: a step holds one ``slot`` from the compile to the
+last timed run (the cores are asked for once: each request is a round trip to the server).
 """
 from __future__ import annotations
 
@@ -71,28 +70,26 @@ _LOCK = threading.Lock()
 
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
-                 baseline=None, timing_slot: Callable | None = None,
-                 compile_slot: Callable | None = None, slot: Callable | None = None) -> dict:
+                 baseline=None, slot: Callable | None = None) -> dict:
     """Compile ``mod``, check its result, time it; the step dict (never raises for a bad
     program: failures are reported in the dict).
 
     ``workload`` names a preset (its numpy reference and random inputs are used); for a
     custom program pass ``None`` and ``baseline`` (the unscheduled module): its output on the
-    same random inputs is the expected result. ``timing_slot`` and ``compile_slot`` are
-    context-manager factories (see the module docstring); ``slot`` instead: one held from
-    the compile to the last timed run (the cores are asked for once, not twice: each
-    request is a round trip to the server).
+    same random inputs is the expected result. ``slot``: a context-manager factory holding
+    the step's cores from the compile to the last timed run (see the module docstring).
     """
-    if slot is not None:
-        with slot():
-            return measure_step(mod, workload, params, func_name=func_name, baseline=baseline)
+    with _held(slot):
+        return _measure_step(mod, workload, params, func_name, baseline)
+
+
+def _measure_step(mod, workload, params, func_name, baseline) -> dict:
     h = structural_hash(mod)
     fname = func_name or mod.names()[0]
     try:
-        with _held(compile_slot):
-            t0 = time.perf_counter()
-            rt = build(mod, target="llvm")
-            compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rt = build(mod, target="llvm")
+        compile_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
         return empty_step(h, stage="compile", error=f"compile failed: {e}")
     split = compile_split(rt)
@@ -105,11 +102,10 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
     except Exception as e:  # noqa: BLE001
         out.update(error=f"could not prepare inputs: {e}")
         return out
-    # The checked run and the timed runs hold the timing slot (cores of their own in a
-    # worker; all of them for parallel code): the checked run of a slow step is its time,
-    # and a multi-second run on a shared core would halve a parallel kernel's speed.
-    with _held(timing_slot):
-        done = _check_and_time(rt, fname, out, inputs, workload, params)
+    # (the checked run and the timed runs are in the slot too: the checked run of a slow
+    # step is its time, and a multi-second run on a shared core would halve a parallel
+    # kernel's speed)
+    done = _check_and_time(rt, fname, out, inputs, workload, params)
     if done:
         out["stage"] = "done"
         out["ok"] = out["correct"] is not False
