@@ -148,15 +148,15 @@ _STATE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()   # replayed programs by
 #: state, so it goes on exactly as a fresh replay would).
 _SCHEDULE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
 _SCHEDULES_KEPT = 64
+_STATES_KEPT = 256
 
 
 def load_workload(name: str, params: dict):
     """``engine.workloads.get(name, **params)``; a refusal becomes a 400 page."""
     key = (name, tuple(sorted(params.items())))
-    with _MOD_LOCK:
-        if key in _MOD_CACHE:
-            _MOD_CACHE.move_to_end(key)
-            return _MOD_CACHE[key]
+    got = _kept(_MOD_CACHE, key)
+    if got is not None:
+        return got
     try:
         mod = workloads.get(name, **params)
     except WorkloadError as e:
@@ -166,10 +166,7 @@ def load_workload(name: str, params: dict):
                        back="/", back_label="the gallery") from None
     _check_limit(limits().check_buffers, name, buffer_bytes(mod),
                  back=f"/explore/{name}", back_label=f"{name} at its default sizes")
-    with _MOD_LOCK:
-        _MOD_CACHE[key] = mod
-        while len(_MOD_CACHE) > 64:
-            _MOD_CACHE.popitem(last=False)
+    _keep(_MOD_CACHE, key, mod, 64)
     return mod
 
 
@@ -505,17 +502,14 @@ class Session:
         if k == 0 or self.trace is None:
             return self.new_schedule()
         key = self._state_key(k)
-        with _MOD_LOCK:
-            hit = _SCHEDULE_CACHE.get(key)
-            if hit is not None:
-                _SCHEDULE_CACHE.move_to_end(key)
+        hit = _kept(_SCHEDULE_CACHE, key)
         if hit is not None:
             return hit.duplicate()
         sch = self.new_schedule()
         self.replay(self.prefix_trace(k), sch,
                     f"Step {k} of this trace cannot be applied to {self.workload}",
                     self.url(token="", at=None), "the initial program")
-        _keep_schedule(key, sch.duplicate())
+        _keep(_SCHEDULE_CACHE, key, sch.duplicate(), _SCHEDULES_KEPT)
         return sch
 
     def remember(self, k: int, mod, sch=None, sampled: bool = False) -> None:
@@ -530,12 +524,9 @@ class Session:
         self._mods[k] = mod
         if k > 0:
             key = self._state_key(k)
-            with _MOD_LOCK:
-                _STATE_CACHE[key] = mod
-                while len(_STATE_CACHE) > 256:
-                    _STATE_CACHE.popitem(last=False)
+            _keep(_STATE_CACHE, key, mod, _STATES_KEPT)
             if sch is not None and not sampled:
-                _keep_schedule(key, sch.duplicate())
+                _keep(_SCHEDULE_CACHE, key, sch.duplicate(), _SCHEDULES_KEPT)
 
     def _state_key(self, k: int) -> tuple:
         """What the program after ``k`` steps depends on (its key in the replay cache)."""
@@ -548,26 +539,30 @@ class Session:
             return self.mod0
         if k not in self._mods:
             key = self._state_key(k)
-            with _MOD_LOCK:
-                hit = _STATE_CACHE.get(key)
-                if hit is not None:
-                    _STATE_CACHE.move_to_end(key)
+            hit = _kept(_STATE_CACHE, key)
             if hit is None:
                 hit = self.schedule_at(k).mod
-                with _MOD_LOCK:
-                    _STATE_CACHE[key] = hit
-                    while len(_STATE_CACHE) > 256:
-                        _STATE_CACHE.popitem(last=False)
+                _keep(_STATE_CACHE, key, hit, _STATES_KEPT)
             self._mods[k] = hit
         return self._mods[k]
 
 
-def _keep_schedule(key: tuple, sch) -> None:
+def _kept(cache: OrderedDict, key):
+    """The value ``cache`` keeps under ``key`` (now the most recently used), or None."""
     with _MOD_LOCK:
-        _SCHEDULE_CACHE[key] = sch
-        _SCHEDULE_CACHE.move_to_end(key)
-        while len(_SCHEDULE_CACHE) > _SCHEDULES_KEPT:
-            _SCHEDULE_CACHE.popitem(last=False)
+        got = cache.get(key)
+        if got is not None:
+            cache.move_to_end(key)
+        return got
+
+
+def _keep(cache: OrderedDict, key, value, kept: int) -> None:
+    """Keep ``value`` under ``key``; the least recently used beyond ``kept`` entries go."""
+    with _MOD_LOCK:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > kept:
+            cache.popitem(last=False)
 
 
 def encode_trace(trace) -> str:
