@@ -161,7 +161,9 @@ def test_bad_links_are_4xx_with_a_way_back(client, a, b):
 
 
 def test_fork_link_include_for_the_trace_pane(app):
-    """templates/compare/_fork_link.html renders a compare link of a trace and its fork."""
+    """templates/compare/_fork_link.html renders a compare button of a trace and its fork
+    (it sends the trace pane's fork form to /fork-compare, which answers with the compare
+    page of both)."""
     from flask import render_template
     from werkzeug.datastructures import MultiDict
 
@@ -172,9 +174,13 @@ def test_fork_link_include_for_the_trace_pane(app):
         out = render_template("compare/_fork_link.html", s=s, st=type("St", (), {"k": 1}))
         last = render_template("compare/_fork_link.html", s=s, st=type("St", (), {"k": 3}))
         present = render_template("lessons/_present_link.html", s=s)
-    assert "href" not in last          # no fork after the last step
-    url = unescape(re.search(r'href="([^"]+)"', out).group(1))
-    q = parse_qs(urlsplit(url).query)
+    assert "button" not in last        # no fork after the last step
+    assert re.search(r'form="trace-forks" name="from" value="1" '
+                     r'formaction="/explore/mm_relu/fork-compare"', out)
+    r = app.test_client().get("/explore/mm_relu/fork-compare",
+                              query_string={"n": str(N), "t": sch.trace.encode(), "from": "1"})
+    assert r.status_code == 303
+    q = parse_qs(urlsplit(r.headers["Location"]).query)
     sa = Session.from_request("mm_relu", MultiDict(parse_qs(urlsplit(q["a"][0]).query)))
     sb = Session.from_request("mm_relu", MultiDict(parse_qs(urlsplit(q["b"][0]).query)))
     assert (sa.nsteps, sb.nsteps) == (3, 1)

@@ -311,14 +311,54 @@ def test_undo_redo_jump_are_links_to_states(client):
     assert f'href="/explore/mm_relu?n={N}"' in page
 
 
-def test_fork_links_carry_a_truncated_trace(client):
+def test_fork_buttons_open_a_truncated_trace(client):
     q = course_steps(client)
     page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
-    forks = re.findall(r'<a class="fork" href="([^"]+)"', page)
-    assert len(forks) == 4   # from steps 0..3
-    fork2 = forks[2].replace("&amp;", "&")
-    page2 = html(client.get(fork2))
+    # one form carries the trace; each step's fork and compare buttons send it
+    form = re.search(r'<form id="trace-forks" method="get" action="([^"]+)" target="_blank">'
+                     r'(.*?)</form>', page, re.S)
+    assert form and form.group(1) == "/explore/mm_relu/fork"
+    fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form.group(2)))
+    assert fields["t"] == q["t"] and fields["n"] == str(N)
+    forks = re.findall(r'form="trace-forks" name="from" value="(\d+)" class="fork linkish"', page)
+    assert forks == ["0", "1", "2", "3"]      # from steps 0..3 (not from the last one)
+    compares = re.findall(r'form="trace-forks" name="from" value="(\d+)" '
+                          r'formaction="/explore/mm_relu/fork-compare"', page)
+    assert compares == ["0", "1", "2", "3"]
+    # the trace pane writes the trace once per step link, not once more per fork
+    pane = page[page.index('<div id="trace-pane"'):]
+    pane = pane[:pane.index("</ol>")]
+    assert pane.count(q["t"]) == 5 + 1 + 1      # steps 0..4, undo, the fork form
+    r = client.get("/explore/mm_relu/fork", query_string={**fields, "from": "2"})
+    assert r.status_code == 303
+    page2 = html(client.get(r.headers["Location"]))
     assert "step 2 of 2" in page2
+    # from step 0: the initial program, a trace of its own
+    r0 = client.get("/explore/mm_relu/fork", query_string={**fields, "from": "0"})
+    assert r0.status_code == 303 and "t=" not in r0.headers["Location"]
+
+
+def test_fork_compare_opens_the_compare_page(client):
+    q = course_steps(client)
+    args = {"n": str(N), "t": q["t"], "from": "1"}
+    r = client.get("/explore/mm_relu/fork-compare", query_string=args)
+    assert r.status_code == 303
+    loc = urlsplit(r.headers["Location"])
+    assert loc.path == "/compare"
+    ab = parse_qs(loc.query)
+    assert ab["a"][0].endswith(q["t"])
+    page = html(client.get(r.headers["Location"]))
+    assert "share their first 1 step" in page
+
+
+@pytest.mark.parametrize("bad", ["", "x", "-1", "4", "99", "1.5"])
+def test_fork_from_a_step_that_is_not_there_is_refused(client, bad):
+    q = course_steps(client)
+    for route in ("fork", "fork-compare"):
+        r = client.get(f"/explore/mm_relu/{route}", query_string={"n": str(N), "t": q["t"],
+                                                                  "from": bad})
+        assert r.status_code == 400
+        assert "from= must be a step number between 0 and 3" in html(r)
 
 
 # ---------------------------------------------------------------------------- measure / code

@@ -9,6 +9,8 @@
 ``GET  /explore/<w>/measure``          the measurement pane (loaded lazily by htmx)
 ``GET  /explore/<w>/diff``             the diff pane's content (loaded when shown)
 ``GET  /explore/<w>/code?kind=``       LLVM IR (``ll-opt``) or assembly (``asm``)
+``GET  /explore/<w>/fork?from=k``      the trace's first k steps, a new branch -> redirect
+``GET  /explore/<w>/fork-compare?from=``  the trace vs that branch -> redirect to /compare
 ``GET  /explore/<w>/export/<fmt>``     download: json | python | tvm | course | program
 ``POST /import``                       a trace (ours or TVM's as_json) -> redirect to explorer
 ``POST /explore/custom``               pasted TVMScript -> redirect to ``/explore/custom?src=``
@@ -25,6 +27,7 @@ import json
 import logging
 import os
 import re
+from urllib.parse import urlencode
 
 from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request
 from htmx_flask import make_response
@@ -171,6 +174,38 @@ def refusal(text: str, highlight: list[str], status: int, **extra):
     msg = {"kind": "refused" if status < 500 else "error", "text": text, "highlight": highlight}
     msg.update({k: v for k, v in extra.items() if v})
     return make_response(render_template("panes/message.html", message=msg), status)
+
+
+def _fork_session(workload: str) -> tuple[Session, int]:
+    """The session of a fork request and the step it forks from (``from=``, 0..the last
+    step but one: a fork from the last step is the trace itself)."""
+    s = Session.from_request(workload, request.args, frozenset({"from"}))
+    raw = request.args.get("from", "")
+    if not raw.isdigit() or not 0 <= int(raw) < s.nsteps:
+        raise AppError(400, "No such step to fork from",
+                       f"from= must be a step number between 0 and {max(s.nsteps - 1, 0)} "
+                       f"(this trace has {s.nsteps} step{'s' if s.nsteps != 1 else ''}), got "
+                       f"“{raw[:20]}”. Use the fork links next to the steps of the trace.",
+                       back=s.url())
+    return s, int(raw)
+
+
+@bp.get("/explore/<workload>/fork")
+def fork(workload: str):
+    """A new branch of the trace: its first ``from`` steps (a 303 to their link).
+
+    The trace pane's fork buttons come here, so the pane carries the trace once instead of
+    one truncated copy per step."""
+    s, k = _fork_session(workload)
+    return redirect(s.url(token=s.prefix_token(k), at=None), code=303)
+
+
+@bp.get("/explore/<workload>/fork-compare")
+def fork_compare(workload: str):
+    """The compare page of the trace and its fork from step ``from`` (a 303)."""
+    s, k = _fork_session(workload)
+    fork_url = s.url(token=s.prefix_token(k), at=None)
+    return redirect("/compare?" + urlencode({"a": s.url(), "b": fork_url}), code=303)
 
 
 @bp.get("/explore/<workload>/measure")

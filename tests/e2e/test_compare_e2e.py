@@ -63,3 +63,23 @@ def test_two_schedules_side_by_side(page, server, shot):
     shot(page, "lessons-compare-02-presenter")
     page.check('#presentbar input[data-pane=".cmp-diagrams"]')
     assert not page.js_errors, page.js_errors
+
+
+def test_trace_pane_forks_open_in_a_new_tab(page, server, shot):
+    """The trace pane's "fork" and "compare" buttons (one form carries the trace) open the
+    branch from that step, and the compare page of the trace and that branch, in new tabs."""
+    page.goto(_link(server, course))
+    page.wait_for_selector("#trace-pane li.step")
+    with page.context.expect_page() as new_tab:
+        page.click('#trace-pane button.fork[value="2"]:not(.compare-link)')
+    branch = new_tab.value
+    branch.wait_for_load_state()
+    assert "t=" in branch.url and "step 2 of 2" in branch.inner_text("#statebar")
+    branch.close()
+    with page.context.expect_page() as new_tab:
+        page.click('#trace-pane button.compare-link[value="1"]')
+    cmp_page = new_tab.value
+    cmp_page.wait_for_selector("#side-B")
+    assert "share their first 1 step" in cmp_page.inner_text("body")
+    shot(cmp_page, "lessons-compare-03-fork-from-trace")
+    cmp_page.close()
