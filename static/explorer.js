@@ -596,7 +596,37 @@
   document.addEventListener("htmx:beforeRequest", function (ev) {
     // the click's own request: a guess still waiting to be sent is not needed any more
     var elt = ev.detail && ev.detail.elt;
-    if (elt && elt.matches && elt.matches("#toolbar form.prim")) noPendingIntent();
+    if (elt && elt.matches && elt.matches("#toolbar form.prim")) {
+      noPendingIntent();
+      keepFocusOutOfToolbar();
+    }
+  });
+
+  // The answer to a primitive's click replaces the toolbar, and with it the element that
+  // has the focus (the pressed button, or the field Enter was pressed in). Removing a
+  // focused element in the middle of the swap makes the browser lay out the half-swapped
+  // page on the spot (about 5 ms of the click) and leaves the focus on the page's body. So
+  // when the request is sent (the page is laid out then: the focus moves at no cost) the
+  // focus moves to the toolbar's row, which stays; a refused step (the toolbar stays) gets
+  // it back where it was.
+  var focusBeforeApply = null;
+
+  function keepFocusOutOfToolbar() {
+    var row = document.querySelector(".toolrow");
+    var active = document.activeElement;
+    var toolbar = document.getElementById("toolbar");
+    if (!row || !toolbar || !active || !toolbar.contains(active)) return;
+    focusBeforeApply = active;
+    row.focus({ preventScroll: true });
+  }
+
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    var elt = ev.detail && ev.detail.elt;
+    if (!focusBeforeApply || !elt || !elt.matches || !elt.matches("#toolbar form.prim")) return;
+    var was = focusBeforeApply;
+    focusBeforeApply = null;
+    if (was.isConnected && document.activeElement === document.querySelector(".toolrow"))
+      was.focus({ preventScroll: true });
   });
 
   // ------------------------------------------------------------------ htmx hooks

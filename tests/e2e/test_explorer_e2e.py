@@ -259,3 +259,27 @@ def test_access_pattern_tab_follows_the_selected_loop(page, server, shot):
                            " && document.querySelector('#pattern-pane .pattern-plot[data-drawn]')")
     shot(page, "16-access-pattern")
     assert page.js_errors == []
+
+
+def test_keyboard_focus_stays_near_the_toolbar(page, server, shot):
+    """Enter in a primitive's field: a refused step leaves the focus in that field; an
+    applied one replaces the toolbar, and the focus waits on the toolbar's row (not on the
+    page's body, where the next Tab would start from the top of the page)."""
+    page.goto(server + "/explore/mm_relu?n=64")
+    page.wait_for_selector("#program-pane .node")
+    page.locator('#program-pane [data-sel="L/mm_relu/1/Y"]').focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.activeElement && document.activeElement.name === 'factors'")
+    page.keyboard.press("Control+a")
+    page.keyboard.type("5, 5")                 # 25 is not j's extent 64: refused
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#message.msg-refused")
+    page.wait_for_function("() => document.activeElement && document.activeElement.name === 'factors'")
+    page.keyboard.press("Control+a")
+    page.keyboard.type("None, 4")
+    page.keyboard.press("Enter")
+    wait_steps(page, 1)
+    assert page.evaluate("() => document.activeElement.matches('.toolrow')")
+    page.keyboard.press("Tab")                 # on from the toolbar's row, not the page's top
+    assert page.evaluate("() => !!document.activeElement.closest('.toolrow, .workspace')")
+    shot(page, "09-keyboard-focus-after-a-step")
