@@ -338,6 +338,27 @@ def test_fork_buttons_open_a_truncated_trace(client):
     assert r0.status_code == 303 and "t=" not in r0.headers["Location"]
 
 
+def test_export_menu_is_one_form_carrying_the_state(client):
+    q = course_steps(client)
+    page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
+    bar = page[page.index('<div id="statebar"'):]
+    bar = bar[:bar.index("</details>")]
+    assert bar.count(q["t"]) == 2              # the share link and the export form, once each
+    form = re.search(r'<form class="menu-items" method="get" action="[^"]+">(.*?)</form>', bar, re.S)
+    fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form.group(1)))
+    actions = re.findall(r'formaction="([^"]+)"', form.group(1))
+    assert [a.rsplit("/", 1)[1] for a in actions] == ["json", "python", "tvm", "course", "program"]
+    for action in actions:
+        r = client.get(action, query_string=fields)
+        assert r.status_code == 200, action
+        assert r.headers["Content-Disposition"].startswith("attachment;")
+    doc = json.loads(client.get(actions[0], query_string=fields).get_data(as_text=True))
+    assert doc["format"] == "schedule-explorer/trace"
+    assert doc["workload"] == {"name": "mm_relu", "params": {"n": N}}
+    py = client.get(actions[1], query_string=fields).get_data(as_text=True)
+    assert "sch.decompose_reduction" in py      # the whole trace (4 steps)
+
+
 def test_fork_compare_opens_the_compare_page(client):
     q = course_steps(client)
     args = {"n": str(N), "t": q["t"], "from": "1"}

@@ -163,7 +163,7 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     # --- export the trace as JSON and import it again
     page.click("#export-menu summary")
     with page.expect_download() as dl:
-        page.click("#export-menu a:text('Trace JSON')")
+        page.click("#export-menu button:text('Trace JSON')")
     path = dl.value.path()
     doc = json.loads(open(path).read())
     assert doc["format"] == "schedule-explorer/trace" and doc["workload"]["name"] == "mm_relu"
