@@ -605,7 +605,7 @@
   // The answer to a primitive's click replaces the toolbar, and with it the element that
   // has the focus (the pressed button, or the field Enter was pressed in). Removing a
   // focused element in the middle of the swap makes the browser lay out the half-swapped
-  // page on the spot (about 5 ms of the click) and leaves the focus on the page's body. So
+  // page on the spot (a few ms of the click) and leaves the focus on the page's body. So
   // when the request is sent (the page is laid out then: the focus moves at no cost) the
   // focus moves to the toolbar's row, which stays; a refused step (the toolbar stays) gets
   // it back where it was.

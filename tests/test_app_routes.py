@@ -315,7 +315,7 @@ def test_fork_buttons_open_a_truncated_trace(client):
     q = course_steps(client)
     page = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
     # one form carries the trace; each step's fork and compare buttons send it
-    form = re.search(r'<form id="trace-forks" method="get" action="([^"]+)" target="_blank">'
+    form = re.search(r'<form id="trace-forks" method="get" action="([^"]+)" target="_blank" rel="noopener">'
                      r'(.*?)</form>', page, re.S)
     assert form and form.group(1) == "/explore/mm_relu/fork"
     fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form.group(2)))
@@ -567,6 +567,12 @@ def test_custom_program_is_explored_like_a_preset(client):
     assert url.startswith("/explore/custom?") and "src=" in url and "t=" in url
     r = settled(client, "/explore/custom/measure?" + urlsplit(url).query)
     assert r.status_code == 200 and html(r).count('<span class="ok">✓</span>') == 2
+    # a fork of a pasted program keeps the program (from step 0: no trace)
+    r = client.get("/explore/custom/fork?" + urlsplit(url).query + "&from=0")
+    assert r.status_code == 303
+    loc = r.headers["Location"]
+    assert loc.startswith("/explore/custom?src=") and "t=" not in loc
+    assert "step 0 of 0" in html(client.get(loc))
 
 
 def test_custom_program_errors(client):

@@ -185,7 +185,7 @@ def _fork_session(workload: str) -> tuple[Session, int]:
         raise AppError(400, "No such step to fork from",
                        f"from= must be a step number between 0 and {max(s.nsteps - 1, 0)} "
                        f"(this trace has {s.nsteps} step{'s' if s.nsteps != 1 else ''}), got "
-                       f"“{raw[:20]}”. Use the fork links next to the steps of the trace.",
+                       f"“{raw[:20]}”. Use the fork and compare buttons next to the steps of the trace.",
                        back=s.url())
     return s, int(raw)
 
