@@ -214,9 +214,10 @@ def act_source(ctx: Any) -> None:
 
 
 #: how much lower the CPU priority of a cache simulation is (the nice increment of the
-#: thread that runs it): what the learner waits for first — the page, the runtime point —
-#: gets the cores before the simulation does when they compete (the browser, the server
-#: and two workers on a 2-core machine)
+#: thread that runs it): what the learner waits for first — the server's answer, the
+#: runtime point — gets the cores before the simulation does when they compete (the
+#: server and two workers on a 2-core machine). A browser in another session is another
+#: scheduling group (Linux's autogroups): niceness does not rank the simulation below it.
 BACKGROUND_NICE = 10
 
 

@@ -64,9 +64,11 @@ class PoolConfig:
     queue_length: int = 32                 # jobs waiting (not counting running ones)
     time_limit_s: float = 5.0
     memory_bytes: int | None = 2 * 2**30   # RLIMIT_AS per worker; None: unlimited
-    # the workers' Unix niceness: below the server's priority, so that a click's panes (the
-    # server's answer, and the browser when it runs on the same machine) come before the
-    # batch work they started; alone on the machine a worker runs as fast as at 0
+    # the workers' Unix niceness: below the server's priority, so that a click's answer comes
+    # before the batch work it started; alone on the machine a worker runs as fast as at 0.
+    # (Niceness ranks threads within one session's scheduling group: with Linux's autogroups
+    # a browser started from the desktop is another group, and shares a busy core evenly
+    # with this one whatever the niceness on either side.)
     nice: int = 5
     timing_cores: list[int] | None = None  # None: every core available to this process
     start_method: str = "forkserver"       # or "spawn" (never "fork": the server is threaded)
