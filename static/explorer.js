@@ -529,7 +529,12 @@
     var m = /^(\/explore\/[^\/?#]+)\/apply$/.exec(form.getAttribute("hx-post") || "");
     if (!m) return;
     var url = m[1] + "/intent";
-    var body = new URLSearchParams(new FormData(form)).toString();
+    var data = new FormData(form);
+    // the session's state, written once for every form of the toolbar (its hx-include)
+    $all("#toolbar-state input[name]").forEach(function (i) {
+      if (!data.has(i.name)) data.append(i.name, i.value);
+    });
+    var body = new URLSearchParams(data).toString();
     if (body === intentSent) return;
     intentSent = body;
     try {

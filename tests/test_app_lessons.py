@@ -39,12 +39,16 @@ def program_of(page: str) -> str:
 
 
 def toolbar_form(client, sel: str, prim: str, state_url: str = "/explore/mm_relu/toolbar") -> dict:
-    """The hidden fields of the explorer toolbar's form for ``prim`` on selection ``sel``."""
+    """The fields the explorer toolbar's form for ``prim`` on selection ``sel`` sends: its own
+    hidden ones and the session's state (``#toolbar-state``, which every form includes)."""
     sep = "&" if "?" in state_url else "?"
     page = html(client.get(f"{state_url}{sep}sel={sel}"))
     forms = re.findall(r'<form class="prim".*?</form>', page, re.S)
     form = next(f for f in forms if f'name="primitive" value="{prim}"' in f)
-    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+    state = re.search(r'<div id="toolbar-state" hidden>(.*?)</div>', page, re.S).group(1)
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', state))
+    fields.update(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+    return fields
 
 
 # ---------------------------------------------------------------------------- list + player
