@@ -13,6 +13,7 @@ import pytest
 import engine
 from engine import lessons
 from inline_service import make_test_app
+from toolbar_forms import primitive_fields
 
 HX = {"HX-Request": "true"}
 L1 = "01_tensorir_mm_relu"
@@ -43,12 +44,7 @@ def toolbar_form(client, sel: str, prim: str, state_url: str = "/explore/mm_relu
     hidden ones and the session's state (``#toolbar-state``, which every form includes)."""
     sep = "&" if "?" in state_url else "?"
     page = html(client.get(f"{state_url}{sep}sel={sel}"))
-    forms = re.findall(r'<form class="prim".*?</form>', page, re.S)
-    form = next(f for f in forms if f'name="primitive" value="{prim}"' in f)
-    state = re.search(r'<div id="toolbar-state" hidden>(.*?)</div>', page, re.S).group(1)
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', state))
-    fields.update(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
-    return fields
+    return primitive_fields(page, prim)
 
 
 # ---------------------------------------------------------------------------- list + player

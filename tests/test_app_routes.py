@@ -12,6 +12,7 @@ import pytest
 
 import engine
 from inline_service import drain, make_test_app, settled
+from toolbar_forms import primitive_fields, primitive_forms, toolbar_state
 
 HX = {"HX-Request": "true"}
 N = 16
@@ -156,19 +157,14 @@ def test_toolbar_writes_the_state_once_and_every_form_sends_it(client):
     page = html(client.get(f"/explore/mm_relu/toolbar?n={N}&t={q['t']}&sel=B/mm_relu/C"))
     assert page.count(q["t"]) == 2          # the toolbar's own address, and #toolbar-state
     assert 'hx-include="#toolbar-state"' in page
-    state = re.search(r'<div id="toolbar-state" hidden>(.*?)</div>', page, re.S).group(1)
-    assert dict(re.findall(r'name="([^"]+)" value="([^"]*)"', state))["t"] == q["t"]
-    forms = re.findall(r'<form class="prim".*?</form>', page, re.S)
+    assert toolbar_state(page)["t"] == q["t"]
+    forms = primitive_forms(page)
     assert len(forms) > 5 and not any('name="t"' in f for f in forms)
     # a form's own fields plus the shared state apply the step on top of the trace
     explorer = html(client.get(f"/explore/mm_relu?n={N}&t={q['t']}"))
     outer = re.search(r'data-sel="(L/mm_relu/0/[^"]+)"', explorer).group(1)    # the i loop
     page = html(client.get(f"/explore/mm_relu/toolbar?n={N}&t={q['t']}&sel={outer}"))
-    state = re.search(r'<div id="toolbar-state" hidden>(.*?)</div>', page, re.S).group(1)
-    form = next(f for f in re.findall(r'<form class="prim".*?</form>', page, re.S)
-                if 'name="primitive" value="split"' in f)
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
-    fields.update(re.findall(r'name="([^"]+)" value="([^"]*)"', state))
+    fields = primitive_fields(page, "split")
     fields["factors"] = "None, 2"
     r = client.post("/explore/mm_relu/apply", data=fields, headers=HX)
     assert r.status_code == 200, html(r)

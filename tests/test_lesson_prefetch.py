@@ -16,6 +16,7 @@ import pytest
 from engine import lessons
 from engine.ir import structural_equal
 from inline_service import drain, make_test_app
+from toolbar_forms import primitive_fields
 
 HX = {"HX-Request": "true"}
 L1 = "01_tensorir_mm_relu"
@@ -36,19 +37,10 @@ def programs_measured(app) -> list:
             if j.module is not None and "cache" not in j.actions]
 
 
-def toolbar_state(page: str) -> dict:
-    """The session's state the toolbar's forms send along (#toolbar-state)."""
-    block = re.search(r'<div id="toolbar-state" hidden>(.*?)</div>', page, re.S).group(1)
-    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', block))
-
-
 def split_form(client, factors: str) -> dict:
     """The lesson page's toolbar form for ``split`` on loop j of Y, with ``factors``."""
     page = client.get("/explore/mm_relu/toolbar?n=128&sel=L/mm_relu/1/Y").get_data(as_text=True)
-    form = next(f for f in re.findall(r'<form class="prim".*?</form>', page, re.S)
-                if 'name="primitive" value="split"' in f)
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
-    fields.update(toolbar_state(page))      # the state all the forms send (hx-include)
+    fields = primitive_fields(page, "split")
     fields["factors"] = factors
     return fields
 

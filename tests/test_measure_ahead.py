@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import pickle
-import re
 
 import pytest
 
 from engine import Schedule, workloads
 from engine.ir import structural_equal
 from inline_service import drain, make_test_app
+from toolbar_forms import primitive_fields
 
 HX = {"HX-Request": "true"}
 N = 64
@@ -38,19 +38,10 @@ def started_pool(app):
     return app.extensions["measurer"].pool
 
 
-def toolbar_state(page: str) -> dict:
-    """The session's state the toolbar's forms send along (#toolbar-state)."""
-    block = re.search(r'<div id="toolbar-state" hidden>(.*?)</div>', page, re.S).group(1)
-    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', block))
-
-
 def split_form(client, factors: str) -> dict:
     """The explorer's toolbar form for ``split`` on loop j of Y, with ``factors``."""
     page = client.get(f"/explore/mm_relu/toolbar?n={N}&sel=L/mm_relu/1/Y").get_data(as_text=True)
-    form = next(f for f in re.findall(r'<form class="prim".*?</form>', page, re.S)
-                if 'name="primitive" value="split"' in f)
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
-    fields.update(toolbar_state(page))      # the state all the forms send (hx-include)
+    fields = primitive_fields(page, "split")
     fields["factors"] = factors
     return fields
 
