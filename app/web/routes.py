@@ -176,18 +176,19 @@ def refusal(text: str, highlight: list[str], status: int, **extra):
     return make_response(render_template("panes/message.html", message=msg), status)
 
 
-def _fork_session(workload: str) -> tuple[Session, int]:
-    """The session of a fork request and the step it forks from (``from=``, 0..the last
-    step but one: a fork from the last step is the trace itself)."""
+def _fork(workload: str) -> tuple[Session, str]:
+    """The session of a fork request and the link of its branch: the trace's first ``from=``
+    steps (0..the last step but one: a fork from the last step is the trace itself)."""
     s = Session.from_request(workload, request.args, frozenset({"from"}))
     raw = request.args.get("from", "")
     if not raw.isdigit() or not 0 <= int(raw) < s.nsteps:
         raise AppError(400, "No such step to fork from",
                        f"from= must be a step number between 0 and {max(s.nsteps - 1, 0)} "
                        f"(this trace has {s.nsteps} step{'s' if s.nsteps != 1 else ''}), got "
-                       f"“{raw[:20]}”. Use the fork and compare buttons next to the steps of the trace.",
+                       f"“{raw[:20]}”. Use the fork and compare buttons next to the steps "
+                       "of the trace.",
                        back=s.url())
-    return s, int(raw)
+    return s, s.url(token=s.prefix_token(int(raw)), at=None)
 
 
 @bp.get("/explore/<workload>/fork")
@@ -196,15 +197,13 @@ def fork(workload: str):
 
     The trace pane's fork buttons come here, so the pane carries the trace once instead of
     one truncated copy per step."""
-    s, k = _fork_session(workload)
-    return redirect(s.url(token=s.prefix_token(k), at=None), code=303)
+    return redirect(_fork(workload)[1], code=303)
 
 
 @bp.get("/explore/<workload>/fork-compare")
 def fork_compare(workload: str):
     """The compare page of the trace and its fork from step ``from`` (a 303)."""
-    s, k = _fork_session(workload)
-    fork_url = s.url(token=s.prefix_token(k), at=None)
+    s, fork_url = _fork(workload)
     return redirect("/compare?" + urlencode({"a": s.url(), "b": fork_url}), code=303)
 
 
