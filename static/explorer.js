@@ -478,9 +478,11 @@
   // An answer that moves the page to another state (a click, an undo, a step link) carries the
   // event "explorer:step" (its HX-Trigger header, handled before its panes are swapped): the
   // new state's measurement and cache bodies' addresses, and whether the answer carries them.
-  // The others are asked for at once, so the server works on them while the page swaps the
-  // other panes; meanwhile the previous state's bodies stay, dimmed. An answer or a poll
-  // for another state than the latest is dropped (see the beforeSwap hook).
+  // The others are asked for right after the answer's panes are swapped (the next task: the
+  // server has been measuring the new state since it applied the step, and sending two
+  // requests took 4-5 ms of the swap's task); meanwhile the previous state's bodies stay,
+  // dimmed. An answer or a poll for another state than the latest is dropped (see the
+  // beforeSwap hook).
   var BODIES = ["measure", "cache"];
 
   document.addEventListener("explorer:step", function (ev) {
@@ -494,7 +496,11 @@
       body.setAttribute("data-url", url);
       if (d[kind + "_inline"]) { body.classList.remove("stale"); return; }
       body.classList.add("stale");
-      htmx.ajax("GET", url, { source: body, target: body, swap: "innerHTML" });
+      setTimeout(function () {
+        // (another state's answer came meanwhile: its own event asks for its bodies)
+        if (body.isConnected && body.getAttribute("data-url") === url)
+          htmx.ajax("GET", url, { source: body, target: body, swap: "innerHTML" });
+      }, 0);
     });
   });
 
@@ -603,24 +609,40 @@
     var elt = ev.detail && ev.detail.elt;
     if (elt && elt.matches && elt.matches("#toolbar form.prim")) {
       noPendingIntent();
-      keepFocusOutOfToolbar();
+      keepFocusOutOfReplacedPanes();
+      dropCaretInPanes();
+    } else if (elt && elt.matches && elt.matches("a[data-nav]")) {
+      dropCaretInPanes();
     }
   });
 
+  // Clicking the program text (to select a loop or a block) leaves the page's caret in it.
+  // The answer replaces that text; removing the nodes that hold the caret made the browser
+  // update it in the middle of the swap (about 1.5 ms of a click, measured). A caret in a
+  // pane the answer replaces is let go when the request is sent (it shows nothing; a
+  // selected range of text, to copy, stays).
+  var REPLACED_PANES = "#program-pane, #diagram-pane, #trace-pane, #toolbar";
+
+  function dropCaretInPanes() {
+    var s = window.getSelection && window.getSelection();
+    if (!s || s.type !== "Caret" || !s.anchorNode) return;
+    var at = s.anchorNode.nodeType === 1 ? s.anchorNode : s.anchorNode.parentElement;
+    if (at && at.closest(REPLACED_PANES)) s.removeAllRanges();
+  }
+
   // The answer to a primitive's click replaces the toolbar, and with it the element that
-  // has the focus (the pressed button, or the field Enter was pressed in). Removing a
-  // focused element in the middle of the swap makes the browser lay out the half-swapped
-  // page on the spot (a few ms of the click) and leaves the focus on the page's body. So
-  // when the request is sent (the page is laid out then: the focus moves at no cost) the
-  // focus moves to the toolbar's row, which stays; a refused step (the toolbar stays) gets
-  // it back where it was.
+  // has the focus (the pressed button, the field Enter was pressed in, or the node of the
+  // program or the diagram last clicked). Removing a focused element in the middle of the
+  // swap makes the browser lay out the half-swapped page on the spot (a few ms of the
+  // click) and leaves the focus on the page's body. So when the request is sent (the page
+  // is laid out then: the focus moves at no cost) the focus moves to the toolbar's row,
+  // which stays; a refused step (the panes stay) gets it back where it was.
   var focusBeforeApply = null;
 
-  function keepFocusOutOfToolbar() {
+  function keepFocusOutOfReplacedPanes() {
     var row = document.querySelector(".toolrow");
     var active = document.activeElement;
-    var toolbar = document.getElementById("toolbar");
-    if (!row || !toolbar || !active || !toolbar.contains(active)) return;
+    if (!row || !active || !active.closest || !active.closest(REPLACED_PANES)) return;
     focusBeforeApply = active;
     row.focus({ preventScroll: true });
   }

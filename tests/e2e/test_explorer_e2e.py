@@ -283,3 +283,34 @@ def test_keyboard_focus_stays_near_the_toolbar(page, server, shot):
     page.keyboard.press("Tab")                 # on from the toolbar's row, not the page's top
     assert page.evaluate("() => !!document.activeElement.closest('.toolrow, .workspace')")
     shot(page, "09-keyboard-focus-after-a-step")
+
+
+def test_a_click_lets_go_of_the_caret_and_focus_in_the_panes_it_replaces(page, server):
+    """Clicking the program text to select a loop leaves the caret (and the focus) in it;
+    the primitive's request lets go of both (the answer replaces that text: removing the
+    nodes holding them made the browser update them in the middle of the swap). A refused
+    step gives the focus back to the node; an applied one leaves it on the toolbar's row."""
+    page.goto(server + "/explore/mm_relu?n=64")
+    node = page.locator('#program-pane [data-sel="L/mm_relu/1/Y"]').first
+    node.click()
+    page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
+    caret_in_program = """() => { const s = getSelection();
+        return s.type === 'Caret' && !!s.anchorNode.parentElement.closest('#program-pane'); }"""
+    form = page.locator('#toolbar form.prim:has(button[data-prim="split"])')
+    form.locator('[name="factors"]').fill("5, 5")          # 25 is not j's extent 64: refused
+    page.evaluate("""() => { const n = document.querySelector('#program-pane [data-sel="L/mm_relu/1/Y"]');
+        n.focus(); getSelection().collapse(n.firstChild || n, 0); }""")
+    assert page.evaluate(caret_in_program)
+    form.locator("button").evaluate("b => b.click()")     # (a click that leaves the focus)
+    page.wait_for_selector("#message.msg-refused")
+    assert page.evaluate("""() => document.activeElement ===
+        document.querySelector('#program-pane [data-sel="L/mm_relu/1/Y"]')""")
+    assert not page.evaluate(caret_in_program)
+    form.locator('[name="factors"]').fill("None, 4")
+    page.evaluate("""() => { const n = document.querySelector('#program-pane [data-sel="L/mm_relu/1/Y"]');
+        n.focus(); getSelection().collapse(n.firstChild || n, 0); }""")
+    form.locator("button").evaluate("b => b.click()")
+    wait_steps(page, 1)
+    assert page.evaluate("() => document.activeElement.matches('.toolrow')")
+    assert not page.evaluate(caret_in_program)
+    assert page.js_errors == []
