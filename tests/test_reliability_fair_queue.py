@@ -152,3 +152,80 @@ def test_every_pane_names_its_client():
     kinds = {j.actions[-1] for j in jobs}
     assert {"source", "pattern"} <= kinds, kinds
     assert {j.client for j in jobs if j.actions[-1] in ("source", "pattern")} == {"10.4.5.6"}
+
+
+# ---------------------------------------------------------------------- background jobs
+def step_ticket(queue, client="A"):
+    t = Ticket(queue, Job(actions=("step",), client=client))
+    queue.put(t)
+    return t
+
+
+def background_ticket(queue, client="A"):
+    t = Ticket(queue, Job(actions=("cache",), client=client, background=True))
+    queue.put(t)
+    return t
+
+
+def test_a_background_job_waits_while_a_step_compiles_then_runs():
+    q = JobQueue(32)
+    step = step_ticket(q)
+    cache = background_ticket(q)
+    assert q.take() is step and step.compiling
+    assert q._next_eligible() is None                 # held: the step is compiling
+    step.note({"compiled": True})                     # the worker said so
+    assert not step.compiling
+    assert q.take() is cache
+
+
+def test_a_held_background_job_lets_a_later_job_go_ahead_and_a_finished_step_frees_it():
+    q = JobQueue(32)
+    step = step_ticket(q, "A")
+    cache = background_ticket(q, "A")
+    other = step_ticket(q, "A")
+    assert q.take() is step
+    assert q.take() is other                          # the held cache job is passed over
+    from app.service.protocol import JobResult
+    q.done(step, JobResult("ok", data={}))
+    assert other.compiling                            # still compiling: cache still held
+    q.done(other, JobResult("ok", data={}))
+    assert q.take() is cache
+
+
+def test_a_background_job_is_not_held_for_ever(monkeypatch):
+    q = JobQueue(32)
+    monkeypatch.setattr(JobQueue, "BACKGROUND_MAX_HOLD_S", 0.05)
+    step = step_ticket(q)
+    cache = background_ticket(q)
+    assert q.take() is step
+    t0 = time.monotonic()
+    assert q.take() is cache                          # waits out the hold, then runs
+    assert time.monotonic() - t0 >= 0.03
+    assert step.compiling
+
+
+def test_background_jobs_run_at_once_when_nothing_compiles():
+    q = JobQueue(32)
+    cache = background_ticket(q)
+    echo = ticket(q, "B")
+    assert q.take() is cache and q.take() is echo
+
+
+def test_the_pool_starts_a_steps_cache_simulation_once_its_compile_has_ended():
+    """With the real workers: the step's worker says when its compile has ended; the cache
+    job (background) starts after that, not beside the compile."""
+    import engine
+    from app.service import step_job
+    mod = engine.workloads.get("mm_relu", n=64)
+    pool = MeasurePool(PoolConfig(workers=2, time_limit_s=60, memory_bytes=2 << 30))
+    try:
+        step = pool.submit(step_job(mod, "mm_relu", {"n": 64}))
+        cache = pool.submit(Job(actions=("cache",), workload="mm_relu", params={"n": 64},
+                                background=True))
+        r = step.result(120)
+        assert r.status == "ok" and cache.result(120).status == "ok"
+        compile_s = r.data["step"]["compile_ms"] / 1e3
+        assert r.data.get("compiled") is True
+        assert cache.started - step.started >= 0.9 * compile_s
+    finally:
+        pool.close()

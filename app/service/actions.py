@@ -178,9 +178,12 @@ def act_step(ctx) -> None:
     job = ctx.job
     baseline = pickle.loads(job["baseline"]) if job.get("baseline") is not None else None
     ncores = _cores(mod)
+    # (the end of the compile is said at once: a cache simulation waiting in the queue
+    # starts then, see app.service.queue)
     res = timing.measure_step(mod, job.get("workload"), dict(job.get("params") or {}),
                               func_name=func_name, baseline=baseline,
-                              slot=lambda: ctx.timing_slot(ncores))
+                              slot=lambda: ctx.timing_slot(ncores, pin=False),
+                              on_compiled=lambda: ctx.emit(compiled=True))
     ctx.emit(step=_plain(res))
 
 
@@ -250,10 +253,11 @@ def in_background(fn: Callable[[], Any]) -> Any:
 
 def act_cache(ctx: Any) -> None:
     mod, func_name = _load(ctx)
-    # one core of its own: the simulation is CPU-bound for seconds and must not share a
-    # core with another worker's timing; at a lower priority than the page and the timed
-    # measurements it competes with (it is the last point a click waits for)
-    with ctx.timing_slot(1):
+    # a core slot of its own (no other worker's timed runs are counted on it), not pinned
+    # to it: the simulation goes wherever a core is free (a pinned one waited for the
+    # browser), at a lower priority than the page and the timed runs, which keep the core
+    # they are pinned to when it lands there (it is the last point a click waits for)
+    with ctx.timing_slot(1, pin=False):
         res = in_background(lambda: cache.simulate(mod, func_name))
     ctx.emit(cache=_plain(res))
 

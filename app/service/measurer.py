@@ -381,7 +381,7 @@ class StepMeasurer:
         return self._lookup_or_submit(
             h, f"cache:{func_name or '-'}",
             lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
-                        func_name=func_name), self._cache_value)
+                        func_name=func_name, background=True), self._cache_value)
 
     def submit_cache(self, mod: Any, func_name: str | None = None
                      ) -> tuple[dict[str, Any] | None, Ticket | None]:

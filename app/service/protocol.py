@@ -116,6 +116,8 @@ class Job:
     tune: dict[str, Any] | None = None  # "tune": space, trials, strategy, seed, database
     client: str | None = None           # who asked (the queue is fair between clients);
                                         # stays in the server, never sent to a worker
+    background: bool = False            # waits while a step compiles (app.service.queue);
+                                        # stays in the server too
 
     @classmethod
     def for_trace(cls, workload: str, params: dict[str, Any], trace: Any,
@@ -152,7 +154,7 @@ class Job:
 
     def to_wire(self) -> dict[str, Any]:
         wire = dataclasses.asdict(self)
-        del wire["client"]
+        del wire["client"], wire["background"]
         return wire
 
 

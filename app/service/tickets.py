@@ -41,9 +41,24 @@ class Ticket:
         self.stop_requested = False
 
     def note(self, values: dict[str, Any]) -> None:
-        """Partial results the worker sent while the job runs (a tuning job's trials)."""
+        """Partial results the worker sent while the job runs (a tuning job's trials, a
+        step's end of compile)."""
         with self._lock:
             self._partial.update(values)
+        if "compiled" in values:
+            # background jobs wait for this (app.service.queue)
+            progressed = getattr(self._queue, "progressed", None)
+            if progressed is not None:
+                progressed()
+
+    @property
+    def compiling(self) -> bool:
+        """A running step job that has not finished compiling its program (the worker
+        says ``compiled`` when it has)."""
+        if self._done.is_set() or "step" not in self.job.actions:
+            return False
+        with self._lock:
+            return "compiled" not in self._partial
 
     def partial(self) -> dict[str, Any]:
         """A copy of the partial results so far (the final result's data once done)."""

@@ -16,6 +16,9 @@ The CPU-heavy phases hold the worker's core slots (one core, or all of them for 
 with parallel loops, whose LLVM modules compile side by side), so that no other worker runs
 anything on the same cores meanwhile: a step holds one ``slot`` from the compile to the
 last timed run (the cores are asked for once: each request is a round trip to the server).
+Only the checked and timed runs are pinned to the slot's cores (:func:`pinned_to`): the
+compile goes wherever the operating system finds a free core (on a 2-core machine the
+browser drawing the click's panes is busy on one of them; a pinned compile waited for it).
 """
 from __future__ import annotations
 
@@ -70,7 +73,8 @@ _LOCK = threading.Lock()
 
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
-                 baseline=None, slot: Callable | None = None) -> dict:
+                 baseline=None, slot: Callable | None = None,
+                 on_compiled: Callable[[], None] | None = None) -> dict:
     """Compile ``mod``, check its result, time it; the step dict (never raises for a bad
     program: failures are reported in the dict).
 
@@ -78,17 +82,40 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
     custom program pass ``None`` and ``baseline`` (the unscheduled module): its output on the
     same random inputs is the expected result. ``slot``: a context-manager factory holding
     the step's cores from the compile to the last timed run (see the module docstring).
+    ``on_compiled()`` is called once the compile has ended (built or failed).
     """
-    with _held(slot):
-        return _measure_step(mod, workload, params, func_name, baseline)
+    with _held(slot) as cores:
+        return _measure_step(mod, workload, params, func_name, baseline, on_compiled, cores)
 
 
-def _measure_step(mod, workload, params, func_name, baseline) -> dict:
+@contextlib.contextmanager
+def pinned_to(cores):
+    """The calling thread runs only on ``cores`` meanwhile (Linux; nothing elsewhere, or
+    when ``cores`` is empty or None)."""
+    old = None
+    if cores and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            old = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, list(cores))
+    try:
+        yield
+    finally:
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, old)
+
+
+def _measure_step(mod, workload, params, func_name, baseline, on_compiled=None,
+                  cores=None) -> dict:
     h = structural_hash(mod)
     fname = func_name or mod.names()[0]
     try:
         t0 = time.perf_counter()
-        rt = build(mod, target="llvm")
+        try:
+            rt = build(mod, target="llvm")
+        finally:
+            if on_compiled is not None:
+                on_compiled()
         compile_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
         return empty_step(h, stage="compile", error=f"compile failed: {e}")
@@ -102,10 +129,11 @@ def _measure_step(mod, workload, params, func_name, baseline) -> dict:
     except Exception as e:  # noqa: BLE001
         out.update(error=f"could not prepare inputs: {e}")
         return out
-    # (the checked run and the timed runs are in the slot too: the checked run of a slow
-    # step is its time, and a multi-second run on a shared core would halve a parallel
-    # kernel's speed)
-    done = _check_and_time(rt, fname, out, inputs, workload, params)
+    # (the checked run and the timed runs are in the slot too, on its cores: the checked
+    # run of a slow step is its time, and a multi-second run on a shared core would halve a
+    # parallel kernel's speed)
+    with pinned_to(cores):
+        done = _check_and_time(rt, fname, out, inputs, workload, params)
     if done:
         out["stage"] = "done"
         out["ok"] = out["correct"] is not False

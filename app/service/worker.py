@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from .actions import ENGINE, warm_up
 from .protocol import encode_reply
+from .timing import pinned_to
 
 # Exceptions whose message is meant for the learner (the engine's error classes).
 USER_ERRORS = {"ScriptError", "ScheduleError", "BuildError", "ArgumentError", "TraceError",
@@ -59,10 +60,12 @@ class JobContext:
         self.conn.send(("data", values))
 
     @contextlib.contextmanager
-    def timing_slot(self, ncores: int = 1):
+    def timing_slot(self, ncores: int = 1, pin: bool = True):
         """Hold a timing slot: no other worker times anything on these cores meanwhile.
 
-        The calling thread is pinned to the granted cores while the slot is held.
+        With ``pin`` the calling thread is pinned to the granted cores while the slot is
+        held; without, the caller pins what needs it (``app.service.timing.pinned_to``:
+        a step pins its timed runs, not its compile).
         """
         self.conn.send(("need_timing", int(ncores)))
         while True:
@@ -72,17 +75,10 @@ class JobContext:
                 break
             if msg[0] == "stop":
                 raise _Exit()
-        old = None
         try:
-            if cores and hasattr(os, "sched_setaffinity"):
-                with contextlib.suppress(OSError):
-                    old = os.sched_getaffinity(0)
-                    os.sched_setaffinity(0, cores)
-            yield cores
+            with pinned_to(cores if pin else None):
+                yield cores
         finally:
-            if old is not None:
-                with contextlib.suppress(OSError):
-                    os.sched_setaffinity(0, old)
             self.conn.send(("timing_done",))
 
 

@@ -30,6 +30,13 @@ def wait_steps(page, n: int) -> None:
         "n => document.querySelectorAll('#trace-pane li.step').length === n + 1", arg=n)
 
 
+def wait_address(page) -> None:
+    """Until the address bar shows the page's state (its share link): it is written once
+    the state's measurements are on the page (static/explorer.js, the page's history)."""
+    page.wait_for_function("() => document.getElementById('share-url').value.endsWith("
+                           "location.pathname + location.search)")
+
+
 def wait_plot(page, n: int) -> None:
     page.wait_for_function(
         "n => { const e = document.querySelector('#runtime-plot[data-drawn]');"
@@ -77,6 +84,7 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     wait_steps(page, 1)
     assert "j_0" in program_text(page) and "j_1" in program_text(page)
     assert "for j_1 in 4" in page.inner_text("#diagram-pane")
+    wait_address(page)
     assert "t=" in page.url
     wait_plot(page, 2)
     shot(page, "04-after-split")
@@ -230,6 +238,7 @@ def test_back_button_returns_to_the_previous_step(page, server, shot):
     apply(page, "parallel")
     wait_steps(page, 2)
     assert "T.parallel" in program_text(page)
+    wait_address(page)
     page.go_back()
     page.wait_for_function("() => document.querySelectorAll('#trace-pane li.step').length === 2")
     assert "T.parallel" not in program_text(page) and "j_1" in program_text(page)
@@ -239,6 +248,37 @@ def test_back_button_returns_to_the_previous_step(page, server, shot):
     # the selection survives nothing stale: selecting after navigation still works
     select(page, "B/mm_relu/C")
     shot(page, "15-back-forward")
+
+
+def test_the_address_is_written_once_the_measurements_are_in(page, server):
+    """A click's history entry waits for its measurements (a history entry costs the
+    browser ~20 ms of CPU, which the worker measuring the step needs), then comes in
+    order: one entry per click, back and forward walk them."""
+    page.goto(server + "/explore/mm_relu?n=32")
+    page.wait_for_selector("#program-pane .node")
+    page.evaluate("""() => { window.__pushes = [];
+        document.addEventListener('explorer:pushed', () => window.__pushes.push({
+            measuring: !!document.querySelector('#measure-body.stale, #cache-body.stale'),
+            points: (document.querySelector('#runtime-plot') || {dataset: {}}).dataset.points,
+            href: location.href})); }""")
+    length0 = page.evaluate("() => history.length")
+    select(page, "L/mm_relu/1/Y")
+    apply(page, "split")
+    wait_steps(page, 1)
+    wait_address(page)
+    select(page, "L/mm_relu/0/Y")
+    apply(page, "parallel")
+    wait_steps(page, 2)
+    wait_address(page)
+    pushes = page.evaluate("() => window.__pushes")
+    assert [p["measuring"] for p in pushes] == [False, False]
+    assert page.evaluate("() => history.length") == length0 + 2
+    assert "T.parallel" in program_text(page)
+    page.go_back()
+    page.wait_for_function("() => document.querySelectorAll('#trace-pane li.step').length === 2")
+    page.go_back()
+    page.wait_for_function("() => document.querySelectorAll('#trace-pane li.step').length === 1")
+    assert page.js_errors == []
 
 
 def test_access_pattern_tab_follows_the_selected_loop(page, server, shot):
