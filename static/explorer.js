@@ -607,12 +607,13 @@
   document.addEventListener("htmx:beforeRequest", function (ev) {
     // the click's own request: a guess still waiting to be sent is not needed any more
     var elt = ev.detail && ev.detail.elt;
+    // (the focus and the caret move right after the request is sent: moving the focus
+    // lays the page out, 1-2 ms the request need not wait for; the answer takes longer)
     if (elt && elt.matches && elt.matches("#toolbar form.prim")) {
       noPendingIntent();
-      keepFocusOutOfReplacedPanes();
-      dropCaretInPanes();
+      setTimeout(function () { keepFocusOutOfReplacedPanes(); dropCaretInPanes(); }, 0);
     } else if (elt && elt.matches && elt.matches("a[data-nav]")) {
-      dropCaretInPanes();
+      setTimeout(dropCaretInPanes, 0);
     }
   });
 
@@ -634,9 +635,9 @@
   // has the focus (the pressed button, the field Enter was pressed in, or the node of the
   // program or the diagram last clicked). Removing a focused element in the middle of the
   // swap makes the browser lay out the half-swapped page on the spot (a few ms of the
-  // click) and leaves the focus on the page's body. So when the request is sent (the page
-  // is laid out then: the focus moves at no cost) the focus moves to the toolbar's row,
-  // which stays; a refused step (the panes stay) gets it back where it was.
+  // click) and leaves the focus on the page's body. So once the request is sent (while
+  // the server works on it) the focus moves to the toolbar's row, which stays; a refused
+  // step (the panes stay) gets it back where it was.
   var focusBeforeApply = null;
 
   function keepFocusOutOfReplacedPanes() {

@@ -135,6 +135,7 @@ def test_course_walkthrough_share_export_import(page, server, shot):
     page.click("#tab-program")
 
     # --- an illegal action: parallel on the reduction loop k
+    wait_address(page)
     url_before = page.url
     k_sel = page.locator('#diagram-pane .dloop:has(text:text-is("for k in 128"))').first.get_attribute("data-sel")
     select(page, k_sel, where="#diagram-pane")
