@@ -48,7 +48,7 @@
   function loadPattern() {
     var pane = $("#pattern-pane");
     if (!pane) return;
-    var url = pane.getAttribute("data-url");
+    var url = slotUrl(pane);
     var tb = $("#toolbar");
     var sel = tb ? tb.getAttribute("data-selected") : "";
     if (sel && sel.indexOf("L/") === 0) url += (url.indexOf("?") >= 0 ? "&" : "?") + "sel=" + encodeURIComponent(sel);
@@ -139,7 +139,64 @@
     if (group.classList && group.classList.contains("mtabs")) measureTab = id;
     var shown = document.getElementById(id);
     if (shown) { if (soon) drawPlotsSoon(shown); else drawPlots(shown); }
+    if (shown) $all("[data-slot]", shown).forEach(loadSlot);
     if (id === "panel-pattern") loadPattern();
+  }
+
+  // ------------------------------------------------------------------ tabs loaded when shown
+  // The diff, LLVM IR, assembly and Tune tabs hold the page's state's content, asked for
+  // when the tab is shown: "data-slot" is its address relative to the state ("data-state",
+  // the state's own address), "data-loaded-for" the state it shows. A new state (the step
+  // event of a click, an undo, a step link: their answers do not carry these tabs) resets
+  // them: a tab shown is loaded again at once, the others when shown. The access pattern
+  // tab ("data-path") is loaded for the selected loop (loadPattern). A Tune tab whose search
+  // is running keeps it; the new state's form comes when it ends (tuneSearchEnded).
+  function slotUrl(el, path) {
+    var state = el.getAttribute("data-state") || "";
+    var q = state.indexOf("?");
+    var base = q < 0 ? state : state.slice(0, q);
+    path = path || el.getAttribute("data-slot") || el.getAttribute("data-path") || "";
+    var pq = path.indexOf("?");
+    var query = [q < 0 ? "" : state.slice(q + 1), pq < 0 ? "" : path.slice(pq + 1)]
+      .filter(Boolean).join("&");
+    return base + (pq < 0 ? path : path.slice(0, pq)) + (query ? "?" + query : "");
+  }
+
+  function tuneRunning(el) { return el.id === "tune-pane" && !!el.querySelector(".tunelive[hx-trigger]"); }
+
+  function loadSlot(el) {
+    var state = el.getAttribute("data-state");
+    if (!state || el.getAttribute("data-loaded-for") === state || !el.isConnected ||
+        el.closest("[hidden]") || tuneRunning(el)) return;
+    el.setAttribute("data-loaded-for", state);
+    htmx.ajax("GET", slotUrl(el), { source: el, target: el, swap: "innerHTML" });
+  }
+
+  // what a tab says while its content for the new state is on its way
+  function waiting(el) {
+    var p = document.createElement("p");
+    p.className = "muted loading";
+    p.textContent = el.getAttribute("data-waiting") || "loading…";
+    el.textContent = "";
+    el.appendChild(p);
+  }
+
+  function slotsFollow(state) {
+    $all("[data-slot]").forEach(function (el) {
+      el.setAttribute("data-state", state);
+      if (el.getAttribute("data-loaded-for") === state) return;
+      if (tuneRunning(el)) { el.setAttribute("data-next-url", slotUrl(el)); return; }
+      el.removeAttribute("data-loaded-for");
+      waiting(el);
+      loadSlot(el);
+    });
+    var pp = $("#pattern-pane");
+    if (pp && pp.getAttribute("data-state") !== state) {
+      pp.setAttribute("data-state", state);
+      pp.removeAttribute("data-loaded");
+      waiting(pp);
+      if (patternVisible()) loadPattern();
+    }
   }
 
   // ------------------------------------------------------------------ copy link
@@ -502,6 +559,8 @@
           htmx.ajax("GET", url, { source: body, target: body, swap: "innerHTML" });
       }, 0);
     });
+    // the tabs loaded when shown follow the new state (after the swap, as the bodies)
+    if (typeof d.url === "string") setTimeout(function () { slotsFollow(d.url); }, 0);
   });
 
   function isBody(el) { return el && (el.id === "measure-body" || el.id === "cache-body"); }
@@ -678,18 +737,6 @@
       ev.detail.target.setAttribute("data-draw-now", "1");
   });
   document.addEventListener("htmx:oobBeforeSwap", function (ev) {
-    // the Tune tab follows the page's program, except while a search it started is running
-    // (its progress polls: the search and its live plot stay until it ends; the tab then
-    // gets the page's program, the search's results kept under it: see tuneSearchEnded)
-    var tgt = ev.detail.target;
-    if (tgt && tgt.id === "tune-pane" && tgt.querySelector(".tunelive[hx-trigger]")) {
-      var slot = ev.detail.fragment;   // (the new slot, or a fragment holding it)
-      if (slot && !slot.getAttribute) slot = slot.firstElementChild;
-      var next = slot && slot.getAttribute("hx-get");
-      if (next) tgt.setAttribute("data-next-url", next);
-      ev.detail.shouldSwap = false;
-      return;
-    }
     if (ev.detail.shouldSwap) beforeReplace(ev.detail.target);
   });
 
@@ -702,6 +749,7 @@
     var next = pane.getAttribute("data-next-url");
     if (!next) return;
     pane.removeAttribute("data-next-url");
+    pane.setAttribute("data-loaded-for", pane.getAttribute("data-state") || "");
     // the results are taken out while the tab is swapped (with their drawn plot), then put
     // back under the new form
     live.parentNode.removeChild(live);
@@ -760,7 +808,7 @@
     settling = null;
     releaseKept();
     refreshHighlights();
-    // a new step replaced the access-pattern pane: reload it if it is on screen
+    // the access-pattern pane waits for its content (a new state): load it if on screen
     var pp = $("#pattern-pane");
     if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
     if (done && done.reveal) {

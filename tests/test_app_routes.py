@@ -119,12 +119,14 @@ def test_htmx_navigation_returns_only_out_of_band_panes(client):
     page = html(r)
     assert r.status_code == 200 and "<html" not in page
     oob = re.findall(r'id="([a-z-]+)"[^>]*hx-swap-oob="true"', page)
-    assert set(oob) >= {"statebar", "toolbar", "program-pane", "diff-pane", "diagram-pane",
-                        "trace-pane", "code-ll", "code-asm"}
+    assert set(oob) >= {"statebar", "toolbar", "program-pane", "diagram-pane", "trace-pane"}
     # the measurement pane stays (its drawn plots are updated in place): the answer's step
-    # event names its bodies for this state, and the page asks for them
+    # event names its bodies for this state, and the page asks for them; the tabs loaded
+    # when shown are not sent either: the step event names the state, they follow it
     assert "measure-pane" not in oob
+    assert not set(oob) & {"diff-pane", "code-ll", "code-asm", "tune-pane", "pattern-pane"}
     step = json.loads(r.headers["HX-Trigger"])["explorer:step"]
+    assert step["url"] == f"/explore/mm_relu?n={N}"
     assert step["measure"] == f"/explore/mm_relu/measure?n={N}"
     assert step["cache"] == f"/explore/mm_relu/cache?n={N}"
     # a history restore (back button after a cache miss) gets the whole page
@@ -455,19 +457,26 @@ def test_a_state_seen_before_carries_its_measurement_bodies(client):
     assert re.search(r'id="runtime-plot" data-plotly="[^"]+" data-points="2"', page)
 
 
-def test_the_diff_pane_comes_when_shown_after_a_click(client):
-    """A click answers with a placeholder diff pane that asks for its content when shown
-    (its tab is hidden by default); the content is the step's diff, as the page shows it."""
+def test_the_tabs_loaded_when_shown_follow_the_state_of_a_click(client):
+    """A click's answer does not carry the diff, code and Tune tabs: its step event names the
+    new state, and each tab (its "data-slot" address relative to the state, on the page)
+    asks for that state's content when shown (static/explorer.js). The addresses answer
+    the new state's content: the step's diff, its LLVM IR, its Tune form."""
     r = apply(client, {"n": str(N)}, "L/mm_relu/1/Y", "split", factors="None, 4")
     page = html(r)
-    slot = re.search(r'<div id="diff-pane" class="pane diff" hx-swap-oob="true"\s+'
-                     r'hx-get="([^"]+)" hx-trigger="intersect once"', page)
-    assert slot and 'class="line d-add"' not in page
-    url = slot.group(1).replace("&amp;", "&")
-    assert url == "/explore/mm_relu/diff?" + urlencode(state_of(r.headers["HX-Push-Url"]))
-    body = html(client.get(url))
+    assert 'id="diff-pane"' not in page and 'id="code-ll"' not in page
+    state = json.loads(r.headers["HX-Trigger"])["explorer:step"]["url"]
+    assert state == r.headers["HX-Push-Url"]
+    full = html(client.get(state))
+    slots = dict(re.findall(r'id="([a-z-]+)" class="pane[^"]*"[^>]*?\s+data-slot="([^"]+)"', full))
+    assert slots == {"diff-pane": "/diff", "code-ll": "/code?kind=ll-opt",
+                     "code-asm": "/code?kind=asm", "tune-pane": "/tune"}
+    assert f'data-state="{state.replace("&", "&amp;")}"' in full
+    query = urlencode(state_of(state))
+    body = html(client.get(f"/explore/mm_relu/diff?{query}"))
     assert "Step 1: " in body and "added" in body and 'class="line d-add"' in body
-    assert 'class="line d-add"' in html(client.get(r.headers["HX-Push-Url"]))  # a page: inline
+    assert "define" in html(client.get(f"/explore/mm_relu/code?{query}&kind=ll-opt"))
+    assert 'class="line d-add"' in full                     # a page: the diff inline
     assert "No step applied yet" in html(client.get(f"/explore/mm_relu/diff?n={N}"))
 
 

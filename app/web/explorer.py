@@ -42,11 +42,13 @@ STEP_EVENT = "explorer:step"
 
 
 def step_event(session: Session, ctx: dict) -> dict[str, dict]:
-    """The ``HX-Trigger`` of an answer that moves the page to ``session``'s state: the
-    measurement and cache bodies' addresses for this state, and whether the answer carries
-    them already (``ctx``'s stored ones). The page asks for the ones it does not carry as
+    """The ``HX-Trigger`` of an answer that moves the page to ``session``'s state: its
+    address (``url``: the tabs loaded when shown follow it), the measurement and cache
+    bodies' addresses for this state, and whether the answer carries them already
+    (``ctx``'s stored ones). The page asks for the ones it does not carry as
     soon as the answer arrives, and drops any answer for another state."""
-    return {STEP_EVENT: {"measure": session.url(path="/measure"),
+    return {STEP_EVENT: {"url": session.url(),
+                         "measure": session.url(path="/measure"),
                          "cache": session.url(path="/cache"),
                          "measure_inline": ctx.get("measure_html") is not None,
                          "cache_inline": ctx.get("cache_html") is not None}}

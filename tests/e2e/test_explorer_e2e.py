@@ -355,3 +355,34 @@ def test_a_click_lets_go_of_the_caret_and_focus_in_the_panes_it_replaces(page, s
     assert page.evaluate("() => document.activeElement.matches('.toolrow')")
     assert not page.evaluate(caret_in_program)
     assert page.js_errors == []
+
+
+def test_the_tabs_loaded_when_shown_follow_each_click(page, server):
+    """The diff, LLVM IR and Tune tabs are not in a click's answer: the page loads them for
+    the new state — the tab on view at once, the others when shown."""
+    page.goto(server + "/explore/mm_relu?n=32")
+    page.wait_for_selector("#program-pane .node")
+    page.click("#tab-ll")
+    page.wait_for_selector("#code-ll pre")
+    select(page, "L/mm_relu/1/Y", where="#diagram-pane")    # (the program text is hidden)
+    apply(page, "split")
+    wait_steps(page, 1)
+    wait_address(page)
+    state = page.evaluate("() => location.pathname + location.search")
+    # the LLVM IR on view is loaded again for the new state (the split loop is in it)
+    page.wait_for_function("s => { const e = document.getElementById('code-ll');"
+                           " return e.getAttribute('data-loaded-for') === s && e.querySelector('pre'); }",
+                           arg=state)
+    # the diff tab, hidden meanwhile, shows the new step's diff when shown
+    page.click("#tab-diff")
+    page.wait_for_function("() => /Step 1/.test(document.getElementById('diff-pane').innerText)")
+    select(page, "L/mm_relu/0/Y", where="#diagram-pane")
+    apply(page, "parallel")
+    wait_steps(page, 2)
+    page.wait_for_function("() => /Step 2/.test(document.getElementById('diff-pane').innerText)")
+    page.click("#tab-tune")
+    page.wait_for_selector("#tune-pane form")
+    wait_address(page)
+    assert page.evaluate("() => document.getElementById('tune-pane').getAttribute('data-loaded-for')"
+                         " === location.pathname + location.search")
+    assert page.js_errors == []
