@@ -52,7 +52,6 @@
     var tb = $("#toolbar");
     var sel = tb ? tb.getAttribute("data-selected") : "";
     if (sel && sel.indexOf("L/") === 0) url += (url.indexOf("?") >= 0 ? "&" : "?") + "sel=" + encodeURIComponent(sel);
-    pane.setAttribute("data-loaded", "");
     htmx.ajax("GET", url, { target: "#pattern-pane", swap: "innerHTML" });
   }
 
@@ -193,7 +192,6 @@
     var pp = $("#pattern-pane");
     if (pp && pp.getAttribute("data-state") !== state) {
       pp.setAttribute("data-state", state);
-      pp.removeAttribute("data-loaded");
       waiting(pp);
       if (patternVisible()) loadPattern();
     }
@@ -808,9 +806,6 @@
     settling = null;
     releaseKept();
     refreshHighlights();
-    // the access-pattern pane waits for its content (a new state): load it if on screen
-    var pp = $("#pattern-pane");
-    if (pp && patternVisible() && !pp.hasAttribute("data-loaded")) loadPattern();
     if (done && done.reveal) {
       reveal($("#diagram-pane .dnode.offending"));
       reveal($("#program-pane .node.offending"));
@@ -865,8 +860,7 @@
   function bodyAnswered(ev) {
     if (pendingHistory.length && isBody(ev.detail && ev.detail.elt)) setTimeout(writeHistoryWhenQuiet, 0);
   }
-  document.addEventListener("htmx:afterSettle", bodyAnswered);
-  document.addEventListener("htmx:afterRequest", bodyAnswered);
+  document.addEventListener("htmx:afterRequest", bodyAnswered);   // (after its swap)
   window.addEventListener("pagehide", writeHistory);
   // the mouse's back and forward buttons and Alt+Left/Right reach the page before the
   // browser goes back: the entries waiting are written first, so "back" undoes one click
