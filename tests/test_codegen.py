@@ -349,6 +349,26 @@ def test_sources_and_vector_assembly():
         rt.get_source("pdf")
 
 
+def test_innermost_loop_starts_on_a_32_byte_boundary():
+    # the course's mm_relu: its hot k loop is the only innermost loop; it gets .p2align 5
+    # (LLVM's default on x86 is 4), outer loops keep 4
+    import llvmlite.binding as llvm
+    from engine.codegen import target
+    if llvm.llvm_version_info[0] not in target._INNERMOST_ALIGN_LLVM or \
+            not llvm.get_process_triple().startswith("x86_64"):
+        pytest.skip("the loop alignment is only asked of x86 LLVM versions that have it")
+    sch = engine.Schedule(engine.workloads.get("mm_relu", n=16))
+    i, j, k = sch.get_loops(sch.get_block("Y", func_name="mm_relu"))
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(j0, k, j1)
+    asm = engine.build(sch.mod, cache=False).get_source("asm").splitlines()
+    heads = [asm[n - 1].split() for n, line in enumerate(asm) if line.startswith(".LBB")]
+    aligns = [h[1] for h in heads if h and h[0] == ".p2align"]
+    assert target.INNERMOST_LOOP_ALIGN_LOG2 == 5
+    assert "5" in aligns, asm   # the k loop
+    assert "4" in aligns, asm   # the outer loops
+
+
 def test_compile_stats_fields():
     rt = engine.build(mm_relu(8), cache=False)
     for k in ("lower", "codegen", "llvm_opt", "llvm_jit"):

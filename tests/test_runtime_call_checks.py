@@ -1,4 +1,6 @@
 """The per-call argument checks: the fast path agrees with the detailed one."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -84,3 +86,61 @@ def test_check_correctness_reports_the_kernel_run_time(matmul8):
     rep = check_correctness(matmul8.module, "matmul", reference_fn=lambda x, y: x @ y,
                             args=[a, b, c])
     assert rep.ok and rep.kernel_seconds is not None and 0 < rep.kernel_seconds < 60
+
+
+def test_right_arguments_take_the_quick_pass(matmul8, monkeypatch):
+    # the per-call check of the common case never reaches the detailed one
+    a, b, c = _args()
+    monkeypatch.setattr(type(matmul8), "_check", lambda self, arrays: pytest.fail("slow path"))
+    assert matmul8.pointers((a, b, c)) == [x.ctypes.data for x in (a, b, c)]
+
+
+def test_element_misaligned_array_is_refused(matmul8):
+    a, b, _ = _args()
+    raw = np.zeros(8 * 8 * 4 + 1, np.uint8)
+    c = np.frombuffer(raw.data, np.uint8, 8 * 8 * 4, offset=1).view("float32").reshape(8, 8)
+    assert not c.flags.aligned
+    with pytest.raises(ArgumentError, match="not aligned"):
+        matmul8(a, b, c)
+
+
+_VARIANTS = ["ok", "read_only", "strided", "float64", "shape", "same_as_a", "overlap_b",
+             "list", "view", "fortran"]
+
+
+def _variant(kind, rng):
+    base = rng.random((8, 8)).astype("float32")
+    if kind == "read_only":
+        base.flags.writeable = False
+    elif kind == "strided":
+        base = rng.random((8, 16)).astype("float32")[:, ::2]
+    elif kind == "float64":
+        base = base.astype("float64")
+    elif kind == "shape":
+        base = rng.random((8, 9)).astype("float32")
+    elif kind == "list":
+        base = base.tolist()
+    elif kind == "view":
+        base = rng.random((24, 8)).astype("float32")[8:16]
+    elif kind == "fortran":
+        base = np.asfortranarray(base)
+    return base
+
+
+@given(st.lists(st.sampled_from(_VARIANTS), min_size=3, max_size=3), st.integers(0, 2 ** 16))
+def test_quick_pass_agrees_with_the_detailed_check(matmul8, kinds, seed):
+    rng = np.random.default_rng(seed)
+    args = [_variant(k, rng) for k in kinds]
+    for i, k in enumerate(kinds):
+        if k == "same_as_a" and i > 0 and isinstance(args[0], np.ndarray):
+            args[i] = args[0]
+        if k == "overlap_b" and i == 2 and isinstance(args[1], np.ndarray) \
+                and args[1].shape == (8, 8):
+            args[i] = args[1]
+    try:
+        expected = matmul8._check(tuple(args))
+    except ArgumentError as e:
+        with pytest.raises(ArgumentError, match=re.escape(str(e))):
+            matmul8.pointers(tuple(args))
+    else:
+        assert matmul8.pointers(tuple(args)) == expected
