@@ -495,15 +495,11 @@ def test_vectorized_predicate_with_gather_and_scalar_load():
     np.testing.assert_allclose(out, x[::2] * 3, rtol=1e-6)
 
 
-@pytest.mark.parametrize("auto_vectorize", [
-    False,
-    pytest.param(True, marks=pytest.mark.xfail(
-        reason="LLVM 22's loop vectorizer miscompiles this program; that is why "
-               "auto_vectorize is off by default", strict=False))])
+@pytest.mark.parametrize("auto_vectorize", [False, True])
 def test_reduction_outside_fused_loop_n16(auto_vectorize):
-    # regression: LLVM 22's loop vectorizer miscompiles this legal program (k outside the
-    # fused i*j loop, n=16: `if k == 0: Y[f] = 0; Y[f] += A[f // 16 * 16 + k] * B[k * 16 +
-    # f % 16]`); with it off (the default) the result is right
+    # regression: this legal program was once miscompiled with LLVM's loop vectorizer on (k
+    # outside the fused i*j loop, n=16: `if k == 0: Y[f] = 0; Y[f] += A[f // 16 * 16 + k] *
+    # B[k * 16 + f % 16]`); kept under both settings
     sch = engine.Schedule(engine.workloads.get("mm_relu", n=16))
     i, j, k = sch.get_loops(sch.get_block("Y", func_name="mm_relu"))
     sch.reorder(k, sch.fuse(i, j))

@@ -6,6 +6,8 @@ a vectorized loop, ``if_then_else`` on lanes) vector accesses become masked.
 """
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 
 from engine.ir import expr as E
@@ -13,6 +15,11 @@ from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
 
 from .llvm_types import I1, I32, PTR, type_suffix
+
+
+def _negative_zero(c) -> bool:
+    """True for the float -0.0 (equal to 0, but not zeroinitializer's +0.0)."""
+    return isinstance(c, float) and math.copysign(1.0, c) < 0
 
 
 class VectorMixin:
@@ -24,8 +31,13 @@ class VectorMixin:
             return v
         vt = ir.VectorType(v.type, lanes)
         if isinstance(v, ir.Constant):
-            return ir.Constant(vt, [v.constant] * lanes) if v.constant is not None else \
-                self._splat_dyn(v, vt)
+            if v.constant is None:
+                return self._splat_dyn(v, vt)
+            if v.constant == 0 and not _negative_zero(v.constant):
+                # printed as `zeroinitializer`, not lanes x `float 0x0`: the initialising
+                # stores of an unrolled micro-kernel print (and parse) faster
+                return ir.Constant(vt, None)
+            return ir.Constant(vt, [v.constant] * lanes)
         return self._splat_dyn(v, vt)
 
     def _splat_dyn(self, v, vt):
