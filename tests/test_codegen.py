@@ -508,3 +508,49 @@ def test_reduction_outside_fused_loop_n16(auto_vectorize):
     c = np.zeros((16, 16), F32)
     rt["mm_relu"](a, b, c)
     np.testing.assert_allclose(c, np.maximum(a @ b, 0), rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------- guarded loops
+def _padding(n=40):
+    """pad[h, w] = if_then_else(1 <= h < n+1 and 1 <= w < n+1, X[h - 1, w - 1], 0)."""
+    from engine import te
+    x = te.placeholder((n, n), F32, name="X")
+    pad = te.compute((n + 2, n + 2), lambda h, w: E.Call(F32, "if_then_else", (
+        E.And(E.And(h >= 1, h < n + 1), E.And(w >= 1, w < n + 1)),
+        x[h - 1, w - 1], E.FloatImm(F32, 0.0))), name="pad")
+    return te.create_prim_func([x, pad], name="padding")
+
+
+def test_padding_loop_asks_for_the_loop_vectorizer_and_is_right():
+    # the innermost loop reads under a condition: LLVM's loop vectorizer is asked for it
+    # (llvm.loop.vectorize.enable), the result is numpy's
+    rt = engine.build(_padding(), cache=False)
+    assert "llvm.loop.vectorize.enable" in rt.get_source("ll")
+    asm = rt.get_source("asm")
+    assert "ymm" in asm or "xmm" in asm
+    x = np.random.rand(40, 40).astype(F32)
+    out = np.full((42, 42), np.nan, F32)
+    rt["padding"](x, out)
+    np.testing.assert_array_equal(out, np.pad(x, 1))
+
+
+def test_plain_loops_do_not_ask_for_the_loop_vectorizer():
+    sch = engine.Schedule(engine.workloads.get("mm_relu", n=32))
+    assert "llvm.loop.vectorize.enable" not in engine.build(sch.mod, cache=False).get_source("ll")
+
+
+def test_guarded_element_loop_needs_a_guarded_load_and_no_inner_loop():
+    from engine.codegen.loops import guarded_element_loop
+    buf_x = Buffer("X", (64,), F32)
+    buf_y = Buffer("Y", (64,), F32)
+    i, j = Var("i", "int32"), Var("j", "int32")
+    load = E.BufferLoad(buf_x, (i,))
+    guarded = BufferStore(buf_y, Call(F32, "if_then_else", (i >= 1, load, E.FloatImm(F32, 0.0))), (i,))
+    plain = BufferStore(buf_y, load, (i,))
+    constant = BufferStore(buf_y, Call(F32, "if_then_else", (i >= 1, E.FloatImm(F32, 1.0),
+                                                              E.FloatImm(F32, 0.0))), (i,))
+    assert guarded_element_loop(guarded)
+    assert guarded_element_loop(IfThenElse(i >= 1, plain, None))
+    assert not guarded_element_loop(plain)
+    assert not guarded_element_loop(constant)
+    assert not guarded_element_loop(For(j, const(0), const(4), ForKind.SERIAL, guarded))

@@ -38,6 +38,9 @@ class FuncInfo:
     #: ``T.unroll`` loops that reached the code generator unexpanded (marked for LLVM's
     #: full unroll; see engine.codegen.target.optimize)
     num_unrolled_loops: int = 0
+    #: innermost loops reading under a condition that LLVM's loop vectorizer is asked for
+    #: (``llvm.loop.vectorize.enable``; see engine.codegen.loops.guarded_element_loop)
+    num_guarded_vectorized: int = 0
     notes: list = field(default_factory=list)
 
 

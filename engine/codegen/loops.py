@@ -12,6 +12,7 @@ import llvmlite.ir as ir
 
 from engine.ir import expr as E
 from engine.ir import stmt as S
+from engine.ir.functor import collect, pre_order_visit
 
 from .generator import restore
 from .llvm_types import I64, llvm_type, sanitize
@@ -53,11 +54,52 @@ LONG_LOOP_TRIP = 64
 #: the threshold, however many copies that makes (a bigger nest is left as it was)
 MAX_NEST_COPIES = 48
 
+#: a guarded element loop (:func:`guarded_element_loop`) shorter than this is left to LLVM
+VECTORIZE_GUARDED_MIN_TRIP = 16
+
 
 def unroll_disable_loop_id(module: ir.Module) -> ir.values.MDValue:
     """A new loop ID asking LLVM not to unroll its loop."""
-    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-    return _LoopID(module, [option])
+    return loop_id(module, ["llvm.loop.unroll.disable"])
+
+
+def loop_id(module: ir.Module, flags: list[str]) -> ir.values.MDValue:
+    """A new loop ID with these options: a name alone (``llvm.loop.unroll.disable``) or a
+    name with a true flag (``llvm.loop.vectorize.enable``)."""
+    options = []
+    for name in flags:
+        ops = [ir.MetaDataString(module, name)]
+        if name in _BOOLEAN_OPTIONS:
+            ops.append(ir.Constant(ir.IntType(1), 1))
+        options.append(module.add_metadata(ops))
+    return _LoopID(module, options)
+
+
+#: loop options that take a boolean operand
+_BOOLEAN_OPTIONS = {"llvm.loop.vectorize.enable"}
+
+
+def guarded_element_loop(body: S.Stmt) -> bool:
+    """True for the body of an innermost loop that reads under a condition, element by
+    element: no loop inside, and a buffer load inside an ``if_then_else`` or an ``if``
+    (the padding of a convolution: ``pad[c, h, w] = T.if_then_else(1 <= w < 57,
+    data[c, h - 1, w - 1], 0)``). LLVM's loop vectorizer turns such a loop into vector code
+    with the first and last vectors masked; our vectorize and LLVM's SLP vectorizer leave it
+    a branch per element."""
+    found = [False, False]   # a loop inside, a guarded load
+
+    def look(n) -> bool | None:
+        if found[0]:
+            return False
+        if isinstance(n, S.For):
+            found[0] = True
+            return False
+        if (isinstance(n, E.Call) and n.op == "if_then_else") or isinstance(n, S.IfThenElse):
+            if collect(n, E.BufferLoad):
+                found[1] = True
+        return None
+    pre_order_visit(body, look)
+    return found[1] and not found[0]
 
 
 def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:
@@ -162,22 +204,32 @@ class LoopMixin:
         const_trip = (isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant))
         trip = int(hi.constant) - int(lo.constant) if const_trip else None
         stays = False
+        flags: list[str] = []
         if unroll:
-            latch.set_metadata("llvm.loop", unroll_full_loop_id(self.module))
+            flags.append(UNROLL_FULL_MD)
             if self.info is not None:
                 self.info.num_unrolled_loops += 1
         elif self.long_loops > long_before:
             # an outer loop around a loop that stays a loop: unrolling it only copies the
             # inner loop (k_0 around a 128-long k_1 became 8 copies of k_1, each then
             # unrolled 16x by LLVM: 2x the compile time for the same inner loop)
-            latch.set_metadata("llvm.loop", unroll_disable_loop_id(self.module))
+            flags.append("llvm.loop.unroll.disable")
         elif (inner_copies and trip is not None and trip < LONG_LOOP_TRIP
               and MAX_NEST_COPIES < trip * inner_copies <= LLVM_FULL_UNROLL_THRESHOLD):
             # a nest of short loops that LLVM would unroll into more than MAX_NEST_COPIES
             # copies of its body (the best matmul's packing copy, 16 x 4 vectors, became
             # 64 copies: 5x the compile time of its module, for a copy loop)
-            latch.set_metadata("llvm.loop", unroll_disable_loop_id(self.module))
+            flags.append("llvm.loop.unroll.disable")
             stays = True
+        if not unroll and (trip is None or trip >= VECTORIZE_GUARDED_MIN_TRIP) \
+                and guarded_element_loop(body):
+            # LLVM's loop vectorizer, which otherwise runs only with auto_vectorize, is asked
+            # for this loop (see guarded_element_loop)
+            flags.append("llvm.loop.vectorize.enable")
+            if self.info is not None:
+                self.info.num_guarded_vectorized += 1
+        if flags:
+            latch.set_metadata("llvm.loop", loop_id(self.module, flags))
         if not unroll and (trip is None or trip >= LONG_LOOP_TRIP or stays):
             self.long_loops += 1
         else:

@@ -3,8 +3,8 @@
 * :func:`host_target_machine` — a TargetMachine for the host CPU (``llvm.get_host_cpu_name()``)
   with all its features (``llvm.get_host_cpu_features()``: AVX2, FMA, AVX-512, ...).
 * :func:`optimize` — runs LLVM's ``default<O{n}>`` module pipeline through
-  ``PassBuilder`` / ``PipelineTuningOptions`` (loop and SLP vectorizers, unrolling; the
-  loop vectorizer off with ``auto_vectorize=False``).
+  ``PassBuilder`` / ``PipelineTuningOptions`` (SLP vectorizer, unrolling; LLVM's loop
+  vectorizer on the loops the code generator asks for, on all with ``auto_vectorize``).
 * :func:`emit_assembly` — x86 assembly of a module, for the explorer's code pane.
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ def new_target_machine(opt_level: int = 3):
 UNROLL_FULL_MD = "llvm.loop.unroll.full"
 
 
-def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = True,
+def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
              unroll_first: bool = False, run=None) -> None:
     """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place.
 
@@ -115,16 +115,19 @@ def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = True,
     passes ``unroll_first`` for any ``T.unroll`` loop that reached the code generator
     (normally none: lowering expands them).
 
-    LLVM's *loop* vectorizer runs when ``auto_vectorize`` is True (:func:`engine.build`'s
-    default), as in TVM's LLVM backend: a loop the schedule left scalar may still become
-    vector code — the conv2d schedules' padding loop, whose ``if_then_else`` LLVM turns into
-    a masked first vector (conv2d tiled: 7.37 -> 7.16 ms, TVM 0.27 7.17). The schedule's
-    ``vectorize`` loops are vector code from the lowering either way. With False, only
-    those and the SLP vectorizer (straight-line code, e.g. unrolled loops). A miscompile
-    seen once with the loop vectorizer (mm_relu at n=16, the reduction loop outside the
-    fused ``i*j`` loop) did not reproduce with llvmlite 0.50 / LLVM 22.1 on x86;
-    tests/test_codegen.py keeps that program under both settings, and every explorer step
-    is checked against numpy after it is compiled.
+    LLVM's *loop* vectorizer vectorizes every loop it can when ``auto_vectorize`` is True
+    (as TVM's LLVM backend). By default (False) it runs in its "only when asked" mode: it
+    vectorizes the loops whose ID carries ``llvm.loop.vectorize.enable``, which the code
+    generator puts on innermost loops that read under a condition
+    (:func:`engine.codegen.loops.guarded_element_loop`: a convolution's padding, whose
+    branches become a masked first vector; conv2d tiled 7.37 -> 7.16 ms, TVM 0.27 7.17).
+    Everywhere else the schedule's ``vectorize`` loops (vector code from the lowering) and
+    the SLP vectorizer (straight-line code, e.g. unrolled loops) decide. Run on every loop,
+    the vectorizer cost the course's mm_relu steps (n=128) 9% more compile time (about
+    3 ms a step, 6-7 ms on the split and reorder steps) and the explorer's runtime point
+    waits for the compile. A miscompile seen once with it on (mm_relu at n=16, the
+    reduction loop outside the fused ``i*j`` loop) did not reproduce with llvmlite 0.50 /
+    LLVM 22.1 on x86; tests/test_codegen.py keeps that program under both settings.
 
     At ``opt_level`` 0, LLVM's default<O0> pipeline: the always-inliner and nothing else
     (as ``clang -O0``), so that a function marked ``alwaysinline`` — the cache simulator's

@@ -13,10 +13,11 @@ Options:
   possibly rewritten by an instrumentation pass); it is compiled as is;
 * ``extra_modules`` (None) — ``llvmlite.ir.Module`` objects (or LLVM IR text) added to the
   same JIT, so symbols they define resolve for ``call_extern``;
-* ``auto_vectorize`` (True) — LLVM's loop vectorizer runs on the loops the schedule left
-  scalar, as in TVM's LLVM backend (the schedule's ``vectorize`` loops are vector code
-  from the lowering either way; False: those and LLVM's SLP vectorizer only); see
-  :func:`engine.codegen.target.optimize`;
+* ``auto_vectorize`` (False) — LLVM's loop vectorizer on every loop, as in TVM's LLVM
+  backend. By default it vectorizes only the loops the code generator asks it for
+  (innermost loops that read under a condition, such as a convolution's padding); the
+  schedule's ``vectorize`` loops are vector code from the lowering, and LLVM's SLP
+  vectorizer runs on straight-line code. See :func:`engine.codegen.target.optimize`;
 * ``cache`` (True) — reuse a previous build of a structurally equal module with the same
   options (a bounded LRU of :data:`CACHE_SIZE` entries keyed by
   ``engine.structural_hash`` + options).
@@ -44,7 +45,7 @@ _compile_lock = threading.RLock()
 _stats = {"hits": 0, "misses": 0}
 
 _OPTIONS = {"fast_math": False, "opt_level": 3, "lowered": False, "extra_modules": None,
-            "cache": True, "auto_vectorize": True}
+            "cache": True, "auto_vectorize": False}
 
 
 def cache_info() -> dict:
