@@ -3,8 +3,11 @@
 A ``T.unroll`` loop that reaches the code generator gets ``llvm.loop.unroll.full`` on its
 back edge; an outer loop around a loop that stays a loop, or whose complete unrolling would
 make more than :data:`MAX_NEST_COPIES` copies of its innermost body, gets
-``llvm.loop.unroll.disable``. An int32 loop counts in i64 (the indices computed from it
-need no sign extension: see :meth:`engine.codegen.memory.MemoryMixin.index`).
+``llvm.loop.unroll.disable``. An innermost loop that reads under a condition (a
+convolution's padding) gets ``llvm.loop.vectorize.enable``: LLVM's loop vectorizer, off by
+default, vectorizes that loop (:func:`guarded_element_loop`). An int32 loop counts in i64
+(the indices computed from it need no sign extension: see
+:meth:`engine.codegen.memory.MemoryMixin.index`).
 """
 from __future__ import annotations
 
@@ -80,26 +83,35 @@ _BOOLEAN_OPTIONS = {"llvm.loop.vectorize.enable"}
 
 
 def guarded_element_loop(body: S.Stmt) -> bool:
-    """True for the body of an innermost loop that reads under a condition, element by
-    element: no loop inside, and a buffer load inside an ``if_then_else`` or an ``if``
-    (the padding of a convolution: ``pad[c, h, w] = T.if_then_else(1 <= w < 57,
-    data[c, h - 1, w - 1], 0)``). LLVM's loop vectorizer turns such a loop into vector code
-    with the first and last vectors masked; our vectorize and LLVM's SLP vectorizer leave it
-    a branch per element."""
-    found = [False, False]   # a loop inside, a guarded load
+    """True for the body of an innermost loop that copies or computes under a condition,
+    element by element: no loop inside, no call but ``if_then_else``, no vector (the
+    schedule vectorized it: a masked vector access is a call LLVM cannot vectorize again),
+    and a buffer load
+    inside an ``if_then_else`` or an ``if`` (the padding of a convolution: ``pad[c, h, w] =
+    T.if_then_else(1 <= w < 57, data[c, h - 1, w - 1], 0)``). LLVM's loop vectorizer turns
+    such a loop into vector code with the first and last vectors masked; our vectorize and
+    LLVM's SLP vectorizer leave it a branch per element. Anything else (a call — the cache
+    simulator's hooks —, a math function) could leave LLVM unable to do what it was asked,
+    which it reports on stderr."""
+    state = {"other": False, "guarded": False}
 
     def look(n) -> bool | None:
-        if found[0]:
+        if state["other"]:
             return False
-        if isinstance(n, S.For):
-            found[0] = True
+        if isinstance(n, (S.For, S.Evaluate, S.Allocate, E.Ramp, E.Broadcast)) or \
+                (isinstance(n, E.Call) and n.op not in _GUARD_CALLS):
+            state["other"] = True
             return False
         if (isinstance(n, E.Call) and n.op == "if_then_else") or isinstance(n, S.IfThenElse):
             if collect(n, E.BufferLoad):
-                found[1] = True
+                state["guarded"] = True
         return None
     pre_order_visit(body, look)
-    return found[1] and not found[0]
+    return state["guarded"] and not state["other"]
+
+
+#: the calls a guarded element loop may hold
+_GUARD_CALLS = frozenset({"if_then_else", "likely"})
 
 
 def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:

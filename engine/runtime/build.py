@@ -185,5 +185,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         "llvm_modules": len(units),
         "llvm_threads": len({u.thread for u in units}),
         "parallel_loops": sum(i.num_parallel for i in infos.values()),
-        "vectorize_fallbacks": sum(i.num_vector_fallbacks for i in infos.values())}
+        "vectorize_fallbacks": sum(i.num_vector_fallbacks for i in infos.values()),
+        # innermost loops reading under a condition, given to LLVM's loop vectorizer
+        "guarded_vectorized": sum(i.num_guarded_vectorized for i in infos.values())}
     return module
