@@ -15,7 +15,7 @@ from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
 from engine.ir.dtype import bytes_of, element_of
 from engine.ir.function import PrimFunc
-from engine.ir.functor import post_order_visit
+from engine.ir.functor import pre_order_visit
 from engine.lower.errors import BuildError
 
 from .generator import Frame, FuncInfo
@@ -69,8 +69,15 @@ class FunctionABIMixin:
         allocated: set[int] = set()
         used_bufs: list[Buffer] = []
         seen_b: set[int] = set()
+        visited: set[int] = set()
 
         def note(n):
+            # a subtree shared by several parents (the unrolled copies of a micro-kernel
+            # share every part that does not depend on the unrolled variable) is walked once
+            key = id(n)
+            if key in visited:
+                return False
+            visited.add(key)
             if isinstance(n, E.Var):
                 if id(n) not in seen:
                     seen.add(id(n))
@@ -85,7 +92,8 @@ class FunctionABIMixin:
                 defined.add(id(n.var))
             elif isinstance(n, S.Allocate):
                 allocated.add(id(n.buffer))
-        post_order_visit(body, note)
+            return None
+        pre_order_visit(body, note)
         free_vars = [v for v in used_vars if id(v) not in defined]
         bufs = [bb for bb in used_bufs if id(bb) not in allocated]
         for v in free_vars:
