@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 from typing import Any, Callable, Mapping
 
 from .buffer import Buffer
@@ -53,14 +54,37 @@ def _child(v: Any):
 def _kids(n: Any, out: list) -> list:
     """Append the direct child nodes of ``n`` to ``out`` (as :func:`children`, no generators:
     this runs for every node of every walk)."""
-    for v in ((getattr(n, name) for name in field_names(type(n)))
-              if not isinstance(n, tuple) else n):
+    for v in (n if isinstance(n, tuple) else _fields_of(n)):
         if isinstance(v, Node):
             if not isinstance(v, Buffer):
                 out.append(v)
         elif isinstance(v, tuple):
             _kids(v, out)
     return out
+
+
+#: per node class, a function returning its structural fields' values as a tuple (one
+#: C-level call instead of a getattr per field)
+_GETTERS: dict[type, Callable[[Any], tuple]] = {}
+
+
+def _fields_of(n: Any) -> tuple:
+    get = _GETTERS.get(type(n))
+    if get is None:
+        names = field_names(type(n))
+        if not names:
+            get = _no_fields
+        elif len(names) == 1:
+            one = operator.attrgetter(names[0])
+            get = (lambda x: (one(x),))
+        else:
+            get = operator.attrgetter(*names)
+        _GETTERS[type(n)] = get
+    return get(n)
+
+
+def _no_fields(n: Any) -> tuple:
+    return ()
 
 
 def post_order_visit(n: Any, fn: Callable[[Any], None]) -> None:
@@ -116,8 +140,7 @@ class Mutator:
 
     def generic_visit(self, n: Any) -> Any:
         changes = {}
-        for name in field_names(type(n)):
-            old = getattr(n, name)
+        for name, old in zip(field_names(type(n)), _fields_of(n)):
             if isinstance(old, (Node, tuple)):
                 new = self.visit(old)
                 if new is not old:

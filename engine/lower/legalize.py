@@ -33,7 +33,7 @@ from typing import Any
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.dtype import lanes_of, with_lanes
-from engine.ir.functor import Mutator, collect, post_order_visit, substitute, uses_var
+from engine.ir.functor import Mutator, collect, pre_order_visit, substitute, uses_var
 from engine.arith.lower_simplify import lower_simplify
 from engine.arith.substitute_const import substitute_const
 
@@ -46,13 +46,18 @@ class _NotVectorizable(Exception):
     pass
 
 
-def _size(n: Any) -> int:
+def _size(n: Any, cap: int | None = None) -> int:
+    """The number of IR nodes under ``n`` (a shared subtree counted at each use); the
+    count stops a little past ``cap`` when one is given."""
     count = 0
 
     def fn(_):
         nonlocal count
         count += 1
-    post_order_visit(n, fn)
+        if cap is not None and count > cap:
+            return False
+        return None
+    pre_order_visit(n, fn)
     return count
 
 
@@ -282,7 +287,7 @@ def unroll_loop(loop: S.For) -> S.Stmt:
     if ext is None:
         return S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, loop.body,
                      loop.annotations + (("unroll_skipped", "the extent is not a constant"),))
-    if ext * _size(loop.body) > UNROLL_LIMIT:
+    if ext * _size(loop.body, cap=UNROLL_LIMIT // max(ext, 1) + 1) > UNROLL_LIMIT:
         return S.For(loop.loop_var, loop.min, loop.extent, S.ForKind.SERIAL, loop.body,
                      loop.annotations + (("unroll_skipped", "the unrolled body would be too big"),))
     return expand_unrolled(loop)
@@ -311,8 +316,11 @@ def expand_unrolled(loop: S.For) -> S.Stmt:
     body = lower_simplify(loop.body)
     copies = []
     uses: dict = {}   # which nodes of body use the loop variable (the same for all copies)
+    lo = E.as_const_int(loop.min)
     for i in range(ext):
-        value = lower_simplify(loop.min + i)
+        # a constant start (the usual 0) needs no simplification per copy
+        value = E.const(lo + i, loop.min.dtype) if lo is not None else \
+            lower_simplify(loop.min + i)
         c = E.as_const_int(value)
         copy = substitute_const(body, loop.loop_var, c, uses) if c is not None else None
         if copy is None:
