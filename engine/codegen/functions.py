@@ -65,7 +65,6 @@ class FunctionABIMixin:
         # and accesses (an unrolled micro-kernel's body is large: four walks cost 5 ms)
         defined: set[int] = {id(s.loop_var)}
         used_vars: list[E.Var] = []
-        seen: set[int] = set()
         allocated: set[int] = set()
         used_bufs: list[Buffer] = []
         seen_b: set[int] = set()
@@ -79,9 +78,7 @@ class FunctionABIMixin:
                 return False
             visited.add(key)
             if isinstance(n, E.Var):
-                if id(n) not in seen:
-                    seen.add(id(n))
-                    used_vars.append(n)
+                used_vars.append(n)
             elif isinstance(n, (E.BufferLoad, S.BufferStore)):
                 if id(n.buffer) not in seen_b:
                     seen_b.add(id(n.buffer))

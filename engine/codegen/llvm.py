@@ -62,15 +62,14 @@ from .functions import LAUNCH_SYMBOL, FunctionABIMixin
 from .generator import FuncInfo, GeneratorBase
 from .intrinsics import IntrinsicMixin
 from .llvm_types import I1, I8, I32, I64, PTR, llvm_type, mem_type, sanitize, scalar_type
-from .loops import LONG_LOOP_TRIP, LoopMixin, unroll_disable_loop_id, unroll_full_loop_id
+from .loops import LONG_LOOP_TRIP, LoopMixin, loop_id
 from .memory import MemoryMixin
 from .statements import LOCAL_STACK_LIMIT, STACK_LIMIT, StatementMixin
 from .vectors import VectorMixin
 
 __all__ = ["CodeGen", "FuncInfo", "codegen", "codegen_units", "llvm_type", "scalar_type",
            "mem_type", "sanitize", "STACK_LIMIT", "LOCAL_STACK_LIMIT", "LONG_LOOP_TRIP",
-           "LAUNCH_SYMBOL", "I1", "I8", "I32", "I64", "PTR", "unroll_disable_loop_id",
-           "unroll_full_loop_id"]
+           "LAUNCH_SYMBOL", "I1", "I8", "I32", "I64", "PTR", "loop_id"]
 
 
 class CodeGen(FunctionABIMixin, LoopMixin, StatementMixin, MemoryMixin, VectorMixin,

@@ -61,11 +61,6 @@ MAX_NEST_COPIES = 48
 VECTORIZE_GUARDED_MIN_TRIP = 16
 
 
-def unroll_disable_loop_id(module: ir.Module) -> ir.values.MDValue:
-    """A new loop ID asking LLVM not to unroll its loop."""
-    return loop_id(module, ["llvm.loop.unroll.disable"])
-
-
 def loop_id(module: ir.Module, flags: list[str]) -> ir.values.MDValue:
     """A new loop ID with these options: a name alone (``llvm.loop.unroll.disable``) or a
     name with a true flag (``llvm.loop.vectorize.enable``)."""
@@ -112,12 +107,6 @@ def guarded_element_loop(body: S.Stmt) -> bool:
 
 #: the calls a guarded element loop may hold
 _GUARD_CALLS = frozenset({"if_then_else", "likely"})
-
-
-def unroll_full_loop_id(module: ir.Module) -> ir.values.MDValue:
-    """A new loop ID asking LLVM to unroll its loop completely."""
-    option = module.add_metadata([ir.MetaDataString(module, UNROLL_FULL_MD)])
-    return _LoopID(module, [option])
 
 
 class Narrowed:
@@ -233,7 +222,8 @@ class LoopMixin:
             # 64 copies: 5x the compile time of its module, for a copy loop)
             flags.append("llvm.loop.unroll.disable")
             stays = True
-        if not unroll and (trip is None or trip >= VECTORIZE_GUARDED_MIN_TRIP) \
+        innermost = self.long_loops == long_before and not inner_copies
+        if innermost and not unroll and (trip is None or trip >= VECTORIZE_GUARDED_MIN_TRIP) \
                 and guarded_element_loop(body):
             # LLVM's loop vectorizer, which otherwise runs only with auto_vectorize, is asked
             # for this loop (see guarded_element_loop)
