@@ -84,7 +84,7 @@ def test_unrolled_lowering_equals_substitute_then_simplify(preset, monkeypatch):
     (_, f), = list(sch.mod.functions)
     fast = lower(f)
 
-    def full(loop):
+    def full(loop, simplified=False):
         ext = E.as_const_int(loop.extent)
         copies = [substitute(loop.body, {loop.loop_var: lower_simplify(loop.min + i)})
                   for i in range(ext)]
