@@ -33,7 +33,7 @@ from typing import Any
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.dtype import lanes_of, with_lanes
-from engine.ir.functor import Mutator, collect, pre_order_visit, substitute, uses_var
+from engine.ir.functor import Mutator, collect, collect_stmts, pre_order_visit, substitute, uses_var
 from engine.arith.lower_simplify import lower_simplify
 from engine.arith.substitute_const import substitute_const
 
@@ -177,7 +177,7 @@ class _Vectorizer:
         if lanes_of(c.dtype) != 1:
             # a per-lane condition (a T.where predicate): the code generator emits masked
             # loads/stores; only plain stores may sit under it
-            for n in collect(s, (S.For, S.Allocate, S.Evaluate)):
+            for n in collect_stmts(s, (S.For, S.Allocate, S.Evaluate)):
                 raise _NotVectorizable(f"a {type(n).__name__} under a condition that depends "
                                        "on the vectorized loop variable")
             self.masked = True
@@ -213,7 +213,7 @@ def _check_dependences(body: S.Stmt) -> None:
     """Reads of a buffer written in the body must use exactly the written index."""
     from engine.ir.structural import structural_equal
     writes: dict[int, list] = {}
-    for st in collect(body, S.BufferStore):
+    for st in collect_stmts(body, S.BufferStore):
         writes.setdefault(id(st.buffer), []).append(st.indices)
     for ld in collect(body, E.BufferLoad):
         ws = writes.get(id(ld.buffer))

@@ -39,12 +39,12 @@ from engine.arith.affine import affine_terms
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.dtype import lanes_of
-from engine.ir.functor import Mutator, collect, substitute, uses_var
+from engine.ir.functor import Mutator, collect_stmts, substitute, uses_var
 
 
 def _lane_conditions(body: S.Stmt, var: E.Var) -> list[S.IfThenElse] | None:
     """The per-lane conditions under ``body`` that mention ``var`` (None: there are none)."""
-    found = [s for s in collect(body, S.IfThenElse)
+    found = [s for s in collect_stmts(body, S.IfThenElse)
              if lanes_of(s.condition.dtype) != 1 and uses_var(s.condition, var)]
     return found or None
 
@@ -116,7 +116,7 @@ def peel_vector_tails(body: S.Stmt) -> S.Stmt:
     """Cut every serial loop whose per-lane conditions are all of the split form into the
     iterations with every lane inside (no condition) and the rest (see the module
     docstring)."""
-    conditions = [s.condition for s in collect(body, S.IfThenElse)
+    conditions = [s.condition for s in collect_stmts(body, S.IfThenElse)
                   if lanes_of(s.condition.dtype) != 1]
     if not conditions:             # most programs: nothing to look at
         return body

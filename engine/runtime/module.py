@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.ir import expr as E
 from engine.ir import stmt as S
-from engine.ir.functor import collect
+from engine.ir.functor import collect_stmts
 
 NUMPY_DTYPES = {
     "float32": np.float32, "float64": np.float64, "float16": np.float16,
@@ -381,7 +381,7 @@ class Module:
 
 def make_specs(flat_params: tuple, orig_params: tuple, body: Any) -> list[ParamSpec]:
     """Parameter specs of a lowered function (shapes from the original buffers)."""
-    written = {id(s.buffer) for s in collect(body, S.BufferStore)}
+    written = {id(s.buffer) for s in collect_stmts(body, S.BufferStore)}
     specs = []
     for fp, op in zip(flat_params, orig_params):
         if op.dtype not in NUMPY_DTYPES:
