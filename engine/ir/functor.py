@@ -194,27 +194,14 @@ def uses_var(n: Any, var: Var) -> bool:
     return found
 
 
-def collect(n: Any, cls: type | tuple) -> list:
-    """All nodes of the given class(es) under ``n``, in pre-order."""
-    out: list = []
-
-    def fn(x: Any) -> None:
-        if isinstance(x, cls):
-            out.append(x)
-
-    pre_order_visit(n, fn)
-    return out
-
-
-def collect_stmts(n: Any, cls: type | tuple) -> list:
-    """All statements of the given class(es) under ``n``, in pre-order: :func:`collect`
-    without descending into expressions (no expression holds a statement). On an
-    unrolled, vectorized kernel most nodes are index arithmetic: finding its stores this
-    way visits a tenth of the nodes."""
+def collect(n: Any, cls: type | tuple, into_expressions: bool = True) -> list:
+    """All nodes of the given class(es) under ``n``, in pre-order; with
+    ``into_expressions=False`` the walk does not descend into expressions (see
+    :func:`collect_stmts`)."""
     out: list = []
 
     def fn(x: Any) -> bool | None:
-        if isinstance(x, PrimExpr):
+        if not into_expressions and isinstance(x, PrimExpr):
             return False
         if isinstance(x, cls):
             out.append(x)
@@ -222,6 +209,13 @@ def collect_stmts(n: Any, cls: type | tuple) -> list:
 
     pre_order_visit(n, fn)
     return out
+
+
+def collect_stmts(n: Any, cls: type | tuple) -> list:
+    """All statements of the given class(es) under ``n``, in pre-order, without walking
+    into expressions (no expression holds a statement). On an unrolled, vectorized kernel
+    most nodes are index arithmetic: finding its stores this way visits a tenth of them."""
+    return collect(n, cls, into_expressions=False)
 
 
 def is_leaf_value(v: Any) -> bool:
