@@ -39,12 +39,33 @@ def test_numpy_header_layout_is_confirmed_on_64_bit_cpython():
 
 def test_right_arguments_never_reach_the_python_checks(matmul8, monkeypatch):
     a, b, c = _args()
-    matmul8(a, b, c)
+    for _ in range(fastcall.COMPILE_AT_CALL):
+        matmul8(a, b, c)
     if matmul8._checked is None:
         pytest.skip("no compiled checks in this process")
     monkeypatch.setattr(type(matmul8), "pointers", lambda self, arrays: pytest.fail("Python"))
     c[...] = np.nan
     matmul8(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_a_new_signature_is_compiled_on_the_third_call_and_then_shared(monkeypatch):
+    if fastcall.array_layout() is None:
+        pytest.skip("no compiled checks in this process")
+    monkeypatch.setattr(fastcall, "_checkers", {})
+    func = engine.workloads.get("matmul", n=6)
+    first = engine.build(func, cache=False)["matmul"]
+    a, b, c = _args(6)
+    for call in range(1, fastcall.COMPILE_AT_CALL):
+        first(a, b, c)
+        assert first._checked is not None and not callable(first._checked)
+        assert not fastcall._checkers
+    first(a, b, c)
+    assert callable(first._checked) and len(fastcall._checkers) == 1
+    second = engine.build(func, cache=False)["matmul"]
+    c[...] = 0
+    second(a, b, c)                                   # its first call: the same check
+    assert second._checked is first._checked
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 

@@ -8,7 +8,8 @@ kernel writes, and that no two arrays overlap (the kernel is compiled with ``noa
 parameters) — and a wrong one raises :class:`ArgumentError` naming the buffer. A kernel is
 therefore never given memory it could run past. From a kernel's first call on, those checks
 run in compiled code (:mod:`engine.runtime.fastcall`, like TVM's packed-function argument
-checks): a call costs about 1.3 us instead of 7.5; anything the compiled check does not
+checks; a new signature's check is compiled on a kernel's third call): a call costs about
+1.3 us instead of 7.5; anything the compiled check does not
 accept goes through the Python checks, which say what is wrong. ``ENGINE_COMPILED_CHECKS=0``
 turns the compiled checks off.
 
@@ -145,10 +146,6 @@ def _compiled_checks_enabled() -> bool:
     return os.environ.get("ENGINE_COMPILED_CHECKS", "1") != "0"
 
 
-def _compiled_check(specs: list[ParamSpec]):
-    from .fastcall import checked_caller
-    return checked_caller(specs)
-
 
 class Function:
     """A callable compiled kernel: ``f(*arrays)``; see the module docstring for checks."""
@@ -160,9 +157,10 @@ class Function:
         self.specs = specs
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(specs))(address)
         self._quick = self._quick_plan(specs)
-        # the argument checks compiled for this signature (engine.runtime.fastcall), made
-        # on the first call; None: every call takes the Python checks
+        # the argument checks compiled for this signature (engine.runtime.fastcall), found
+        # or made on a call (see _compiled_check); None: every call takes the Python checks
         self._checked = _NOT_YET if _compiled_checks_enabled() else None
+        self._calls = 0
 
     @staticmethod
     def _quick_plan(specs: list[ParamSpec]):
@@ -252,6 +250,17 @@ class Function:
                         "(pass a copy)")
         return ptrs
 
+    def _compiled_check(self):
+        """This signature's compiled check: an existing one at once, a new one compiled on
+        the :data:`~engine.runtime.fastcall.COMPILE_AT_CALL`-th call (``_NOT_YET`` before)."""
+        from .fastcall import COMPILE_AT_CALL, NOT_COMPILED, checked_caller
+        self._calls += 1
+        checked = checked_caller(self.specs, compile=self._calls >= COMPILE_AT_CALL)
+        if checked is NOT_COMPILED:
+            return _NOT_YET
+        self._checked = checked
+        return checked
+
     def call_pointers(self, ptrs: list[int]) -> None:
         rc = self._cfunc(*ptrs)
         if rc != 0:
@@ -267,8 +276,8 @@ class Function:
         checked = self._checked
         if checked is not None:
             if checked is _NOT_YET:
-                checked = self._checked = _compiled_check(self.specs)
-            if checked is not None:
+                checked = self._compiled_check()
+            if checked is not None and checked is not _NOT_YET:
                 rc = checked(self.address, id(arrays))   # arrays: a tuple, alive
                 if rc == 0:
                     return
