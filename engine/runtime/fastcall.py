@@ -29,7 +29,13 @@ disagrees (another numpy, another Python build), there is no compiled check and 
 takes the Python path, as before.
 
 A kernel whose parameters have declared strides or an empty shape has no compiled check
-either (the Python path handles them).
+either (the Python path handles them). A new signature's check is compiled (about 5 ms) on a
+kernel's third call, so that a kernel called once keeps the Python checks; a call through
+it costs about 1.3 us instead of 7.5.
+
+The check runs inside the ctypes call, without the GIL, as the kernel does: the arrays are
+held by the call's tuple, and reading their headers races with another thread reshaping
+them no more than the Python checks followed by the kernel did.
 """
 from __future__ import annotations
 
@@ -42,9 +48,6 @@ import numpy as np
 #: what a compiled check returns when the arrays need the full Python check (kernels return
 #: 0 on success and negative codes on failure, never this)
 NEEDS_FULL_CHECK = 1
-
-# numpy's flag bits (its public C API)
-_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,8 @@ def checked_caller(specs, compile: bool = True) -> object | None:
 
 
 def _need_flags(p: _Param) -> int:
+    """The flag bits an array bound to ``p`` must have (those of the quick Python pass)."""
+    from .module import _ALIGNED, _C_CONTIGUOUS, _WRITEABLE
     return _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if p.written else 0)
 
 

@@ -458,7 +458,7 @@ def aligned_empty(shape, dtype="float32", align: int = 64) -> np.ndarray:
     for s in shape:
         n *= s
     raw = np.empty(n * dt.itemsize + align, np.uint8)
-    off = (-raw.ctypes.data) % align
+    off = (-data_pointer(raw)) % align
     return raw[off:off + n * dt.itemsize].view(dt).reshape(shape)
 
 
