@@ -17,6 +17,11 @@ import llvmlite.binding as llvm
 _lock = threading.Lock()
 _initialized = False
 
+#: held while LLVM compiles modules and links them into an execution engine
+#: (:func:`engine.build`, the cache simulator's instrumented builds, the compiled argument
+#: checks of :mod:`engine.runtime.fastcall`)
+JIT_LOCK = threading.RLock()
+
 
 def init_llvm() -> None:
     """Initialise LLVM's native target and assembly printer (once per process)."""

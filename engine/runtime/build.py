@@ -32,6 +32,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
+from engine.codegen.target import JIT_LOCK
 from engine.ir.function import IRModule, PrimFunc
 from engine.ir.structural import structural_hash
 from engine.lower.errors import BuildError
@@ -41,7 +42,7 @@ from .module import Function, Module, join_units, make_specs
 CACHE_SIZE = 64
 _cache: "OrderedDict[tuple, Module]" = OrderedDict()
 _cache_lock = threading.Lock()
-_compile_lock = threading.RLock()
+_compile_lock = JIT_LOCK   # (the cache simulator takes it from here too)
 _stats = {"hits": 0, "misses": 0}
 
 _OPTIONS = {"fast_math": False, "opt_level": 3, "lowered": False, "extra_modules": None,

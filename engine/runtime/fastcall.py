@@ -49,6 +49,10 @@ import numpy as np
 #: 0 on success and negative codes on failure, never this)
 NEEDS_FULL_CHECK = 1
 
+#: numpy's flag bits (its public C API: NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE), read
+#: at once from ``a.flags.num`` by the quick Python pass and from the header here
+C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
+
 
 @dataclass(frozen=True)
 class ArrayLayout:
@@ -188,8 +192,7 @@ def checked_caller(specs, compile: bool = True) -> object | None:
 
 def _need_flags(p: _Param) -> int:
     """The flag bits an array bound to ``p`` must have (those of the quick Python pass)."""
-    from .module import _ALIGNED, _C_CONTIGUOUS, _WRITEABLE
-    return _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if p.written else 0)
+    return C_CONTIGUOUS | ALIGNED | (WRITEABLE if p.written else 0)
 
 
 def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
@@ -266,11 +269,10 @@ def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
 def _compile(params: list[_Param], layout: ArrayLayout) -> _Checker:
     import llvmlite.binding as llvm
 
-    from engine.codegen.target import new_target_machine, set_host_target
-    from .build import _compile_lock
+    from engine.codegen.target import JIT_LOCK, new_target_machine, set_host_target
     text = wrapper_ir(params, layout)
     descrs = tuple(p.dtype for p in params)
-    with _compile_lock:
+    with JIT_LOCK:
         mod = llvm.parse_assembly(text)
         mod.verify()
         # straight-line loads and compares: LLVM's fast instruction selection is enough

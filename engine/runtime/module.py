@@ -39,7 +39,7 @@ from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.functor import collect_stmts
 
-from .fastcall import NEEDS_FULL_CHECK
+from .fastcall import ALIGNED, C_CONTIGUOUS, NEEDS_FULL_CHECK, WRITEABLE
 
 NUMPY_DTYPES = {
     "float32": np.float32, "float64": np.float64, "float16": np.float16,
@@ -112,9 +112,8 @@ def data_pointer(a: np.ndarray) -> int:
     return _fast_data_pointer(a) if _fast_data_pointer is not None else a.ctypes.data
 
 
-#: numpy's flag bits (its public C API: NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE), read
-#: at once from ``a.flags.num`` instead of three attribute lookups
-_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
+#: numpy's flag bits, read at once from ``a.flags.num`` instead of three attribute lookups
+_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = C_CONTIGUOUS, ALIGNED, WRITEABLE
 
 
 def _flag_bits_agree() -> bool:
