@@ -14,8 +14,11 @@
   here and not in LLVM). The expansion here gives the best code.
 * ``vectorized`` loops with a constant extent are turned into vector code: the loop variable
   becomes ``Ramp(min, 1, lanes)``, affine indices with stride 1 stay ``Ramp`` (contiguous
-  vector loads/stores), loop-invariant values become ``Broadcast``. Extents above
-  :data:`MAX_LANES` are processed in chunks of :data:`CHUNK_LANES` lanes (+ a scalar tail).
+  vector loads/stores), loop-invariant values become ``Broadcast``. An extent that is not
+  a power of two becomes one vector statement per power-of-two piece (56 lanes: 32, 16
+  and 8; :func:`piece_widths`), which LLVM keeps in whole registers. Extents above
+  :data:`MAX_LANES` are processed in chunks of :data:`CHUNK_LANES` lanes, then the
+  remaining lanes in such pieces.
   A condition on the loop variable (the ``T.where`` of a split that does not divide, an
   ``if_then_else`` such as padding) becomes a per-lane mask: the code generator emits
   masked vector loads/stores, so inactive lanes never touch memory.
@@ -40,6 +43,9 @@ from engine.arith.substitute_const import substitute_const
 UNROLL_LIMIT = 20000
 MAX_LANES = 64
 CHUNK_LANES = 16
+#: a vectorized extent that is not a power of two becomes power-of-two pieces
+#: (:func:`_power_of_two_pieces`); False: one vector of that many lanes (for comparisons)
+SPLIT_ODD_WIDTHS = True
 
 
 class _NotVectorizable(Exception):
@@ -240,10 +246,12 @@ def vectorize_loop(loop: S.For, var_ranges: dict | None = None) -> S.Stmt:
     if ext == 1:  # a single iteration: no vector needed
         return lower_simplify(substitute(loop.body, {loop.loop_var: loop.min}))
     try:
-        if ext <= MAX_LANES:
+        if ext <= MAX_LANES and (ext & (ext - 1) == 0 or not SPLIT_ODD_WIDTHS):
             out = _Vectorizer(loop.loop_var, loop.min, ext).stmt(loop.body)
             _check_dependences(out)
             return lower_simplify(out, var_ranges)
+        if ext <= MAX_LANES:
+            return S.seq(*_power_of_two_pieces(loop, ext, var_ranges))
         lanes = CHUNK_LANES
         n_chunks, tail = divmod(ext, lanes)
         vo = E.Var(loop.loop_var.name + "_vo", loop.loop_var.dtype)
@@ -253,13 +261,59 @@ def vectorize_loop(loop: S.For, var_ranges: dict | None = None) -> S.Stmt:
         parts = [S.For(vo, E.IntImm(vo.dtype, 0), E.IntImm(vo.dtype, n_chunks),
                        S.ForKind.SERIAL,
                        lower_simplify(vec, {**(var_ranges or {}), vo: (0, n_chunks - 1)}))]
-        if tail:
-            parts.append(S.For(loop.loop_var, lower_simplify(loop.min + n_chunks * lanes),
-                               E.IntImm(loop.extent.dtype, tail), S.ForKind.SERIAL, loop.body,
-                               (("vectorize_tail", tail),)))
+        if tail:   # the last elements: power-of-two pieces too (a scalar loop before)
+            rest = S.For(loop.loop_var, lower_simplify(loop.min + n_chunks * lanes),
+                         E.IntImm(loop.extent.dtype, tail), S.ForKind.VECTORIZED, loop.body)
+            parts.extend(_power_of_two_pieces(rest, tail, var_ranges))
         return S.seq(*parts)
     except _NotVectorizable as exc:
         return _fallback(loop, str(exc))
+
+
+def piece_widths(ext: int) -> list[int]:
+    """The power-of-two widths a vectorized extent is cut into: its binary digits, largest
+    first (56 -> [32, 16, 8]; 7 -> [4, 2, 1])."""
+    return [1 << b for b in range(ext.bit_length() - 1, -1, -1) if ext >> b & 1]
+
+
+def _power_of_two_pieces(loop: S.For, ext: int, var_ranges: dict | None) -> list[S.Stmt]:
+    """A vectorized loop whose extent is not a power of two, as one vector statement per
+    :func:`piece_widths` piece (a last piece of one lane is scalar code).
+
+    Before::
+
+        for ow in T.vectorized(56):
+            conv[ow] = conv[ow] + pad[ow + kw] * w
+
+    after::
+
+        conv[0:32] = conv[0:32] + pad[kw:kw + 32] * Broadcast(w, 32)
+        conv[32:48] = conv[32:48] + pad[kw + 32:kw + 48] * Broadcast(w, 16)
+        conv[48:56] = conv[48:56] + pad[kw + 48:kw + 56] * Broadcast(w, 8)
+
+    LLVM's x86 back end splits a vector whose lane count is a power of two into whole
+    registers, but it takes one of 56 (or 12, 20, 60 ...) apart lane by lane wherever the
+    value crosses a loop iteration: conv2d-tiled's 56-wide output row, kept in registers
+    across its reduction, was shuffled element by element on every step (150 extra
+    instructions per 63 FMAs; TVM 0.27's code for the same schedule has the same), and a
+    matmul row of 56 ran 8x slower than in power-of-two pieces. The pieces run the same
+    operations on the same elements, lane for lane (conv2d-tiled's output is bit-identical;
+    elsewhere LLVM may fuse a multiply and an add in a lane of one form and not the other).
+    The vectorizer's dependence check (a buffer read at another index than it is written is
+    refused) is what makes the order across lanes free, as it is for the whole vector.
+    """
+    pieces, start = [], 0
+    for width in piece_widths(ext):
+        base = lower_simplify(loop.min + start)
+        if width == 1:
+            pieces.append(lower_simplify(substitute(loop.body, {loop.loop_var: base}),
+                                         var_ranges))
+        else:
+            vec = _Vectorizer(loop.loop_var, base, width).stmt(loop.body)
+            _check_dependences(vec)
+            pieces.append(lower_simplify(vec, var_ranges))
+        start += width
+    return pieces
 
 
 def _fallback(loop: S.For, reason: str) -> S.For:
