@@ -7,7 +7,7 @@
 For each case (mm_relu: the course's schedule, the tiled preset, the best preset; conv2d:
 unscheduled, the course's steps carried over, the tiled preset, the best preset; rectangular
 matmuls whose column loop is split by a factor that does not divide it and vectorized, so the
-last vector is a partial one) it
+last vector is a partial one; a matmul whose 56-column row is vectorized whole) it
 
 1. builds the schedule with this engine (``engine.presets``), checks it against numpy and
    times it;
@@ -214,6 +214,22 @@ def split_vectorized_tail(m: int, n: int, k: int, lanes: int, parallel: bool):
     return make
 
 
+def vectorized_row(m: int, n: int, k: int):
+    """A matmul whose whole output row (``n`` columns, not a power of two) is vectorized
+    under the reduction loop: the row is kept in registers across k (as conv2d-tiled's
+    56-wide output row is)."""
+    def make():
+        sch = engine.Schedule(engine.workloads.get("matmul", m=m, n=n, k=k),
+                              workload=("matmul", {"m": m, "n": n, "k": k}))
+        blk = sch.get_block("C", func_name="matmul")
+        i, j, kk = sch.get_loops(blk)
+        sch.reorder(i, kk, j)
+        sch.vectorize(j)
+        sch.decompose_reduction(blk, kk)
+        return sch
+    return make
+
+
 def cases(quick: bool) -> list[dict]:
     """(label, workload, params, schedule factory) — the same schedule for both compilers."""
     from engine.presets.library import CONV_PARAMS
@@ -246,6 +262,10 @@ def cases(quick: bool) -> list[dict]:
         dict(label="matmul 127x61x53 j/8 vec", workload="matmul",
              params={"m": 127, "n": 61, "k": 53},
              make=split_vectorized_tail(127, 61, 53, 8, parallel=False)),
+        # a vectorized extent that is not a power of two (56 lanes)
+        dict(label="matmul 64x56x256 row vec", workload="matmul",
+             params={"m": 64, "n": 56, "k": 256},
+             make=vectorized_row(64, 56, 256)),
     ]
     return out
 
