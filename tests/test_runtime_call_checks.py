@@ -9,6 +9,8 @@ import engine
 from engine.runtime import ArgumentError
 from engine.runtime.module import data_pointer
 
+from argument_variants import VARIANTS, arguments, misaligned
+
 
 @given(st.integers(1, 6), st.integers(1, 6), st.integers(0, 3), st.integers(0, 3),
        st.sampled_from(["float32", "float64", "int8", "int32"]), st.booleans())
@@ -97,46 +99,15 @@ def test_right_arguments_take_the_quick_pass(matmul8, monkeypatch):
 
 def test_element_misaligned_array_is_refused(matmul8):
     a, b, _ = _args()
-    raw = np.zeros(8 * 8 * 4 + 1, np.uint8)
-    c = np.frombuffer(raw.data, np.uint8, 8 * 8 * 4, offset=1).view("float32").reshape(8, 8)
+    c = misaligned()
     assert not c.flags.aligned
     with pytest.raises(ArgumentError, match="not aligned"):
         matmul8(a, b, c)
 
 
-_VARIANTS = ["ok", "read_only", "strided", "float64", "shape", "same_as_a", "overlap_b",
-             "list", "view", "fortran"]
-
-
-def _variant(kind, rng):
-    base = rng.random((8, 8)).astype("float32")
-    if kind == "read_only":
-        base.flags.writeable = False
-    elif kind == "strided":
-        base = rng.random((8, 16)).astype("float32")[:, ::2]
-    elif kind == "float64":
-        base = base.astype("float64")
-    elif kind == "shape":
-        base = rng.random((8, 9)).astype("float32")
-    elif kind == "list":
-        base = base.tolist()
-    elif kind == "view":
-        base = rng.random((24, 8)).astype("float32")[8:16]
-    elif kind == "fortran":
-        base = np.asfortranarray(base)
-    return base
-
-
-@given(st.lists(st.sampled_from(_VARIANTS), min_size=3, max_size=3), st.integers(0, 2 ** 16))
+@given(st.lists(st.sampled_from(VARIANTS), min_size=3, max_size=3), st.integers(0, 2 ** 16))
 def test_quick_pass_agrees_with_the_detailed_check(matmul8, kinds, seed):
-    rng = np.random.default_rng(seed)
-    args = [_variant(k, rng) for k in kinds]
-    for i, k in enumerate(kinds):
-        if k == "same_as_a" and i > 0 and isinstance(args[0], np.ndarray):
-            args[i] = args[0]
-        if k == "overlap_b" and i == 2 and isinstance(args[1], np.ndarray) \
-                and args[1].shape == (8, 8):
-            args[i] = args[1]
+    args = arguments(kinds, np.random.default_rng(seed))
     try:
         expected = matmul8._check(tuple(args))
     except ArgumentError as e:

@@ -16,6 +16,8 @@ from engine.runtime import ArgumentError
 from engine.runtime import fastcall
 from engine.runtime.module import Function, ParamSpec
 
+from argument_variants import VARIANTS, arguments, misaligned
+
 
 def _args(n=8):
     rng = np.random.default_rng(0)
@@ -81,11 +83,6 @@ _SPECS = [ParamSpec("A", np.dtype("float32"), (8, 8), None, False),
           ParamSpec("C", np.dtype("float32"), (8, 8), None, True)]
 
 
-def _misaligned():
-    raw = np.zeros(8 * 8 * 4 + 1, np.uint8)
-    return np.frombuffer(raw.data, np.uint8, 8 * 8 * 4, offset=1).view("float32").reshape(8, 8)
-
-
 def _read_only(c):
     c = c.copy()
     c.flags.writeable = False
@@ -99,7 +96,7 @@ def _read_only(c):
     lambda a, b, c: (a, b, np.zeros((64,), "float32")),          # same size, other rank
     lambda a, b, c: (a, b, np.zeros((8, 16), "float32")[:, ::2]),
     lambda a, b, c: (a, b, np.asfortranarray(c)),
-    lambda a, b, c: (a, b, _misaligned()),
+    lambda a, b, c: (a, b, misaligned()),
     lambda a, b, c: (a, b, _read_only(c)),
     lambda a, b, c: (a, b, a),                                   # output overlaps an input
     lambda a, b, c: (a, b, np.asmatrix(c)),                      # a subclass
@@ -190,39 +187,6 @@ def test_other_ranks_and_dtypes(shapes):
     assert call(address, id(bad_shape)) == fastcall.NEEDS_FULL_CHECK
 
 
-_VARIANTS = ["ok", "read_only", "strided", "float64", "big_endian", "shape", "same_as_a",
-             "overlap_b", "list", "view", "fortran", "misaligned", "memmap", "matrix"]
-
-
-def _variant(kind, rng, tmp):
-    base = rng.random((8, 8)).astype("float32")
-    if kind == "read_only":
-        base.flags.writeable = False
-    elif kind == "strided":
-        base = rng.random((8, 16)).astype("float32")[:, ::2]
-    elif kind == "float64":
-        base = base.astype("float64")
-    elif kind == "big_endian":
-        base = base.astype(">f4")
-    elif kind == "shape":
-        base = rng.random((8, 9)).astype("float32")
-    elif kind == "list":
-        base = base.tolist()
-    elif kind == "view":
-        base = rng.random((24, 8)).astype("float32")[8:16]
-    elif kind == "fortran":
-        base = np.asfortranarray(base)
-    elif kind == "misaligned":
-        base = _misaligned()
-    elif kind == "memmap":
-        m = np.memmap(tmp, dtype="float32", mode="w+", shape=(8, 8))
-        m[...] = base
-        base = m
-    elif kind == "matrix":
-        base = np.asmatrix(base)
-    return base
-
-
 def _outcome(run, args):
     out = args[2] if len(args) > 2 and isinstance(args[2], np.ndarray) else None
     if out is not None and out.flags.writeable:
@@ -236,18 +200,10 @@ def _outcome(run, args):
     return result, None if out is None else np.array(out, copy=True)
 
 
-@given(st.lists(st.sampled_from(_VARIANTS), min_size=2, max_size=4), st.integers(0, 2 ** 16))
+@given(st.lists(st.sampled_from(VARIANTS), min_size=2, max_size=4), st.integers(0, 2 ** 16))
 def test_a_call_does_what_the_python_checks_do(matmul8, tmp_path_factory, kinds, seed):
-    rng = np.random.default_rng(seed)
     tmp = tmp_path_factory.mktemp("mm") / "m.bin"
-    args = [_variant(k, rng, tmp) for k in kinds]
-    for i, k in enumerate(kinds):
-        if k == "same_as_a" and i > 0 and isinstance(args[0], np.ndarray):
-            args[i] = args[0]
-        if k == "overlap_b" and i == 2 and isinstance(args[1], np.ndarray) \
-                and args[1].shape == (8, 8):
-            args[i] = args[1]
-    args = tuple(args)
+    args = tuple(arguments(kinds, np.random.default_rng(seed), tmp))
     python = _outcome(lambda xs: matmul8.call_pointers(matmul8.pointers(xs)), args)
     compiled = _outcome(lambda xs: matmul8(*xs), args)
     assert python[0] == compiled[0]
