@@ -6,12 +6,12 @@ are checked — count, type (numpy.ndarray), dtype, shape, memory layout (C-cont
 exactly the buffer's declared strides), element alignment, writeability of the buffers the
 kernel writes, and that no two arrays overlap (the kernel is compiled with ``noalias``
 parameters) — and a wrong one raises :class:`ArgumentError` naming the buffer. A kernel is
-therefore never given memory it could run past. From a kernel's first call on, those checks
-run in compiled code (:mod:`engine.runtime.fastcall`, like TVM's packed-function argument
-checks; a new signature's check is compiled on a kernel's third call): a call costs about
-1.3 us instead of 7.5; anything the compiled check does not
-accept goes through the Python checks, which say what is wrong. ``ENGINE_COMPILED_CHECKS=0``
-turns the compiled checks off.
+therefore never given memory it could run past. Once a kernel has been called a few times
+(or another kernel with the same parameters has), those checks run in compiled code
+(:mod:`engine.runtime.fastcall`, like TVM's packed-function argument checks): a call costs
+about 1.3 us instead of 7.5. Anything the compiled check does not accept goes through the
+Python checks, which say what is wrong. ``ENGINE_COMPILED_CHECKS=0`` turns the compiled
+checks off.
 
 Arrays are not copied, so they need not be 64-byte aligned: kernels declare only the
 element size as the alignment of their parameters (see :mod:`engine.codegen.llvm`).
@@ -143,7 +143,6 @@ _NOT_YET = object()
 def _compiled_checks_enabled() -> bool:
     """False when ``ENGINE_COMPILED_CHECKS=0`` (every call then takes the Python checks)."""
     return os.environ.get("ENGINE_COMPILED_CHECKS", "1") != "0"
-
 
 
 class Function:
