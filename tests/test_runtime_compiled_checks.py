@@ -72,7 +72,8 @@ def test_a_new_signature_is_compiled_on_the_third_call_and_then_shared(monkeypat
 
 
 def _checker(specs):
-    call = fastcall.checked_caller(specs)
+    plan = Function._quick_plan(specs)
+    call = fastcall.checked_caller(plan) if plan is not None else None
     if call is None:
         pytest.skip("no compiled checks in this process")
     return call
@@ -168,8 +169,10 @@ def test_disabled_by_the_environment(monkeypatch):
 def test_signatures_without_a_compiled_check():
     strided = ParamSpec("A", np.dtype("float32"), (4, 4), (32, 4), False)
     empty = ParamSpec("E", np.dtype("float32"), (0, 4), None, True)
-    assert fastcall.checked_caller([strided]) is None
-    assert fastcall.checked_caller([empty]) is None
+    for spec in (strided, empty):    # no quick pass, so no compiled check
+        assert Function._quick_plan([spec]) is None
+        f = Function(None, "f", 1, [spec])
+        assert f._checked is None
 
 
 @pytest.mark.parametrize("shapes", [[(), (5,)], [(3,), (2, 3, 4)], [(1, 1, 1, 1)]])
@@ -220,7 +223,8 @@ def test_wrapper_text_names_what_it_checks():
     layout = fastcall.array_layout()
     if layout is None:
         pytest.skip("no compiled checks in this process")
-    text = fastcall.wrapper_ir([fastcall._Param(np.dtype("float32"), (2, 3), True)], layout)
+    spec = ParamSpec("C", np.dtype("float32"), (2, 3), None, True)
+    text = fastcall.wrapper_ir(Function._quick_plan([spec]), layout)
     for word in ("type.ok", "descr.ok", "nd.ok", "flags.ok", "dim0.ok", "dim1.ok", "call i32"):
         assert word in text
     assert re.search(r"and i32 %a0.flags, 1281", text)   # contiguous | aligned | writeable

@@ -28,8 +28,8 @@ transposed, read-only, 0-d, several dtypes) against numpy's own accessors. If an
 disagrees (another numpy, another Python build), there is no compiled check and every call
 takes the Python path, as before.
 
-A kernel whose parameters have declared strides or an empty shape has no compiled check
-either (the Python path handles them). A new signature's check is compiled (about 5 ms) on a
+A kernel without a quick pass (declared strides, an empty buffer) has no compiled check
+either: the compiled check is the quick pass's plan in machine code. A new signature's check is compiled (about 5 ms) on a
 kernel's third call, so that a kernel called once keeps the Python checks; a call through
 it costs about 1.3 us instead of 7.5.
 
@@ -48,10 +48,6 @@ import numpy as np
 #: what a compiled check returns when the arrays need the full Python check (kernels return
 #: 0 on success and negative codes on failure, never this)
 NEEDS_FULL_CHECK = 1
-
-#: numpy's flag bits (its public C API: NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE), read
-#: at once from ``a.flags.num`` by the quick Python pass and from the header here
-C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x1, 0x100, 0x400
 
 
 @dataclass(frozen=True)
@@ -133,13 +129,6 @@ def array_layout() -> ArrayLayout | None:
         return _layout[0]
 
 
-@dataclass(frozen=True)
-class _Param:
-    dtype: np.dtype
-    shape: tuple
-    written: bool
-
-
 class _Checker:
     """One compiled check (per signature) and what it needs kept alive."""
 
@@ -160,22 +149,17 @@ COMPILE_AT_CALL = 3
 NOT_COMPILED = object()
 
 
-def checked_caller(specs, compile: bool = True) -> object | None:
+def checked_caller(plan, compile: bool = True) -> object | None:
     """A ctypes function ``call(kernel_address, id(arrays)) -> int`` (``arrays``: the tuple
     of arrays) that checks the arrays and calls the kernel (see the module docstring), or
-    None when this signature or this process has no compiled check. Compiled once per
-    signature per process; with ``compile=False``, :data:`NOT_COMPILED` instead of compiling
-    a new one."""
-    params = []
-    for s in specs:
-        if s.strides is not None or any(int(d) <= 0 for d in s.shape):
-            return None
-        params.append(_Param(np.dtype(s.dtype), tuple(int(d) for d in s.shape),
-                             bool(s.written)))
-    key = tuple(params)
+    None when this process has no compiled check. ``plan`` is the quick Python pass's plan
+    (``Function._quick_plan``: per argument (dtype, shape, flag bits required), and the
+    pairs that must not overlap with their sizes): the compiled check is that plan in
+    machine code. Compiled once per plan per process; with ``compile=False``,
+    :data:`NOT_COMPILED` instead of compiling a new one."""
     with _checkers_lock:
-        if key in _checkers:
-            hit = _checkers[key]
+        if plan in _checkers:
+            hit = _checkers[plan]
             return hit.cfunc if hit is not None else None
         if not compile:
             return NOT_COMPILED
@@ -183,20 +167,15 @@ def checked_caller(specs, compile: bool = True) -> object | None:
         checker = None
         if layout is not None:
             try:
-                checker = _compile(params, layout)
+                checker = _compile(plan, layout)
             except Exception:  # noqa: BLE001 - the Python checks still work
                 checker = None
-        _checkers[key] = checker
+        _checkers[plan] = checker
         return checker.cfunc if checker is not None else None
 
 
-def _need_flags(p: _Param) -> int:
-    """The flag bits an array bound to ``p`` must have (those of the quick Python pass)."""
-    return C_CONTIGUOUS | ALIGNED | (WRITEABLE if p.written else 0)
-
-
-def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
-    """LLVM IR text of the check-and-call function for ``params``.
+def wrapper_ir(plan, layout: ArrayLayout) -> str:
+    """LLVM IR text of the check-and-call function for a quick-pass ``plan``.
 
     ``i32 @engine_checked_call(ptr %kernel, ptr %args)``: ``args`` is the tuple of arrays
     the kernel was called with. The addresses of the ndarray type and of the dtypes are
@@ -215,7 +194,8 @@ def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
         emit(f"  %{name} = load {ty}, ptr %{name}.at")
         return f"%{name}"
 
-    n = len(params)
+    per_arg, pairs = plan
+    n = len(per_arg)
     head = [f"@engine_descr_{k} = global i64 0" for k in range(n)]
     emit("define i32 @engine_checked_call(ptr %kernel, ptr %args) {")
     emit("entry:")
@@ -223,7 +203,7 @@ def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
     size = field("%args", layout.tuple_size, "i64", "nargs")
     emit(f"  %nargs.ok = icmp eq i64 {size}, {n}")
     require("%nargs.ok")
-    for k, p in enumerate(params):
+    for k, (_, shape, need) in enumerate(per_arg):
         a = field("%args", layout.tuple_items + 8 * k, "ptr", f"a{k}")
         t = field(a, layout.type, "i64", f"a{k}.type")
         emit(f"  %a{k}.type.ok = icmp eq i64 {t}, %ndarray")
@@ -233,30 +213,27 @@ def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
         emit(f"  %a{k}.descr.ok = icmp eq i64 {d}, %a{k}.want")
         require(f"%a{k}.descr.ok")
         nd = field(a, layout.nd, "i32", f"a{k}.nd")
-        emit(f"  %a{k}.nd.ok = icmp eq i32 {nd}, {len(p.shape)}")
+        emit(f"  %a{k}.nd.ok = icmp eq i32 {nd}, {len(shape)}")
         require(f"%a{k}.nd.ok")
-        need = _need_flags(p)
         fl = field(a, layout.flags, "i32", f"a{k}.flags")
         emit(f"  %a{k}.need = and i32 {fl}, {need}")
         emit(f"  %a{k}.flags.ok = icmp eq i32 %a{k}.need, {need}")
         require(f"%a{k}.flags.ok")
-        if p.shape:
+        if shape:
             dims = field(a, layout.dims, "ptr", f"a{k}.dims")
-            for d_i, extent in enumerate(p.shape):
+            for d_i, extent in enumerate(shape):
                 got = field(dims, 8 * d_i, "i64", f"a{k}.dim{d_i}")
                 emit(f"  %a{k}.dim{d_i}.ok = icmp eq i64 {got}, {extent}")
                 require(f"%a{k}.dim{d_i}.ok")
         field(a, layout.data, "ptr", f"a{k}.data")
         emit(f"  %a{k}.begin = ptrtoint ptr %a{k}.data to i64")
-        nbytes = int(np.prod(p.shape, dtype=np.int64)) * p.dtype.itemsize
-        emit(f"  %a{k}.end = add i64 %a{k}.begin, {nbytes}")
-    for i in range(n):
-        for j in range(i + 1, n):
-            if params[i].written or params[j].written:   # disjoint: one ends before the other
-                emit(f"  %apart{i}.{j}.ij = icmp ule i64 %a{i}.end, %a{j}.begin")
-                emit(f"  %apart{i}.{j}.ji = icmp ule i64 %a{j}.end, %a{i}.begin")
-                emit(f"  %apart{i}.{j} = or i1 %apart{i}.{j}.ij, %apart{i}.{j}.ji")
-                require(f"%apart{i}.{j}")
+    for i, j, size_i, size_j in pairs:          # disjoint: one ends before the other
+        emit(f"  %a{i}.end.{j} = add i64 %a{i}.begin, {size_i}")
+        emit(f"  %a{j}.end.{i} = add i64 %a{j}.begin, {size_j}")
+        emit(f"  %apart{i}.{j}.ij = icmp ule i64 %a{i}.end.{j}, %a{j}.begin")
+        emit(f"  %apart{i}.{j}.ji = icmp ule i64 %a{j}.end.{i}, %a{i}.begin")
+        emit(f"  %apart{i}.{j} = or i1 %apart{i}.{j}.ij, %apart{i}.{j}.ji")
+        require(f"%apart{i}.{j}")
     data = ", ".join(f"ptr %a{k}.data" for k in range(n))
     emit(f"  %rc = call i32 %kernel({data})")
     emit("  ret i32 %rc")
@@ -266,12 +243,12 @@ def wrapper_ir(params: list[_Param], layout: ArrayLayout) -> str:
     return "\n".join(["@engine_ndarray_type = global i64 0"] + head + [""] + lines) + "\n"
 
 
-def _compile(params: list[_Param], layout: ArrayLayout) -> _Checker:
+def _compile(plan, layout: ArrayLayout) -> _Checker:
     import llvmlite.binding as llvm
 
     from engine.codegen.target import JIT_LOCK, new_target_machine, set_host_target
-    text = wrapper_ir(params, layout)
-    descrs = tuple(p.dtype for p in params)
+    text = wrapper_ir(plan, layout)
+    descrs = tuple(dtype for dtype, _, _ in plan[0])
     with JIT_LOCK:
         mod = llvm.parse_assembly(text)
         mod.verify()

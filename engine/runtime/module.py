@@ -39,7 +39,7 @@ from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.functor import collect_stmts
 
-from .fastcall import ALIGNED, C_CONTIGUOUS, NEEDS_FULL_CHECK, WRITEABLE
+from .fastcall import NEEDS_FULL_CHECK
 
 NUMPY_DTYPES = {
     "float32": np.float32, "float64": np.float64, "float16": np.float16,
@@ -112,8 +112,9 @@ def data_pointer(a: np.ndarray) -> int:
     return _fast_data_pointer(a) if _fast_data_pointer is not None else a.ctypes.data
 
 
-#: numpy's flag bits, read at once from ``a.flags.num`` instead of three attribute lookups
-_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = C_CONTIGUOUS, ALIGNED, WRITEABLE
+#: numpy's flag bits (its public C API: NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE), read
+#: at once from ``a.flags.num`` instead of three attribute lookups
+_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 
 
 def _flag_bits_agree() -> bool:
@@ -157,7 +158,8 @@ class Function:
         self._quick = self._quick_plan(specs)
         # the argument checks compiled for this signature (engine.runtime.fastcall), found
         # or made on a call (see _compiled_check); None: every call takes the Python checks
-        self._checked = _NOT_YET if _compiled_checks_enabled() else None
+        self._checked = _NOT_YET if self._quick is not None and _compiled_checks_enabled() \
+            else None
         self._calls = 0
 
     @staticmethod
@@ -253,7 +255,7 @@ class Function:
         the :data:`~engine.runtime.fastcall.COMPILE_AT_CALL`-th call (``_NOT_YET`` before)."""
         from .fastcall import COMPILE_AT_CALL, NOT_COMPILED, checked_caller
         self._calls += 1
-        checked = checked_caller(self.specs, compile=self._calls >= COMPILE_AT_CALL)
+        checked = checked_caller(self._quick, compile=self._calls >= COMPILE_AT_CALL)
         if checked is NOT_COMPILED:
             return _NOT_YET
         self._checked = checked
