@@ -44,7 +44,7 @@ UNROLL_LIMIT = 20000
 MAX_LANES = 64
 CHUNK_LANES = 16
 #: a vectorized extent that is not a power of two becomes power-of-two pieces
-#: (:func:`_power_of_two_pieces`); False: one vector of that many lanes (for comparisons)
+#: (:func:`_vector_pieces`); False: one vector of that many lanes (for comparisons)
 SPLIT_ODD_WIDTHS = True
 
 
@@ -246,12 +246,9 @@ def vectorize_loop(loop: S.For, var_ranges: dict | None = None) -> S.Stmt:
     if ext == 1:  # a single iteration: no vector needed
         return lower_simplify(substitute(loop.body, {loop.loop_var: loop.min}))
     try:
-        if ext <= MAX_LANES and (ext & (ext - 1) == 0 or not SPLIT_ODD_WIDTHS):
-            out = _Vectorizer(loop.loop_var, loop.min, ext).stmt(loop.body)
-            _check_dependences(out)
-            return lower_simplify(out, var_ranges)
-        if ext <= MAX_LANES:
-            return S.seq(*_power_of_two_pieces(loop, ext, var_ranges))
+        if ext <= MAX_LANES:   # one vector, or one per power-of-two piece
+            widths = piece_widths(ext) if SPLIT_ODD_WIDTHS else [ext]
+            return S.seq(*_vector_pieces(loop, widths, var_ranges))
         lanes = CHUNK_LANES
         n_chunks, tail = divmod(ext, lanes)
         vo = E.Var(loop.loop_var.name + "_vo", loop.loop_var.dtype)
@@ -264,7 +261,7 @@ def vectorize_loop(loop: S.For, var_ranges: dict | None = None) -> S.Stmt:
         if tail:   # the last elements: power-of-two pieces too (a scalar loop before)
             rest = S.For(loop.loop_var, lower_simplify(loop.min + n_chunks * lanes),
                          E.IntImm(loop.extent.dtype, tail), S.ForKind.VECTORIZED, loop.body)
-            parts.extend(_power_of_two_pieces(rest, tail, var_ranges))
+            parts.extend(_vector_pieces(rest, piece_widths(tail), var_ranges))
         return S.seq(*parts)
     except _NotVectorizable as exc:
         return _fallback(loop, str(exc))
@@ -276,9 +273,10 @@ def piece_widths(ext: int) -> list[int]:
     return [1 << b for b in range(ext.bit_length() - 1, -1, -1) if ext >> b & 1]
 
 
-def _power_of_two_pieces(loop: S.For, ext: int, var_ranges: dict | None) -> list[S.Stmt]:
-    """A vectorized loop whose extent is not a power of two, as one vector statement per
-    :func:`piece_widths` piece (a last piece of one lane is scalar code).
+def _vector_pieces(loop: S.For, widths: list[int], var_ranges: dict | None) -> list[S.Stmt]:
+    """A vectorized loop as one vector statement per piece of ``widths`` lanes, in order
+    (a piece of one lane is scalar code). A power-of-two extent is one piece; any other is
+    cut into its :func:`piece_widths`.
 
     Before::
 
@@ -303,7 +301,7 @@ def _power_of_two_pieces(loop: S.For, ext: int, var_ranges: dict | None) -> list
     refused) is what makes the order across lanes free, as it is for the whole vector.
     """
     pieces, start = [], 0
-    for width in piece_widths(ext):
+    for width in widths:
         base = lower_simplify(loop.min + start)
         if width == 1:
             pieces.append(lower_simplify(substitute(loop.body, {loop.loop_var: base}),
