@@ -194,27 +194,25 @@ def wrapper_ir(plan, layout: ArrayLayout) -> str:
         emit(f"  %{name} = load {ty}, ptr %{name}.at")
         return f"%{name}"
 
+    def field_is(obj: str, offset: int, ty: str, name: str, want: str) -> None:
+        """Require the field at ``offset`` of ``obj`` to equal ``want``."""
+        got = field(obj, offset, ty, name)
+        emit(f"  %{name}.ok = icmp eq {ty} {got}, {want}")
+        require(f"%{name}.ok")
+
     per_arg, pairs = plan
     n = len(per_arg)
     head = [f"@engine_descr_{k} = global i64 0" for k in range(n)]
     emit("define i32 @engine_checked_call(ptr %kernel, ptr %args) {")
     emit("entry:")
     emit("  %ndarray = load i64, ptr @engine_ndarray_type")
-    size = field("%args", layout.tuple_size, "i64", "nargs")
-    emit(f"  %nargs.ok = icmp eq i64 {size}, {n}")
-    require("%nargs.ok")
+    field_is("%args", layout.tuple_size, "i64", "nargs", str(n))
     for k, (_, shape, need) in enumerate(per_arg):
         a = field("%args", layout.tuple_items + 8 * k, "ptr", f"a{k}")
-        t = field(a, layout.type, "i64", f"a{k}.type")
-        emit(f"  %a{k}.type.ok = icmp eq i64 {t}, %ndarray")
-        require(f"%a{k}.type.ok")
-        d = field(a, layout.descr, "i64", f"a{k}.descr")
+        field_is(a, layout.type, "i64", f"a{k}.type", "%ndarray")
         emit(f"  %a{k}.want = load i64, ptr @engine_descr_{k}")
-        emit(f"  %a{k}.descr.ok = icmp eq i64 {d}, %a{k}.want")
-        require(f"%a{k}.descr.ok")
-        nd = field(a, layout.nd, "i32", f"a{k}.nd")
-        emit(f"  %a{k}.nd.ok = icmp eq i32 {nd}, {len(shape)}")
-        require(f"%a{k}.nd.ok")
+        field_is(a, layout.descr, "i64", f"a{k}.descr", f"%a{k}.want")
+        field_is(a, layout.nd, "i32", f"a{k}.nd", str(len(shape)))
         fl = field(a, layout.flags, "i32", f"a{k}.flags")
         emit(f"  %a{k}.need = and i32 {fl}, {need}")
         emit(f"  %a{k}.flags.ok = icmp eq i32 %a{k}.need, {need}")
@@ -222,9 +220,7 @@ def wrapper_ir(plan, layout: ArrayLayout) -> str:
         if shape:
             dims = field(a, layout.dims, "ptr", f"a{k}.dims")
             for d_i, extent in enumerate(shape):
-                got = field(dims, 8 * d_i, "i64", f"a{k}.dim{d_i}")
-                emit(f"  %a{k}.dim{d_i}.ok = icmp eq i64 {got}, {extent}")
-                require(f"%a{k}.dim{d_i}.ok")
+                field_is(dims, 8 * d_i, "i64", f"a{k}.dim{d_i}", str(extent))
         field(a, layout.data, "ptr", f"a{k}.data")
         emit(f"  %a{k}.begin = ptrtoint ptr %a{k}.data to i64")
     for i, j, size_i, size_j in pairs:          # disjoint: one ends before the other
