@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import create_app
     from .web.security import (allowed_host_names, class_link, is_loopback, new_access_token,
                                resolve_host, server_options)
-    from .web.serving import make_server
+    from .web.serving import make_server, quick_thread_handoffs
 
     token = args.token or (new_access_token() if args.classroom else None)
     names = allowed_host_names(args.host, args.allow_host, classroom=args.classroom)
@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if token and is_loopback(host):
         # on loopback no classroom banner is printed: the link with its token is printed here
         print(f"class link: {class_link(host, args.port, token)}", flush=True)
+    quick_thread_handoffs()
     try:
         logging.basicConfig()           # waitress's warnings, as waitress.serve would
         make_server(app, host=host, port=args.port, **guards, **options).run()

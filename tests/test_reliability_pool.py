@@ -234,10 +234,62 @@ def test_two_cores_time_concurrently_but_parallel_code_takes_all():
     finally:
         p.close()
     assert rex.data["cores"] == [0, 1]
+    # (the one slot the pool may have taken with that job was given back, then both asked for)
+    assert rex.data["slot_came_with_job"] is False
     a0, a1 = rex.data["timing_window"]
     for r in rs:
         b0, b1 = r.data["timing_window"]
         assert b1 <= a0 or b0 >= a1, "a single-core timing overlapped a parallel one"
+
+
+def test_a_free_slot_comes_with_the_job_and_a_taken_one_is_waited_for():
+    # A job whose first action takes a core slot is sent with a free one (no round trip
+    # through the server); when the only slot is taken, the job asks for it and waits.
+    p = make_pool(workers=2, timing_cores=[0], time_limit_s=30)
+    try:
+        alone = p.run(Job.debug("timed", 0.0), timeout=60)
+        tickets = [p.submit(Job.debug("timed", 0.4)) for _ in range(2)]
+        both = [t.result(60) for t in tickets]
+        after = p.stats()["free_timing_slots"]
+    finally:
+        p.close()
+    assert alone.ok and alone.data["slot_came_with_job"] is True and alone.data["cores"] == [0]
+    assert all(r.ok for r in both), both
+    assert sorted(r.data["slot_came_with_job"] for r in both) == [False, True]
+    (s0, e0), (s1, e1) = _windows(both)
+    assert s1 >= e0, "the slot taken with a job was shared"
+    assert after == 1                       # every slot is back once the jobs are done
+
+
+def test_a_slot_taken_for_a_job_that_never_asks_is_released():
+    p = make_pool(workers=1, timing_cores=[0], time_limit_s=30)
+    try:
+        # a step job whose program does not load: it fails before asking for its slot
+        r = p.run(Job(actions=("step",), program="this is not TVMScript"), timeout=60)
+        free = p.stats()["free_timing_slots"]
+        ok = p.run(Job.debug("timed", 0.0), timeout=60)
+    finally:
+        p.close()
+    assert r.status == "error", r
+    assert free == 1
+    assert ok.ok and ok.data["slot_came_with_job"] is True
+
+
+def test_try_acquire_never_waits_nor_jumps_the_line():
+    slots = TimingSlots([0, 1])
+    assert slots.try_acquire(3) == [0, 1]          # clamped to the cores there are
+    assert slots.try_acquire(1) is None            # none free: None at once
+    slots.release([0, 1])
+    first = slots.acquire(1)
+    waiter = threading.Thread(target=lambda: slots.release(slots.acquire(2)))
+    waiter.start()
+    assert wait_until(lambda: len(slots._waiting) == 1)
+    assert slots.try_acquire(1) is None            # one is free, but a request waits
+    slots.release(first)
+    waiter.join(5)
+    assert slots.try_acquire(1) == [0]
+    slots.close()
+    assert slots.try_acquire(1) is None
 
 
 def test_waiting_for_a_timing_slot_does_not_count_against_the_time_limit():

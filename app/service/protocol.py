@@ -8,7 +8,12 @@ panes show; :func:`loop_index` / :func:`loop_at` name a loop across processes.
 
 Messages over a worker's pipe (``multiprocessing`` connection, small tuples)::
 
-    pool -> worker   ("job", job_dict)        run one job
+    pool -> worker   ("job", job_dict)        run one job; for a job whose first action
+                                              takes a core slot at once
+                                              (:data:`SLOT_AT_START`), ``job_dict["granted"]``
+                                              may name the slot the pool took for it
+                                              beforehand (its first ``need_timing`` for that
+                                              many cores is then answered in advance)
                      ("go", [cores])          the timing slot asked for is granted
                      ("stop",)                exit cleanly
     worker -> pool   ("ready", pid, {...})    after start-up (sandbox set up: see
@@ -44,12 +49,20 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "PoolUnavailable",
-           "BadReply", "STEP_ACTIONS", "ENGINE_ACTIONS", "WORKER_STATUSES", "step_job",
+           "BadReply", "STEP_ACTIONS", "ENGINE_ACTIONS", "SLOT_AT_START", "WORKER_STATUSES",
+           "step_job",
            "step_dict", "empty_step", "encode_reply", "decode_reply", "loop_index", "loop_at"]
 
 STEP_ACTIONS = ("compile", "check", "time", "source")
 ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
                    "roofline", "model", "tune"}
+#: actions that ask for one core slot as soon as they start (an explorer step: from its
+#: compile to its last timed run; a cache simulation; the pool tests' timed job). A job that
+#: begins with one is sent with a free slot already taken for it, when one is free and no
+#: other request waits: asking from the worker is a round trip through a server thread,
+#: which waited for the interpreter's lock behind the click's rendering (3-7 ms on the way
+#: to the runtime point).
+SLOT_AT_START = frozenset({"step", "cache", "debug:timed"})
 
 
 class QueueFull(RuntimeError):

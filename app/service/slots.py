@@ -40,6 +40,16 @@ class TimingSlots:
                 self._waiting.remove(me)
                 self._cond.notify_all()
 
+    def try_acquire(self, n: int = 1) -> list[int] | None:
+        """``n`` slots at once if they are free and no request is waiting (a request never
+        jumps the line); else None, without waiting."""
+        n = max(1, min(int(n), len(self.cores)))
+        with self._cond:
+            if self._closed or self._waiting or len(self._free) < n:
+                return None
+            got, self._free = self._free[:n], self._free[n:]
+            return got
+
     def release(self, cores: list[int]) -> None:
         with self._cond:
             self._free.extend(c for c in cores if c not in self._free)

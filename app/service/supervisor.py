@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from .protocol import BadReply, JobResult, PoolClosed, decode_reply
+from .protocol import SLOT_AT_START, BadReply, JobResult, PoolClosed, decode_reply
 from .tickets import Ticket
 
 log = logging.getLogger(__name__)
@@ -214,23 +214,30 @@ class Supervisor:
         wire["source_max_chars"] = pool.config.source_max_chars
         wire["cpu_limit_s"] = cpu_budget_s(limit)
         data: dict[str, Any] = {}
+        # the slot the job's first action asks for, taken now when one is free (see
+        # protocol.SLOT_AT_START): released when the worker says "timing_done" or at the end
         held: list[int] | None = None
+        if job.actions and job.actions[0] in SLOT_AT_START:
+            held = pool.slots.try_acquire(1)
+            if held is not None:
+                wire["granted"] = list(held)
         remaining = float(limit)
         t_start = time.monotonic()
         busy = 0.0
         action: str | None = None
-        for attempt in range(2):
-            conn, proc, pid = self.conn, self.proc, self.pid   # close() may kill from elsewhere
-            try:
-                conn.send(("job", wire))
-                break
-            except (OSError, ValueError, AttributeError):
-                # The worker died while idle (killed from outside?): start another, retry once.
-                self.replace()
-                if attempt == 1 or not self._ensure_process():
-                    return JobResult("error", "no measurement worker could be started — "
-                                              "the step is kept but not measured")
         try:
+            for attempt in range(2):
+                conn, proc, pid = self.conn, self.proc, self.pid   # close() may kill elsewhere
+                try:
+                    conn.send(("job", wire))
+                    break
+                except (OSError, ValueError, AttributeError):
+                    # The worker died while idle (killed from outside?): start another, retry
+                    # once.
+                    self.replace()
+                    if attempt == 1 or not self._ensure_process():
+                        return JobResult("error", "no measurement worker could be started — "
+                                                  "the step is kept but not measured")
             while True:
                 t0 = time.monotonic()
                 try:

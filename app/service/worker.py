@@ -53,6 +53,9 @@ class JobContext:
         self.job = job
         self.data: dict[str, Any] = {}
         self.state: dict[str, Any] = {}      # shared between actions (module, arrays, ...)
+        # the slot the pool took for this job before sending it (protocol.SLOT_AT_START)
+        self._granted: list[int] | None = job.get("granted")
+        self.slots_with_job = 0               # slots that came with the job (no round trip)
 
     def emit(self, **values: Any) -> None:
         """Record results and send them to the pool now, so a later crash keeps them."""
@@ -67,14 +70,21 @@ class JobContext:
         held; without, the caller pins what needs it (``app.service.timing.pinned_to``:
         a step pins its timed runs, not its compile).
         """
-        self.conn.send(("need_timing", int(ncores)))
-        while True:
-            msg = self.conn.recv()
-            if msg[0] == "go":
-                cores = list(msg[1])
-                break
-            if msg[0] == "stop":
-                raise _Exit()
+        granted, self._granted = self._granted, None
+        if granted and len(granted) == int(ncores):
+            cores = list(granted)             # taken by the pool with the job: no round trip
+            self.slots_with_job += 1
+        else:
+            if granted:                       # not what is needed: give it back, then ask
+                self.conn.send(("timing_done",))
+            self.conn.send(("need_timing", int(ncores)))
+            while True:
+                msg = self.conn.recv()
+                if msg[0] == "go":
+                    cores = list(msg[1])
+                    break
+                if msg[0] == "stop":
+                    raise _Exit()
         try:
             with pinned_to(cores if pin else None):
                 yield cores
@@ -115,7 +125,8 @@ def _debug(kind: str) -> Callable[[JobContext], None]:
                 time.sleep(float(arg or 0))
                 t1 = time.monotonic()
                 affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-            ctx.emit(timing_window=[t0, t1], cores=cores, pid=os.getpid(), affinity=affinity)
+            ctx.emit(timing_window=[t0, t1], cores=cores, pid=os.getpid(), affinity=affinity,
+                     slot_came_with_job=ctx.slots_with_job == 1)
         else:
             raise ValueError(f"unknown debug action {kind!r}")
     return run
