@@ -250,6 +250,8 @@
     // data-points: how many points the shown figure has (tests and benchmarks wait on it)
     var next = el.getAttribute("data-next-points");
     if (next !== null) { el.setAttribute("data-points", next); el.removeAttribute("data-next-points"); }
+    // the click's history entry waited for its plots (see historyEntry)
+    if (pendingHistory.length) setTimeout(writeHistoryWhenQuiet, 0);
   }
 
   // ------------------------------------------------------------------ pictures of drawn figures
@@ -819,14 +821,17 @@
   // popstate handler: its history cache is empty, historyCacheSize 0). Then the event
   // "explorer:pushed" (present.js keeps its /present address on it).
   //
-  // It is written once the click's measurements are on the page (both bodies answered), or
-  // after HISTORY_WAIT_MS at most, not at once: a history entry costs the browser about 20
-  // ms of CPU outside the page (measured in Chromium on a 2-core machine: its session
-  // history and history database), and on such a machine that CPU was taken from the
-  // worker measuring the click's step (paired runs: the runtime point 21 ms and the cache
-  // point 30 ms sooner, p50, without it). The share link of the statebar is the new one at
-  // once. Entries are written in order: a new one writes those still waiting first; leaving
-  // the page writes them too.
+  // It is written once the click's measurements are on the page (both bodies answered) and
+  // their plots drawn, or after HISTORY_WAIT_MS at most, not at once: a history entry costs
+  // the browser about 20 ms of CPU outside the page (measured in Chromium on a 2-core
+  // machine: its session history and history database), and on such a machine that CPU was
+  // taken from the worker measuring the click's step (paired runs: the runtime point 21 ms
+  // and the cache point 30 ms sooner, p50, without it). When the answer carries the
+  // measurements (stored, or measured while the learner filled the form), writing it at once
+  // (a task after the swap) ran before the panes were painted and the plots drawn: 6-30 ms
+  // of the page's own thread (Chromium trace of lesson 1's clicks). The share link of the
+  // statebar is the new one at once. Entries are written in order: a new one writes those
+  // still waiting first; leaving the page writes them too.
   var HISTORY_WAIT_MS = 1000;
   var pendingHistory = [];
   var historyTimer = null;
@@ -841,7 +846,12 @@
 
   function measuring() { return !!document.querySelector("#measure-body.stale, #cache-body.stale"); }
 
-  function writeHistoryWhenQuiet() { if (!measuring()) writeHistory(); }
+  // a plot on screen has a figure it has not shown yet (drawn a task or a frame later)
+  function plotsWaiting() {
+    return !!window.Plotly && undrawnPlots(document).some(function (el) { return el.isConnected && !el.closest("[hidden]"); });
+  }
+
+  function writeHistoryWhenQuiet() { if (!measuring() && !plotsWaiting()) writeHistory(); }
 
   function writeHistory() {
     clearTimeout(historyTimer);

@@ -282,6 +282,42 @@ def test_the_address_is_written_once_the_measurements_are_in(page, server):
     assert page.js_errors == []
 
 
+RECORD_PUSHES = """() => { window.__pushes = []; window.__inline = [];
+    document.addEventListener('explorer:step', e => window.__inline.push(e.detail.measure_inline));
+    document.addEventListener('explorer:pushed', () => window.__pushes.push({
+        measuring: !!document.querySelector('#measure-body.stale, #cache-body.stale'),
+        undrawn: [...document.querySelectorAll('[data-plotly]:not([data-drawn]), [data-plotly][data-stale]')]
+                 .filter(e => !e.closest('[hidden]')).length,
+        points: (document.querySelector('#runtime-plot') || {dataset: {}}).dataset.points})); }"""
+
+
+def test_an_answer_with_its_measurements_writes_the_address_after_its_plots(page, server):
+    """When the click's answer carries its measurements (stored by an earlier visit; a new
+    tab has no pictures of its figures), the history entry is written once the plots are
+    drawn, not in the task after the swap, before the panes were painted."""
+    page.goto(server + "/explore/mm_relu?n=32")
+    page.wait_for_selector("#program-pane .node")
+    select(page, "L/mm_relu/1/Y")
+    apply(page, "split")
+    wait_steps(page, 1)
+    wait_address(page)                       # (its measurements are stored by now)
+    tab = page.context.new_page()
+    try:
+        tab.goto(server + "/explore/mm_relu?n=32")
+        tab.wait_for_selector("#program-pane .node")
+        tab.wait_for_selector("#runtime-plot[data-drawn]")
+        tab.evaluate(RECORD_PUSHES)
+        select(tab, "L/mm_relu/1/Y")
+        apply(tab, "split")
+        wait_steps(tab, 1)
+        wait_address(tab)
+        assert tab.evaluate("() => window.__inline") == [True]
+        pushes = tab.evaluate("() => window.__pushes")
+        assert pushes == [{"measuring": False, "undrawn": 0, "points": "2"}]
+    finally:
+        tab.close()
+
+
 def test_access_pattern_tab_follows_the_selected_loop(page, server, shot):
     page.goto(server + "/explore/mm_relu?n=32")
     page.wait_for_selector("#program-pane .node")
