@@ -55,7 +55,7 @@ class JobContext:
         self.state: dict[str, Any] = {}      # shared between actions (module, arrays, ...)
         # the slot the pool took for this job before sending it (protocol.SLOT_AT_START)
         self._granted: list[int] | None = job.get("granted")
-        self.slots_with_job = 0               # slots that came with the job (no round trip)
+        self.slot_came_with_job = False       # the slot used came with the job (no round trip)
 
     def emit(self, **values: Any) -> None:
         """Record results and send them to the pool now, so a later crash keeps them."""
@@ -73,7 +73,7 @@ class JobContext:
         granted, self._granted = self._granted, None
         if granted and len(granted) == int(ncores):
             cores = list(granted)             # taken by the pool with the job: no round trip
-            self.slots_with_job += 1
+            self.slot_came_with_job = True
         else:
             if granted:                       # not what is needed: give it back, then ask
                 self.conn.send(("timing_done",))
@@ -126,7 +126,7 @@ def _debug(kind: str) -> Callable[[JobContext], None]:
                 t1 = time.monotonic()
                 affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
             ctx.emit(timing_window=[t0, t1], cores=cores, pid=os.getpid(), affinity=affinity,
-                     slot_came_with_job=ctx.slots_with_job == 1)
+                     slot_came_with_job=ctx.slot_came_with_job)
         else:
             raise ValueError(f"unknown debug action {kind!r}")
     return run
