@@ -183,7 +183,8 @@ def act_step(ctx) -> None:
     res = timing.measure_step(mod, job.get("workload"), dict(job.get("params") or {}),
                               func_name=func_name, baseline=baseline,
                               slot=lambda: ctx.timing_slot(ncores, pin=False),
-                              on_compiled=lambda: ctx.emit(compiled=True))
+                              on_compiled=lambda: ctx.emit(compiled=True),
+                              program_hash=job.get("program_hash"))
     ctx.emit(step=_plain(res))
 
 

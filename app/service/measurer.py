@@ -23,7 +23,7 @@ from engine.ir import structural_hash
 
 from ..store import machine_fingerprint
 from .protocol import (Job, JobResult, PoolClosed, PoolUnavailable, QueueFull, loop_index,
-                       step_dict, step_job)
+                       module_bytes, step_dict, step_job)
 from .tickets import Ticket
 
 log = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ class StepMeasurer:
         return self._lookup_or_submit(
             h, self._kind(workload, params, func_name),
             lambda: step_job(mod, workload, params, func_name=func_name, baseline=baseline,
-                             time_limit_s=time_limit_s),
+                             time_limit_s=time_limit_s, program_hash=h),
             lambda r: step_dict(r, h))
 
     def cached(self, mod: Any, workload: str | None, params: dict[str, Any],
@@ -380,7 +380,7 @@ class StepMeasurer:
         h = self.program_hash(mod)
         return self._lookup_or_submit(
             h, f"cache:{func_name or '-'}",
-            lambda: Job(actions=("cache",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+            lambda: Job(actions=("cache",), module=module_bytes(mod),
                         func_name=func_name, background=True), self._cache_value)
 
     def submit_cache(self, mod: Any, func_name: str | None = None
@@ -405,7 +405,7 @@ class StepMeasurer:
         index = loop_index(mod[func_name], loop)
         if index is None:
             raise ValueError("the loop is not part of this program")
-        job = Job(actions=("pattern",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
+        job = Job(actions=("pattern",), module=module_bytes(mod),
                   func_name=func_name, loop_index=index, iteration=int(iteration))
         try:
             r = self._wait(self._submit(self.pool, job, urgent=True), timeout)
@@ -521,8 +521,7 @@ class StepMeasurer:
         compiles); read with :meth:`source_text` (``source_result_of`` for a ticket)."""
         h = self.program_hash(mod)
         return self._lookup_or_submit(
-            h, "source", lambda: Job(actions=("compile", "source"),
-                                     module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)),
+            h, "source", lambda: Job(actions=("compile", "source"), module=module_bytes(mod)),
             self._source_value, urgent=True)
 
     def source_result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:

@@ -42,9 +42,11 @@ The step dict (one explorer step, measured; JSON-friendly, stored by :mod:`app.s
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import pickle
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -131,6 +133,8 @@ class Job:
                                         # stays in the server, never sent to a worker
     background: bool = False            # waits while a step compiles (app.service.queue);
                                         # stays in the server too
+    program_hash: str | None = None     # ``module``'s structural hash, when the server has
+                                        # it (the worker then does not hash it again)
 
     @classmethod
     def for_trace(cls, workload: str, params: dict[str, Any], trace: Any,
@@ -263,16 +267,41 @@ def decode_reply(raw: bytes) -> tuple:
 
 
 # --------------------------------------------------------------------------- explorer steps
+#: the last modules pickled, by identity (the IR is immutable): a click sends its program
+#: twice, in its step job and in its cache simulation's job
+_PICKLED: "collections.OrderedDict[int, tuple[Any, bytes]]" = collections.OrderedDict()
+_PICKLED_KEPT = 16
+_PICKLED_LOCK = threading.Lock()
+
+
+def module_bytes(mod: Any) -> bytes:
+    """``mod`` pickled for a job's ``module`` (once per module object: the bytes of the
+    last :data:`_PICKLED_KEPT` modules are kept, with the modules, so that an id is not
+    reused meanwhile)."""
+    key = id(mod)
+    with _PICKLED_LOCK:
+        got = _PICKLED.get(key)
+        if got is not None and got[0] is mod:
+            _PICKLED.move_to_end(key)
+            return got[1]
+    data = pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)
+    with _PICKLED_LOCK:
+        _PICKLED[key] = (mod, data)
+        while len(_PICKLED) > _PICKLED_KEPT:
+            _PICKLED.popitem(last=False)
+    return data
+
+
 def step_job(mod: Any, workload: str | None, params: dict[str, Any], *,
              func_name: str | None = None, baseline: Any = None,
-             time_limit_s: float | None = None) -> Job:
+             time_limit_s: float | None = None, program_hash: str | None = None) -> Job:
     """The job for one explorer step: :func:`app.service.timing.measure_step` run in a
-    worker (its ``step`` action)."""
-    return Job(actions=("step",), module=pickle.dumps(mod, pickle.HIGHEST_PROTOCOL),
-               baseline=(pickle.dumps(baseline, pickle.HIGHEST_PROTOCOL)
-                         if baseline is not None else None),
+    worker (its ``step`` action). ``program_hash``: ``mod``'s structural hash, when the
+    caller has it."""
+    return Job(actions=("step",), module=module_bytes(mod),
+               baseline=(module_bytes(baseline) if baseline is not None else None),
                workload=workload, params=dict(params), func_name=func_name,
-               time_limit_s=time_limit_s)
+               time_limit_s=time_limit_s, program_hash=program_hash)
 
 
 _STAGE_OF_ACTION = {"compile": "compile", "check": "check", "time": "time", "step": "time"}

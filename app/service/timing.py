@@ -77,7 +77,8 @@ _LOCK = threading.Lock()
 
 def measure_step(mod, workload: str | None, params: dict, *, func_name: str | None = None,
                  baseline=None, slot: Callable | None = None,
-                 on_compiled: Callable[[], None] | None = None) -> dict:
+                 on_compiled: Callable[[], None] | None = None,
+                 program_hash: str | None = None) -> dict:
     """Compile ``mod``, check its result, time it; the step dict (never raises for a bad
     program: failures are reported in the dict).
 
@@ -86,9 +87,11 @@ def measure_step(mod, workload: str | None, params: dict, *, func_name: str | No
     same random inputs is the expected result. ``slot``: a context-manager factory holding
     the step's cores from the compile to the last timed run (see the module docstring).
     ``on_compiled()`` is called once the compile has ended (built or failed).
+    ``program_hash``: ``mod``'s structural hash when the caller has it (else it is hashed).
     """
     with _held(slot) as cores:
-        return _measure_step(mod, workload, params, func_name, baseline, on_compiled, cores)
+        return _measure_step(mod, workload, params, func_name, baseline, on_compiled, cores,
+                             program_hash)
 
 
 @contextlib.contextmanager
@@ -109,8 +112,8 @@ def pinned_to(cores):
 
 
 def _measure_step(mod, workload, params, func_name, baseline, on_compiled=None,
-                  cores=None) -> dict:
-    h = structural_hash(mod)
+                  cores=None, program_hash: str | None = None) -> dict:
+    h = program_hash or structural_hash(mod)
     fname = func_name or mod.names()[0]
     try:
         t0 = time.perf_counter()
