@@ -16,7 +16,7 @@ from typing import Any
 from flask import render_template
 from markupsafe import Markup
 
-from . import toolbar
+from . import measuring, toolbar
 from .panes import cache as cache_view
 from .panes import diagram, measurement, program, trace
 from .selection import module_trees
@@ -57,12 +57,20 @@ def step_event(session: Session, ctx: dict) -> dict[str, dict]:
 def stored_measurements(session: Session) -> dict[str, Markup | None]:
     """The measurement and cache panes' bodies when every step's results are stored
     (``measure_html``, ``cache_html``; None: that pane loads with its own request, which
-    starts the missing jobs and polls). Never submits a job nor waits for one."""
-    out: dict[str, Markup | None] = {"measure_html": None, "cache_html": None}
-    mctx = measurement.context(session, stored_only=True)
-    if mctx is not None and not mctx.get("pending") and not mctx.get("roofline_pending"):
-        out["measure_html"] = Markup(render_template("panes/measure.html", s=session, **mctx))
-    cctx = cache_view.context(session, stored_only=True)
-    if cctx is not None and not cctx.get("pending"):
-        out["cache_html"] = Markup(render_template("panes/cache.html", s=session, **cctx))
+    starts the missing jobs and polls). Never submits a job nor waits for one. A settled
+    body is rendered once per state (:class:`app.web.measuring.SettledBodies`)."""
+    bodies = measuring.settled_bodies()
+    out: dict[str, Markup | None] = {"measure_html": bodies.get("measure", session),
+                                     "cache_html": bodies.get("cache", session)}
+    if out["measure_html"] is None:
+        mctx = measurement.context(session, stored_only=True)
+        if mctx is not None and not mctx.get("pending") and not mctx.get("roofline_pending"):
+            out["measure_html"] = Markup(render_template("panes/measure.html", s=session,
+                                                         **mctx))
+            bodies.keep("measure", session, mctx, out["measure_html"])
+    if out["cache_html"] is None:
+        cctx = cache_view.context(session, stored_only=True)
+        if cctx is not None and not cctx.get("pending"):
+            out["cache_html"] = Markup(render_template("panes/cache.html", s=session, **cctx))
+            bodies.keep("cache", session, cctx, out["cache_html"])
     return out

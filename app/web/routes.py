@@ -31,6 +31,7 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Flask, Response, current_app, g, redirect, render_template, request
 from htmx_flask import make_response
+from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from engine.schedule import ScheduleError, Trace, TraceError
@@ -210,7 +211,10 @@ def fork_compare(workload: str):
 @bp.get("/explore/<workload>/measure")
 def measure_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    return render_template("panes/measure.html", s=s, **measurement.context(s))
+    ctx = measurement.context(s)
+    html = render_template("panes/measure.html", s=s, **ctx)
+    measuring.settled_bodies().keep("measure", s, ctx, Markup(html))
+    return html
 
 
 @bp.get("/explore/<workload>/diff")
@@ -223,7 +227,10 @@ def diff_pane(workload: str):
 @bp.get("/explore/<workload>/cache")
 def cache_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    return render_template("panes/cache.html", s=s, **cache_view.context(s))
+    ctx = cache_view.context(s)
+    html = render_template("panes/cache.html", s=s, **ctx)
+    measuring.settled_bodies().keep("cache", s, ctx, Markup(html))
+    return html
 
 
 @bp.get("/explore/<workload>/pattern")
