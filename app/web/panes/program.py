@@ -9,7 +9,9 @@ block covers; :mod:`app.web.selection` gives each of them its selection id.
 """
 from __future__ import annotations
 
+import collections
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,11 +94,37 @@ def program_lines(text: str, spans, trees: list[FuncTree], changed: set[int]) ->
     return lines
 
 
+#: the last programs printed, by module identity and dialect (the IR is immutable; the
+#: module is kept with its text, so its id is not reused meanwhile): a click prints its new
+#: program, and its diff needs the program before it, which the click before printed
+_PRINTED: "collections.OrderedDict[tuple[int, str], tuple[Any, str, Any]]" = \
+    collections.OrderedDict()
+_PRINTED_KEPT = 32
+_PRINTED_LOCK = threading.Lock()
+
+
+def printed(mod, dialect: str) -> tuple[str, Any]:
+    """``engine.script.script_with_spans(mod, dialect=dialect)``: the text and its span
+    map, printed once per module object (the last :data:`_PRINTED_KEPT` are kept)."""
+    key = (id(mod), dialect)
+    with _PRINTED_LOCK:
+        got = _PRINTED.get(key)
+        if got is not None and got[0] is mod:
+            _PRINTED.move_to_end(key)
+            return got[1], got[2]
+    text, spans = script_with_spans(mod, dialect=dialect)
+    with _PRINTED_LOCK:
+        _PRINTED[key] = (mod, text, spans)
+        while len(_PRINTED) > _PRINTED_KEPT:
+            _PRINTED.popitem(last=False)
+    return text, spans
+
+
 def context(session, mod, trees: list[FuncTree]) -> dict:
     """The program pane and the diff pane of the current step (``lines``, ``diff_rows``,
     ``diff_summary``)."""
     dialect = session.dialect
-    text, spans = script_with_spans(mod, dialect=dialect)
+    text, spans = printed(mod, dialect)
     ctx: dict[str, Any] = {"dialects": [
         (d, label, d == dialect, session.url(dialect=d)) for d, label in DIALECTS.items()]}
     ctx.update(diff_context(session, text))
@@ -114,6 +142,6 @@ def diff_context(session, text: str | None = None) -> dict:
         return {"diff_rows": None}
     dialect = session.dialect
     if text is None:
-        text = session.mod_at(session.at).script(dialect=dialect)
-    rows = diff.diff_rows(session.mod_at(session.at - 1).script(dialect=dialect), text)
+        text = printed(session.mod_at(session.at), dialect)[0]
+    rows = diff.diff_rows(printed(session.mod_at(session.at - 1), dialect)[0], text)
     return {"diff_rows": rows, "diff_summary": diff.summary(rows)}
