@@ -13,6 +13,8 @@ selection highlights the same thing in both.
 """
 from __future__ import annotations
 
+import collections
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,8 +151,30 @@ def build_tree(func: PrimFunc, func_name: str | None = None) -> FuncTree:
     return FuncTree(fname, roots, by_sel, by_node, allocs, list(func.params))
 
 
+#: the trees of the last modules walked, by identity (the IR is immutable; the module is
+#: kept with its trees, so its id is not reused meanwhile): a click walks the program before
+#: it and its new one, and the trace pane the program before each step
+_TREES: "collections.OrderedDict[int, tuple[IRModule, list[FuncTree]]]" = \
+    collections.OrderedDict()
+_TREES_KEPT = 64
+_TREES_LOCK = threading.Lock()
+
+
 def module_trees(mod: IRModule) -> list[FuncTree]:
-    return [build_tree(f, name) for name, f in mod.items()]
+    """One :func:`build_tree` per function of ``mod`` (walked once per module object; the
+    trees are shared: callers read them, never change them)."""
+    key = id(mod)
+    with _TREES_LOCK:
+        got = _TREES.get(key)
+        if got is not None and got[0] is mod:
+            _TREES.move_to_end(key)
+            return list(got[1])
+    trees = [build_tree(f, name) for name, f in mod.items()]
+    with _TREES_LOCK:
+        _TREES[key] = (mod, trees)
+        while len(_TREES) > _TREES_KEPT:
+            _TREES.popitem(last=False)
+    return list(trees)
 
 
 def walk_tree(nodes: list):
