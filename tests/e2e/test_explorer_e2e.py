@@ -318,6 +318,50 @@ def test_an_answer_with_its_measurements_writes_the_address_after_its_plots(page
         tab.close()
 
 
+RECORD_SWAPS = """() => { window.__swaps = {oob: 0, load: [], settle: [], pushed: 0};
+    document.addEventListener('htmx:oobBeforeSwap', () => window.__swaps.oob++);
+    document.addEventListener('htmx:load', e => window.__swaps.load.push(e.detail.elt.id));
+    document.addEventListener('htmx:afterSettle', e => window.__swaps.settle.push(e.detail.elt.id));
+    document.addEventListener('htmx:pushedIntoHistory', () => window.__swaps.pushed++); }"""
+
+
+def test_a_clicks_panes_are_swapped_by_the_page_and_work_as_htmxs(page, server):
+    """The answer to a primitive's click (the message and the panes of a state not measured
+    before) is swapped by the page itself, not through htmx's out-of-band machinery; the new panes are
+    htmx's as before: the next click uses the new toolbar's form, the history entry is
+    written, the selection is highlighted, and a refused step still shows its reason."""
+    page.goto(server + "/explore/mm_relu?n=24")   # (a state no other test measures)
+    page.wait_for_selector("#program-pane .node")
+    wait_plot(page, 1)
+    page.evaluate(RECORD_SWAPS)
+    select(page, "L/mm_relu/1/Y")
+    apply(page, "split")
+    wait_steps(page, 1)
+    swaps = page.evaluate("() => window.__swaps")
+    assert swaps["oob"] == 0
+    panes = ["message", "statebar", "toolbar", "program-pane", "diagram-pane", "trace-pane"]
+    assert all(p in swaps["load"] and p in swaps["settle"] for p in panes), swaps
+    assert swaps["pushed"] == 1
+    wait_plot(page, 2)
+    wait_address(page)
+    assert "applied: split" in page.inner_text("#message")
+    assert "j_0" in program_text(page) and "j_1" in program_text(page)
+    # the new toolbar is htmx's: the next click goes through its form
+    select(page, "L/mm_relu/0/Y")
+    assert page.locator("#program-pane .node.selected").count() >= 1
+    page.fill('#toolbar form.prim:has(button[data-prim="reorder"]) [name="order"]', "i, j_0, k, j_1")
+    apply(page, "reorder")
+    wait_steps(page, 2)
+    wait_plot(page, 3)
+    # a refusal is not a click's panes: htmx swaps its message, the trace stays
+    select(page, "L/mm_relu/1/Y")
+    page.fill('#toolbar form.prim:has(button[data-prim="split"]) [name="factors"]', "1, 2")
+    apply(page, "split")                     # 2 is not j_0's extent 6
+    page.wait_for_selector("#message.msg-refused")
+    assert n_steps(page) == 2
+    assert page.js_errors == []
+
+
 def test_access_pattern_tab_follows_the_selected_loop(page, server, shot):
     page.goto(server + "/explore/mm_relu?n=32")
     page.wait_for_selector("#program-pane .node")
