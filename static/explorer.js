@@ -770,6 +770,8 @@
     if (!cfg || cfg.verb !== "post" || !/^\/explore\/[^\/?#]+\/apply$/.test(cfg.path || "")) return null;
     if (!target || target.id !== "message" || !target.isConnected) return null;
     if (HTMX_HEADERS.some(function (h) { return xhr.getResponseHeader(h) !== null; })) return null;
+    // (an answer carrying the measurement bodies swaps them inside: not parsed twice)
+    if (/hx-swap-oob="(?!true")/.test(detail.serverResponse)) return null;
     var tpl = document.createElement("template");
     tpl.innerHTML = detail.serverResponse;
     var nodes = tpl.content.childNodes, message = null, panes = [], seen = {};
