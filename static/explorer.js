@@ -753,25 +753,28 @@
   // general machinery (a copy of each pane, settling, events for every element swapped so
   // far after each one): 7-10 ms of the click's 15-20 ms in the page (Chromium on a 2-core
   // machine, the course's clicks). Such an answer is swapped here instead when it holds just
-  // the message and the panes of CLICK_PANES: each replaces its pane (after beforeReplace,
-  // as htmx's own swaps), htmx processes the new content, and the events the page's scripts
-  // listen to are sent as htmx sends them — htmx:load (htmx.onLoad), htmx:afterSwap and
-  // htmx:afterSettle for every element swapped, htmx:pushedIntoHistory for its HX-Push-Url
-  // (the history entry, see historyEntry). Any other answer (a refusal, a lesson's, one that
-  // carries the measurement bodies, one with other headers for htmx) is htmx's.
+  // the message, the panes of CLICK_PANES and the measurement bodies of CLICK_BODIES (a
+  // state measured before): each pane replaces its own and each body's content the body's
+  // (after beforeReplace, as htmx's own swaps: its drawn plots are kept, see keepPlots),
+  // htmx processes the new content, and the events the page's scripts listen to are sent as
+  // htmx sends them — htmx:load (htmx.onLoad: the plots adopted and drawn), htmx:afterSwap
+  // and htmx:afterSettle for every element swapped, htmx:pushedIntoHistory for its
+  // HX-Push-Url (the history entry, see historyEntry). Any other answer (a refusal, a
+  // lesson's, one with other headers for htmx) is htmx's.
   var CLICK_PANES = { statebar: 1, toolbar: 1, "program-pane": 1, "diagram-pane": 1, "trace-pane": 1 };
+  var CLICK_BODIES = { "measure-body": 1, "cache-body": 1 };
   var HTMX_HEADERS = ["HX-Location", "HX-Redirect", "HX-Refresh", "HX-Retarget", "HX-Reswap",
     "HX-Reselect", "HX-Replace-Url", "HX-Trigger-After-Swap", "HX-Trigger-After-Settle"];
 
-  // the answer's parts {message, panes} when it can be swapped here, else null
+  // the answer's parts {message, panes: [[element, "outer" | "inner"], ...]} when it can
+  // be swapped here, else null
   function clickPanes(detail) {
     var xhr = detail.xhr, cfg = detail.requestConfig, target = detail.target;
     if (!xhr || xhr.status !== 200 || typeof detail.serverResponse !== "string") return null;
     if (!cfg || cfg.verb !== "post" || !/^\/explore\/[^\/?#]+\/apply$/.test(cfg.path || "")) return null;
     if (!target || target.id !== "message" || !target.isConnected) return null;
     if (HTMX_HEADERS.some(function (h) { return xhr.getResponseHeader(h) !== null; })) return null;
-    // (an answer carrying the measurement bodies swaps them inside: not parsed twice)
-    if (/hx-swap-oob="(?!true")/.test(detail.serverResponse)) return null;
+    if (/hx-swap-oob="(?!true"|innerHTML")/.test(detail.serverResponse)) return null;
     var tpl = document.createElement("template");
     tpl.innerHTML = detail.serverResponse;
     var nodes = tpl.content.childNodes, message = null, panes = [], seen = {};
@@ -784,9 +787,11 @@
         if (message || n.id !== "message") return null;
         message = n;
       } else {
-        if (oob !== "true" || !CLICK_PANES[n.id] || seen[n.id] || !document.getElementById(n.id)) return null;
+        var how = oob === "true" && CLICK_PANES[n.id] ? "outer"
+          : oob === "innerHTML" && CLICK_BODIES[n.id] ? "inner" : null;
+        if (!how || seen[n.id] || !document.getElementById(n.id)) return null;
         seen[n.id] = 1;
-        panes.push(n);
+        panes.push([n, how]);
       }
     }
     return message ? { message: message, panes: panes } : null;
@@ -801,10 +806,20 @@
       swapped.push(el);
     }
     put(detail.target, parts.message);
-    parts.panes.forEach(function (el) {
-      var old = document.getElementById(el.id);
-      el.removeAttribute("hx-swap-oob");
-      put(old, el);
+    parts.panes.forEach(function (part) {
+      var el = part[0], old = document.getElementById(el.id);
+      if (part[1] === "outer") {
+        el.removeAttribute("hx-swap-oob");
+        put(old, el);
+        return;
+      }
+      beforeReplace(old);
+      while (old.firstChild) old.removeChild(old.firstChild);
+      while (el.firstChild) {
+        var kid = el.firstChild;
+        old.appendChild(kid);
+        if (kid.nodeType === 1) swapped.push(kid);
+      }
     });
     // (as htmx: the focus goes back to the element that replaced the focused one)
     if (active && active.id && !active.isConnected) {

@@ -282,6 +282,13 @@ def test_the_address_is_written_once_the_measurements_are_in(page, server):
     assert page.js_errors == []
 
 
+RECORD_SWAPS = """() => { window.__swaps = {oob: 0, load: [], settle: [], pushed: 0};
+    document.addEventListener('htmx:oobBeforeSwap', () => window.__swaps.oob++);
+    document.addEventListener('htmx:load', e => window.__swaps.load.push(e.detail.elt.id));
+    document.addEventListener('htmx:afterSettle', e => window.__swaps.settle.push(e.detail.elt.id));
+    document.addEventListener('htmx:pushedIntoHistory', () => window.__swaps.pushed++); }"""
+
+
 RECORD_PUSHES = """() => { window.__pushes = []; window.__inline = [];
     document.addEventListener('explorer:step', e => window.__inline.push(e.detail.measure_inline));
     document.addEventListener('explorer:pushed', () => window.__pushes.push({
@@ -307,6 +314,7 @@ def test_an_answer_with_its_measurements_writes_the_address_after_its_plots(page
         tab.wait_for_selector("#program-pane .node")
         tab.wait_for_selector("#runtime-plot[data-drawn]")
         tab.evaluate(RECORD_PUSHES)
+        tab.evaluate(RECORD_SWAPS)
         select(tab, "L/mm_relu/1/Y")
         apply(tab, "split")
         wait_steps(tab, 1)
@@ -314,15 +322,13 @@ def test_an_answer_with_its_measurements_writes_the_address_after_its_plots(page
         assert tab.evaluate("() => window.__inline") == [True]
         pushes = tab.evaluate("() => window.__pushes")
         assert pushes == [{"measuring": False, "undrawn": 0, "points": "2"}]
+        # the answer, bodies included, was swapped by the page (static/explorer.js)
+        swaps = tab.evaluate("() => window.__swaps")
+        assert swaps["oob"] == 0 and swaps["pushed"] == 1, swaps
+        assert tab.locator("#measure-body .mtabs").count() == 1
+        assert tab.locator("#cache-plot[data-drawn]").get_attribute("data-points") == "2"
     finally:
         tab.close()
-
-
-RECORD_SWAPS = """() => { window.__swaps = {oob: 0, load: [], settle: [], pushed: 0};
-    document.addEventListener('htmx:oobBeforeSwap', () => window.__swaps.oob++);
-    document.addEventListener('htmx:load', e => window.__swaps.load.push(e.detail.elt.id));
-    document.addEventListener('htmx:afterSettle', e => window.__swaps.settle.push(e.detail.elt.id));
-    document.addEventListener('htmx:pushedIntoHistory', () => window.__swaps.pushed++); }"""
 
 
 def test_a_clicks_panes_are_swapped_by_the_page_and_work_as_htmxs(page, server):
