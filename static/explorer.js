@@ -760,8 +760,10 @@
   // htmx sends them — htmx:load (htmx.onLoad: the plots adopted and drawn), htmx:afterSwap
   // and htmx:afterSettle for every element swapped, htmx:pushedIntoHistory for its
   // HX-Push-Url (the history entry, see historyEntry). Any other answer (a refusal, a
-  // lesson's, one with other headers for htmx) is htmx's.
-  var CLICK_PANES = { statebar: 1, toolbar: 1, "program-pane": 1, "diagram-pane": 1, "trace-pane": 1 };
+  // step link's, one with other headers for htmx) is htmx's.
+  var CLICK_PANES = { statebar: 1, toolbar: 1, "program-pane": 1, "diagram-pane": 1, "trace-pane": 1,
+    // (a lesson's "try it yourself" answer: static/lessons.js sends the form to the lesson)
+    "lesson-topbar": 1, "lesson-config": 1, "lesson-pane": 1, "diff-pane": 1 };
   var CLICK_BODIES = { "measure-body": 1, "cache-body": 1 };
   var HTMX_HEADERS = ["HX-Location", "HX-Redirect", "HX-Refresh", "HX-Retarget", "HX-Reswap",
     "HX-Reselect", "HX-Replace-Url", "HX-Trigger-After-Swap", "HX-Trigger-After-Settle"];
@@ -771,7 +773,8 @@
   function clickPanes(detail) {
     var xhr = detail.xhr, cfg = detail.requestConfig, target = detail.target;
     if (!xhr || xhr.status !== 200 || typeof detail.serverResponse !== "string") return null;
-    if (!cfg || cfg.verb !== "post" || !/^\/explore\/[^\/?#]+\/apply$/.test(cfg.path || "")) return null;
+    if (!cfg || cfg.verb !== "post" ||
+        !/^\/(explore|lessons)\/[^\/?#]+\/apply(\?[^#]*)?$/.test(cfg.path || "")) return null;
     if (!target || target.id !== "message" || !target.isConnected) return null;
     if (HTMX_HEADERS.some(function (h) { return xhr.getResponseHeader(h) !== null; })) return null;
     if (/hx-swap-oob="(?!true"|innerHTML")/.test(detail.serverResponse)) return null;

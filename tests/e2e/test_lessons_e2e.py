@@ -93,9 +93,13 @@ def test_try_it_yourself_with_the_toolbar(page, server, shot):
     page.click('#program-pane [data-sel="L/mm_relu/1/Y"]')
     page.wait_for_selector('#toolbar[data-selected="L/mm_relu/1/Y"] form.prim')
     page.fill('#toolbar form.prim input[name="factors"]', "None, 4")
+    page.evaluate("() => { window.__oob = 0;"
+                  " document.addEventListener('htmx:oobBeforeSwap', () => window.__oob++); }")
     page.click('#toolbar button[data-prim="split"]')
     page.wait_for_selector("#lesson-check.ok")
     assert "j_0" in program_text(page)
+    # (the answer's panes were swapped by the page, not by htmx: static/explorer.js)
+    assert page.evaluate("() => window.__oob") == 0
     shot(page, "lessons-07-try-right")
     # "next" continues with the learner's own trace
     page.click("#lesson-next")
