@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from engine.ir import structural_hash
 
+from ..kept import KeptByIdentity
 from ..store import machine_fingerprint
 from .protocol import (Job, JobResult, PoolClosed, PoolUnavailable, QueueFull, loop_index,
                        module_bytes, step_dict, step_job)
@@ -213,24 +214,11 @@ class StepMeasurer:
     #: the hashes of the last programs hashed, by identity: a click asks for its program's
     #: hash several times (its prefetched step and cache jobs, the stored results the
     #: answer may carry), and the modules are immutable
-    _HASHES: "collections.OrderedDict[int, tuple[Any, str]]" = collections.OrderedDict()
-    _HASHES_LOCK = threading.Lock()
-    _HASHES_KEPT = 64
+    _HASHES: "KeptByIdentity[str]" = KeptByIdentity(64)
 
     @classmethod
     def program_hash(cls, mod: Any) -> str:
-        key = id(mod)
-        with cls._HASHES_LOCK:
-            got = cls._HASHES.get(key)
-            if got is not None and got[0] is mod:
-                cls._HASHES.move_to_end(key)
-                return got[1]
-        h = structural_hash(mod)
-        with cls._HASHES_LOCK:
-            cls._HASHES[key] = (mod, h)     # (the module is kept: its id is not reused)
-            while len(cls._HASHES) > cls._HASHES_KEPT:
-                cls._HASHES.popitem(last=False)
-        return h
+        return cls._HASHES.get(mod, lambda: structural_hash(mod))
 
     def _kind(self, workload: str | None, params: dict[str, Any], func_name: str | None) -> str:
         return (f"{self.kind}:{workload or '-'}:{func_name or '-'}:"

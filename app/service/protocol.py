@@ -42,13 +42,13 @@ The step dict (one explorer step, measured; JSON-friendly, stored by :mod:`app.s
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import pickle
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from ..kept import KeptByIdentity
 
 __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "PoolUnavailable",
            "BadReply", "STEP_ACTIONS", "ENGINE_ACTIONS", "SLOT_AT_START", "WORKER_STATUSES",
@@ -269,27 +269,13 @@ def decode_reply(raw: bytes) -> tuple:
 # --------------------------------------------------------------------------- explorer steps
 #: the last modules pickled, by identity (the IR is immutable): a click sends its program
 #: twice, in its step job and in its cache simulation's job
-_PICKLED: "collections.OrderedDict[int, tuple[Any, bytes]]" = collections.OrderedDict()
-_PICKLED_KEPT = 16
-_PICKLED_LOCK = threading.Lock()
+_PICKLED: "KeptByIdentity[bytes]" = KeptByIdentity(16)
 
 
 def module_bytes(mod: Any) -> bytes:
-    """``mod`` pickled for a job's ``module`` (once per module object: the bytes of the
-    last :data:`_PICKLED_KEPT` modules are kept, with the modules, so that an id is not
-    reused meanwhile)."""
-    key = id(mod)
-    with _PICKLED_LOCK:
-        got = _PICKLED.get(key)
-        if got is not None and got[0] is mod:
-            _PICKLED.move_to_end(key)
-            return got[1]
-    data = pickle.dumps(mod, pickle.HIGHEST_PROTOCOL)
-    with _PICKLED_LOCK:
-        _PICKLED[key] = (mod, data)
-        while len(_PICKLED) > _PICKLED_KEPT:
-            _PICKLED.popitem(last=False)
-    return data
+    """``mod`` pickled for a job's ``module`` (once per module object, see
+    :class:`app.kept.KeptByIdentity`)."""
+    return _PICKLED.get(mod, lambda: pickle.dumps(mod, pickle.HIGHEST_PROTOCOL))
 
 
 def step_job(mod: Any, workload: str | None, params: dict[str, Any], *,

@@ -13,8 +13,6 @@ selection highlights the same thing in both.
 """
 from __future__ import annotations
 
-import collections
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +20,7 @@ from engine.ir import (Block, BlockRealize, For, ForKind, IfThenElse, IRModule, 
                        SeqStmt, as_const_int, collect_vars)
 from engine.ir.stmt import Allocate
 
+from ..kept import KeptByIdentity
 from ..limits import whole_number
 
 
@@ -151,30 +150,16 @@ def build_tree(func: PrimFunc, func_name: str | None = None) -> FuncTree:
     return FuncTree(fname, roots, by_sel, by_node, allocs, list(func.params))
 
 
-#: the trees of the last modules walked, by identity (the IR is immutable; the module is
-#: kept with its trees, so its id is not reused meanwhile): a click walks the program before
-#: it and its new one, and the trace pane the program before each step
-_TREES: "collections.OrderedDict[int, tuple[IRModule, list[FuncTree]]]" = \
-    collections.OrderedDict()
-_TREES_KEPT = 64
-_TREES_LOCK = threading.Lock()
+#: the trees of the last modules walked, by identity: a click walks the program before it
+#: and its new one, and the trace pane the program before each step
+_TREES: "KeptByIdentity[list[FuncTree]]" = KeptByIdentity(64)
 
 
 def module_trees(mod: IRModule) -> list[FuncTree]:
-    """One :func:`build_tree` per function of ``mod`` (walked once per module object; the
-    trees are shared: callers read them, never change them)."""
-    key = id(mod)
-    with _TREES_LOCK:
-        got = _TREES.get(key)
-        if got is not None and got[0] is mod:
-            _TREES.move_to_end(key)
-            return list(got[1])
-    trees = [build_tree(f, name) for name, f in mod.items()]
-    with _TREES_LOCK:
-        _TREES[key] = (mod, trees)
-        while len(_TREES) > _TREES_KEPT:
-            _TREES.popitem(last=False)
-    return list(trees)
+    """One :func:`build_tree` per function of ``mod`` (walked once per module object, see
+    :class:`app.kept.KeptByIdentity`; the trees are shared: callers read them, never change
+    them)."""
+    return list(_TREES.get(mod, lambda: [build_tree(f, name) for name, f in mod.items()]))
 
 
 def walk_tree(nodes: list):

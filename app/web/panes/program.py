@@ -9,14 +9,13 @@ block covers; :mod:`app.web.selection` gives each of them its selection id.
 """
 from __future__ import annotations
 
-import collections
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.script import script_with_spans
 
+from ...kept import KeptByIdentity
 from ..selection import FuncTree
 from ..session import DIALECTS
 from . import diff
@@ -94,30 +93,15 @@ def program_lines(text: str, spans, trees: list[FuncTree], changed: set[int]) ->
     return lines
 
 
-#: the last programs printed, by module identity and dialect (the IR is immutable; the
-#: module is kept with its text, so its id is not reused meanwhile): a click prints its new
+#: the last programs printed, by module identity and dialect: a click prints its new
 #: program, and its diff needs the program before it, which the click before printed
-_PRINTED: "collections.OrderedDict[tuple[int, str], tuple[Any, str, Any]]" = \
-    collections.OrderedDict()
-_PRINTED_KEPT = 32
-_PRINTED_LOCK = threading.Lock()
+_PRINTED: "KeptByIdentity[tuple[str, Any]]" = KeptByIdentity(32)
 
 
 def printed(mod, dialect: str) -> tuple[str, Any]:
     """``engine.script.script_with_spans(mod, dialect=dialect)``: the text and its span
-    map, printed once per module object (the last :data:`_PRINTED_KEPT` are kept)."""
-    key = (id(mod), dialect)
-    with _PRINTED_LOCK:
-        got = _PRINTED.get(key)
-        if got is not None and got[0] is mod:
-            _PRINTED.move_to_end(key)
-            return got[1], got[2]
-    text, spans = script_with_spans(mod, dialect=dialect)
-    with _PRINTED_LOCK:
-        _PRINTED[key] = (mod, text, spans)
-        while len(_PRINTED) > _PRINTED_KEPT:
-            _PRINTED.popitem(last=False)
-    return text, spans
+    map, printed once per module object and dialect (see :class:`app.kept.KeptByIdentity`)."""
+    return _PRINTED.get(mod, lambda: script_with_spans(mod, dialect=dialect), dialect)
 
 
 def context(session, mod, trees: list[FuncTree]) -> dict:
