@@ -802,7 +802,7 @@
 
   function swapClickPanes(detail, parts) {
     var active = document.activeElement;
-    var swapped = [];
+    var swapped = [], loaded = [];     // (a body's new content: htmx:load only, as htmx's)
     function put(old, el) {
       beforeReplace(old);
       old.parentNode.replaceChild(el, old);
@@ -821,7 +821,7 @@
       while (el.firstChild) {
         var kid = el.firstChild;
         old.appendChild(kid);
-        if (kid.nodeType === 1) swapped.push(kid);
+        if (kid.nodeType === 1) loaded.push(kid);
       }
     });
     // (as htmx: the focus goes back to the element that replaced the focused one)
@@ -829,11 +829,13 @@
       var again = document.getElementById(active.id);
       if (again) again.focus({ preventScroll: true });
     }
-    swapped.forEach(function (el) { htmx.process(el); });
+    var all = swapped.concat(loaded);
+    all.forEach(function (el) { htmx.process(el); });
+    all.forEach(function (el) { if (el.isConnected) htmx.trigger(el, "htmx:load"); });
     var info = { xhr: detail.xhr, target: detail.target, requestConfig: detail.requestConfig };
-    ["htmx:load", "htmx:afterSwap", "htmx:afterSettle"].forEach(function (name) {
+    ["htmx:afterSwap", "htmx:afterSettle"].forEach(function (name) {
       swapped.forEach(function (el) {
-        if (el.isConnected) htmx.trigger(el, name, name === "htmx:load" ? {} : Object.assign({}, info));
+        if (el.isConnected) htmx.trigger(el, name, Object.assign({}, info));
       });
     });
     var url = detail.xhr.getResponseHeader("HX-Push-Url");
