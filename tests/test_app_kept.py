@@ -58,3 +58,15 @@ def test_threads_asking_at_once_all_get_a_value():
     for t in ts:
         t.join()
     assert out == [7] * 8 and len(kept) == 1
+
+
+def test_kept_drops_the_least_recently_used_value():
+    from app.kept import Kept
+    kept: Kept[str] = Kept(2)
+    kept.put("a", "A")
+    kept.put("b", "B")
+    assert kept.get("a") == "A"          # (a used: b is now the oldest)
+    kept.put("c", "C")
+    assert kept.get("b") is None and kept.get("a") == "A" and kept.get("c") == "C"
+    kept.clear()
+    assert len(kept) == 0 and kept.get("a") is None

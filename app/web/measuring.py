@@ -11,13 +11,12 @@ is rendered once per state (:class:`SettledBodies`): a state seen again shows it
 """
 from __future__ import annotations
 
-import collections
-import threading
 import time
 from typing import Any
 
 from flask import current_app, has_request_context, request
 
+from ..kept import Kept
 from ..limits import LimitError, MeasurePlan
 from ..service.protocol import PoolClosed, PoolUnavailable, QueueFull
 from .services import limits, measurer
@@ -163,27 +162,15 @@ class SettledBodies:
     KEEP = 128
 
     def __init__(self) -> None:
-        self._bodies: "collections.OrderedDict[tuple[str, str], Any]" = collections.OrderedDict()
-        self._lock = threading.Lock()
+        self._bodies: "Kept[Any]" = Kept(self.KEEP)
 
     def get(self, kind: str, session: Session):
-        key = (kind, session.url())
-        with self._lock:
-            got = self._bodies.get(key)
-            if got is not None:
-                self._bodies.move_to_end(key)
-            return got
+        return self._bodies.get((kind, session.url()))
 
     def keep(self, kind: str, session: Session, ctx: dict | None, html) -> None:
         """Keep ``html``, the body of ``kind`` rendered from ``ctx``, if it is settled."""
-        if not is_settled(kind, session, ctx):
-            return
-        key = (kind, session.url())
-        with self._lock:
-            self._bodies[key] = html
-            self._bodies.move_to_end(key)
-            while len(self._bodies) > self.KEEP:
-                self._bodies.popitem(last=False)
+        if is_settled(kind, session, ctx):
+            self._bodies.put((kind, session.url()), html)
 
 
 def settled_bodies() -> SettledBodies:

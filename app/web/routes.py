@@ -211,10 +211,7 @@ def fork_compare(workload: str):
 @bp.get("/explore/<workload>/measure")
 def measure_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    ctx = measurement.context(s)
-    html = render_template("panes/measure.html", s=s, **ctx)
-    measuring.settled_bodies().keep("measure", s, ctx, Markup(html))
-    return html
+    return _body("measure", s, measurement.context(s))
 
 
 @bp.get("/explore/<workload>/diff")
@@ -227,9 +224,14 @@ def diff_pane(workload: str):
 @bp.get("/explore/<workload>/cache")
 def cache_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    ctx = cache_view.context(s)
-    html = render_template("panes/cache.html", s=s, **ctx)
-    measuring.settled_bodies().keep("cache", s, ctx, Markup(html))
+    return _body("cache", s, cache_view.context(s))
+
+
+def _body(kind: str, s: Session, ctx: dict) -> str:
+    """The measurement (``kind`` "measure") or cache body of ``ctx``, kept when settled
+    (:class:`app.web.measuring.SettledBodies`: a click back to this state carries it)."""
+    html = render_template(f"panes/{kind}.html", s=s, **ctx)
+    measuring.settled_bodies().keep(kind, s, ctx, Markup(html))
     return html
 
 

@@ -15,14 +15,13 @@ program text. All text goes through :func:`markupsafe.escape` (names are user-co
 """
 from __future__ import annotations
 
-import collections
 import functools
-import threading
 
 from markupsafe import Markup, escape
 
 from engine.cache import host_geometry, loop_footprints
 
+from ...kept import Kept
 from ..selection import FuncTree, LoopNode
 
 WIDTH = 560
@@ -205,9 +204,7 @@ def _geometry():
 #: the last diagrams drawn, by the program's printed text (the diagram shows nothing the
 #: text does not say: names, loops, blocks, buffers): a state seen again (an undo, a redo, a
 #: step link, the same click again) is not analysed and drawn again
-_DRAWN: "collections.OrderedDict[tuple, list[Markup]]" = collections.OrderedDict()
-_DRAWN_KEPT = 64
-_DRAWN_LOCK = threading.Lock()
+_DRAWN: "Kept[list[Markup]]" = Kept(64)
 
 
 def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = None
@@ -216,17 +213,11 @@ def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = Non
     prefixes the titles (the compare page's "A" and "B"). ``text``: ``mod`` as printed, when
     the caller has it: the diagrams are then kept by it, and drawn once per program."""
     key = (text, label) if text is not None else None
-    if key is not None:
-        with _DRAWN_LOCK:
-            got = _DRAWN.get(key)
-            if got is not None:
-                _DRAWN.move_to_end(key)
-                return list(got)
+    got = _DRAWN.get(key) if key is not None else None
+    if got is not None:
+        return list(got)
     out = [render_svg(t, title=f"{label}: {t.func_name}" if label else t.func_name,
                       footprints=footprints(mod, t)) for t in trees]
     if key is not None:
-        with _DRAWN_LOCK:
-            _DRAWN[key] = out
-            while len(_DRAWN) > _DRAWN_KEPT:
-                _DRAWN.popitem(last=False)
+        _DRAWN.put(key, out)
     return list(out)
