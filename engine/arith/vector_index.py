@@ -46,6 +46,8 @@ from typing import Callable, Optional
 from engine.ir import expr as E
 from engine.ir.dtype import bits_of, is_int, is_uint, lanes_of
 
+from .factor import MAX_FACTORED, divisors
+
 Bound = Callable[[E.PrimExpr], Optional[tuple]]
 
 __all__ = ["modular_set", "lanes_in_one_block", "ramp_divmod", "fold_vector_arith",
@@ -110,15 +112,11 @@ def modular_set(e: E.PrimExpr) -> tuple[int, int]:
 
 
 def _divisors_desc(c: int) -> list[int]:
-    small, large = [], []
-    d = 1
-    while d * d <= c:
-        if c % d == 0:
-            small.append(d)
-            if d * d != c:
-                large.append(c // d)
-        d += 1
-    return large + small[::-1]
+    """The divisors of ``c`` largest first (only ``c`` itself when it is too large to
+    factor: the proofs that need the others then do not apply)."""
+    if c >= MAX_FACTORED:
+        return [c]
+    return divisors(c)[::-1]
 
 
 def _linear(b: E.PrimExpr) -> tuple[list, int]:

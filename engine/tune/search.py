@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+from engine.arith.factor import prime_divisors
 from engine.schedule import ScheduleError, Trace, TraceError
 
 from .cost_model import CostModel
@@ -240,7 +241,7 @@ def _move_tile_factor(rng: random.Random, tile: list[int], most: int) -> list[in
     if not sources:
         return None
     src = rng.choice(sources)
-    primes = _prime_divisors(tile[src])
+    primes = prime_divisors(tile[src])
     p = rng.choice(primes)
     dst = rng.choice([i for i in range(len(tile)) if i != src])
     out = list(tile)
@@ -248,19 +249,6 @@ def _move_tile_factor(rng: random.Random, tile: list[int], most: int) -> list[in
     out[dst] *= p
     if out[-1] > most:
         return None
-    return out
-
-
-def _prime_divisors(n: int) -> list[int]:
-    out, p = [], 2
-    while p * p <= n:
-        if n % p == 0:
-            out.append(p)
-            while n % p == 0:
-                n //= p
-        p += 1
-    if n > 1:
-        out.append(n)
     return out
 
 

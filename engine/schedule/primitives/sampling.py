@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+from engine.arith.factor import divisors, prime_factors
 from engine.ir import expr as E
 from engine.ir.functor import uses_var
 from engine.ir.stmt import Block, For, IterType
@@ -43,34 +44,12 @@ from .queries import consumers_of
 MAX_TILES = 10          # factors one sample_perfect_tile may draw
 MAX_CANDIDATES = 64     # candidates of one sample_categorical
 _MAX_REJECTIONS = 2000  # draws before the innermost bound is met by construction
+#: extents a perfect tiling is drawn for: those of an int64 loop (factored at a bounded
+#: cost, :mod:`engine.arith.factor`)
+MAX_SAMPLED_EXTENT = (1 << 63) - 1
 
 
 # ---------------------------------------------------------------------------- perfect tiles
-def prime_factors(n: int) -> list[tuple[int, int]]:
-    """``n`` as ``[(prime, exponent), ...]``, smallest prime first (``n >= 1``)."""
-    out = []
-    p = 2
-    while p * p <= n:
-        if n % p == 0:
-            e = 0
-            while n % p == 0:
-                n //= p
-                e += 1
-            out.append((p, e))
-        p += 1 if p == 2 else 2
-    if n > 1:
-        out.append((n, 1))
-    return out
-
-
-def divisors(n: int) -> list[int]:
-    """The divisors of ``n >= 1``, ascending."""
-    out = [1]
-    for p, e in prime_factors(n):
-        out = [d * p ** k for d in out for k in range(e + 1)]
-    return sorted(out)
-
-
 def draw_perfect_tile(rng, extent: int, n: int) -> list[int]:
     """``n`` factors whose product is ``extent``, drawn as TVM does: each prime's exponent
     is spread over the ``n`` factors uniformly among all the ways to do it."""
@@ -97,7 +76,7 @@ def sample_perfect_tile(rng, extent: int, n: int, max_innermost_factor: int) -> 
         tile = draw_perfect_tile(rng, extent, n)
         if tile[-1] <= max_innermost_factor:
             return tile
-    inner = rng.choice([d for d in divisors(extent) if d <= max_innermost_factor])
+    inner = rng.choice(divisors(extent, at_most=max_innermost_factor))
     return draw_perfect_tile(rng, extent // inner, n - 1) + [inner]
 
 
@@ -176,6 +155,10 @@ class SamplePerfectTile(Primitive):
             raise ctx.error(subj, "the loop's extent is not a positive constant, so it has no "
                             "perfect tiling", "sample the tiles of a loop with a constant "
                             "extent", highlight=hl)
+        if extent > MAX_SAMPLED_EXTENT:
+            raise ctx.error(subj, f"the loop's extent {extent} is beyond int64 (at most "
+                            f"{MAX_SAMPLED_EXTENT})", "tile a loop of an int64 extent",
+                            highlight=hl)
         if ctx.decision is None:
             tile = sample_perfect_tile(ctx.rng, extent, n, most)
         else:
