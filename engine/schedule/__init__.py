@@ -32,6 +32,8 @@ Design
   (``Schedule(mod, seed=...)``) and return random variables (ExprRV integers, a LoopRV);
   the trace records their decisions and replays them (:func:`.trace.schedule_from_trace`).
 * :mod:`.error` — ScheduleError (primitive, subject, rule, hint, highlight), TraceError.
+* :mod:`.work_budget` — a bound on the CPU time and program size of a replay, installed by
+  whoever replays traces it did not write (the web app).
 
 How to add a primitive
 ----------------------
@@ -70,6 +72,8 @@ name to the list in ``primitives/__init__.py`` if it is a new family.
 from .error import ScheduleError, TraceError
 from .state import BlockRV, ExprRV, LoopRV, Schedule
 from .trace import Instruction, Trace, replay, schedule_from_trace
+from .work_budget import WorkBudget, WorkBudgetError, work_budget
 
 __all__ = ["Schedule", "ScheduleError", "TraceError", "Trace", "Instruction", "BlockRV",
-           "LoopRV", "ExprRV", "replay", "schedule_from_trace"]
+           "LoopRV", "ExprRV", "replay", "schedule_from_trace", "WorkBudget",
+           "WorkBudgetError", "work_budget"]

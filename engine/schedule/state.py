@@ -43,6 +43,7 @@ from .instruction import Instruction, norm_workload
 from .recorded_trace import Trace
 from .registry import MARKS, Ctx, LocationMark, Primitive
 from .tree import FuncIndex
+from .work_budget import current_budget
 
 _uid = itertools.count()
 
@@ -429,10 +430,17 @@ class Schedule:
         func = self._mod[func_name]
         ctx = Ctx(self._mod, func_name, func, self._index_of(func), step, method,
                   rng=self._rng, decision=decision)
+        budget = current_budget()
+        if budget is not None:
+            budget.check_time(method)
         result = prim.apply(ctx, resolved, list(attrs))
+        new_func = result.func if result.func is not None else func
+        if budget is not None:
+            budget.check_time(method)
+            if new_func is not func:
+                budget.check_size(method, new_func)
 
         # ---- commit (nothing above may have changed self)
-        new_func = result.func if result.func is not None else func
         new_mod = self._mod
         if new_func is not func:
             new_mod = self._mod.with_function(func_name, new_func)

@@ -1,6 +1,7 @@
 """Helpers shared by the primitive modules: argument checks and small IR utilities."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from engine.ir import expr as E
@@ -11,6 +12,36 @@ from ..registry import Ctx
 
 def loop_name(loop: For) -> str:
     return loop.loop_var.name
+
+
+#: a generated loop name longer than this is shortened (see :func:`split_names`)
+MAX_GENERATED_NAME = 48
+_GENERATED_SUFFIX = re.compile(r"_(?:[0-9]+|fused|o|i|init)(?=_|$)")
+
+
+def name_stem(name: str) -> str:
+    """The name a generated loop name grew from: the text before its first generated
+    suffix (``_0``, ``_fused``, ...), at most 24 characters (``i_0_j_0_fused`` -> ``i``)."""
+    m = _GENERATED_SUFFIX.search(name)
+    stem = name[:m.start()] if m and m.start() > 0 else name
+    return stem[:24]
+
+
+def split_names(base: str, n: int) -> list[str]:
+    """The names of the ``n`` loops a split of loop ``base`` makes: TVM's ``base_0``,
+    ``base_1``, ... — on the stem of ``base`` when those would be longer than
+    :data:`MAX_GENERATED_NAME` (a link of many splits must not grow names without end)."""
+    if len(base) + 1 + len(str(n - 1)) > MAX_GENERATED_NAME:
+        base = name_stem(base)
+    return [f"{base}_{i}" for i in range(n)]
+
+
+def fused_name(names: list[str]) -> str:
+    """The name of the loop a fuse makes: TVM's ``i_j_fused`` — or ``<stem of the first
+    loop>_fused`` when that would be longer than :data:`MAX_GENERATED_NAME` (TVM's scheme
+    doubles the names with every round of fuse and split)."""
+    joined = "_".join(names) + "_fused"
+    return joined if len(joined) <= MAX_GENERATED_NAME else name_stem(names[0]) + "_fused"
 
 
 def subject_of(node: Any) -> str:

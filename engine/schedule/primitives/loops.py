@@ -10,7 +10,7 @@ from engine.ir.stmt import BlockRealize, For, ForKind, IfThenElse
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
-from ._common import as_bool, conj, expect_loop, is_int, subject_of
+from ._common import as_bool, conj, expect_loop, fused_name, is_int, split_names, subject_of
 
 
 def _simplify_realizes(stmt, var_ranges=None):
@@ -145,7 +145,7 @@ class Split(Primitive):
                             "use factors that divide the extent", highlight=hl)
         base = loop.loop_var.name
         dtype = loop.loop_var.dtype
-        new_vars = [E.Var(f"{base}_{i}", dtype) for i in range(len(factors))]
+        new_vars = [E.Var(name, dtype) for name in split_names(base, len(factors))]
         fused: E.PrimExpr = new_vars[0]
         for v, f in zip(new_vars[1:], factors[1:]):
             fused = fused * E.const(f, dtype) + v
@@ -246,7 +246,7 @@ class Fuse(Primitive):
                     raise ctx.error(subject_of(inner), "its extent depends on an outer loop "
                                     "being fused", "", highlight=[inner.loop_var.name])
         dtype = loops[0].loop_var.dtype
-        fused = E.Var("_".join(names) + "_fused", dtype)
+        fused = E.Var(fused_name(names), dtype)
         vmap = {}
         stride: E.PrimExpr = E.const(1, dtype)
         for idx in range(len(loops) - 1, -1, -1):

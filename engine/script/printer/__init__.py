@@ -33,8 +33,8 @@ buffers, regions), :mod:`.stmts` (statements, loops, blocks, line spans) and :mo
 (modules, function headers and the entry points).
 """
 from .exprs import call_result_dtype
-from .module import (DIALECTS, Span, dialect_spelling, prim_func_lines, repr_node, script,
-                     script_with_spans)
+from .module import (DIALECTS, ScriptTooLarge, Span, dialect_spelling, prim_func_lines,
+                     repr_node, script, script_with_spans)
 
 __all__ = ["Span", "script", "script_with_spans", "repr_node", "call_result_dtype",
-           "prim_func_lines", "DIALECTS", "dialect_spelling"]
+           "prim_func_lines", "DIALECTS", "dialect_spelling", "ScriptTooLarge"]

@@ -13,7 +13,7 @@ from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.function import IRModule, PrimFunc
 
 from .names import sanitize
-from .stmts import StmtPrinter, is_true
+from .stmts import ScriptTooLarge, StmtPrinter, is_true
 
 #: The spellings of each script dialect: ``course-2022`` is the course's TVMScript (the
 #: default), ``tvm-0.27`` what Apache TVM 0.27 reads and prints (``T.block`` became
@@ -78,10 +78,15 @@ def _contains_block(s: Any) -> bool:
 
 
 class Printer(StmtPrinter):
-    """One printing job: lines, optional spans, and a scoped name table."""
+    """One printing job: lines, optional spans, and a scoped name table; with
+    ``max_chars``, the job stops with :class:`ScriptTooLarge` as soon as its lines hold more
+    characters than that."""
 
-    def __init__(self, want_spans: bool, dialect: str = "course-2022"):
+    def __init__(self, want_spans: bool, dialect: str = "course-2022",
+                 max_chars: int | None = None):
         self.spell = dialect_spelling(dialect)
+        self.max_chars = max_chars
+        self.chars = 0
         self.lines: list[str] = []
         self.spans: list[list] | None = [] if want_spans else None
         self._indents = ["    " * i for i in range(64)]
@@ -148,10 +153,11 @@ class Printer(StmtPrinter):
         return "\n".join(self.lines) + "\n"
 
 
-def script(obj: Any, dialect: str = "course-2022") -> str:
+def script(obj: Any, dialect: str = "course-2022", max_chars: int | None = None) -> str:
     """TVMScript text of an IRModule or PrimFunc, in the course's 2022 syntax or, with
-    ``dialect="tvm-0.27"``, in Apache TVM 0.27's (see :data:`DIALECTS`)."""
-    return Printer(False, dialect).run(obj)
+    ``dialect="tvm-0.27"``, in Apache TVM 0.27's (see :data:`DIALECTS`); with
+    ``max_chars``, :class:`ScriptTooLarge` instead of a longer text."""
+    return Printer(False, dialect, max_chars).run(obj)
 
 
 def prim_func_lines(f: PrimFunc, name: str, indent: int) -> list[str]:
@@ -162,10 +168,11 @@ def prim_func_lines(f: PrimFunc, name: str, indent: int) -> list[str]:
     return p.lines
 
 
-def script_with_spans(obj: Any, dialect: str = "course-2022") -> tuple[str, list[Span]]:
+def script_with_spans(obj: Any, dialect: str = "course-2022",
+                      max_chars: int | None = None) -> tuple[str, list[Span]]:
     """``(text, spans)``: the text of :func:`script` and where each loop, block and
-    statement is printed (see :class:`Span`)."""
-    p = Printer(True, dialect)
+    statement is printed (see :class:`Span`); ``max_chars`` as for :func:`script`."""
+    p = Printer(True, dialect, max_chars)
     text = p.run(obj)
     return text, [Span(*rec) for rec in p.spans]
 

@@ -44,8 +44,19 @@ def _uses_any(e: Any, var_ids: set) -> bool:
     return False
 
 
+class ScriptTooLarge(ValueError):
+    """The printed text would be longer than the ``max_chars`` asked for."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        super().__init__(f"the program's text is longer than {max_chars} characters")
+
+
 class StmtPrinter(ExprPrinter):
     """Statement printing into ``self.lines`` (mixed into the printer)."""
+
+    max_chars: int | None = None   # set by the printer: stop beyond this many characters
+    chars = 0
 
     def stmt_table(self) -> dict:
         """Statement node type -> the bound method printing it."""
@@ -56,7 +67,12 @@ class StmtPrinter(ExprPrinter):
         }
 
     def emit(self, ind: int, text: str) -> None:
-        self.lines.append(self._indents[ind] + text if ind < 64 else "    " * ind + text)
+        line = self._indents[ind] + text if ind < 64 else "    " * ind + text
+        if self.max_chars is not None:
+            self.chars += len(line) + 1
+            if self.chars > self.max_chars:
+                raise ScriptTooLarge(self.max_chars)
+        self.lines.append(line)
 
     def span(self, node: Any, kind: str, name: str, start: int) -> list | None:
         if self.spans is None:
