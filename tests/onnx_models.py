@@ -70,3 +70,35 @@ def reshape_chain(seed=0):
 def reference(m, feeds):
     from onnx.reference import ReferenceEvaluator
     return ReferenceEvaluator(m).run(None, feeds)
+
+
+def one_op(op_type, x_shape, inits=(), opset=17, name="n", outputs=("y",), **attrs):
+    """A model of one ``op_type`` node reading the input ``x`` then the ``inits`` (name,
+    array) in order; the outputs are declared without shapes (the reader works them out)."""
+    node = helper.make_node(op_type, ["x"] + [n for n, _ in inits], list(outputs), name=name,
+                            **attrs)
+    return model_of([node], [("x", x_shape)], list(outputs), inits, opset)
+
+
+def model_of(nodes, inputs, outputs, inits=(), opset=17):
+    """Like :func:`model`, with the outputs named only (no declared shape)."""
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def folded_conv_with_huge_pads(pad=16000, stride=16000, dtype="float32"):
+    """A few hundred bytes: a Conv of two 1x1x1x1 constants padded by ``pad`` on every side
+    (folded at import: the padded input alone would be (2 * pad + 1)**2 values), added to
+    the input ``x`` of the (tiny) output's shape."""
+    side = (2 * pad + 1 - 1) // stride + 1
+    one = np.ones((1, 1, 1, 1), dtype=dtype)
+    nodes = [helper.make_node("Conv", ["c", "w"], ["k"], pads=[pad] * 4,
+                              strides=[stride, stride], name="conv"),
+             helper.make_node("Add", ["x", "k"], ["y"], name="add")]
+    return model_of(nodes, [("x", [1, 1, side, side])], ["y"], [("c", one), ("w", one)])

@@ -68,16 +68,21 @@ def get(name: str, cache_dir: str | None = None) -> Model:
 
 
 def from_onnx_bytes(data: bytes, title: str = "ONNX model", limits: Any = None) -> Model:
-    """A model read from the bytes of an ONNX file (its batch is the file's)."""
-    from engine.relax.frontend import from_onnx
+    """A model read from the bytes of an ONNX file (its batch is the file's), read once;
+    an :class:`~engine.relax.frontend.ImportError_` sentence for anything the model page
+    cannot run (it runs models of one input and one output)."""
+    from engine.relax.frontend import ImportError_
     from engine.relax.frontend.graph import evaluate
+    from engine.relax.frontend.onnx import graph_to_relax
     from engine.relax.frontend.onnx_reader import read_onnx
 
     graph = read_onnx(data, None, limits)
-    mod = from_onnx(data, None, limits)
-    if len(graph.inputs) != 1:
-        raise ValueError(f"the model has {len(graph.inputs)} inputs; the model page runs "
-                         "models of one input")
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise ImportError_(f"the model has {len(graph.inputs)} input"
+                           f"{'s' * (len(graph.inputs) != 1)} and {len(graph.outputs)} "
+                           f"output{'s' * (len(graph.outputs) != 1)}; the model page runs "
+                           "models of one input and one output")
+    mod = graph_to_relax(graph)
     (in_name, (shape, _)), = graph.inputs.items()
 
     def build(batch: int) -> IRModule:
