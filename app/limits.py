@@ -177,6 +177,10 @@ class Limits:
     max_token_chars: int = 8000              # the URL's t=<base64url> trace token
     max_index_map_points: int = 1 << 21      # points one request may evaluate to check
                                              # that transform_layout's maps are one-to-one
+    # Work one request may do in the web process (app.web.budget).
+    max_request_cpu_s: float = 5.0           # CPU seconds of replaying and applying steps
+    max_program_nodes: int = 100_000         # IR nodes of a program (counted as a tree)
+    max_printed_chars: int = 2_000_000       # a program's printed text
     # JSON (trace import, pasted TVM traces, API bodies).
     max_json_bytes: int = 512 * KiB
     max_json_depth: int = 32

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from engine.ir import structural_hash
 
-from ..kept import KeptByIdentity
+from ..kept import MiB, KeptByIdentity
 from ..store import machine_fingerprint
 from .protocol import (Job, JobResult, PoolClosed, PoolUnavailable, QueueFull, loop_index,
                        module_bytes, step_dict, step_job)
@@ -214,7 +214,7 @@ class StepMeasurer:
     #: the hashes of the last programs hashed, by identity: a click asks for its program's
     #: hash several times (its prefetched step and cache jobs, the stored results the
     #: answer may carry), and the modules are immutable
-    _HASHES: "KeptByIdentity[str]" = KeptByIdentity(64)
+    _HASHES: "KeptByIdentity[str]" = KeptByIdentity(8 * MiB)
 
     @classmethod
     def program_hash(cls, mod: Any) -> str:

@@ -48,7 +48,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..kept import KeptByIdentity
+from ..kept import MiB, KeptByIdentity, ir_bytes
 
 __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "PoolUnavailable",
            "BadReply", "STEP_ACTIONS", "ENGINE_ACTIONS", "SLOT_AT_START", "WORKER_STATUSES",
@@ -269,7 +269,8 @@ def decode_reply(raw: bytes) -> tuple:
 # --------------------------------------------------------------------------- explorer steps
 #: the last modules pickled, by identity (the IR is immutable): a click sends its program
 #: twice, in its step job and in its cache simulation's job
-_PICKLED: "KeptByIdentity[bytes]" = KeptByIdentity(16)
+_PICKLED: "KeptByIdentity[bytes]" = KeptByIdentity(
+    16 * MiB, lambda mod, data: ir_bytes(mod) + len(data))
 
 
 def module_bytes(mod: Any) -> bytes:

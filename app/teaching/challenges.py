@@ -17,9 +17,9 @@ from werkzeug.datastructures import MultiDict
 from engine import challenges
 from engine.challenges import ChallengeResult
 from engine.lessons import runner
-from engine.schedule.primitives.layout import CheckBudget, check_budget
 
 from ..errors import AppError
+from ..web.budget import ensure_budget
 from ..web.services import limits, measurer
 from ..web.session import Session, decode_token
 from . import compare
@@ -84,8 +84,8 @@ def challenge_page(cid: str):
                            f"The pasted text is longer than {compare.MAX_SIDE} characters.",
                            back=f"/challenges/{ch.id}", back_label="the challenge")
         token, params = solution_of(ch, solution)
-        try:   # the replays of this request share one budget of index-map points
-            with check_budget(CheckBudget(limits().max_index_map_points)):
+        try:   # the replays of this request share its work budget (app.web.budget)
+            with ensure_budget(limits()):
                 if getattr(ch, "kind", "") == "beat_time":
                     res = beat_time(ch, token, params or None)
                 else:   # structural: replays the schedule, compiles nothing

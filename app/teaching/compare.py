@@ -27,7 +27,7 @@ from engine.schedule import Trace
 
 from ..errors import AppError
 from ..web.panes import cache as cache_view
-from ..web.panes import diagram, diff, measurement, trace
+from ..web.panes import diagram, diff, measurement, program, trace
 from ..web.plots import jsonable, layout
 from ..web.selection import module_trees
 from ..web.session import Session, trace_json
@@ -233,7 +233,7 @@ def compare_page():
     sides = []
     texts = []
     for label, s in (("A", sa), ("B", sb)):
-        texts.append(s.mod_at(s.at).script())
+        texts.append(program.program_text(s.mod_at(s.at)))
     in_a, in_b, summary = changed_lines(texts[0], texts[1])
     for label, s, text, changed in (("A", sa, texts[0], in_a), ("B", sb, texts[1], in_b)):
         mod = s.mod_at(s.at)

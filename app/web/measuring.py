@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import current_app, has_request_context, request
 
-from ..kept import Kept
+from ..kept import Kept, MiB
 from ..limits import LimitError, MeasurePlan
 from ..service.protocol import PoolClosed, PoolUnavailable, QueueFull
 from .services import limits, measurer
@@ -159,10 +159,10 @@ class SettledBodies:
     Previous) then carries its bodies without looking up and drawing each step again
     (4-5 ms of the answer's 15 ms for the course's fourth step)."""
 
-    KEEP = 128
+    KEEP_BYTES = 8 * MiB
 
     def __init__(self) -> None:
-        self._bodies: "Kept[Any]" = Kept(self.KEEP)
+        self._bodies: "Kept[Any]" = Kept(self.KEEP_BYTES)
 
     def get(self, kind: str, session: Session):
         return self._bodies.get((kind, session.url()))

@@ -27,6 +27,7 @@ from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
 from engine.schedule import Schedule
 
 from ..errors import AppError
+from .budget import budget_error_of, ensure_budget, over_budget_text
 from .services import instance_folder, limits
 from .session import CUSTOM, decode_token, encode_src
 
@@ -192,13 +193,11 @@ class ModelState:
 
     def scheduled(self) -> tuple[IRModule, dict[str, Any]]:
         """The current module: the base with each function's trace from the link replayed
-        (within the request's budget); and the traces (function -> Trace)."""
-        from engine.schedule.primitives.layout import CheckBudget
-
+        (within the request's work budget, shared by all the link's traces: see
+        :mod:`app.web.budget`); and the traces (function -> Trace)."""
         mod = self.base()
         funcs, traces = dict(mod.items()), {}
         back = self.url(tokens={})
-        budget = CheckBudget(limits().max_index_map_points)   # one for all the link's traces
         for fname, token in self.tokens.items():
             if fname not in funcs or not isinstance(funcs[fname], PrimFunc):
                 raise AppError(400, "No such function", f"The link schedules {fname[:60]!r}, "
@@ -206,19 +205,22 @@ class ModelState:
                                back=back, back_label="the model without schedules")
             trace = decode_token(token, back, "the model without schedules")
             sch = Schedule(IRModule(((fname, funcs[fname]),)))
-            _replay(trace, sch, fname, back, budget)
+            _replay(trace, sch, fname, back)
             funcs[fname] = sch.mod[fname]
             traces[fname] = trace
         return IRModule(tuple(funcs.items())), traces
 
 
-def _replay(trace, sch, fname: str, back: str, budget) -> None:
-    from engine.schedule.primitives.layout import check_budget
-
+def _replay(trace, sch, fname: str, back: str) -> None:
     try:
-        with check_budget(budget):
+        with ensure_budget(limits()):
             trace.apply_to_schedule(sch)
     except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
+        over = budget_error_of(e)
+        if over is not None:
+            raise AppError(400, "Over a limit", over_budget_text(
+                f"The trace of {fname}", over, limits()), back=back,
+                back_label="the model without schedules") from None
         raise AppError(400, "The trace does not replay",
                        f"The trace of {fname} cannot be applied to it: {e}", back=back,
                        back_label="the model without schedules") from None

@@ -314,7 +314,7 @@ def export(workload: str, fmt: str):
     if fmt == "json":
         body = json.dumps(trace_json(trace), indent=2)
     elif fmt == "program":  # printed only: the web process never compiles or runs it
-        body = s.mod_at(s.at).script(dialect=s.dialect)
+        body = program_view.program_text(s.mod_at(s.at), s.dialect)
     else:
         body = _export_text(trace, fmt, s)
     mime, ext, _ = EXPORTS[fmt]

@@ -20,7 +20,7 @@ from engine.ir import (Block, BlockRealize, For, ForKind, IfThenElse, IRModule, 
                        SeqStmt, as_const_int, collect_vars)
 from engine.ir.stmt import Allocate
 
-from ..kept import KeptByIdentity
+from ..kept import MiB, KeptByIdentity, ir_bytes
 from ..limits import whole_number
 
 
@@ -152,7 +152,8 @@ def build_tree(func: PrimFunc, func_name: str | None = None) -> FuncTree:
 
 #: the trees of the last modules walked, by identity: a click walks the program before it
 #: and its new one, and the trace pane the program before each step
-_TREES: "KeptByIdentity[list[FuncTree]]" = KeptByIdentity(64)
+_TREES: "KeptByIdentity[list[FuncTree]]" = KeptByIdentity(
+    16 * MiB, lambda mod, trees: 2 * ir_bytes(mod))
 
 
 def module_trees(mod: IRModule) -> list[FuncTree]:

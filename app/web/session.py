@@ -20,25 +20,25 @@ import base64
 import binascii
 import json
 import re
-import threading
 import zlib
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 from engine.ir import IRModule, PrimFunc
 from engine.ir.functor import post_order_visit
+from engine.ir.size import tree_size
 from engine.ir.stmt import Block
 from engine.schedule import Schedule, Trace
-from engine.schedule.primitives.layout import CheckBudget, IndexMapBudgetError, check_budget
 from engine.schedule.registry import lookup_kind
 from engine.script import ScriptError, parse
 from engine import workloads
 from engine.workloads import WorkloadError
 
 from ..errors import AppError
+from ..kept import MiB, Kept, ir_bytes
 from ..limits import whole_number
+from .budget import budget_error_of, ensure_budget, over_budget_text
 from .services import limits
 
 RESERVED = {"t", "at", "sel", "src", "dialect"}
@@ -139,22 +139,26 @@ def _limits(lim) -> tuple[Any, Any]:
     return None, None
 
 
-_MOD_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
-_MOD_LOCK = threading.Lock()
-_STATE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()   # replayed programs by trace prefix
+#: the gallery's programs by workload and sizes
+_MOD_CACHE: "Kept[Any]" = Kept(16 * MiB)
+#: replayed programs by trace prefix (each weighed with its key: the prefix's text)
+_STATE_CACHE: "Kept[Any]" = Kept(32 * MiB)
 #: replayed schedules by trace prefix (the same keys): a click applies its primitive to a
 #: duplicate of the state's schedule instead of replaying the trace again. Never mutated:
 #: every use gets an exact duplicate (``Schedule.duplicate``: same handles, same generator
 #: state, so it goes on exactly as a fresh replay would).
-_SCHEDULE_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
-_SCHEDULES_KEPT = 64
-_STATES_KEPT = 256
+_SCHEDULE_CACHE: "Kept[Any]" = Kept(32 * MiB)
+
+
+def _state_bytes(key: tuple, value: Any) -> int:
+    """The weight of a kept state: its program (or schedule) and its key's text."""
+    return ir_bytes(value) + sum(len(k) for k in key if isinstance(k, str))
 
 
 def load_workload(name: str, params: dict):
     """``engine.workloads.get(name, **params)``; a refusal becomes a 400 page."""
     key = (name, tuple(sorted(params.items())))
-    got = _kept(_MOD_CACHE, key)
+    got = _MOD_CACHE.get(key)
     if got is not None:
         return got
     try:
@@ -166,7 +170,7 @@ def load_workload(name: str, params: dict):
                        back="/", back_label="the gallery") from None
     _check_limit(limits().check_buffers, name, buffer_bytes(mod),
                  back=f"/explore/{name}", back_label=f"{name} at its default sizes")
-    _keep(_MOD_CACHE, key, mod, 64)
+    _MOD_CACHE.put(key, mod)
     return mod
 
 
@@ -252,6 +256,11 @@ def parse_program(text: str):
     if not isinstance(mod, IRModule) or len(mod) == 0:
         raise AppError(400, "The program does not parse",
                        "The text holds no prim_func to explore.", back="/", back_label="the gallery")
+    cap = limits().max_program_nodes
+    if tree_size(mod, cap) > cap:
+        raise AppError(400, "Over a limit", f"The program has more than {cap} IR nodes "
+                       "(max_program_nodes); paste a smaller program.", back="/",
+                       back_label="the gallery")
     return mod
 
 
@@ -326,7 +335,6 @@ class Session:
     at: int = 0
     dialect: str = DEFAULT_DIALECT       # the program pane's script dialect
     _mods: dict = field(default_factory=dict)
-    _budget: Any = None                  # the request's CheckBudget (see :meth:`bounded`)
 
     # -- construction
     @classmethod
@@ -470,28 +478,25 @@ class Session:
         return Schedule(self.mod0, workload=self.workload_arg(), seed=0)
 
     def bounded(self):
-        """A context in which schedule primitives draw their analyses whose cost depends
-        on the link (the one-to-one check of index maps) from this session's budget of
-        ``max_index_map_points``, shared by all its replays: a link cannot make one
-        request do more than that much work, whatever its sizes and maps."""
-        if self._budget is None:
-            self._budget = CheckBudget(limits().max_index_map_points)
-        return check_budget(self._budget)
+        """A context in which schedule primitives draw on the request's work budget
+        (:mod:`app.web.budget`: CPU seconds, program size, index-map points), shared by
+        all the replays of the request — or, outside a request, on one of this session's
+        own: a link cannot make one request do more than that much work."""
+        return ensure_budget(limits())
 
     def replay(self, trace, sch, what: str, back: str, back_label: str,
                title: str = "The trace does not replay") -> None:
-        """Apply ``trace`` to ``sch`` within the session's budget; a trace that does not
+        """Apply ``trace`` to ``sch`` within the request's budget; a trace that does not
         replay is a 400 ``title``, ``"what: reason"``, one over the budget a 400 naming
         the limit."""
         try:
             with self.bounded():
                 trace.apply_to_schedule(sch)
         except Exception as e:  # noqa: BLE001 - a trace that does not replay is the link's fault
-            cause = e.__cause__ if isinstance(e.__cause__, IndexMapBudgetError) else e
-            if isinstance(cause, IndexMapBudgetError):
-                raise AppError(400, "Over a limit", over_budget_text(
-                    what, cause, limits().max_index_map_points), back=back,
-                    back_label=back_label) from None
+            over = budget_error_of(e)
+            if over is not None:
+                raise AppError(400, "Over a limit", over_budget_text(what, over, limits()),
+                               back=back, back_label=back_label) from None
             raise AppError(400, title, f"{what}: {e}", back=back,
                            back_label=back_label) from None
 
@@ -502,14 +507,14 @@ class Session:
         if k == 0 or self.trace is None:
             return self.new_schedule()
         key = self._state_key(k)
-        hit = _kept(_SCHEDULE_CACHE, key)
+        hit = _SCHEDULE_CACHE.get(key)
         if hit is not None:
             return hit.duplicate()
         sch = self.new_schedule()
         self.replay(self.prefix_trace(k), sch,
                     f"Step {k} of this trace cannot be applied to {self.workload}",
                     self.url(token="", at=None), "the initial program")
-        _keep(_SCHEDULE_CACHE, key, sch.duplicate(), _SCHEDULES_KEPT)
+        _SCHEDULE_CACHE.put(key, sch.duplicate(), _state_bytes(key, sch))
         return sch
 
     def remember(self, k: int, mod, sch=None, sampled: bool = False) -> None:
@@ -524,9 +529,9 @@ class Session:
         self._mods[k] = mod
         if k > 0:
             key = self._state_key(k)
-            _keep(_STATE_CACHE, key, mod, _STATES_KEPT)
+            _STATE_CACHE.put(key, mod, _state_bytes(key, mod))
             if sch is not None and not sampled:
-                _keep(_SCHEDULE_CACHE, key, sch.duplicate(), _SCHEDULES_KEPT)
+                _SCHEDULE_CACHE.put(key, sch.duplicate(), _state_bytes(key, sch))
 
     def _state_key(self, k: int) -> tuple:
         """What the program after ``k`` steps depends on (its key in the replay cache)."""
@@ -539,37 +544,13 @@ class Session:
             return self.mod0
         if k not in self._mods:
             key = self._state_key(k)
-            hit = _kept(_STATE_CACHE, key)
+            hit = _STATE_CACHE.get(key)
             if hit is None:
                 hit = self.schedule_at(k).mod
-                _keep(_STATE_CACHE, key, hit, _STATES_KEPT)
+                _STATE_CACHE.put(key, hit, _state_bytes(key, hit))
             self._mods[k] = hit
         return self._mods[k]
 
 
-def _kept(cache: OrderedDict, key):
-    """The value ``cache`` keeps under ``key`` (now the most recently used), or None."""
-    with _MOD_LOCK:
-        got = cache.get(key)
-        if got is not None:
-            cache.move_to_end(key)
-        return got
-
-
-def _keep(cache: OrderedDict, key, value, kept: int) -> None:
-    """Keep ``value`` under ``key``; the least recently used beyond ``kept`` entries go."""
-    with _MOD_LOCK:
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > kept:
-            cache.popitem(last=False)
-
-
 def encode_trace(trace) -> str:
     return trace.encode()
-
-
-def over_budget_text(what: str, e: IndexMapBudgetError, points: int) -> str:
-    """The refusal of a step whose index map is too costly to check in the web process."""
-    return (f"{what}: {e.primitive} on {e.subject} — {e.rule}. The explorer checks at most {points} points "
-            f"per request (max_index_map_points).")

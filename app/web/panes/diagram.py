@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 from engine.cache import host_geometry, loop_footprints
 
-from ...kept import Kept
+from ...kept import Kept, MiB
 from ..selection import FuncTree, LoopNode
 
 WIDTH = 560
@@ -204,7 +204,8 @@ def _geometry():
 #: the last diagrams drawn, by the program's printed text (the diagram shows nothing the
 #: text does not say: names, loops, blocks, buffers): a state seen again (an undo, a redo, a
 #: step link, the same click again) is not analysed and drawn again
-_DRAWN: "Kept[list[Markup]]" = Kept(64)
+_DRAWN: "Kept[list[Markup]]" = Kept(
+    8 * MiB, lambda drawn: 64 + sum(len(svg) for svg in drawn))
 
 
 def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = None

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.script import script_with_spans
+from engine.script.printer import ScriptTooLarge
 
-from ...kept import KeptByIdentity
+from ...errors import AppError
+from ...kept import MiB, KeptByIdentity, ir_bytes
 from ..selection import FuncTree
+from ..services import limits
 from ..session import DIALECTS
 from . import diff
 
@@ -95,13 +98,30 @@ def program_lines(text: str, spans, trees: list[FuncTree], changed: set[int]) ->
 
 #: the last programs printed, by module identity and dialect: a click prints its new
 #: program, and its diff needs the program before it, which the click before printed
-_PRINTED: "KeptByIdentity[tuple[str, Any]]" = KeptByIdentity(32)
+_PRINTED: "KeptByIdentity[tuple[str, Any]]" = KeptByIdentity(
+    16 * MiB, lambda mod, printed: ir_bytes(mod) + 3 * len(printed[0]))
 
 
 def printed(mod, dialect: str) -> tuple[str, Any]:
     """``engine.script.script_with_spans(mod, dialect=dialect)``: the text and its span
-    map, printed once per module object and dialect (see :class:`app.kept.KeptByIdentity`)."""
-    return _PRINTED.get(mod, lambda: script_with_spans(mod, dialect=dialect), dialect)
+    map, printed once per module object and dialect (see :class:`app.kept.KeptByIdentity`);
+    a program whose text would be over ``max_printed_chars`` is a 400 naming the limit."""
+    return _PRINTED.get(mod, lambda: _print(mod, dialect), dialect)
+
+
+def program_text(mod, dialect: str = "course-2022") -> str:
+    """The text of :func:`printed` alone."""
+    return printed(mod, dialect)[0]
+
+
+def _print(mod, dialect: str) -> tuple[str, Any]:
+    cap = limits().max_printed_chars
+    try:
+        return script_with_spans(mod, dialect=dialect, max_chars=cap)
+    except ScriptTooLarge:
+        raise AppError(400, "Over a limit", f"This program's text is longer than {cap} "
+                       "characters (max_printed_chars): the explorer does not show programs "
+                       "that large. Undo the step that made it grow.") from None
 
 
 def context(session, mod, trees: list[FuncTree]) -> dict:
