@@ -18,7 +18,11 @@ pipe, relays the worker's requests for core slots, and turns what happens into a
   ``reply_max_bytes``: :func:`~app.service.protocol.decode_reply`) fails the job and
   replaces the worker — what a worker sends is never unpickled;
 * after ``max_jobs_per_worker`` jobs the worker is recycled (generated code and compile
-  caches accumulate in a long-lived process).
+  caches accumulate in a long-lived process);
+* when the pool closes, the worker is killed, even in the middle of a job (its ticket ends
+  "shutdown"); when the server dies without closing it, the worker dies too: it is told
+  the server's pid and how it was started, and guards itself
+  (:func:`app.service.worker.die_with_parent`, :func:`~app.service.worker.watch_parent_pipe`).
 """
 from __future__ import annotations
 
@@ -43,7 +47,8 @@ STOP_POLL_S = 0.5
 def _worker_main(conn: Any, config: dict[str, Any]) -> None:
     """The worker process's entry point. The worker's code (and with it numpy, llvmlite and
     the engine) is imported here, in the worker — the forkserver has preloaded it — never
-    in the web server's process."""
+    in the web server's process. The worker's first act is to make sure it dies with the
+    server (:func:`app.service.worker.die_with_parent`)."""
     from .worker import worker_loop
     worker_loop(conn, config)
 
@@ -89,7 +94,10 @@ class Supervisor:
         pcfg = self.pool.config
         cfg = {"memory_bytes": pcfg.memory_bytes, "file_size_bytes": pcfg.file_size_bytes,
                "reply_max_bytes": pcfg.reply_max_bytes,
-               "nice": pcfg.nice}
+               "nice": pcfg.nice,
+               # how the worker knows it still has a server (worker.die_with_parent)
+               "server_pid": os.getpid(),
+               "via_forkserver": ctx.get_start_method() == "forkserver"}
         proc = ctx.Process(target=_worker_main, args=(child, cfg),
                            name=f"measure-worker-{self.index}", daemon=True)
         proc.start()

@@ -13,6 +13,26 @@ closes), reports the signal, and starts a fresh worker. :func:`run_job` runs one
 actions in order (:data:`ACTIONS`: the engine's, from :mod:`app.service.actions`, and the
 ``debug:*`` test hooks that crash, abort, hang, hog memory..., accepted only by a pool
 created with ``allow_debug=True``) and reports its status.
+
+**A worker dies with the server**, however the server ends (a clean stop closes the pool,
+which kills its workers; a SIGKILL or a crash of the server cleans nothing up), even in the
+middle of a job that would run for minutes. Two guards, set up before anything else:
+
+* :func:`die_with_parent`: under the ``forkserver`` start method (the pool's default) the
+  worker's parent is the forkserver process, forked from by that process's main thread, its
+  only thread that forks, which ends only when the forkserver exits; and the forkserver
+  exits when the server does (its "alive" pipe from the server closes). So the worker asks
+  the kernel for SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``, Linux), then
+  checks its parent is still the server's forkserver (it may have died before the
+  ``prctl``) and exits if not. Under ``spawn`` the parent is the server itself, and the
+  thread that forked is one of the server's threads (the pool's supervisor threads start
+  replacement workers): ``PR_SET_PDEATHSIG`` fires when that *thread* ends, which may be
+  long before the server does, so it is not used there; the parent is only checked;
+* :func:`watch_parent_pipe` (any start method, any POSIX system): a thread of the worker
+  waits for its pipe to the server to hang up (the server's end closes when the server
+  dies, or when the pool drops the worker) and ends the process with ``os._exit`` at once,
+  whatever its main thread is running. It only polls the descriptor for a hang-up; it never
+  reads from the pipe.
 """
 from __future__ import annotations
 
@@ -26,6 +46,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any, Callable
@@ -349,6 +370,101 @@ class ReplyChannel:
         self.raw.close()
 
 
+# --------------------------------------------------------------------------- dying with the server
+#: ``prctl`` option: the signal this process gets when its parent (the thread that forked it) dies
+PR_SET_PDEATHSIG = 1
+#: the exit status of a worker that found its server gone (see :func:`watch_parent_pipe`)
+PARENT_GONE_EXIT = 75
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Ask the kernel to send ``sig`` to this process when the thread that forked it ends
+    (``prctl(PR_SET_PDEATHSIG, sig)``). Linux only: False where it is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(int(sig)),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent process of ``pid`` (from ``/proc/<pid>/stat``), or None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def started_by_server(server_pid: int, via_forkserver: bool, parent: int,
+                      grandparent: int | None) -> bool:
+    """Whether a worker whose parent is ``parent`` (and its parent ``grandparent``) is still
+    attached to the server that started it: its parent is the server itself (``spawn``), or
+    the server's forkserver (``via_forkserver``). An orphan's parent is init (1) or a
+    subreaper, whose parent is not the server."""
+    if via_forkserver:
+        if parent in (1, server_pid):     # orphaned: adopted by init (or by the server)
+            return False
+        return grandparent in (server_pid, None)   # None: no /proc; the pipe guard decides
+    return parent == server_pid
+
+
+def die_with_parent(config: dict[str, Any]) -> None:
+    """The worker's first guard (see the module docstring): under the forkserver, SIGKILL
+    when the forkserver dies; then exit now if the server (or its forkserver) is already
+    gone. ``config["server_pid"]``: the server that started this worker (absent: no check);
+    ``config["via_forkserver"]``: whether it was forked by the server's forkserver."""
+    server_pid = config.get("server_pid")
+    if not server_pid:
+        return
+    via_forkserver = bool(config.get("via_forkserver"))
+    if via_forkserver:
+        set_parent_death_signal(signal.SIGKILL)
+    parent = os.getppid()                  # after the prctl: a parent gone before it shows
+    grandparent = parent_of(parent) if via_forkserver else None
+    if not started_by_server(int(server_pid), via_forkserver, parent, grandparent):
+        os._exit(PARENT_GONE_EXIT)
+
+
+def _hung_up(fd: int) -> bool:
+    """Wait until the pipe ``fd`` hangs up (its other end closed) or is closed here: True
+    for a hang-up or an error, False when this process closed ``fd`` itself. Takes nothing
+    from the pipe (it asks for no event: hang-ups and errors are always reported)."""
+    import select
+    poller = select.poll()
+    poller.register(fd, 0)
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        for _, ev in events:
+            if ev & select.POLLNVAL:
+                return False
+            if ev & (select.POLLHUP | select.POLLERR):
+                return True
+
+
+def watch_parent_pipe(fd: int, on_gone: Callable[[], None] | None = None) -> threading.Thread:
+    """The worker's second guard: a daemon thread that waits for the pipe to the server
+    (``fd``) to hang up, then ends this process at once (``os._exit(PARENT_GONE_EXIT)``,
+    whatever its main thread is running), or calls ``on_gone`` instead (tests). Returns the
+    thread (started)."""
+    def watch() -> None:
+        if _hung_up(fd):
+            if on_gone is not None:
+                on_gone()
+            else:
+                os._exit(PARENT_GONE_EXIT)
+
+    thread = threading.Thread(target=watch, name="parent-pipe-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 # --------------------------------------------------------------------------- main loop
 def _fmt_gib(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
@@ -396,12 +512,15 @@ def run_job(conn, job: dict[str, Any], config: dict[str, Any]) -> None:
 def worker_loop(conn, config: dict[str, Any]) -> None:
     """Entry point of a worker process (``multiprocessing`` target): set up the sandbox
     (no network where the kernel allows it, no inherited descriptors, resource limits),
-    say "ready", then run jobs until told to stop."""
+    say "ready", then run jobs until told to stop. It dies with the server (see the module
+    docstring: :func:`die_with_parent`, :func:`watch_parent_pipe`)."""
+    die_with_parent(config)                # first: the server may be gone already
     # Ctrl-C in the terminal goes to the whole process group: let the server decide.
     with contextlib.suppress(Exception):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    network = isolate_network()            # first: a user namespace needs a single thread
+    network = isolate_network()            # before any thread: a user namespace needs one
     close_inherited_fds(conn.fileno())
+    watch_parent_pipe(conn.fileno())       # from now on, whatever a job is doing
     apply_limits(config)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     channel = ReplyChannel(conn, config.get("reply_max_bytes"))
