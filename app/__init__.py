@@ -79,7 +79,7 @@ def create_app(config: dict[str, Any] | None = None):
     from . import service
     from .limits import Limits
     from .teaching import challenges, compare, lessons, presenter
-    from .web import budget, model_routes, routes
+    from .web import budget, learner, model_routes, routes
     from .web.security import init_security
 
     app = Flask(
@@ -104,6 +104,7 @@ def create_app(config: dict[str, Any] | None = None):
     app.jinja_env.filters["ms"] = format_ms
     add_server_timing(app)
     budget.install(app)     # every request's replays draw on one bounded work budget
+    learner.install(app, app.config.get("EXPLORER_INSTANCE") or app.instance_path)
 
     for blueprint in (routes.bp, model_routes.bp, lessons.bp, challenges.bp, compare.bp,
                       presenter.bp):

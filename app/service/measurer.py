@@ -150,15 +150,18 @@ class StepMeasurer:
     TUNE_MAX_S = 1800.0
 
     def submit_tune(self, workload: str, params: dict[str, Any], trace: Any,
-                    spec: dict[str, Any]) -> Ticket:
-        """Queue a tuning job (the current client's: it takes its turns in the fair queue)
-        searching from ``trace`` (a fixed prefix) with ``spec`` (space, trials, strategy,
-        seed, database); its trials arrive as the ticket's partial results."""
+                    spec: dict[str, Any], owner: str | None = None) -> Ticket:
+        """Queue a tuning job (the current client's: it takes its turns in the fair queue;
+        ``owner``'s, the learner who may stop it) searching from ``trace`` (a fixed prefix)
+        with ``spec`` (space, trials, strategy, seed, database); its trials arrive as the
+        ticket's partial results."""
         limit = min(self.TUNE_MAX_S, 60.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16)))
         return self._submit_tune(Job(actions=("tune",), workload=workload, params=dict(params),
-                                     trace=trace, tune=dict(spec), time_limit_s=limit))
+                                     trace=trace, tune=dict(spec), time_limit_s=limit,
+                                     owner=owner))
 
-    def submit_tune_functions(self, doc: dict[str, Any], spec: dict[str, Any]) -> Ticket:
+    def submit_tune_functions(self, doc: dict[str, Any], spec: dict[str, Any],
+                              owner: str | None = None) -> Ticket:
         """Queue a model's "tune every function": one tuning job (the current client's, one
         search at a time like the Tune tab's) searching each of ``doc["functions"]`` in turn
         (see :func:`app.service.actions.act_tune`); its per-function progress arrives as the
@@ -167,16 +170,27 @@ class StepMeasurer:
         limit = min(self.TUNE_MAX_S, 60.0 + n * (
             10.0 + self.TUNE_S_PER_TRIAL * int(spec.get("trials", 16))))
         return self._submit_tune(Job(actions=("tune",), tune=dict(spec), time_limit_s=limit,
-                                     module=pickle.dumps(doc, pickle.HIGHEST_PROTOCOL)))
+                                     module=pickle.dumps(doc, pickle.HIGHEST_PROTOCOL),
+                                     owner=owner))
+
+    #: searches running at once from one address (each learner: one at a time)
+    TUNES_PER_ADDRESS = 4
 
     def _submit_tune(self, job: Job) -> Ticket:
+        """Queue ``job`` for the current client (address) and ``job.owner`` (the learner):
+        one running search per learner, at most :data:`TUNES_PER_ADDRESS` per address."""
         client = _CLIENT.get()
+        owner = job.owner if job.owner is not None else client
         with self._lock:
-            busy = [t for t in self._tunes.values() if not t.done() and t.client == client]
-        if busy:
+            running = [t for t in self._tunes.values() if not t.done()]
+        if any(t.owner == owner for t in running):
             raise TuneBusy("you already have a search running (one at a time per learner); "
                            "stop it or wait for it to finish")
-        ticket = self._submit(self.pool, job)
+        if client is not None and \
+                sum(t.client == client for t in running) >= self.TUNES_PER_ADDRESS:
+            raise TuneBusy(f"{self.TUNES_PER_ADDRESS} searches are already running from your "
+                           "network address; wait for one of them to finish")
+        ticket = self._submit(self.pool, dataclasses.replace(job, owner=owner))
         with self._lock:
             self._tunes[ticket.id] = ticket
             while len(self._tunes) > self.KEEP_TUNES:

@@ -129,8 +129,10 @@ class Job:
     loop_index: int | None = None       # "pattern": the loop (post-order index of its For)
     iteration: int = 0                  # "pattern": which iteration of that loop
     tune: dict[str, Any] | None = None  # "tune": space, trials, strategy, seed, database
-    client: str | None = None           # who asked (the queue is fair between clients);
-                                        # stays in the server, never sent to a worker
+    client: str | None = None           # who asked (the queue is fair between clients:
+                                        # their addresses); stays in the server
+    owner: str | None = None            # the learner who asked (their signed cookie): who
+                                        # may stop it; stays in the server too
     background: bool = False            # waits while a step compiles (app.service.queue);
                                         # stays in the server too
     program_hash: str | None = None     # ``module``'s structural hash, when the server has
@@ -171,7 +173,7 @@ class Job:
 
     def to_wire(self) -> dict[str, Any]:
         wire = dataclasses.asdict(self)
-        del wire["client"], wire["background"]
+        del wire["client"], wire["owner"], wire["background"]
         return wire
 
 

@@ -30,6 +30,7 @@ class Ticket:
         self.seq = next(_ids)
         self.job = job
         self.client = job.client        # whose job it is: the queue is fair between clients
+        self.owner = job.owner          # the learner who may stop it
         self.submitted = time.monotonic()
         self.started: float | None = None
         self._queue = queue

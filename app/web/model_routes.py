@@ -23,7 +23,7 @@ from flask import Blueprint, redirect, render_template, request
 from ..errors import AppError
 from ..service.protocol import ClientQueueFull, PoolClosed, PoolUnavailable, QueueFull
 from . import model as model_view
-from .measuring import client_key
+from .learner import learner_key
 from .panes import model_tune
 from .plots import model_figure
 from .services import limits, measurer
@@ -122,7 +122,7 @@ def model_tune_start(name: str):
     spec = model_tune.spec_from_form(request.form, state)
     doc = model_tune.tune_doc(state)
     try:
-        ticket = measurer().submit_tune_functions(doc, spec)
+        ticket = measurer().submit_tune_functions(doc, spec, owner=learner_key())
     except Exception as e:  # noqa: BLE001 - a full queue, no workers, a search running: say so
         raise AppError(503, "Cannot start tuning",
                        f"The measurement workers cannot take it now ({e}). Try again in a "
@@ -157,8 +157,9 @@ def model_tune_progress(name: str, tid: str):
 def model_tune_stop(name: str, tid: str):
     state = model_view.ModelState.from_request(name, request.args)
     ticket = _model_ticket(name, tid)
-    if ticket.client is not None and ticket.client != client_key():
-        raise AppError(403, "Not your tuning job", "Only who started it can stop it.",
+    if ticket.owner is not None and ticket.owner != learner_key():
+        raise AppError(403, "Not your tuning job", "Only who started it can stop it (in the "
+                       "browser that started it).",
                        back=state.url(), back_label="the model")
     ticket.request_stop()
     try:

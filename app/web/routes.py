@@ -38,7 +38,9 @@ from engine.schedule import ScheduleError, Trace, TraceError
 
 from ..errors import AppError
 from ..limits import InputError as LimitsInputError
+from ..limits import whole_number
 from . import explorer, gallery, measuring, toolbar
+from .learner import learner_key
 from .panes import cache as cache_view
 from .panes import code as code_view
 from .panes import measurement
@@ -182,14 +184,15 @@ def _fork(workload: str) -> tuple[Session, str]:
     steps (0..the last step but one: a fork from the last step is the trace itself)."""
     s = Session.from_request(workload, request.args, frozenset({"from"}))
     raw = request.args.get("from", "")
-    if not raw.isdigit() or not 0 <= int(raw) < s.nsteps:
+    k = whole_number(raw)
+    if k is None or not 0 <= k < s.nsteps:
         raise AppError(400, "No such step to fork from",
                        f"from= must be a step number between 0 and {max(s.nsteps - 1, 0)} "
                        f"(this trace has {s.nsteps} step{'s' if s.nsteps != 1 else ''}), got "
                        f"“{raw[:20]}”. Use the fork and compare buttons next to the steps "
                        "of the trace.",
                        back=s.url())
-    return s, s.url(token=s.prefix_token(int(raw)), at=None)
+    return s, s.url(token=s.prefix_token(k), at=None)
 
 
 @bp.get("/explore/<workload>/fork")
@@ -267,7 +270,8 @@ def tune_start(workload: str):
     if st is not None and not st.in_memory:  # the tuning database lives next to the store
         spec["database"] = os.path.join(os.path.dirname(st.path), "tuning.sqlite3")
     try:
-        ticket = measurer().submit_tune(s.workload, dict(s.params), trace, spec)
+        ticket = measurer().submit_tune(s.workload, dict(s.params), trace, spec,
+                                        owner=learner_key())
     except Exception as e:  # noqa: BLE001 - a full queue, no workers: say so
         raise AppError(503, "Cannot start the search",
                        f"The measurement workers cannot take it now ({e}). Try again in a "
@@ -284,8 +288,9 @@ def tune_progress(tid: str):
 @bp.post("/tune/<tid>/stop")
 def tune_stop(tid: str):
     ticket = _tune_ticket(tid)
-    if ticket.client is not None and ticket.client != measuring.client_key():
-        raise AppError(403, "Not your search", "Only who started a search can stop it.")
+    if ticket.owner is not None and ticket.owner != learner_key():
+        raise AppError(403, "Not your search", "Only who started a search can stop it (in "
+                       "the browser that started it).")
     ticket.request_stop()
     try:
         ticket.result(5)  # the worker is replaced at once; what it found stays
@@ -351,10 +356,10 @@ def _export_text(trace, fmt: str, s: Session) -> str:
 def import_trace():
     text = _pasted_or_uploaded("text", "Import failed",
                                "Paste a trace or choose a file to import.",
-                               max_bytes=2 * 1024 * 1024 + 1)
+                               max_bytes=limits().max_json_bytes + 1)
     doc = _load_user_json(text)
     try:
-        trace = Trace.from_json(doc)
+        trace = Trace.from_json(doc, limits().max_trace_insts)
     except Exception as e:  # noqa: BLE001 - the document is the user's
         raise AppError(400, "Import failed", f"This JSON is not a schedule trace: {e}",
                        back="/", back_label="the gallery") from None
@@ -427,7 +432,7 @@ def open_saved(tid: str):
                        "There is no saved trace at this address; pick one from the gallery.",
                        back="/", back_label="the gallery")
     try:
-        trace = Trace.from_json(saved.trace)
+        trace = Trace.from_json(saved.trace, limits().max_trace_insts)
     except Exception as e:  # noqa: BLE001 - stored by an older version?
         raise AppError(400, "The saved trace cannot be read", str(e), back="/",
                        back_label="the gallery") from None
