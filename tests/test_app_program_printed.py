@@ -19,9 +19,9 @@ def test_a_program_is_printed_once_per_dialect_as_the_engine_prints_it(monkeypat
     calls = []
     real = program.script_with_spans
 
-    def counted(m, dialect):
+    def counted(m, dialect, **kw):
         calls.append(dialect)
-        return real(m, dialect=dialect)
+        return real(m, dialect=dialect, **kw)
     monkeypatch.setattr(program, "script_with_spans", counted)
     for dialect in DIALECTS:
         text, spans = program.printed(mod, dialect)

@@ -30,6 +30,7 @@ from ..web.panes import cache as cache_view
 from ..web.panes import diagram, diff, measurement, program, trace
 from ..web.plots import jsonable, layout
 from ..web.selection import module_trees
+from ..web.services import limits
 from ..web.session import Session, trace_json
 from . import presenter
 
@@ -72,7 +73,7 @@ def parse_side(text: str, label: str) -> tuple[str, MultiDict]:
         return workload, args
     # a bare token: the trace says which workload (and parameters) it was recorded on
     try:
-        decoded = Trace.decode(text)
+        decoded = Trace.decode(text, limits().max_trace_insts)
     except Exception as e:  # noqa: BLE001 - any decoding failure is the input's fault
         raise AppError(400, f"{label} cannot be read",
                        f"The text given as {label} is neither an explorer link nor a trace "

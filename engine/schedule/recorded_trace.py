@@ -179,14 +179,18 @@ class Trace:
         return doc
 
     @staticmethod
-    def from_json(doc: Any) -> "Trace":
-        """Read our document (dict or JSON text) or TVM's ``[[insts], [decisions]]`` list."""
+    def from_json(doc: Any, max_insts: int | None = None) -> "Trace":
+        """Read our document (dict or JSON text) or TVM's ``[[insts], [decisions]]`` list.
+        ``max_insts``: a document of more instructions is refused (:class:`TraceError`,
+        naming both counts) before any instruction is read."""
         if isinstance(doc, (str, bytes)):
             try:
                 doc = json.loads(doc)
             except ValueError as e:
                 raise TraceError(f"the trace is not valid JSON: {e}") from None
         if isinstance(doc, list):
+            if doc and isinstance(doc[0], list):
+                _check_count(len(doc[0]), max_insts)
             return _from_tvm(doc)
         if not isinstance(doc, dict):
             raise TraceError("a trace document must be a JSON object (ours) or a list "
@@ -209,6 +213,7 @@ class Trace:
         insts = doc.get("insts")
         if not isinstance(insts, list):
             raise TraceError("the trace document needs an 'insts' list")
+        _check_count(len(insts), max_insts)
         checked = check_insts(insts, tvm=False)
         return Trace(checked, workload, read_decisions(doc.get("decisions", []), checked))
 
@@ -223,10 +228,10 @@ class Trace:
         return DEFLATED_TOKEN + base64.urlsafe_b64encode(data).decode().rstrip("=")
 
     @staticmethod
-    def decode(token: str) -> "Trace":
+    def decode(token: str, max_insts: int | None = None) -> "Trace":
         """Inverse of :meth:`encode` (also reads the plain base64url JSON tokens of the
         first format). A deflated token may inflate to at most :data:`MAX_TOKEN_JSON_BYTES`:
-        it is inflated with that cap, never beyond."""
+        it is inflated with that cap, never beyond. ``max_insts`` as for :meth:`from_json`."""
         if not isinstance(token, str) or not re.fullmatch(r"[A-Za-z0-9_-]*", token):
             raise TraceError("a trace token contains only letters, digits, '-' and '_'")
         deflated = token.startswith(DEFLATED_TOKEN)
@@ -243,7 +248,7 @@ class Trace:
             text = raw.decode()
         except UnicodeDecodeError:
             raise damaged from None
-        return Trace.from_json(text)
+        return Trace.from_json(text, max_insts)
 
     # ------------------------------------------------------------------ exports
     def as_python(self, *, header: bool = False) -> str:
@@ -366,6 +371,12 @@ class Trace:
         if work.workload is None and self.workload is not None:
             work.workload = self.workload
         sch._assign_from(work)
+
+
+def _check_count(n: int, max_insts: int | None) -> None:
+    if max_insts is not None and n > max_insts:
+        raise TraceError(f"the trace has {n} instructions, more than the {max_insts} "
+                         "allowed here; undo some steps or start a new trace")
 
 
 def _from_tvm(doc: list) -> Trace:

@@ -16,6 +16,7 @@ from typing import Any
 from engine import PrimFunc
 
 from ...errors import AppError
+from ...limits import whole_number
 from ..model import ModelState, same_shape_functions
 from ..services import limits
 
@@ -30,12 +31,13 @@ def spec_from_form(form: Any, state: ModelState) -> dict:
     """The search spec (auto space, evolutionary, the trial budget per function)."""
     raw = str(form.get("trials", DEFAULT_TRIALS)).strip()
     top = max_trials()
-    if not raw.isdigit() or not 1 <= int(raw) <= top:
+    trials = whole_number(raw)
+    if trials is None or not 1 <= trials <= top:
         raise AppError(400, "Bad trial budget",
                        f"The number of trials per function must be a whole number from 1 to "
                        f"{top} (max_model_tune_trials), got “{raw[:12]}”.",
                        back=state.url(), back_label="the model")
-    return {"space": "auto", "trials": int(raw), "strategy": "evolutionary", "seed": 0,
+    return {"space": "auto", "trials": trials, "strategy": "evolutionary", "seed": 0,
             "model": state.name}
 
 

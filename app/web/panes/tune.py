@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...errors import AppError
+from ...limits import whole_number
 from .. import plots
 from ..selection import module_trees, walk_tree
 
@@ -54,7 +55,8 @@ def spec_from_form(form: Any, s: Any) -> dict:
                        "Tuning checks every candidate against the workload's numpy "
                        "reference, so it works on the gallery's workloads.", back=back)
     raw = str(form.get("trials", DEFAULT_TRIALS)).strip()
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_TRIALS:
+    trials = whole_number(raw)
+    if trials is None or not 1 <= trials <= MAX_TRIALS:
         raise AppError(400, "Bad trial budget",
                        f"The number of trials must be a whole number from 1 to {MAX_TRIALS}, "
                        f"got “{raw[:12]}”.", back=back)
@@ -95,8 +97,9 @@ def spec_from_form(form: Any, s: Any) -> dict:
         raise AppError(400, "Unknown search space", "The space is auto or your choices.",
                        back=back)
     seed = str(form.get("seed", "0")).strip()
-    return {"space": space, "trials": int(raw), "strategy": strategy,
-            "seed": int(seed) if seed.isdigit() and len(seed) < 10 else 0}
+    seed_value = whole_number(seed)
+    return {"space": space, "trials": trials, "strategy": strategy,
+            "seed": seed_value if seed_value is not None and seed_value < 10 ** 9 else 0}
 
 
 def _trials(data: dict) -> list[dict]:
