@@ -310,7 +310,7 @@ def decode_token(token: str, back: str | None = None, back_label: str | None = N
                        f"The trace in this link is longer than {MAX_TOKEN} characters.",
                        back=back or "/", back_label=back_label or "the gallery")
     try:
-        return Trace.decode(token)
+        return Trace.decode(token, limits().max_trace_insts)
     except Exception as e:  # noqa: BLE001 - any decoding failure is the link's fault
         raise AppError(400, "Corrupt trace in the link",
                        f"The trace (the t= part of the link) cannot be read: {e}. It may have been "
