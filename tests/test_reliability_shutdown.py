@@ -7,10 +7,10 @@ the server is killed (SIGKILL), and every process it had started (the worker, th
 forkserver it was forked from, multiprocessing's resource tracker) must be gone within
 :data:`GONE_WITHIN_S` seconds. Before the fix a busy worker ran on until its job's limit.
 
-The parts on their own: the worker's guard exits when its pipe to the server closes
-(:func:`app.service.worker.watch_parent_pipe`); and a worker is not killed because the
-server thread that started it has ended (what ``PR_SET_PDEATHSIG`` would do if it were set
-where that thread forks the worker).
+The parts on their own: a closing pool kills a busy worker at once; the worker's guard
+exits when its pipe to the server closes (:func:`app.service.worker.watch_parent_pipe`); and a
+worker is not killed because the server thread that started it has ended (what
+``PR_SET_PDEATHSIG`` would do if it were set where that thread forks the worker).
 """
 from __future__ import annotations
 
@@ -192,6 +192,25 @@ def test_a_killed_server_takes_its_busy_worker_with_it(tmp_path):
 
 
 # --------------------------------------------------------------------------- the parts
+def test_a_closing_pool_kills_its_busy_worker_at_once():
+    from app.service import Job, MeasurePool, PoolConfig
+    pool = MeasurePool(PoolConfig(workers=1, allow_debug=True, time_limit_s=60))
+    try:
+        ticket = pool.submit(Job.debug("spin", 60))
+        worker = pool.worker_pids()[0]
+        t0 = cpu_seconds(worker)
+        deadline = time.monotonic() + 60
+        while cpu_seconds(worker) - t0 < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ticket.state == "running"
+    finally:
+        started = time.monotonic()
+        pool.close(5)
+        took = time.monotonic() - started
+    assert ticket.result(1).status == "shutdown"
+    assert not running(worker)
+    assert took < 1.5, f"close() took {took:.1f} s"
+
 def test_the_parent_gone_guard_fires_when_the_pipe_closes_at_the_other_end():
     from app.service.worker import watch_parent_pipe
     ours, theirs = multiprocessing.Pipe(duplex=True)

@@ -30,7 +30,13 @@ Typical use::
     pool.close()
 
 Workers start from a ``forkserver`` (or ``spawn``) context — never ``fork`` from the threaded
-server — and the forkserver preloads numpy, llvmlite and the engine once.
+server — and the forkserver preloads numpy, llvmlite and the engine once. Under the
+forkserver a worker is forked by the forkserver process's main thread (whichever server
+thread asked: the one that made the pool, or a supervisor thread replacing a worker);
+under ``spawn``, by the server thread that asked. Either way a worker dies with the server
+(:mod:`app.service.worker`: a parent-death signal where the forking thread lives as long
+as the forkserver, and a thread that ends the worker when its pipe to the server closes),
+and :meth:`MeasurePool.close` kills the workers that are running a job.
 """
 from __future__ import annotations
 
@@ -188,21 +194,20 @@ class MeasurePool:
         return self._network
 
     def close(self, timeout: float = 10.0) -> None:
-        """Refuse new jobs, cancel queued ones, let running ones finish (up to ``timeout``
-        seconds), then stop every worker.  Idempotent."""
+        """Refuse new jobs, cancel queued ones, kill every worker at once — the ones running
+        a job too: a closing pool has no use for results, and a job may run for minutes
+        (its ticket ends "shutdown") — then wait up to ``timeout`` seconds for the
+        supervisor threads to end.  Idempotent."""
         if self.closing.is_set() and not any(w.thread.is_alive() for w in self._workers):
             return
         self.closing.set()
         self.queue.close()
+        self.slots.close()                   # a job waiting for a slot gives up
+        self._kill_workers()
         deadline = time.monotonic() + timeout
         for w in self._workers:
             w.thread.join(max(0.0, deadline - time.monotonic()))
-        self.slots.close()
-        for w in self._workers:
-            if w.thread.is_alive():          # still running a job past the deadline
-                w.kill()
-                w.thread.join(5)
-            w.stop(max(0.5, deadline - time.monotonic()))
+        self._kill_workers()                 # one a supervisor started meanwhile, if any
         self._finalizer.detach()
 
     def __enter__(self) -> "MeasurePool":
@@ -212,6 +217,13 @@ class MeasurePool:
         self.close()
 
     # internals ---------------------------------------------------------------------------
+    def _kill_workers(self) -> None:
+        """SIGKILL every worker process (their supervisors see a closed pipe and, the pool
+        closing, end their jobs "shutdown" and start no other)."""
+        for w in self._workers:
+            with contextlib.suppress(Exception):
+                w.kill()
+
     @staticmethod
     def _final_close(workers, closing, slots) -> None:  # at interpreter exit / GC
         closing.set()

@@ -53,6 +53,15 @@ def _worker_main(conn: Any, config: dict[str, Any]) -> None:
     worker_loop(conn, config)
 
 
+def _running(proc: Any) -> bool:
+    """Whether ``proc`` (a worker process, or None) is running; a process the closing pool
+    has killed and closed meanwhile is not."""
+    try:
+        return proc is not None and proc.is_alive()
+    except ValueError:                       # "process object is closed"
+        return False
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(code).name
@@ -108,11 +117,12 @@ class Supervisor:
         deadline = time.monotonic() + self.pool.config.startup_timeout_s
         while not self.ready:
             left = deadline - time.monotonic()
-            if left <= 0 or self.pool.closing.is_set():
+            conn = self.conn                 # the closing pool may kill the worker meanwhile
+            if left <= 0 or self.pool.closing.is_set() or conn is None:
                 return False
             try:
-                if self.conn.poll(min(left, 0.5)):
-                    msg = self.receive(self.conn)
+                if conn.poll(min(left, 0.5)):
+                    msg = self.receive(conn)
                     if msg[0] == "ready":
                         self.ready = True
                         self.pool.worker_ready(self, msg[2])
@@ -196,13 +206,15 @@ class Supervisor:
 
     def _ensure_process(self) -> bool:
         for attempt in range(3):
-            if self.proc is None or not self.proc.is_alive():
+            if not _running(self.proc):
                 self.kill()
                 if self.pool.closing.is_set():
                     return False
                 self.start_process()
             if self.wait_ready():
                 return True
+            if self.pool.closing.is_set():
+                return False
             log.warning("measurement worker %s did not start (attempt %d)", self.index,
                         attempt + 1)
             self.kill()
