@@ -15,12 +15,41 @@ Compilation and measurement run in worker processes (:mod:`app.service`), starte
 server and shared by all its request threads; measured results are cached in
 ``<instance>/explorer.sqlite3`` and saved traces kept in ``<instance>/saved-traces.sqlite3``. ``--limit step_time_limit_s=2`` (repeatable) overrides any
 field of :class:`app.limits.Limits`.
+
+SIGTERM, SIGINT (Ctrl+C) and SIGHUP stop the server cleanly (exit status 0): the measurement
+pool is closed first — its workers killed at once, even in the middle of a job, and the
+requests waiting for one answered — then waitress (:func:`app.web.serving.stop_server`). A
+second signal while it stops ends the process at once. Should the server die without
+stopping (SIGKILL, a crash), its workers notice and die too (:mod:`app.service.worker`).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
+from typing import Any
+
+#: the signals that stop the server cleanly (see the module docstring)
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+class StopSignal(BaseException):
+    """A stop signal arrived; raised in the main thread to interrupt serving.
+
+    Neither SystemExit nor KeyboardInterrupt: waitress's ``run()`` catches those and then
+    waits up to 5 s for the requests being answered (some wait for a measurement) before
+    this module could close the measurement pool; nor an Exception, which the start-up's
+    ``except Exception`` would take for a failure."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import create_app
     from .web.security import (allowed_host_names, class_link, is_loopback, new_access_token,
                                resolve_host, server_options)
-    from .web.serving import make_server, quick_thread_handoffs
+    from .web.serving import make_server, quick_thread_handoffs, stop_server
 
     token = args.token or (new_access_token() if args.classroom else None)
     names = allowed_host_names(args.host, args.allow_host, classroom=args.classroom)
@@ -95,10 +124,37 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         options["threads"] = args.threads
     guards = _guards(args)
-    app = create_app(config)
-    measurer = app.extensions["measurer"]
+    previous_handlers = install_stop_handlers()
+    measurer = server = None
     try:
-        pool = measurer.pool           # start the workers now, not on the first click
+        app = create_app(config)
+        measurer = app.extensions["measurer"]
+        _start_workers(measurer)
+        compile_templates(app)
+        print(f"Schedule Explorer on http://{host}:{args.port}/  (Ctrl+C to stop)", flush=True)
+        if token and is_loopback(host):
+            # on loopback no classroom banner is printed: the link with its token is printed here
+            print(f"class link: {class_link(host, args.port, token)}", flush=True)
+        quick_thread_handoffs()
+        logging.basicConfig()           # waitress's warnings, as waitress.serve would
+        server = make_server(app, host=host, port=args.port, **guards, **options)
+        server.run()
+    except StopSignal as stop:
+        print(f"stopping ({stop.name})", flush=True)
+    finally:
+        # the pool first: its workers are killed now, and the requests waiting for them end
+        if measurer is not None:
+            _close_pool(measurer)
+        if server is not None:
+            stop_server(server)
+        restore_handlers(previous_handlers)
+    return 0
+
+
+def _start_workers(measurer) -> None:
+    """Start the measurement workers now, not on the first click, and say how many."""
+    try:
+        pool = measurer.pool
         print(f"measurement workers: {len(pool.worker_pids())} "
               f"(time limit {pool.config.time_limit_s:g} s per step, "
               f"queue of {pool.config.queue_length})", flush=True)
@@ -107,23 +163,44 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: {sandbox}", file=sys.stderr, flush=True)
     except Exception as e:  # noqa: BLE001 - the pages say so; retried on first use
         print(f"warning: {e}", file=sys.stderr, flush=True)
-    compile_templates(app)
-    print(f"Schedule Explorer on http://{host}:{args.port}/  (Ctrl+C to stop)", flush=True)
-    if token and is_loopback(host):
-        # on loopback no classroom banner is printed: the link with its token is printed here
-        print(f"class link: {class_link(host, args.port, token)}", flush=True)
-    quick_thread_handoffs()
-    try:
-        logging.basicConfig()           # waitress's warnings, as waitress.serve would
-        make_server(app, host=host, port=args.port, **guards, **options).run()
-    finally:
-        if measurer.started:
-            stats = measurer.pool.stats()
-            measurer.pool.close(5)
-            print("measurement pool: " + ", ".join(
-                f"{k} {v}" for k, v in sorted(stats.items()) if k != "worker_pids") +
-                f"; store hits {measurer.hits}, jobs {measurer.misses}", flush=True)
-    return 0
+
+
+def _close_pool(measurer) -> None:
+    """Close the measurement pool (its workers killed at once) and print its counts."""
+    if not measurer.started:
+        return
+    stats = measurer.pool.stats()
+    measurer.pool.close(5)
+    print("measurement pool: " + ", ".join(
+        f"{k} {v}" for k, v in sorted(stats.items()) if k != "worker_pids") +
+        f"; store hits {measurer.hits}, jobs {measurer.misses}", flush=True)
+
+
+def _raise_stop(signum: int, frame: Any) -> None:
+    """The stop signals' handler: the first one interrupts the main thread (StopSignal);
+    from then on they have their default action (a second Ctrl+C ends the process now)."""
+    for sig in _stop_signals():
+        signal.signal(sig, signal.SIG_DFL)
+    raise StopSignal(signum)
+
+
+def _stop_signals() -> list[int]:
+    return [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
+
+
+def install_stop_handlers() -> dict[int, Any]:
+    """Make the stop signals raise :class:`StopSignal` in the main thread; returns the
+    handlers they had (for :func:`restore_handlers`). Outside the main thread nothing is
+    installed (Python runs signal handlers there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _raise_stop) for sig in _stop_signals()}
+
+
+def restore_handlers(previous: dict[int, Any]) -> None:
+    """Put back the handlers :func:`install_stop_handlers` replaced."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def compile_templates(app) -> int:

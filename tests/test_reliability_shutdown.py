@@ -3,9 +3,11 @@ the server dies without cleaning up.
 
 The real server (``python -m app``, one worker) is given a step whose kernel runs for
 minutes (the step time limit raised to 60 s); once its worker is busy (its CPU time grows),
-the server is killed (SIGKILL), and every process it had started (the worker, the
-forkserver it was forked from, multiprocessing's resource tracker) must be gone within
-:data:`GONE_WITHIN_S` seconds. Before the fix a busy worker ran on until its job's limit.
+the server gets SIGTERM, SIGINT, SIGHUP or SIGKILL, and every process it had started (the
+worker, the forkserver it was forked from, multiprocessing's resource tracker) must be gone
+within :data:`GONE_WITHIN_S` seconds; after a stop signal the server exits with status 0.
+Before the fix a busy worker ran on after SIGTERM/SIGHUP/SIGKILL until its job's limit, and
+SIGINT waited for the job for 5 s.
 
 The parts on their own: a closing pool kills a busy worker at once; the worker's guard
 exits when its pipe to the server closes (:func:`app.service.worker.watch_parent_pipe`); and a
@@ -183,6 +185,16 @@ def _stopped_by(sig: int, tmp_path) -> tuple:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
     return gone, status, log_text(proc), left
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_stop_signal_stops_the_server_and_its_busy_worker_at_once(sig, tmp_path):
+    gone, status, log, left = _stopped_by(sig, tmp_path)
+    assert gone is not None, (f"still running {GONE_WITHIN_S:g} s after "
+                              f"{signal.Signals(sig).name}: {left}\n{log}")
+    assert status == 0, f"exit status {status}\n{log}"
+    assert "measurement pool:" in log            # the pool was closed, its counts printed
 
 
 def test_a_killed_server_takes_its_busy_worker_with_it(tmp_path):

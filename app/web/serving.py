@@ -16,22 +16,26 @@ guards close that gap:
   about 6 connections to a server, far below the default cap of 16.
 
 :func:`make_server` builds the server (what ``waitress.create_server`` does, with these
-classes); ``python -m app`` runs it, after :func:`quick_thread_handoffs`.
+classes); ``python -m app`` runs it, after :func:`quick_thread_handoffs`, and ends it with
+:func:`stop_server` once its ``run()`` has been interrupted (a stop signal).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
 from typing import Any
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import MultiSocketServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-__all__ = ["GuardedChannel", "GuardedServer", "make_server", "PER_CLIENT_CONNECTIONS",
-           "HEADER_TIMEOUT_S", "REQUEST_TIMEOUT_S", "SWITCH_INTERVAL_S", "quick_thread_handoffs"]
+__all__ = ["GuardedChannel", "GuardedServer", "make_server", "stop_server",
+           "PER_CLIENT_CONNECTIONS", "HEADER_TIMEOUT_S", "REQUEST_TIMEOUT_S",
+           "SWITCH_INTERVAL_S", "STOP_TIMEOUT_S", "quick_thread_handoffs"]
 
 log = logging.getLogger("app.serving")
 
@@ -178,3 +182,28 @@ def make_server(app: Any, *, host: str, port: int, per_client: int = PER_CLIENT_
     return MultiSocketServer(socket_map, adj,
                              [(s.effective_host, s.effective_port) for s in servers],
                              dispatcher, servers[-1].log_info)
+
+
+#: seconds :func:`stop_server` gives the requests being answered to finish
+STOP_TIMEOUT_S = 2.0
+
+
+def stop_server(server: Any, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """End a server made by :func:`make_server` whose ``run()`` was interrupted: queued
+    requests are cancelled, the ones being answered get up to ``timeout`` seconds (their
+    threads are daemons: past it they are left to the process's exit), and every socket is
+    closed. True if every request thread ended in time.
+
+    (waitress's own ``run()`` does the first part when interrupted by SystemExit or
+    KeyboardInterrupt, waiting up to 5 s; ``python -m app`` interrupts it otherwise, to
+    close the measurement pool first: a request waiting for a measurement then ends at once.)
+    """
+    dispatcher = server.task_dispatcher
+    dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+    socket_map = getattr(server, "map", None)            # MultiSocketServer
+    if socket_map is None:
+        socket_map = getattr(server, "_map", None)       # one listening socket
+    if socket_map:
+        with contextlib.suppress(OSError):
+            wasyncore.close_all(socket_map)
+    return not dispatcher.threads
