@@ -144,3 +144,41 @@ def test_default_schedules_keep_an_imported_model_correct(stage):
     assert any(len(t.insts) > 5 for t in traces.values())   # the matmuls were tiled
     np.testing.assert_allclose(_vm_run(mod, x), om.reference(model, {"x": x})[0], rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_read_graph_survives_its_plain_data_form(case):
+    """graph_to_doc -> JSON -> graph_from_doc gives the same graph, computing the same
+    numbers (what a sandboxed worker sends back through a pipe)."""
+    import json
+
+    from engine.relax.frontend import graph_from_doc, graph_to_doc
+    from engine.relax.frontend.graph import evaluate
+    from engine.relax.frontend.onnx_reader import read_onnx
+
+    make, shape = CASES[case]
+    g = read_onnx(make())
+    back = graph_from_doc(json.loads(json.dumps(graph_to_doc(g))))
+    assert (back.inputs, back.calls, back.outputs, back.shapes) == \
+        (g.inputs, g.calls, g.outputs, g.shapes)
+    x = np.random.default_rng(5).standard_normal(shape).astype("float32")
+    for got, want in zip(evaluate(back, {"x": x}), evaluate(g, {"x": x})):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("pads, strides, dilations, kernel", [
+    ((1, 1, 1, 1), (1, 1), (1, 1), (5, 5)),     # more kernel positions than output ones
+    ((0, 2, 1, 0), (2, 1), (1, 2), (2, 3)),
+    ((0, 0, 0, 0), (1, 1), (1, 1), (7, 7)),     # the kernel covers the whole input
+])
+def test_numpy_convolution_matches_onnx_either_way_it_loops(pads, strides, dilations, kernel):
+    from engine.relax.frontend.graph import evaluate
+    from engine.relax.frontend.onnx_reader import read_onnx
+
+    rng = np.random.default_rng(2)
+    m = om.one_op("Conv", [1, 2, 7, 7], [("w", rng.standard_normal((3, 2) + kernel)
+                                          .astype("float32"))],
+                  pads=list(pads), strides=list(strides), dilations=list(dilations))
+    x = rng.standard_normal((1, 2, 7, 7)).astype("float32")
+    np.testing.assert_allclose(evaluate(read_onnx(m), {"x": x})[0],
+                               om.reference(m, {"x": x})[0], rtol=1e-4, atol=1e-5)

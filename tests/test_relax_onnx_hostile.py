@@ -126,6 +126,25 @@ def test_a_node_overwriting_an_existing_value_is_a_sentence():
     _refused(m, r"Relu 'r' writes 'x', which is already defined")
 
 
+def test_a_name_that_is_not_utf8_text_is_a_sentence():
+    """protobuf hands an invalid UTF-8 string over as bytes (found by the byte fuzzer)."""
+    raw = om.one_op("Relu", [2, 3], name="r", outputs=("yy",)).SerializeToString()
+    at = raw.index(b"yy")
+    bad = raw[:at] + b"\xff\xfe" + raw[at + 2:]
+    with pytest.raises(ImportError_, match="a name that is not UTF-8 text"):
+        read_onnx(bad)
+
+
+def test_the_parts_of_a_model_are_counted_before_they_are_walked():
+    """Millions of tiny weights or attributes in 64 MB would take minutes to read."""
+    tiny = [(f"w{k}", np.ones(1, "float32")) for k in range(9)]
+    _refused(om.one_op("Relu", [2], tiny), r"the model has 9 weights; the limit is 8",
+             OnnxLimits(max_nodes=2))
+    m = om.one_op("Relu", [2], name="r")
+    m.graph.node[0].attribute.extend(helper.make_attribute(f"a{k}", k) for k in range(65))
+    _refused(m, r"node 0 \('Relu'\) has 65 attributes; at most 64 are read")
+
+
 # ------------------------------------------------------------------ Reshape: every error a sentence
 @pytest.mark.parametrize("target, allowzero, want", [
     ([-1, -1], 0, "more than one -1"),
@@ -233,3 +252,295 @@ def test_from_onnx_bytes_reads_the_model_once(monkeypatch):
     x = np.ones((1, 784), "float32")
     np.testing.assert_allclose(model.numpy_fn(x), om.reference(om.mlp_gemm(), {"x": x})[0],
                                rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------ the graph's plain-data form
+def _doc(make=om.conv_net):
+    import json
+
+    from engine.relax.frontend import graph_to_doc
+
+    return json.loads(json.dumps(graph_to_doc(_read(make()))))
+
+
+def _doc_refused(doc, match, limits=None):
+    from engine.relax.frontend import graph_from_doc
+
+    with pytest.raises(ImportError_, match=match):
+        graph_from_doc(doc, limits)
+
+
+def _first_conv(doc):
+    return next(c for c in doc["calls"] if c["op"] == "nn.conv2d")
+
+
+def test_a_doc_whose_declared_shape_lies_is_refused():
+    doc = _doc()
+    out = _first_conv(doc)["output"]
+    doc["shapes"][out] = [2, 4, 8, 9]
+    _doc_refused(doc, r"shapes says '.*' \(call 0 \(Conv 'conv'\)\) has shape \(2, 4, 8, 9\), "
+                      r"but it has \(2, 4, 8, 8\)")
+
+
+def test_a_doc_with_truncated_or_invalid_base64_is_refused_before_decoding():
+    doc = _doc()
+    doc["constants"]["cw"]["data"] = doc["constants"]["cw"]["data"][:-4]
+    _doc_refused(doc, r"constant 'cw''s data must be 384 characters of base64 \(288 bytes "
+                      r"of float32 for shape \(4, 2, 3, 3\)\), got 380 characters")
+    doc = _doc()
+    doc["constants"]["cw"]["data"] = "!" * 384
+    _doc_refused(doc, "constant 'cw''s data is not valid base64")
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d.pop("outputs"), "the document must have the fields"),
+    (lambda d: d.__setitem__("format", "other/1"), "format must be"),
+    (lambda d: d["calls"][0].__setitem__("op", "nn.gelu"), "call 0's op must be one of"),
+    (lambda d: d["calls"][0].__setitem__("inputs", ["x"]), "takes 2 operand"),
+    (lambda d: d["calls"][0].__setitem__("inputs", ["x", "later"]),
+     "reads 'later', which is not defined before it"),
+    (lambda d: d["calls"][0]["attrs"].__setitem__("strides", [1.5, 1]),
+     r"nn.conv2d's strides must be 2 integers"),
+    (lambda d: d["calls"][0]["attrs"].pop("padding"), "takes the attributes"),
+    (lambda d: d["calls"][0]["attrs"].__setitem__("strides", [0, 1]),
+     "strides and dilation must be at least 1"),
+    (lambda d: d["calls"][1].__setitem__("output", d["calls"][0]["output"]),
+     "which is already defined"),
+    (lambda d: d["constants"]["cw"].__setitem__("shape", [4, 2, 3, 4]),
+     r"data must be 512 characters"),
+    (lambda d: d["constants"]["cw"].__setitem__("dtype", "float16"), "dtype must be one of"),
+    (lambda d: d["inputs"][0].__setitem__("shape", [2, 2, 8, True]), "positive integers"),
+    (lambda d: d["shapes"].__setitem__("ghost", [1]), "which the graph does not define"),
+    (lambda d: d["outputs"].__setitem__(0, "x"), "not computed by any call"),
+    (lambda d: d.__setitem__("calls", {}), "calls must be a list"),
+])
+def test_a_malformed_doc_is_refused_with_a_sentence(mutate, match):
+    doc = _doc()
+    mutate(doc)
+    _doc_refused(doc, match)
+
+
+def test_a_doc_is_held_to_the_same_limits_as_a_model():
+    doc = _doc()
+    _doc_refused(doc, r"the model's forward pass would take .* \(max_model_flops\)",
+                 OnnxLimits(max_model_flops=1000))
+    _doc_refused(doc, r"constant 'g_Bscaled__3''s shape has 1280 elements; the limit is 1000",
+                 OnnxLimits(max_tensor_elements=1000))
+    conv = _first_conv(doc)
+    conv["attrs"]["padding"] = [10 ** 6, 0, 0, 0]
+    conv["attrs"]["strides"] = [10 ** 6, 1]        # the output stays small
+    _doc_refused(doc, "padded input would hold")
+
+
+# ------------------------------------------------------------------ fuzzing the reader
+from hypothesis import assume, given, strategies as st  # noqa: E402
+from onnx import AttributeProto  # noqa: E402
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+_ODD_INTS = st.sampled_from([0, -1, -2, 1, 2, 3, 16000, 2 ** 31, 2 ** 62, -(2 ** 63)])
+_INT = st.one_of(st.integers(-3, 4), _ODD_INTS)
+
+
+def _tensor_attr(dims):
+    return numpy_helper.from_array(np.ones(dims, "float32"))
+
+
+#: any ONNX attribute value: numbers (odd ones too), strings, lists of each, tensors
+ATTR_VALUES = st.one_of(
+    _INT, _INT, st.floats(width=32), _TEXT,
+    st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]),
+    st.lists(st.integers(-1, 4), min_size=1, max_size=5),
+    st.lists(_INT, min_size=1, max_size=5),
+    st.lists(st.floats(-3, 3, width=32), min_size=1, max_size=3),
+    st.lists(_TEXT, min_size=1, max_size=3),
+    st.lists(st.integers(1, 3), max_size=3).map(_tensor_attr),
+    st.just("EMPTY_INTS"),
+)
+
+#: the attributes each operator reads (others are made too, and must be ignored)
+OP_ATTRS = {
+    "Gemm": ["alpha", "beta", "transA", "transB"],
+    "Conv": ["group", "strides", "dilations", "pads", "kernel_shape", "auto_pad"],
+    "Softmax": ["axis"], "Flatten": ["axis"], "Transpose": ["perm"], "Reshape": ["allowzero"],
+    "MatMul": [], "Add": [], "Relu": [], "Identity": [], "Constant": ["value"],
+}
+_SHAPE = st.lists(st.integers(1, 4), max_size=4)
+
+
+def _sane_attr(name, rank):
+    """Values an exporter would write (so that the fuzzer reaches accepted models too)."""
+    pair = st.lists(st.integers(1, 2), min_size=2, max_size=2)
+    return {
+        "alpha": st.floats(-2, 2, width=32), "beta": st.floats(-2, 2, width=32),
+        "transA": st.integers(0, 1), "transB": st.integers(0, 1), "allowzero": st.integers(0, 1),
+        "group": st.just(1), "strides": pair, "dilations": pair, "kernel_shape": pair,
+        "pads": st.lists(st.integers(0, 2), min_size=4, max_size=4),
+        "auto_pad": st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]),
+        "axis": st.integers(-rank, max(rank - 1, 0)),
+        "perm": st.permutations(list(range(rank))).filter(bool),
+        "value": _SHAPE.map(_tensor_attr), "junk": ATTR_VALUES,
+    }[name]
+
+
+def _attribute(name, value):
+    if value == "EMPTY_INTS":
+        return helper.make_attribute(name, [], attr_type=AttributeProto.INTS)
+    return helper.make_attribute(name, value)
+
+
+def _reshape_target(draw, x_shape):
+    """A target shape for ``x_shape``: one that fits (with -1 or 0) or any."""
+    size = int(np.prod(x_shape))
+    fitting = st.sampled_from([[-1], [size], [1, -1], [size, 1], list(x_shape[:1]) + [-1],
+                               [0, -1] if x_shape else [1]])
+    return draw(st.one_of(fitting, st.lists(st.sampled_from([-2, -1, 0, 1, 2, 3, 4, 6, 24]),
+                                            max_size=4)))
+
+
+@st.composite
+def fuzzed_models(draw):
+    """One supported operator with random attributes (half of them values an exporter
+    would write) and small random shapes: its data either the input ``x`` or a weight
+    (folded at import); its other operands weights that fit or not; then an Add of the
+    input ``z`` (of shape (1,)) or a Relu, so that something is computed."""
+    op = draw(st.sampled_from(sorted(OP_ATTRS)))
+    x_shape = draw(_SHAPE)
+    if op == "Conv" and draw(st.integers(0, 3)):
+        x_shape = [draw(st.integers(1, 2)), draw(st.integers(1, 3))] + \
+            [draw(st.integers(1, 6)) for _ in range(2)]
+    if op == "Gemm" and draw(st.integers(0, 3)):
+        x_shape = [draw(st.integers(1, 3)), draw(st.integers(1, 3))]
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+
+    def weight(shape):
+        return rng.standard_normal(shape).astype("float32")
+
+    fits = draw(st.integers(0, 3)) > 0
+    last = x_shape[-1] if x_shape else 1
+    others = []
+    if op == "Gemm":
+        others = [weight((last, 3) if fits else draw(_SHAPE))]
+        if draw(st.booleans()):
+            others.append(weight(draw(st.sampled_from([(3,), (1, 3), (), (2, 3), (4,)]))))
+    elif op == "MatMul":
+        others = [weight((last, 2) if fits else draw(_SHAPE))]
+    elif op == "Add":
+        others = [weight(x_shape[-1:] if fits else draw(_SHAPE))]
+    elif op == "Conv":
+        c = x_shape[1] if len(x_shape) > 1 and fits else draw(st.integers(1, 3))
+        kernel = [draw(st.integers(1, 3)), draw(st.integers(1, 3))]
+        others = [weight([2, c] + kernel) if fits else weight(draw(_SHAPE))]
+        if draw(st.booleans()):
+            others.append(weight((2,) if fits else draw(_SHAPE)))
+    elif op == "Reshape":
+        others = [np.array(_reshape_target(draw, x_shape),
+                           dtype="int64" if fits else draw(st.sampled_from(["int64", "float32"])))]
+    names = draw(st.lists(st.sampled_from(OP_ATTRS[op] + ["junk"]), unique=True, max_size=4))
+    if op == "Constant" and fits and "value" not in names:
+        names.append("value")
+    sane = [_sane_attr(n, len(x_shape)) for n in names]      # drawn two times in three
+    attrs = [_attribute(n, draw(st.one_of(v, v, ATTR_VALUES))) for n, v in zip(names, sane)]
+    folded = draw(st.booleans())
+    inputs = [] if op == "Constant" else ["xc" if folded else "x"] + \
+        [f"w{k}" for k in range(len(others))]
+    node = helper.make_node(op, inputs, ["y"], name="n")
+    node.attribute.extend(attrs)
+    inits = [(f"w{k}", a) for k, a in enumerate(others)]
+    if folded or op == "Constant":
+        inits.append(("xc", weight(x_shape)))
+        after = helper.make_node("Add", ["y", "z"], ["out"], name="after")
+        model_inputs = [("z", [1])]
+    else:
+        after = helper.make_node("Relu", ["y"], ["out"], name="after")
+        model_inputs = [("x", x_shape)]
+    opset = draw(st.sampled_from([11, 13, 17]))
+    return om.model_of([node, after], model_inputs, ["out"], inits, opset)
+
+
+def _check_read(data):
+    """``read_onnx(data)`` is a graph whose evaluation has the shapes it says (and which
+    becomes Relax), or an ImportError_ — nothing else."""
+    from engine.relax.frontend import graph_to_relax
+
+    try:
+        g = read_onnx(data)
+    except ImportError_:
+        return None
+    feeds = {n: np.ones(s, "float32") for n, (s, _) in g.inputs.items()}
+    for name, value in zip(g.outputs, evaluate(g, feeds)):
+        assert value.shape == g.shapes[name] and value.dtype == np.float32
+    graph_to_relax(g)
+    return g
+
+
+@given(fuzzed_models())
+def test_fuzzed_models_are_read_or_refused_with_a_sentence(m):
+    _check_read(m.SerializeToString())
+
+
+@given(fuzzed_models(), st.data())
+def test_fuzzed_model_bytes_are_read_or_refused_with_a_sentence(m, data):
+    raw = bytearray(m.SerializeToString())
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    _check_read(bytes(raw))
+
+
+# ------------------------------------------------------------------ fuzzing the doc reader
+_JSON_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 5), _ODD_INTS, st.floats(), _TEXT,
+    st.lists(st.integers(-2, 9), max_size=5), st.dictionaries(_TEXT, st.integers(), max_size=2),
+    st.sampled_from(["x", "nn.conv2d", "add", "float32", "int64", "AAAA", "cw"]))
+_DOC_SOURCES = {"conv_net": om.conv_net, "reshape_chain": om.reshape_chain,
+                "matmul_add_softmax": om.matmul_add_softmax}
+_DOCS = {}
+
+
+def _pristine_doc(name):
+    if name not in _DOCS:
+        _DOCS[name] = _doc(_DOC_SOURCES[name])
+    import copy
+    return copy.deepcopy(_DOCS[name])
+
+
+def _mutate(doc, data):
+    """Walk from the top to a random place and alter it: drop it, replace it with any JSON
+    value, truncate it, or duplicate an entry."""
+    node = doc
+    while True:
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            return
+        key = data.draw(st.sampled_from(keys))
+        child = node[key]
+        if isinstance(child, (dict, list)) and child and data.draw(st.booleans()):
+            node = child
+            continue
+        action = data.draw(st.sampled_from(["drop", "replace", "truncate", "duplicate"]))
+        if action == "drop":
+            del node[key]
+        elif action == "replace":
+            node[key] = data.draw(_JSON_VALUES)
+        elif action == "truncate" and isinstance(child, (str, list)):
+            node[key] = child[:data.draw(st.integers(0, max(0, len(child) - 1)))]
+        elif action == "duplicate" and isinstance(node, list):
+            node.append(child)
+        return
+
+
+@given(st.sampled_from(sorted(_DOC_SOURCES)), st.data())
+def test_mutated_docs_are_read_or_refused_with_a_sentence(name, data):
+    from engine.relax.frontend import graph_from_doc, graph_to_relax
+
+    doc = _pristine_doc(name)
+    for _ in range(data.draw(st.integers(1, 3))):
+        _mutate(doc, data)
+    try:
+        g = graph_from_doc(doc)
+    except ImportError_:
+        return
+    feeds = {n: np.ones(s, "float32") for n, (s, _) in g.inputs.items()}
+    for out, value in zip(g.outputs, evaluate(g, feeds)):
+        assert value.shape == g.shapes[out]
+    graph_to_relax(g)

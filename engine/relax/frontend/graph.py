@@ -24,10 +24,12 @@ from engine import topi
 
 __all__ = ["OPS", "OpInfo", "Call", "Graph", "ImportError_", "OnnxLimits", "WorkBudget",
            "output_shape", "check_attrs", "check_tensor_shape", "call_flops", "graph_flops",
-           "evaluate", "COMPUTED_DTYPE"]
+           "evaluate", "COMPUTED_DTYPE", "MAX_NAME_CHARS"]
 
 #: the one element type the graph computes in (inputs, outputs, every call's operands)
 COMPUTED_DTYPE = "float32"
+#: the longest value name a graph holds (an ONNX model's names are refused beyond it)
+MAX_NAME_CHARS = 4096
 
 
 class ImportError_(ValueError):

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .graph import (COMPUTED_DTYPE, OPS, Call, Graph, ImportError_, OnnxLimits, WorkBudget,
-                    check_tensor_shape, output_shape)
+from .graph import (COMPUTED_DTYPE, MAX_NAME_CHARS, OPS, Call, Graph, ImportError_,
+                    OnnxLimits, WorkBudget, check_tensor_shape, output_shape)
 
 __all__ = ["OnnxLimits", "SUPPORTED_OPS", "read_onnx"]
 
@@ -42,6 +42,10 @@ SUPPORTED_OPS = ("Gemm", "MatMul", "Add", "Relu", "Conv", "Softmax", "Reshape", 
 #: the largest stride, dilation or padding of a convolution read (each also bounded by the
 #: elements of the padded input, :attr:`OnnxLimits.max_tensor_elements`)
 MAX_CONV_WINDOW = 1 << 16
+#: the most weights (initializers) a model may hold per node it may have (a node reads at
+#: most 3), and the most inputs, outputs or attributes one node may have
+MAX_WEIGHTS_PER_NODE = 4
+MAX_NODE_PARTS = 64
 
 
 def _parse(model: Any, limits: OnnxLimits):
@@ -78,6 +82,14 @@ _DTYPES = {1: "float32", 7: "int64", 6: "int32", 11: "float64"}
 def _q(name: str, width: int = 60) -> str:
     """A name quoted for a message, cut short if long."""
     return repr(name if len(name) <= width else name[:width - 3] + "...")
+
+
+def _value_name(name: str, what: str) -> str:
+    """A value's name, refused when empty or longer than :data:`~.graph.MAX_NAME_CHARS`."""
+    if not 0 < len(name) <= MAX_NAME_CHARS:
+        raise ImportError_(f"{what} has a name of {len(name)} characters; names of 1 to "
+                           f"{MAX_NAME_CHARS} characters are read")
+    return name
 
 
 def _to_array(tensor, limits: OnnxLimits, what: str) -> np.ndarray:
@@ -259,6 +271,56 @@ def _input_shape(value_info, shape_dict: dict, limits: OnnxLimits) -> tuple[tupl
     return dims, COMPUTED_DTYPE
 
 
+def _check_counts(graph, limits: OnnxLimits) -> None:
+    """Bound the number of every part of the model before any is looked at: nodes, inputs,
+    outputs, weights; each node's inputs, outputs and attributes; each input's dimensions
+    (a model of millions of tiny parts would take minutes to walk)."""
+    counts = [("nodes", len(graph.node), limits.max_nodes),
+              ("inputs", len(graph.input), limits.max_nodes),
+              ("outputs", len(graph.output), limits.max_nodes),
+              ("weights", len(graph.initializer), MAX_WEIGHTS_PER_NODE * limits.max_nodes)]
+    for what, n, most in counts:
+        if n > most:
+            raise ImportError_(f"the model has {n} {what}; the limit is {most} — export a "
+                               "smaller model")
+    for vi in list(graph.input) + list(graph.output):
+        if len(vi.type.tensor_type.shape.dim) > limits.max_rank:
+            raise ImportError_(f"the value {_q(str(vi.name))} has "
+                               f"{len(vi.type.tensor_type.shape.dim)} dimensions; the limit "
+                               f"is {limits.max_rank}")
+    for k, node in enumerate(graph.node):
+        for what, n, most in [("inputs", len(node.input), MAX_NODE_PARTS),
+                              ("outputs", len(node.output), MAX_NODE_PARTS),
+                              ("attributes", len(node.attribute), MAX_NODE_PARTS)]:
+            if n > most:
+                raise ImportError_(f"node {k} ({_q(str(node.op_type), 40)}) has {n} {what}; "
+                                   f"at most {most} are read")
+
+
+def _texts(model):
+    """Every string of the model the reader uses (names, operators, domains)."""
+    yield from (imp.domain for imp in model.opset_import)
+    graph = model.graph
+    for vi in list(graph.input) + list(graph.output):
+        yield vi.name
+        yield from (d.dim_param for d in vi.type.tensor_type.shape.dim)
+    yield from (init.name for init in graph.initializer)
+    for node in graph.node:
+        yield from (node.op_type, node.name, node.domain)
+        yield from node.input
+        yield from node.output
+        for a in node.attribute:
+            yield from (a.name, a.ref_attr_name)
+
+
+def _check_texts(model) -> None:
+    """Refuse a model whose strings are not UTF-8 text (protobuf hands those over as bytes)."""
+    for text in _texts(model):
+        if not isinstance(text, str):
+            raise ImportError_(f"the model holds a name that is not UTF-8 text "
+                               f"({bytes(text[:40])!r}); re-export the model")
+
+
 def _model_names(graph) -> set[str]:
     """Every value name the model mentions (fresh names are made outside this set)."""
     names = {i.name for i in graph.initializer} | {i.name for i in graph.input}
@@ -342,8 +404,8 @@ class _Reader:
         self.budget.charge(call, shapes, shape, folded)   # before anything is allocated
         if folded:  # evaluate now, in numpy
             vals = [self.g.constants[i] for i in inputs]
-            return self.add_constant(output, np.asarray(OPS[op].numpy(*vals, **attrs),
-                                                        dtype=COMPUTED_DTYPE))
+            return self.add_constant(output, np.ascontiguousarray(
+                OPS[op].numpy(*vals, **attrs), dtype=COMPUTED_DTYPE))
         self.g.calls.append(call)
         self.g.shapes[output] = shape
         return output
@@ -368,7 +430,7 @@ class _Reader:
         attrs = _NodeAttrs(node, src)
         if len(node.output) != 1 or not node.output[0]:
             raise ImportError_(f"{src} has {len(node.output)} outputs; it makes 1 (named)")
-        out = node.output[0]
+        out = _value_name(node.output[0], f"{src}'s output")
         if self.defined(out):
             raise ImportError_(f"{src} writes {_q(out)}, which is already defined (each value "
                                "must be produced once)")
@@ -549,12 +611,12 @@ def read_onnx(model: Any, shape_dict: dict | None = None,
     limits = limits or OnnxLimits()
     model = _parse(model, limits)
     graph = model.graph
-    if len(graph.node) > limits.max_nodes:
-        raise ImportError_(f"the model has {len(graph.node)} nodes; the limit is "
-                           f"{limits.max_nodes}")
+    _check_counts(graph, limits)
+    _check_texts(model)
     reader = _Reader(limits, _opset(model), _model_names(graph))
     g = reader.g
     for init in graph.initializer:
+        _value_name(init.name, "a weight")
         if init.name in g.constants:
             raise ImportError_(f"the weight {_q(init.name)} is given twice")
         reader.add_constant(init.name, _to_array(init, limits, f"weight {_q(init.name)}"))
@@ -562,6 +624,7 @@ def read_onnx(model: Any, shape_dict: dict | None = None,
     for vi in graph.input:
         if vi.name in g.constants:
             continue  # older exporters list the initializers among the inputs too
+        _value_name(vi.name, "an input")
         if vi.name in g.inputs:
             raise ImportError_(f"the input {_q(vi.name)} is declared twice")
         g.inputs[vi.name] = _input_shape(vi, shape_dict, limits)
