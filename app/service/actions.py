@@ -14,6 +14,9 @@
 * ``model``   — a model's stages run in the Relax virtual machine, checked against numpy,
   timed end to end and function by function (``engine.models.measure.measure_stages``),
   and its accuracy on the test images;
+* ``model_import`` — an uploaded ONNX file read, bounded and folded
+  (``engine.models.zoo.onnx_graph``) and run once in numpy on its test input: the graph as
+  plain data (``graph_to_doc``) and the reference output, for the server to check and keep;
 * ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
   (``engine.roofline.machine_peaks``), measured while holding every core slot.
 * ``tune``    — a search with ``engine.tune`` from a gallery program's step (the Tune tab),
@@ -324,6 +327,27 @@ def act_model(ctx: Any) -> None:
     ctx.emit(model=_plain(res))
 
 
+def act_model_import(ctx: Any) -> None:
+    """An uploaded model, read here and never in the server: the job's ``module`` is a
+    dict the server pickled itself (``onnx``: the file's bytes, ``limits``: the fields of
+    :class:`engine.relax.frontend.OnnxLimits`). The file is read within those limits (its
+    counts checked before anything is allocated; this worker's memory and time limits
+    behind them), its constant calls folded, and its forward pass run once in numpy on
+    its test input (:func:`engine.models.zoo.test_input`): emits ``model_import`` with
+    the graph as plain data and that reference output."""
+    from engine.models.zoo import onnx_graph, test_input
+    from engine.relax.frontend import OnnxLimits, graph_to_doc
+    from engine.relax.frontend.graph import evaluate
+
+    from .protocol import array_doc
+
+    doc = pickle.loads(ctx.job["module"])   # pickled by the server itself; the bytes are data
+    graph = onnx_graph(doc["onnx"], OnnxLimits(**doc["limits"]))
+    (name, (shape, _)), = graph.inputs.items()
+    reference = np.asarray(evaluate(graph, {name: test_input(shape)})[0], dtype="float32")
+    ctx.emit(model_import={"graph": graph_to_doc(graph), "reference": array_doc(reference)})
+
+
 def _trial_brief(rec: Any, workload: str | None) -> dict[str, Any]:
     """One tuning trial as the explorer's live view needs it (its trace as a URL token)."""
     try:
@@ -513,7 +537,7 @@ def warm_up(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 
 
 ENGINE: dict[str, Callable[[Any], None]] = {
-    "model": act_model,
+    "model": act_model, "model_import": act_model_import,
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache, "pattern": act_pattern,

@@ -503,6 +503,37 @@ class StepMeasurer:
     def model_result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
         return self._model_value(self._wait(ticket, timeout))
 
+    # model import ---------------------------------------------------------------------------
+    #: seconds a worker may take to read, fold and run an uploaded model once
+    import_time_limit_s = 60.0
+
+    @staticmethod
+    def _import_value(r: JobResult) -> dict[str, Any]:
+        if r.ok and isinstance(r.data.get("model_import"), dict):
+            return r.data["model_import"]
+        if r.status == "pending":
+            return {"pending": r.message}
+        return {"error": r.message or f"the model could not be read ({r.status})"}
+
+    def submit_model_import(self, key: str, data: bytes, limits: dict[str, Any]
+                            ) -> tuple[dict[str, Any] | None, Ticket | None]:
+        """(stored import, None) or (None, ticket): an uploaded ONNX file read, folded and
+        run once in numpy by a worker (:func:`app.service.actions.act_model_import`), within
+        ``limits`` (OnnxLimits fields). The value is ``{"graph": doc, "reference": array
+        doc}`` — data from a worker, for the caller to check — or ``{"error": sentence}``
+        (a model that cannot be read; stored, so it is not read again) or
+        ``{"pending": sentence}``. ``key`` names the file and the limits."""
+        return self._lookup_or_submit(
+            key, "model_import",
+            lambda: Job(actions=("model_import",), time_limit_s=self.import_time_limit_s,
+                        module=pickle.dumps({"onnx": bytes(data), "limits": dict(limits)},
+                                            pickle.HIGHEST_PROTOCOL)),
+            self._import_value)
+
+    def import_result_of(self, ticket: Ticket, timeout: float | None = None
+                         ) -> dict[str, Any]:
+        return self._import_value(self._wait(ticket, timeout))
+
     # code pane --------------------------------------------------------------------------------
     @staticmethod
     def _source_value(r: JobResult) -> dict[str, Any]:

@@ -57,7 +57,7 @@ __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "Po
 
 STEP_ACTIONS = ("compile", "check", "time", "source")
 ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
-                   "roofline", "model", "tune"}
+                   "roofline", "model", "model_import", "tune"}
 #: actions that ask for one core slot as soon as they start (an explorer step: from its
 #: compile to its last timed run; a cache simulation; the pool tests' timed job). A job that
 #: begins with one is sent with a free slot already taken for it, when one is free and no
@@ -350,3 +350,43 @@ def loop_at(func, index: int):
     """The ``For`` node at ``index`` in post-order (see :func:`loop_index`), or None."""
     found = _loops(func)
     return found[index] if 0 <= index < len(found) else None
+
+
+# --------------------------------------------------------------------------- arrays in replies
+def array_doc(arr: Any) -> dict[str, Any]:
+    """A float32 array as JSON-able data (shape, base64 of its little-endian bytes)."""
+    import base64
+
+    import numpy as np
+
+    a = np.ascontiguousarray(arr, dtype="<f4")
+    return {"shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def array_of(doc: Any, max_elements: int) -> Any:
+    """The float32 array of :func:`array_doc`, checked as data from a worker: a shape of at
+    most 8 non-negative sizes, at most ``max_elements`` values, and exactly the bytes they
+    need (a :class:`BadReply` otherwise)."""
+    import base64
+    import binascii
+    import math
+
+    import numpy as np
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("shape"), list) or \
+            not isinstance(doc.get("data"), str):
+        raise BadReply("an array is {shape, data}")
+    shape = doc["shape"]
+    if len(shape) > 8 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                 for d in shape):
+        raise BadReply(f"an array's shape is at most 8 sizes, got {str(shape)[:80]}")
+    n = math.prod(shape)
+    if n > max_elements or len(doc["data"]) > 4 * (4 * n + 2) // 3 + 4:
+        raise BadReply(f"an array of {n} values, over the {max_elements} allowed")
+    try:
+        raw = base64.b64decode(doc["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise BadReply("an array's data is not base64") from None
+    if len(raw) != 4 * n:
+        raise BadReply(f"an array of shape {shape} holds {len(raw)} bytes, not {4 * n}")
+    return np.frombuffer(raw, dtype="<f4").reshape(shape).astype("float32")

@@ -59,7 +59,7 @@ from .timing import pinned_to
 USER_ERRORS = {"ScriptError", "ScheduleError", "BuildError", "ArgumentError", "TraceError",
                "WorkloadError", "InputError", "LimitError", "DTypeError", "CheckError",
                "AccessPatternError", "CacheSimError", "InstrumentError", "ReplayError",
-               "IndexMapError", "OutOfBoundsError", "TuneError"}
+               "IndexMapError", "OutOfBoundsError", "TuneError", "ImportError_"}
 
 
 class _Exit(Exception):

@@ -10,123 +10,115 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import tempfile
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
 
-from engine import IRModule, PrimFunc, structural_equal, structural_hash
+from engine import IRModule, PrimFunc, structural_equal
 from engine.models import zoo
 from engine.models.pipeline import call_sequence, stage_module
 from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
 from engine.schedule import Schedule
 
 from ..errors import AppError
+from ..kept import MiB, Kept, ir_bytes
+from . import model_import
 from .budget import budget_error_of, ensure_budget, over_budget_text
-from .services import instance_folder, limits
+from .learner import learner_key
+from .measuring import client_key
+from .services import instance_folder, limits, measurer
 from .session import CUSTOM, decode_token, encode_src
+from .uploads import NAME, UploadRefused, Uploads
 
 __all__ = ["ModelState", "get_model", "context", "STAGE_LABELS"]
-
-_MODELS: dict[str, Any] = {}
-_LOCK = threading.Lock()
 
 STAGE_LABELS = {"unscheduled": "unscheduled", "scheduled": "scheduled (default recipe)",
                 "fused": "fused", "fused+scheduled": "fused + scheduled (default recipe)"}
 
 
-_UPLOADED = re.compile(r"onnx-[0-9a-f]{16}")
-#: uploaded models kept in the instance folder (the oldest go first beyond this)
-MAX_STORED_MODELS = 100
+def model_bytes(model: Any) -> int:
+    """About how many bytes a model holds: its weights, reference and test data."""
+    arrays = list(getattr(model.extra, "constants", {}).values()) \
+        if model.extra is not None and not isinstance(model.extra, dict) else \
+        [a for a in (model.extra or {}).values() if isinstance(a, np.ndarray)]
+    arrays += [a for a in (model.reference, model.test_images) if a is not None]
+    return 4096 + sum(int(getattr(a, "nbytes", 0)) for a in arrays)
 
 
-def onnx_limits():
-    from engine.relax.frontend import OnnxLimits
+#: models by name, weighed by their arrays (uploaded models are read by a worker again
+#: only when dropped from here and from the store)
+_MODELS: "Kept[Any]" = Kept(96 * MiB, model_bytes)
+#: one lock per slot of names: a model being read or trained holds only its own slot
+_LOCKS = [threading.Lock() for _ in range(16)]
 
-    return OnnxLimits(max_bytes=limits().max_upload_bytes)
+
+def _lock_of(name: str) -> threading.Lock:
+    return _LOCKS[int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) % len(_LOCKS)]
 
 
-def _models_folder() -> str:
-    return os.path.join(instance_folder(), "models")
+def _uploads() -> Uploads:
+    return Uploads(os.path.join(instance_folder(), "models"))
 
 
 def store_onnx(data: bytes) -> str:
-    """Check an uploaded ONNX file (read, bounded, every operator supported: a 400 naming
-    what is not) and keep it in the instance folder; its name (``onnx-<hash>``)."""
-    from engine.relax.frontend import ImportError_
-
-    try:
-        zoo.from_onnx_bytes(data, limits=onnx_limits())
-    except (ImportError_, ValueError) as e:
-        raise AppError(400, "This model cannot be imported", str(e), back="/",
-                       back_label="the gallery") from None
+    """Have an uploaded ONNX file read by a worker (bounded, every operator supported: a
+    400 naming what is not) and keep it in the instance folder for the learner who sent it
+    (their quota: :class:`app.web.uploads.Uploads`); its name (``onnx-<hash>``)."""
     name = "onnx-" + hashlib.sha256(data).hexdigest()[:16]
-    folder = _models_folder()
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, name + ".onnx")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-        kept = sorted((os.path.getmtime(os.path.join(folder, n)), n) for n in os.listdir(folder)
-                      if n.endswith(".onnx"))
-        for _, old in kept[:-MAX_STORED_MODELS]:
-            os.unlink(os.path.join(folder, old))
+    model = model_import.imported(data, title="uploaded ONNX model")
+    try:
+        _uploads().keep(name, data, learner_key(), client_key())
+    except UploadRefused as e:
+        raise AppError(e.status, "Upload refused", str(e), back="/",
+                       back_label="the gallery") from None
+    _MODELS.put(name, model)
     return name
 
 
 def get_model(name: str):
     """The named model (the MLP: trained on first use, numpy, seconds, cached in the
     instance folder) or an uploaded ONNX model (``onnx-<hash>``, kept in the instance
-    folder); kept in memory for the process."""
-    if name not in zoo.MODELS and not _UPLOADED.fullmatch(name):
+    folder, read by a worker); kept in memory (bounded by bytes) for the process."""
+    if name not in zoo.MODELS and not NAME.fullmatch(name):
         raise AppError(404, "No such model", f"There is no model named {name[:40]!r}; the "
                        f"models are: {', '.join(zoo.MODELS)} (or upload an ONNX file).",
                        back="/", back_label="the gallery")
-    with _LOCK:
-        if name in _MODELS:
-            return _MODELS[name]
+    got = _MODELS.get(name)
+    if got is not None:
+        return got
+    with _lock_of(name):
+        got = _MODELS.get(name)
+        if got is not None:
+            return got
         if name in zoo.MODELS:
             model = zoo.get(name, instance_folder())
         else:
-            path = os.path.join(_models_folder(), name + ".onnx")
-            try:
-                with open(path, "rb") as f:
-                    data = f.read(limits().max_upload_bytes + 1)
-            except OSError:
+            data = _uploads().read(name, limits().max_upload_bytes)
+            if data is None:
                 raise AppError(404, "No such model", "This uploaded model is not on this "
                                "server (any more); upload the ONNX file again.", back="/",
-                               back_label="the gallery") from None
-            model = zoo.from_onnx_bytes(data, title="uploaded ONNX model",
-                                        limits=onnx_limits())
-        _MODELS[name] = model
-        while len(_MODELS) > 16:
-            _MODELS.pop(next(iter(_MODELS)))
+                               back_label="the gallery")
+            model = model_import.imported(data, title="uploaded ONNX model")
+        _MODELS.put(name, model)
         return model
 
 
-_STAGES: "OrderedDict[tuple, IRModule]" = OrderedDict()
+#: the stages of the models' pages, weighed by their IR and the model's arrays they hold
+_STAGES: "Kept[IRModule]" = Kept(64 * MiB)
 
 
 def model_stage(name: str, batch: int, stage: str) -> IRModule:
-    """``stage_module`` of the model at ``batch`` (pure IR passes; the last 32 kept)."""
+    """``stage_module`` of the model at ``batch`` (pure IR passes, kept within bytes)."""
     key = (name, batch, stage)
-    with _LOCK:
-        hit = _STAGES.get(key)
-        if hit is not None:
-            _STAGES.move_to_end(key)
-            return hit
-    mod = stage_module(get_model(name).build(batch), stage)[0]
-    with _LOCK:
-        _STAGES[key] = mod
-        while len(_STAGES) > 32:
-            _STAGES.popitem(last=False)
+    hit = _STAGES.get(key)
+    if hit is not None:
+        return hit
+    model = get_model(name)
+    mod = stage_module(model.build(batch), stage)[0]
+    _STAGES.put(key, mod, ir_bytes(mod) + model_bytes(model))
     return mod
 
 
@@ -264,6 +256,25 @@ def _functions(state: ModelState, base: IRModule, traces: dict) -> list:
     return rows
 
 
+#: each model's test input and its reference output, by model and batch
+_REFERENCES: "Kept[tuple]" = Kept(32 * MiB, lambda xr: 256 + xr[0].nbytes + xr[1].nbytes)
+
+
+def _input_and_reference(name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The model's test input at ``batch`` and its reference output: the one a worker
+    computed when it read an uploaded model, or the gallery model's own numpy code (the
+    MLP at a batch of at most ``max_model_batch``: milliseconds), kept."""
+    got = _REFERENCES.get((name, batch))
+    if got is None:
+        model = get_model(name)
+        x = model.test_inputs(batch)
+        ref = model.reference if model.reference is not None else \
+            np.asarray(model.numpy_fn(x.astype("float64")))
+        got = (x, np.asarray(ref))
+        _REFERENCES.put((name, batch), got)
+    return got
+
+
 def measure_doc(state: ModelState, current: IRModule) -> tuple[str, dict]:
     """The key and the document of the model's measurement job: the four reference stages
     and the link's own program."""
@@ -272,10 +283,9 @@ def measure_doc(state: ModelState, current: IRModule) -> tuple[str, dict]:
               for stage, label in STAGE_LABELS.items()]
     if state.tokens:
         stages.append(("this link's schedules", current))
-    x = model.test_inputs(state.batch)
-    ref = np.asarray(model.numpy_fn(x.astype("float64")) if model.numpy_fn else None)
+    x, ref = _input_and_reference(state.name, state.batch)
     key = "model:" + ":".join([state.name, str(state.batch)]
-                              + [structural_hash(m) for _, m in stages])
+                              + [measurer().program_hash(m) for _, m in stages])
     doc = {"stages": stages, "x": x, "reference": ref,
            "mlp_params": model.extra if state.name == "mlp" else None,
            "graph": model.extra if state.name != "mlp" else None,

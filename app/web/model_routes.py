@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import parse_qs, urlparse
 
@@ -29,6 +30,7 @@ from .plots import model_figure
 from .services import limits, measurer
 
 bp = Blueprint("model", __name__)
+log = logging.getLogger(__name__)
 
 _TOKEN = re.compile(r"[A-Za-z0-9_\-=.]+")
 
@@ -78,8 +80,14 @@ def model_measure(name: str):
     if "error" in got:
         ctx["error"] = got["error"]
     else:
-        ctx["result"] = got
-        ctx["fig"] = model_figure(got)
+        try:   # a stored result is data: one the page cannot show is said, never a 500
+            ctx["fig"] = model_figure(got)
+            ctx["result"] = got
+            return render_template("panes/model_measure.html", **ctx)
+        except Exception:  # noqa: BLE001
+            log.exception("a model measurement could not be shown")
+            ctx.update(result=None, fig=None, error="the measurement came back in a form "
+                       "this page cannot show; reload to measure again")
     return render_template("panes/model_measure.html", **ctx)
 
 

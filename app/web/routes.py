@@ -503,6 +503,12 @@ def register_error_handlers(app: Flask) -> None:
     def app_error(e: AppError):
         return _error_response(e.status, e.title, e.message, e.back, e.back_label)
 
+    @app.errorhandler(LimitsInputError)
+    def input_error(e: LimitsInputError):
+        # an input over a limit or malformed, wherever it was found: the input's fault, said
+        title = "Over a limit" if hasattr(e, "limit") else "Bad input"
+        return _error_response(400, title, str(e), "/", "the gallery")
+
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):
         titles = {404: "Page not found", 405: "Not allowed here", 413: "Upload too large"}

@@ -16,7 +16,8 @@ from engine.ir.function import IRModule
 from . import mlp as _mlp
 from .course import mlp_module
 
-__all__ = ["Model", "MODELS", "get", "from_onnx_bytes"]
+__all__ = ["Model", "MODELS", "get", "from_onnx_bytes", "onnx_graph", "model_from_graph",
+           "test_input"]
 
 MODELS = ("mlp",)
 
@@ -34,12 +35,13 @@ class Model:
     trained_accuracy: float | None = None          # numpy float32 forward on the test set
     batch_fixed: int | None = None                 # ONNX models: their own batch size
     extra: Any = None
+    reference: np.ndarray | None = None            # output on test_inputs, computed elsewhere
 
     def test_inputs(self, batch: int) -> np.ndarray:
         """The first ``batch`` test images as ``main``'s input (random data without any)."""
         shape = self.input_shape(batch)
         if self.test_images is None:
-            return np.random.default_rng(0).standard_normal(shape).astype("float32")
+            return test_input(shape)
         return np.ascontiguousarray(self.test_images[:batch].reshape(shape), dtype="float32")
 
 
@@ -67,13 +69,18 @@ def get(name: str, cache_dir: str | None = None) -> Model:
     raise KeyError(f"no model named {name!r}; models: {', '.join(MODELS)} (or an .onnx file)")
 
 
-def from_onnx_bytes(data: bytes, title: str = "ONNX model", limits: Any = None) -> Model:
-    """A model read from the bytes of an ONNX file (its batch is the file's), read once;
-    an :class:`~engine.relax.frontend.ImportError_` sentence for anything the model page
+def test_input(shape: tuple) -> np.ndarray:
+    """The input a model without test data is run on (its reference output's input):
+    standard normal values from a fixed seed, float32."""
+    return np.random.default_rng(0).standard_normal(tuple(shape)).astype("float32")
+
+
+def onnx_graph(data: bytes, limits: Any = None):
+    """The graph of an ONNX file as the model page runs it, read once (its counts bounded
+    by ``limits`` before anything is allocated); an
+    :class:`~engine.relax.frontend.ImportError_` sentence for anything the model page
     cannot run (it runs models of one input and one output)."""
     from engine.relax.frontend import ImportError_
-    from engine.relax.frontend.graph import evaluate
-    from engine.relax.frontend.onnx import graph_to_relax
     from engine.relax.frontend.onnx_reader import read_onnx
 
     graph = read_onnx(data, None, limits)
@@ -82,6 +89,17 @@ def from_onnx_bytes(data: bytes, title: str = "ONNX model", limits: Any = None) 
                            f"{'s' * (len(graph.inputs) != 1)} and {len(graph.outputs)} "
                            f"output{'s' * (len(graph.outputs) != 1)}; the model page runs "
                            "models of one input and one output")
+    return graph
+
+
+def model_from_graph(graph, title: str = "ONNX model",
+                     reference: np.ndarray | None = None) -> Model:
+    """The :class:`Model` of a read graph of one input and one output. ``reference``: its
+    output on :func:`test_input`, when already computed (by a worker): then the model has
+    no numpy function and runs nothing here."""
+    from engine.relax.frontend.graph import evaluate
+    from engine.relax.frontend.onnx import graph_to_relax
+
     mod = graph_to_relax(graph)
     (in_name, (shape, _)), = graph.inputs.items()
 
@@ -93,5 +111,13 @@ def from_onnx_bytes(data: bytes, title: str = "ONNX model", limits: Any = None) 
 
     return Model(name="onnx", title=title,
                  description=f"{len(graph.calls)} operators read from an ONNX file",
-                 build=build, input_shape=lambda batch: shape, numpy_fn=numpy_fn,
-                 batch_fixed=shape[0] if shape else 1, extra=graph)
+                 build=build, input_shape=lambda batch: shape,
+                 numpy_fn=numpy_fn if reference is None else None,
+                 batch_fixed=shape[0] if shape else 1, extra=graph, reference=reference)
+
+
+def from_onnx_bytes(data: bytes, title: str = "ONNX model", limits: Any = None) -> Model:
+    """A model read from the bytes of an ONNX file (its batch is the file's), read once;
+    an :class:`~engine.relax.frontend.ImportError_` sentence for anything the model page
+    cannot run (it runs models of one input and one output)."""
+    return model_from_graph(onnx_graph(data, limits), title)
