@@ -24,6 +24,13 @@ Scenarios (``--scenario``), each with the learners above:
 * ``noisy-neighbour``: one client keeps ``--noisy-programs`` (12) programs that run past the
   step time limit queued for measurement; the learners' waits for their measurements (from
   the first poll to a settled pane) are reported.
+* ``attacker``: two phases on one server. First the learners alone; then learners again
+  (another seed) while one attacker (``adversaries.Attacker``) sends the hostile links and
+  uploads of the second trust round (huge-prime sampling, fuse+split name doubling, a
+  program doubling at every step, a 10,000-step import, hostile ONNX files and their
+  pages, bursts of tiny uploads, a 9,000-character trace). Reports the learners' p95 in
+  both phases and their ratio (must be at most 1.5), and the server's memory at the start of
+  the attack and some seconds after it stops (must be back within 100 MB).
 
 ``--classroom`` serves in classroom mode (on 127.0.0.1, with its token, its per-address cap
 and timeouts); every learner then connects from its own loopback address, as in a class.
@@ -52,7 +59,7 @@ from collections import Counter, defaultdict
 from html.parser import HTMLParser
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from adversaries import NoisyNeighbour, SlowClients, loopback_address
+from adversaries import Attacker, NoisyNeighbour, SlowClients, loopback_address
 from server_process import (HOST, SERVER_LOG, class_cookie, free_port, start_server,
                             stop_server, tree_rss)
 
@@ -473,14 +480,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classroom", action="store_true",
                     help="serve in classroom mode on 127.0.0.1 (token, per-address cap, "
                          "timeouts); each learner connects from its own loopback address")
-    ap.add_argument("--scenario", choices=("learners", "slow-clients", "noisy-neighbour"),
+    ap.add_argument("--scenario", choices=("learners", "slow-clients", "noisy-neighbour",
+                                           "attacker"),
                     default="learners", help="who else is in the class (see above)")
     ap.add_argument("--slow", type=int, default=110, help="slow-clients: trickling sockets")
     ap.add_argument("--slow-addresses", type=int, default=0,
                     help="slow-clients: addresses they come from (default: one each)")
     ap.add_argument("--noisy-programs", type=int, default=12,
                     help="noisy-neighbour: endless programs kept queued")
+    ap.add_argument("--settle", type=float, default=20.0,
+                    help="attacker: seconds after the attack before the memory is read")
     args = ap.parse_args(argv)
+    if args.scenario == "attacker":
+        return attacker_scenario(args)
     if not 1 <= args.slow <= 400 or not 1 <= args.noisy_programs <= 64:
         ap.error("--slow must be between 1 and 400, --noisy-programs between 1 and 64")
     if not 1 <= args.learners <= MAX_LEARNERS:
@@ -584,6 +596,102 @@ def main(argv: list[str] | None = None) -> int:
     print(f"server alive at the end: {alive}; exit code after SIGINT: {code}; "
           f"learners still stuck: {stuck}")
     ok = not stats.server_errors and not stats.measure_lost and alive and not stuck
+    print("RESULT:", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def _fresh_instance(args) -> list[str]:
+    extra = list(args.server_arg)
+    if not any(a.startswith("--instance") for a in extra) and not args.warm_store:
+        fresh = tempfile.mkdtemp(prefix="explorer-load-")
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, fresh, True)
+        extra += ["--instance", fresh]
+    if args.classroom:
+        extra += ["--classroom", "--host", HOST]
+    return extra
+
+
+def _learners_phase(args, port, cookie, workloads, seed) -> tuple[Stats, float, int]:
+    """The learners clicking for ``args.duration`` seconds: (stats, wall seconds, stuck)."""
+    stats = Stats()
+    deadline = time.monotonic() + args.duration
+    learners = [Learner(i, port, stats, deadline, seed, args.max_size, workloads,
+                        args.timeout, loopback_address(3, i) if args.classroom else None,
+                        cookie) for i in range(args.learners)]
+    threads = [threading.Thread(target=lr.run, name=f"learner-{i}", daemon=True)
+               for i, lr in enumerate(learners)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join(max(0.0, deadline + args.timeout + 30 - time.monotonic()))
+    return stats, time.monotonic() - t0, sum(t.is_alive() for t in threads)
+
+
+def attacker_scenario(args) -> int:
+    """See the module docstring (``attacker``)."""
+    import gc  # noqa: F401  (the server collects on its own; this process only waits)
+
+    port = free_port()
+    extra = _fresh_instance(args)
+    proc = start_server(port, extra)
+    cookie = class_cookie(port)
+    print(f"server: python -m app {' '.join(extra)} --port {port} (pid {proc.pid})")
+    attacker = None
+    try:
+        workloads = discover_workloads(port, cookie)
+        if args.workloads:
+            keep = set(args.workloads.split(","))
+            workloads = [w for w in workloads if w[0] in keep] or workloads
+        rss_start = tree_rss(proc.pid)
+        quiet, wall_q, stuck_q = _learners_phase(args, port, cookie, workloads, args.seed)
+        rss_before = tree_rss(proc.pid)
+        attacker = Attacker(port, cookie).start()
+        loud, wall_l, stuck_l = _learners_phase(args, port, cookie, workloads, args.seed + 1)
+        attacker.stop()
+        rss_attacked = tree_rss(proc.pid)
+        time.sleep(args.settle)
+        rss_after = tree_rss(proc.pid)
+        alive = proc.poll() is None
+    finally:
+        if attacker is not None:
+            attacker.stop()
+        code = stop_server(proc)
+
+    def lat(st: Stats) -> list[float]:
+        return [x for v in st.lat.values() for x in v]
+
+    q95, l95 = pct(lat(quiet), 95), pct(lat(loud), 95)
+    ratio = l95 / q95 if q95 else float("inf")
+    mb = lambda k: f"{k / 1024:.0f} MiB" if k else "?"  # noqa: E731
+    print(f"\nlearners: {args.learners}, {args.duration:g} s per phase")
+    for label, st, wall in (("without the attacker", quiet, wall_q),
+                            ("with the attacker", loud, wall_l)):
+        xs = lat(st)
+        print(f"{label:22} requests {len(xs):5d} ({len(xs) / wall:.1f}/s), p50 "
+              f"{pct(xs, 50) * 1e3:.0f} ms, p95 {pct(xs, 95) * 1e3:.0f} ms, "
+              f"5xx/dropped {len(st.server_errors)}, steps applied {st.applied}")
+        for kind in sorted(st.lat):
+            ys = st.lat[kind]
+            print(f"    {kind:10} {len(ys):6d} p50 {pct(ys, 50) * 1e3:6.0f} ms  p95 "
+                  f"{pct(ys, 95) * 1e3:6.0f} ms")
+    print(f"p95 with / without the attacker: {ratio:.2f} (at most 1.5)")
+    print(attacker.report() if attacker else "attacker: not started")
+    grown = (rss_after[0] or 0) - (rss_before[0] or 0)
+    print(f"server RSS: at start {mb(rss_start[0])}, before the attack {mb(rss_before[0])}, "
+          f"when it stopped {mb(rss_attacked[0])}, {args.settle:g} s later {mb(rss_after[0])} "
+          f"({grown / 1024:+.0f} MiB since before the attack; at most +100)")
+    print(f"worker processes' RSS: before the attack {mb(rss_before[1])}, after "
+          f"{mb(rss_after[1])}")
+    for e in (quiet.server_errors + loud.server_errors)[:10]:
+        print(f"  {e}")
+    print(f"server alive at the end: {alive}; exit code after SIGINT: {code}; learners still "
+          f"stuck: {stuck_q + stuck_l}")
+    ok = (ratio <= 1.5 and grown <= 100 * 1024 and alive and not stuck_q and not stuck_l
+          and not quiet.server_errors and not loud.server_errors)
     print("RESULT:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 
