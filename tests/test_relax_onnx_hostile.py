@@ -5,17 +5,20 @@ from shapes before anything is allocated.
 
 The first tests are the holes found by an attacker against the server, one each; then the
 limits; then :mod:`engine.relax.frontend.graph_doc` (the plain-data form a sandboxed worker
-sends back); then two hypothesis fuzzers (models with random attributes and shapes, and
-mutated docs) that accept a graph or an ``ImportError_`` and nothing else.
+sends back); then three hypothesis fuzzers (models with random attributes and shapes, their
+bytes altered, mutated docs) that accept a graph or an ``ImportError_`` and nothing else.
 """
 from __future__ import annotations
 
+import copy
+import json
 import time
 import tracemalloc
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from hypothesis import given, strategies as st
+from onnx import AttributeProto, helper, numpy_helper
 
 import onnx_models as om
 from engine.models import zoo
@@ -145,7 +148,7 @@ def test_the_parts_of_a_model_are_counted_before_they_are_walked():
     _refused(m, r"node 0 \('Relu'\) has 65 attributes; at most 64 are read")
 
 
-# ------------------------------------------------------------------ Reshape: every error a sentence
+# ------------------------------------------------------------------ Reshape: errors are sentences
 @pytest.mark.parametrize("target, allowzero, want", [
     ([-1, -1], 0, "more than one -1"),
     ([4, 2], 0, "has 6 elements"),
@@ -256,8 +259,6 @@ def test_from_onnx_bytes_reads_the_model_once(monkeypatch):
 
 # ------------------------------------------------------------------ the graph's plain-data form
 def _doc(make=om.conv_net):
-    import json
-
     from engine.relax.frontend import graph_to_doc
 
     return json.loads(json.dumps(graph_to_doc(_read(make()))))
@@ -285,11 +286,11 @@ def test_a_doc_whose_declared_shape_lies_is_refused():
 def test_a_doc_with_truncated_or_invalid_base64_is_refused_before_decoding():
     doc = _doc()
     doc["constants"]["cw"]["data"] = doc["constants"]["cw"]["data"][:-4]
-    _doc_refused(doc, r"constant 'cw''s data must be 384 characters of base64 \(288 bytes "
+    _doc_refused(doc, r"the data of constant 'cw' must be 384 characters of base64 \(288 bytes "
                       r"of float32 for shape \(4, 2, 3, 3\)\), got 380 characters")
     doc = _doc()
     doc["constants"]["cw"]["data"] = "!" * 384
-    _doc_refused(doc, "constant 'cw''s data is not valid base64")
+    _doc_refused(doc, "the data of constant 'cw' is not valid base64")
 
 
 @pytest.mark.parametrize("mutate, match", [
@@ -301,14 +302,17 @@ def test_a_doc_with_truncated_or_invalid_base64_is_refused_before_decoding():
      "reads 'later', which is not defined before it"),
     (lambda d: d["calls"][0]["attrs"].__setitem__("strides", [1.5, 1]),
      r"nn.conv2d's strides must be 2 integers"),
-    (lambda d: d["calls"][0]["attrs"].pop("padding"), "takes the attributes"),
+    (lambda d: d["calls"][0]["attrs"].pop("padding"), r"takes 3 attribute\(s\), got 2"),
+    (lambda d: d["calls"][0]["attrs"].__setitem__("pad", d["calls"][0]["attrs"].pop("padding")),
+     "takes the attributes"),
     (lambda d: d["calls"][0]["attrs"].__setitem__("strides", [0, 1]),
      "strides and dilation must be at least 1"),
     (lambda d: d["calls"][1].__setitem__("output", d["calls"][0]["output"]),
      "which is already defined"),
     (lambda d: d["constants"]["cw"].__setitem__("shape", [4, 2, 3, 4]),
-     r"data must be 512 characters"),
-    (lambda d: d["constants"]["cw"].__setitem__("dtype", "float16"), "dtype must be one of"),
+     r"the data of constant .cw. must be 512 characters"),
+    (lambda d: d["constants"]["cw"].__setitem__("dtype", "float16"),
+     "the dtype of constant .cw. must be one of"),
     (lambda d: d["inputs"][0].__setitem__("shape", [2, 2, 8, True]), "positive integers"),
     (lambda d: d["shapes"].__setitem__("ghost", [1]), "which the graph does not define"),
     (lambda d: d["outputs"].__setitem__(0, "x"), "not computed by any call"),
@@ -324,7 +328,7 @@ def test_a_doc_is_held_to_the_same_limits_as_a_model():
     doc = _doc()
     _doc_refused(doc, r"the model's forward pass would take .* \(max_model_flops\)",
                  OnnxLimits(max_model_flops=1000))
-    _doc_refused(doc, r"constant 'g_Bscaled__3''s shape has 1280 elements; the limit is 1000",
+    _doc_refused(doc, r"the shape of constant 'g_Bscaled__3' has 1280 elements; the limit is 1000",
                  OnnxLimits(max_tensor_elements=1000))
     conv = _first_conv(doc)
     conv["attrs"]["padding"] = [10 ** 6, 0, 0, 0]
@@ -333,8 +337,6 @@ def test_a_doc_is_held_to_the_same_limits_as_a_model():
 
 
 # ------------------------------------------------------------------ fuzzing the reader
-from hypothesis import assume, given, strategies as st  # noqa: E402
-from onnx import AttributeProto  # noqa: E402
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
 _ODD_INTS = st.sampled_from([0, -1, -2, 1, 2, 3, 16000, 2 ** 31, 2 ** 62, -(2 ** 63)])
@@ -500,7 +502,6 @@ _DOCS = {}
 def _pristine_doc(name):
     if name not in _DOCS:
         _DOCS[name] = _doc(_DOC_SOURCES[name])
-    import copy
     return copy.deepcopy(_DOCS[name])
 
 

@@ -286,7 +286,7 @@ class WorkBudget:
         """Count one call (operands of ``shapes``, output ``out``), or refuse it with a
         sentence naming the node, the count and the limit."""
         lim, where = self.limits, call.source or call.op
-        check_tensor_shape(out, lim, f"{where}'s output")
+        check_tensor_shape(out, lim, f"the output of {where}")
         if any(d < 1 for s in list(shapes) + [out] for d in s):
             raise ImportError_(f"{where}: a tensor with a dimension of 0 (no elements) is "
                                "not supported")

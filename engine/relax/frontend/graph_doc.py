@@ -150,9 +150,9 @@ class _DocReader:
         for k, v in enumerate(entries):
             entry = _record(v, ("name", "shape", "dtype"), f"input {k}")
             name = _name(entry["name"], f"input {k}'s name")
-            shape = _shape(entry["shape"], self.limits, f"input {name[:60]!r}'s shape")
+            shape = _shape(entry["shape"], self.limits, f"the shape of input {name[:60]!r}")
             if entry["dtype"] != COMPUTED_DTYPE:
-                raise _bad(f"input {name[:60]!r}'s dtype must be {COMPUTED_DTYPE!r}, got "
+                raise _bad(f"the dtype of input {name[:60]!r} must be {COMPUTED_DTYPE!r}, got "
                            f"{repr(entry['dtype'])[:40]}")
             self.define(name, shape, f"input {k}")
             self.g.inputs[name] = (shape, COMPUTED_DTYPE)
@@ -198,11 +198,11 @@ class _DocReader:
             raise _bad(f"call {k}'s op must be one of {', '.join(OPS)}, got "
                        f"{repr(op)[:40]}")
         where = f"call {k} ({source or op})"
-        inputs = _list(entry["inputs"], f"{where}'s inputs", OPS[op].arity)
+        inputs = _list(entry["inputs"], f"the inputs of {where}", OPS[op].arity)
         if len(inputs) != OPS[op].arity:
             raise _bad(f"{where}: {op} takes {OPS[op].arity} operand(s), got {len(inputs)}")
         for i in inputs:
-            _name(i, f"{where}'s operand")
+            _name(i, f"an operand of {where}")
             if i not in self.g.shapes:
                 raise _bad(f"{where} reads {i[:60]!r}, which is not defined before it")
             arr = self.g.constants.get(i)
@@ -211,16 +211,19 @@ class _DocReader:
                            f"{COMPUTED_DTYPE} values are computed")
         attrs = entry["attrs"]
         if not isinstance(attrs, dict):
-            raise _bad(f"{where}'s attrs must be a dict, got {_kind(attrs)}")
+            raise _bad(f"the attrs of {where} must be a dict, got {_kind(attrs)}")
+        if len(attrs) != len(OPS[op].attrs):
+            raise _bad(f"{where}: {op} takes {len(OPS[op].attrs)} attribute(s), got "
+                       f"{len(attrs)}")
         items = []
         for key, value in attrs.items():
             if isinstance(value, list):
-                value = tuple(_list(value, f"{where}'s {str(key)[:40]}",
+                value = tuple(_list(value, f"{str(key)[:40]} of {where}",
                                     max(4, self.limits.max_rank)))
             items.append((key, value))
         if not all(isinstance(key, str) for key, _ in items):
-            raise _bad(f"{where}'s attribute names must be strings")
-        call = Call(op, tuple(inputs), _name(entry["output"], f"{where}'s output"),
+            raise _bad(f"the attribute names of {where} must be strings")
+        call = Call(op, tuple(inputs), _name(entry["output"], f"the output of {where}"),
                     tuple(sorted(items)), source)
         check_attrs(call)
         return call
@@ -251,21 +254,21 @@ def _constant_array(entry: dict, limits: OnnxLimits, where: str) -> np.ndarray:
     against dtype and shape before it is decoded."""
     dtype = entry["dtype"]
     if dtype not in CONSTANT_DTYPES:
-        raise _bad(f"{where}'s dtype must be one of {', '.join(CONSTANT_DTYPES)}, got "
+        raise _bad(f"the dtype of {where} must be one of {', '.join(CONSTANT_DTYPES)}, got "
                    f"{repr(dtype)[:40]}")
-    shape = _shape(entry["shape"], limits, f"{where}'s shape")
+    shape = _shape(entry["shape"], limits, f"the shape of {where}")
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     data = entry["data"]
     if not isinstance(data, str) or len(data) != 4 * -(-nbytes // 3):
         got = f"{len(data)} characters" if isinstance(data, str) else _kind(data)
-        raise _bad(f"{where}'s data must be {4 * -(-nbytes // 3)} characters of base64 "
+        raise _bad(f"the data of {where} must be {4 * -(-nbytes // 3)} characters of base64 "
                    f"({nbytes} bytes of {dtype} for shape {shape}), got {got}")
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise _bad(f"{where}'s data is not valid base64") from None
+        raise _bad(f"the data of {where} is not valid base64") from None
     if len(raw) != nbytes:
-        raise _bad(f"{where}'s data holds {len(raw)} bytes; {dtype} of shape {shape} needs "
+        raise _bad(f"the data of {where} holds {len(raw)} bytes; {dtype} of shape {shape} needs "
                    f"{nbytes}")
     little = np.dtype(dtype).newbyteorder("<")
     return np.frombuffer(raw, dtype=little).reshape(shape).astype(dtype)
@@ -279,6 +282,10 @@ def graph_from_doc(doc: Any, limits: OnnxLimits | None = None) -> Graph:
     if d["format"] != DOC_FORMAT:
         raise _bad(f"format must be {DOC_FORMAT!r}, got {repr(d['format'])[:60]}")
     calls = _list(d["calls"], "calls", MAX_CALLS_PER_NODE * reader.limits.max_nodes)
+    most_names = reader.limits.max_nodes + 3 * len(calls)   # inputs, constants, outputs
+    if len(reader.declared) > most_names:
+        raise _bad(f"shapes has {len(reader.declared)} entries, more than the graph can "
+                   "define")
     reader.inputs()
     reader.constants(most=2 * len(calls))
     reader.calls()

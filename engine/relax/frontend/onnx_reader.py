@@ -135,14 +135,15 @@ def _describe(a) -> str:
     if a.type == _FLOAT:
         return f"a number {np.float32(a.f)}"
     if a.type == _STRING:
-        return f"a string {_q(a.s.decode('utf-8', 'replace'), 40)}"
+        return f"a string {_q(a.s[:60].decode('utf-8', 'replace'), 40)}"
     if a.type == _TENSOR:
-        return f"a tensor of shape {tuple(a.t.dims)[:8]}"
+        return f"a tensor of shape {tuple(a.t.dims[:8])}"
     if a.type == _INTS:
         return f"a list {_short_list(a.ints)}"
     if a.type == _FLOATS:
         return f"a list {_short_list(a.floats, lambda v: str(np.float32(v)))}"
-    return f"a list of strings {_short_list(a.strings, lambda s: _q(s.decode('utf-8', 'replace'), 20))}"
+    return "a list of strings " + _short_list(
+        a.strings, lambda s: _q(s[:30].decode("utf-8", "replace"), 20))
 
 
 class _NodeAttrs:
@@ -225,7 +226,8 @@ class _NodeAttrs:
         if name not in self.protos:
             return default
         a = self.protos[name]
-        value = a.s.decode("utf-8", "replace") if a.type == _STRING else None
+        short = a.type == _STRING and len(a.s) <= max(len(c) for c in choices)
+        value = a.s.decode("utf-8", "replace") if short else None
         if value not in choices:
             raise self._wrong(name, "one of " + ", ".join(repr(c) for c in choices))
         return value
@@ -430,7 +432,7 @@ class _Reader:
         attrs = _NodeAttrs(node, src)
         if len(node.output) != 1 or not node.output[0]:
             raise ImportError_(f"{src} has {len(node.output)} outputs; it makes 1 (named)")
-        out = _value_name(node.output[0], f"{src}'s output")
+        out = _value_name(node.output[0], f"the output of {src}")
         if self.defined(out):
             raise ImportError_(f"{src} writes {_q(out)}, which is already defined (each value "
                                "must be produced once)")
