@@ -179,7 +179,7 @@ class Limits:
                                              # that transform_layout's maps are one-to-one
     # Work one request may do in the web process (app.web.budget).
     max_request_cpu_s: float = 5.0           # CPU seconds of replaying and applying steps
-    max_program_nodes: int = 100_000         # IR nodes of a program (counted as a tree)
+    max_program_nodes: int = 50_000          # IR nodes of a program (counted as a tree)
     max_printed_chars: int = 2_000_000       # a program's printed text
     # JSON (trace import, pasted TVM traces, API bodies).
     max_json_bytes: int = 512 * KiB

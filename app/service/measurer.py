@@ -228,7 +228,7 @@ class StepMeasurer:
     #: the hashes of the last programs hashed, by identity: a click asks for its program's
     #: hash several times (its prefetched step and cache jobs, the stored results the
     #: answer may carry), and the modules are immutable
-    _HASHES: "KeptByIdentity[str]" = KeptByIdentity(8 * MiB)
+    _HASHES: "KeptByIdentity[str]" = KeptByIdentity(4 * MiB)
 
     @classmethod
     def program_hash(cls, mod: Any) -> str:

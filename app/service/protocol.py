@@ -272,7 +272,7 @@ def decode_reply(raw: bytes) -> tuple:
 #: the last modules pickled, by identity (the IR is immutable): a click sends its program
 #: twice, in its step job and in its cache simulation's job
 _PICKLED: "KeptByIdentity[bytes]" = KeptByIdentity(
-    16 * MiB, lambda mod, data: ir_bytes(mod) + len(data))
+    8 * MiB, lambda mod, data: ir_bytes(mod) + len(data))
 
 
 def module_bytes(mod: Any) -> bytes:

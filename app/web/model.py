@@ -50,7 +50,7 @@ def model_bytes(model: Any) -> int:
 
 #: models by name, weighed by their arrays (uploaded models are read by a worker again
 #: only when dropped from here and from the store)
-_MODELS: "Kept[Any]" = Kept(96 * MiB, model_bytes)
+_MODELS: "Kept[Any]" = Kept(32 * MiB, model_bytes)
 #: one lock per slot of names: a model being read or trained holds only its own slot
 _LOCKS = [threading.Lock() for _ in range(16)]
 
@@ -107,7 +107,7 @@ def get_model(name: str):
 
 
 #: the stages of the models' pages, weighed by their IR and the model's arrays they hold
-_STAGES: "Kept[IRModule]" = Kept(64 * MiB)
+_STAGES: "Kept[IRModule]" = Kept(32 * MiB)
 
 
 def model_stage(name: str, batch: int, stage: str) -> IRModule:
@@ -257,7 +257,7 @@ def _functions(state: ModelState, base: IRModule, traces: dict) -> list:
 
 
 #: each model's test input and its reference output, by model and batch
-_REFERENCES: "Kept[tuple]" = Kept(32 * MiB, lambda xr: 256 + xr[0].nbytes + xr[1].nbytes)
+_REFERENCES: "Kept[tuple]" = Kept(8 * MiB, lambda xr: 256 + xr[0].nbytes + xr[1].nbytes)
 
 
 def _input_and_reference(name: str, batch: int) -> tuple[np.ndarray, np.ndarray]:

@@ -153,7 +153,7 @@ def build_tree(func: PrimFunc, func_name: str | None = None) -> FuncTree:
 #: the trees of the last modules walked, by identity: a click walks the program before it
 #: and its new one, and the trace pane the program before each step
 _TREES: "KeptByIdentity[list[FuncTree]]" = KeptByIdentity(
-    16 * MiB, lambda mod, trees: 2 * ir_bytes(mod))
+    8 * MiB, lambda mod, trees: 2 * ir_bytes(mod))
 
 
 def module_trees(mod: IRModule) -> list[FuncTree]:

@@ -140,7 +140,7 @@ def _limits(lim) -> tuple[Any, Any]:
 
 
 #: the gallery's programs by workload and sizes
-_MOD_CACHE: "Kept[Any]" = Kept(16 * MiB)
+_MOD_CACHE: "Kept[Any]" = Kept(8 * MiB)
 #: replayed programs by trace prefix (each weighed with its key: the prefix's text)
 _STATE_CACHE: "Kept[Any]" = Kept(32 * MiB)
 #: replayed schedules by trace prefix (the same keys): a click applies its primitive to a

@@ -99,7 +99,7 @@ def program_lines(text: str, spans, trees: list[FuncTree], changed: set[int]) ->
 #: the last programs printed, by module identity and dialect: a click prints its new
 #: program, and its diff needs the program before it, which the click before printed
 _PRINTED: "KeptByIdentity[tuple[str, Any]]" = KeptByIdentity(
-    16 * MiB, lambda mod, printed: ir_bytes(mod) + 3 * len(printed[0]))
+    8 * MiB, lambda mod, printed: ir_bytes(mod) + 3 * len(printed[0]))
 
 
 def printed(mod, dialect: str) -> tuple[str, Any]:
