@@ -1,8 +1,15 @@
 """Structural equality and hashing (variables and buffers compared up to renaming).
 
 Two trees are structurally equal when they have the same node kinds, constants,
-dtypes, block names and shapes, and their variables/buffers correspond one to one
-(the first occurrence binds, like TVM's ``tvm.ir.structural_equal``).
+dtypes, block names and shapes, and their variables/buffers correspond one to one.
+As in TVM's ``tvm.ir.structural_equal``, a variable is matched with another where both
+are *defined* — a loop's variable, a block's axis, a let's variable, the variables of a
+function's parameters — and every later use must agree with that; a *free* variable (used
+but not defined within the trees compared) equals only itself, unless
+``map_free_vars=True`` (then free variables correspond one to one on first sight too).
+So ``(vi, vj)`` and ``(vj, vi)`` are not equal when ``vi`` and ``vj`` are free. A function
+is a root: within a PrimFunc compared whole, the variables it uses without defining (its
+symbolic sizes) are matched on first sight.
 Variable names are not compared; block names and buffer names are.
 """
 from __future__ import annotations
@@ -18,10 +25,34 @@ from .functor import field_names
 from .node import Node
 
 
+#: the field of each node class that defines a variable (its first field: defined before
+#: any use inside the node is compared)
+_DEFINES = {"For": "loop_var", "IterVar": "var", "LetStmt": "var", "Let": "var"}
+
+
 class _Equal:
-    def __init__(self) -> None:
+    def __init__(self, map_free_vars: bool = False) -> None:
         self.lmap: dict[int, Any] = {}
         self.rmap: dict[int, Any] = {}
+        self.map_free_vars = map_free_vars
+        self.defining = False       # comparing a function's parameters: their vars define
+
+    def use(self, a: Any, b: Any) -> bool:
+        """Two variables in use: bound to each other, or the same free variable."""
+        la = self.lmap.get(id(a))
+        rb = self.rmap.get(id(b))
+        if la is None and rb is None:
+            if self.map_free_vars or self.defining:
+                return self.bind(a, b)
+            return a is b
+        return la is b and rb is a
+
+    def define(self, a: Any, b: Any) -> bool:
+        if not (isinstance(a, Var) and isinstance(b, Var)) or a.dtype != b.dtype:
+            return self.eq(a, b)
+        if self.lmap.get(id(a)) is None and self.rmap.get(id(b)) is None:
+            return self.bind(a, b)
+        return self.lmap.get(id(a)) is b and self.rmap.get(id(b)) is a
 
     def bind(self, a: Any, b: Any) -> bool:
         la = self.lmap.get(id(a))
@@ -41,7 +72,7 @@ class _Equal:
         if isinstance(a, Var) or isinstance(b, Var):
             if not (isinstance(a, Var) and isinstance(b, Var)):
                 return False
-            return a.dtype == b.dtype and self.bind(a, b)
+            return a.dtype == b.dtype and self.use(a, b)
         if isinstance(a, Buffer) or isinstance(b, Buffer):
             if not (isinstance(a, Buffer) and isinstance(b, Buffer)):
                 return False
@@ -69,15 +100,39 @@ class _Equal:
         if isinstance(a, Node) or isinstance(b, Node):
             if type(a) is not type(b):
                 return False
-            return all(self.eq(getattr(a, f), getattr(b, f)) for f in field_names(type(a)))
+            kind = type(a).__name__
+            if kind == "PrimFunc" and not self.map_free_vars:
+                # a function is a root: a variable it uses without defining (a symbolic
+                # size written ``n = T.int32()``) is its own, matched on first sight
+                self.map_free_vars = True
+                try:
+                    return self.eq(a, b)
+                finally:
+                    self.map_free_vars = False
+            defined = _DEFINES.get(kind)
+            for f in field_names(type(a)):
+                if f == defined:
+                    ok = self.define(getattr(a, f), getattr(b, f))
+                elif kind == "PrimFunc" and f == "params":
+                    self.defining, was = True, self.defining
+                    try:
+                        ok = self.eq(a.params, b.params)
+                    finally:
+                        self.defining = was
+                else:
+                    ok = self.eq(getattr(a, f), getattr(b, f))
+                if not ok:
+                    return False
+            return True
         if isinstance(a, float) and isinstance(b, float):
             return a == b or (math.isnan(a) and math.isnan(b))
         return type(a) is type(b) and a == b
 
 
-def structural_equal(a: Any, b: Any) -> bool:
-    """True when ``a`` and ``b`` have the same structure (see module docstring)."""
-    return _Equal().eq(a, b)
+def structural_equal(a: Any, b: Any, map_free_vars: bool = False) -> bool:
+    """True when ``a`` and ``b`` have the same structure (see module docstring; free
+    variables equal only themselves unless ``map_free_vars``)."""
+    return _Equal(map_free_vars).eq(a, b)
 
 
 class _Hasher:

@@ -9,7 +9,7 @@ from engine.ir.stmt import Block, BufferStore, IterType
 
 from ..registry import Ctx, Primitive, Result, register
 from ..tree import replace_stmts
-from ._common import expect_block
+from ._common import conj, expect_block, is_true, true_const
 
 
 def _reduces(blk: Block) -> bool:
@@ -150,6 +150,9 @@ class ComputeInline(Primitive):
             raise ctx.error(f"block {bname}", f"block {bname} reads its own output",
                             "", highlight=[bname])
         consumers = _readers(ctx, buf)
+        guarded = [b for b in ctx.index.all_blocks() if b is not blk and
+                   _loads(ctx.index.realize[id(b)].predicate, buf)]
+        consumers += [b for b in guarded if b not in consumers]
 
         class Inline(Mutator):
             def visit_BufferLoad(self, e):
@@ -161,6 +164,7 @@ class ComputeInline(Primitive):
 
         mapping = {}
         for c in consumers:
+            realize = ctx.index.realize[id(c)]
             body = Inline().visit(c.body)
             init = Inline().visit(c.init) if c.init is not None else None
             reads = []
@@ -174,8 +178,40 @@ class ComputeInline(Primitive):
                         Range(simplify(substitute(rg.min, vmap)), rg.extent)
                         if not _spans(r) else Range(0, s) for rg, s in
                         zip(pr.region, pr.buffer.shape))))
-            mapping[c] = c.replace(body=body, init=init, reads=_dedup(reads))
-        return _remove_inlined(ctx, blk, buf, mapping)
+            # a consumer's T.where may read the buffer too (the producer's expression then
+            # stands in the predicate, at the loop variables it reads)
+            new_block = c.replace(body=body, init=init, reads=_dedup(reads))
+            mapping[realize] = realize.replace(block=new_block,
+                                               predicate=Inline().visit(realize.predicate))
+        result = _remove_inlined(ctx, blk, buf, mapping)
+        left = [n.name_hint for n in _accessing(result.func, buf)]
+        if left:
+            raise ctx.error(f"block {bname}", f"block{'s' * (len(left) > 1)} "
+                            f"{', '.join(left)} access{'es' * (len(left) == 1)} {buf.name} "
+                            f"without declaring the read (an opaque access), so its "
+                            "expression cannot be put in its place", "",
+                            highlight=[bname, *left])
+        return result
+
+
+def _loads(e, buf) -> bool:
+    """True when expression ``e`` loads from ``buf``."""
+    return any(x.buffer is buf for x in collect(e, E.BufferLoad))
+
+
+def _accessing(func, buf) -> list[Block]:
+    """The blocks of ``func`` whose body, init or predicate still loads or stores ``buf``."""
+    from engine.ir.stmt import BlockRealize
+    out = []
+    for r in collect(func.body, BlockRealize):
+        b = r.block
+        parts = [b.body, b.init, r.predicate, *r.iter_values]
+        own = [x for p in parts if p is not None
+               for x in collect(p, (E.BufferLoad, BufferStore), into_expressions=True)
+               if x.buffer is buf]
+        if own:
+            out.append(b)
+    return out
 
 
 def _spans(region) -> bool:
@@ -263,6 +299,13 @@ class ReverseComputeInline(Primitive):
                             "its own axes, each once", "", highlight=[bname])
         pstore = prod.body
         vmap = dict(zip(first, pstore.indices))
+        realize = ctx.index.realize[id(blk)]
+        if not is_true(realize.predicate):
+            raise ctx.error(f"block {bname}", f"block {bname} has a predicate (T.where); "
+                            "inlined into its producer it would no longer guard the store",
+                            "", highlight=[bname])
+        prod_realize = ctx.index.realize[id(prod)]
+        guard = _in_consumer_domain(ctx, blk, prod, prod_realize, vmap, buf)
 
         class Repl(Mutator):
             def visit_BufferLoad(self, e):
@@ -279,6 +322,50 @@ class ReverseComputeInline(Primitive):
         reads = list(prod.reads) + [_substituted(r, vmap) for r in blk.reads
                                     if r.buffer is not buf]
         new_prod = prod.replace(body=new_store, writes=writes, reads=_dedup(reads))
-        return _remove_inlined(ctx, blk, buf, {prod: new_prod})
+        new_realize = prod_realize.replace(
+            block=new_prod, predicate=simplify(conj(prod_realize.predicate, guard)))
+        return _remove_inlined(ctx, blk, buf, {prod_realize: new_realize})
+
+
+def _in_consumer_domain(ctx: Ctx, blk: Block, prod: Block, prod_realize, vmap: dict,
+                        buf) -> E.PrimExpr:
+    """The predicate (over the producer's loops) under which an instance of ``prod`` stands
+    for an instance of ``blk``: each of the consumer's axes, written as the producer's store
+    index, inside the consumer's domain — true when the producer computes no more than
+    the consumer reads. A consumer reading elements the producer never computes is refused.
+
+    The producer must store at its own axes (each once, in any order), so that the
+    elements it computes are exactly a box the consumer's domain is compared with."""
+    bname, pname = blk.name_hint, prod.name_hint
+    pvars = {id(iv.var): iv for iv in prod.iter_vars}
+    stored = [vmap[iv.var] for iv in blk.iter_vars]
+    if not all(isinstance(s, E.Var) and id(s) in pvars for s in stored) or \
+            len({id(s) for s in stored}) != len(stored):
+        raise ctx.error(f"block {bname}", f"producer {pname} must store {buf.name} at its own "
+                        "axes (one index per axis) for its elements to be matched with the "
+                        f"instances of {bname}", "", highlight=[bname, pname])
+    bindings = {id(iv.var): v for iv, v in zip(prod.iter_vars, prod_realize.iter_values)}
+    guard: E.PrimExpr = true_const()
+    for iv, s in zip(blk.iter_vars, stored):
+        want_lo, want_n = E.as_const_int(iv.dom.min), E.as_const_int(iv.dom.extent)
+        have = pvars[id(s)].dom
+        have_lo, have_n = E.as_const_int(have.min), E.as_const_int(have.extent)
+        if None in (want_lo, want_n, have_lo, have_n):
+            raise ctx.error(f"block {bname}", f"the domains of {bname} and {pname} are not "
+                            "constant, so it cannot be checked that the producer computes "
+                            f"every element of {buf.name} the block reads", "",
+                            highlight=[bname, pname])
+        if want_lo < have_lo or want_lo + want_n > have_lo + have_n:
+            raise ctx.error(f"block {bname}", f"block {bname} reads {buf.name} where producer "
+                            f"{pname} does not compute it (axis {iv.var.name} ranges over "
+                            f"{want_lo}..{want_lo + want_n - 1}, the producer's "
+                            f"{s.name} over {have_lo}..{have_lo + have_n - 1})", "",
+                            highlight=[bname, pname])
+        at = bindings[id(s)]
+        if want_lo > have_lo:
+            guard = conj(guard, E.GE(at, E.const(want_lo, at.dtype)))
+        if want_lo + want_n < have_lo + have_n:
+            guard = conj(guard, E.LT(at, E.const(want_lo + want_n, at.dtype)))
+    return guard
 
 
