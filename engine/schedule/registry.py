@@ -208,10 +208,47 @@ def register(cls: type) -> type:
     return cls
 
 
+#: parameters that take a block: as in TVM, a block may be given by its name there
+#: (``sch.cache_read("B", 0, "local")``, ``sch.get_loops("matmul")``): the schedule looks it
+#: up first (a GetBlock step in the trace, as TVM records it)
+BLOCK_PARAMS = frozenset({"block", "block_or_loop", "target", "scope_block", "consumer_blocks"})
+
+
+def _names_to_blocks(sch: Any, sig: inspect.Signature | None, args: tuple, kwargs: dict):
+    """``args``/``kwargs`` with every block name given for a block parameter looked up."""
+    if sig is None or not any(isinstance(a, (str, list, tuple))
+                              for a in (*args, *kwargs.values())):
+        return args, kwargs
+    try:
+        bound = sig.bind_partial(sch, *args, **kwargs)
+    except TypeError:
+        return args, kwargs          # the call itself says what is wrong
+    changed = False
+    for name in BLOCK_PARAMS & bound.arguments.keys():
+        value = bound.arguments[name]
+        if isinstance(value, str):
+            bound.arguments[name] = sch.get_block(value)
+            changed = True
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+            bound.arguments[name] = [sch.get_block(v) if isinstance(v, str) else v
+                                     for v in value]
+            changed = True
+    if not changed:
+        return args, kwargs
+    return bound.args[1:], bound.kwargs
+
+
 def _install(sch_cls: type, prim: Primitive) -> None:
     call = prim.call
+    try:
+        call_sig: inspect.Signature | None = inspect.signature(call)
+        if not BLOCK_PARAMS & set(call_sig.parameters):
+            call_sig = None
+    except (TypeError, ValueError):  # pragma: no cover
+        call_sig = None
 
     def method(self, *args, **kwargs):
+        args, kwargs = _names_to_blocks(self, call_sig, args, kwargs)
         return call(self, *args, **kwargs)
 
     method.__name__ = prim.method
