@@ -394,7 +394,26 @@ class Analyzer:
             ops = {E.LT: fa < fb, E.LE: fa <= fb, E.GT: fa > fb, E.GE: fa >= fb,
                    E.EQ: fa == fb, E.NE: fa != fb}
             return E.IntImm("bool", int(ops[type(e)]))
+        unfolded = _floordiv_bound(type(e), a, b)
+        if unfolded is not None:
+            return self._cmp(unfolded)
         return e if a is e.a and b is e.b else type(e)(a, b)
+
+
+def _floordiv_bound(t, a, b):
+    """``x // c < k`` as ``x < c * k`` (and <=, >, >= alike) for a constant ``c > 0``: the
+    same integers, and TVM's canonical form (``i // 128 < 127`` is ``i < 16256``)."""
+    if not (isinstance(a, E.FloorDiv) and isinstance(a.b, E.IntImm) and a.b.value > 0
+            and isinstance(b, E.IntImm) and _scalar_int(a.a) and t in (E.LT, E.LE, E.GT, E.GE)):
+        return None
+    c, k, x = a.b.value, b.value, a.a
+    if t is E.LT:
+        return E.LT(x, E.const(c * k, x.dtype))
+    if t is E.LE:
+        return E.LT(x, E.const(c * (k + 1), x.dtype))
+    if t is E.GT:
+        return E.GE(x, E.const(c * (k + 1), x.dtype))
+    return E.GE(x, E.const(c * k, x.dtype))
 
 
 def _fconst(e):
