@@ -320,3 +320,41 @@ def test_buffer_subscript_with_a_bad_dtype_says_so():
     import engine
     with pytest.raises(engine.ScriptError, match="dtype"):
         engine.parse(LINEAR0.replace('T.Buffer[128, "float32"]', 'T.Buffer[128, "floaty"]'))
+
+
+def test_several_names_assigned_at_once_as_tvm_writes_them():
+    """TVM's tests write ``vi, vj = T.axis.spatial(...), T.axis.spatial(...)`` (and TVM
+    prints an empty storage scope as global)."""
+    import engine
+    src = '''
+@T.prim_func
+def f(A: T.Buffer((4, 6), "float32")):
+    B = T.alloc_buffer((4, 6), scope="")
+    for i, j in T.grid(4, 6):
+        with T.block("B"):
+            vi, vj = T.axis.spatial(4, i), T.axis.spatial(6, j)
+            B[vi, vj] = A[vi, vj]
+            A[vi, vj] = B[vi, vj] + 1.0
+'''
+    mod = engine.parse(src)
+    same = engine.parse(src.replace("vi, vj = T.axis.spatial(4, i), T.axis.spatial(6, j)",
+                                    'vi, vj = T.axis.remap("SS", [i, j])').replace(
+        ', scope=""', ""))
+    assert engine.structural_equal(mod, same)
+
+
+def test_a_tuple_assignment_that_reads_its_own_names_is_refused():
+    import pytest
+
+    import engine
+    from engine.script import ScriptError
+    with pytest.raises(ScriptError, match="one per line"):
+        engine.parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            a, b = vi, a
+            A[vi] = b
+''')

@@ -97,6 +97,8 @@ class BufferParser(ParserContext):
         if type(node) is not ast.Constant or not isinstance(node.value, str):
             raise self.err(node, "a storage scope must be a string such as \"local\"")
         from engine.ir.buffer import SCOPES, is_storage_scope
+        if node.value == "":
+            return "global"            # TVM's empty scope is global memory
         if not is_storage_scope(node.value):
             raise self.err(node, f"unknown storage scope {node.value!r} (use "
                                  f"{', '.join(SCOPES)}, optionally tagged: \"global.A_reg\")")

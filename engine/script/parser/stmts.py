@@ -95,9 +95,13 @@ class StmtParser(ParserContext):
             return self.axis(n, target, value, f)
         if f == "axis":
             raise self.err(value, "use T.axis.spatial, T.axis.reduce or T.axis.remap")
+        if type(target) is ast.Tuple and type(value) is ast.Tuple:
+            return self.tuple_assign(n, target, value, rest)
         if type(target) is not ast.Name:
             if type(target) is ast.Tuple:
-                raise self.err(target, "only T.axis.remap(...) can assign several names")
+                raise self.err(target, "only T.axis.remap(...) or as many values as names "
+                                       "(vi, vj = T.axis.spatial(...), T.axis.spatial(...)) "
+                                       "can assign several names")
             raise self.err(target, "unsupported assignment target")
         name = target.id
         if name in self.ns:
@@ -121,6 +125,22 @@ class StmtParser(ParserContext):
             return None  # declared by the pre-scan
         value_e = self.prim(value)
         return self.let(n, name, value_e, value_e.dtype, rest)
+
+    def tuple_assign(self, n: ast.Assign, target: ast.Tuple, value: ast.Tuple,
+                     rest: list) -> Any:
+        """``a, b = x, y`` as ``a = x`` then ``b = y`` (each value may not read a name
+        assigned on the left: that would need all values first, as Python does)."""
+        if len(target.elts) != len(value.elts):
+            raise self.err(n, f"{len(target.elts)} names on the left, {len(value.elts)} "
+                              "values on the right")
+        names = {t.id for t in target.elts if type(t) is ast.Name}
+        for v in value.elts:
+            if any(type(x) is ast.Name and x.id in names for x in ast.walk(v)):
+                raise self.err(v, "a value assigned together with other names reads one of "
+                                  "them; assign them one per line")
+        parts = [ast.copy_location(ast.Assign(targets=[t], value=v), n)
+                 for t, v in zip(target.elts, value.elts)]
+        return (CONSUMED, self.stmts(parts + list(rest)))
 
     def is_symbolic_decl(self, value: ast.Call) -> bool:
         f = self.tname(value.func)
