@@ -35,7 +35,7 @@ ENGINE_LAYERS = [
     {"engine.roofline", "engine.lessons", "engine.models", "engine.tune"},
     {"engine.challenges"},
     {"engine.cli"},
-    {"engine.__main__", "engine"},
+    {"engine.__main__", "engine", "engine.tvm"},
 ]
 WEB_LIBRARIES = {"flask", "htmx_flask", "werkzeug", "jinja2", "markupsafe", "plotly", "waitress"}
 

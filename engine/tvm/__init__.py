@@ -1,0 +1,45 @@
+"""``engine.tvm`` — Apache TVM 0.27's module layout over the engine's own objects.
+
+Code written for TVM (or for the 2022 course's ``tvm``) runs on the engine with::
+
+    from engine import tvm          # or: import engine.tvm as tvm
+    from engine.tvm.script import tirx as T, ir as I
+
+    sch = tvm.s_tir.Schedule(mod)               # the course's tvm.tir.Schedule works too
+    rt = tvm.compile(sch.mod, target="llvm")    # or tvm.build(...)["mm_relu"](...)
+    rt(tvm.runtime.tensor(a_np), tvm.nd.array(b_np), c)
+
+This package only re-exports the engine's names under TVM's module names, with thin
+adapters where TVM's call shape differs (``Schedule(func, debug_mask="all")``, a PrimFunc
+given alone becomes the module's ``main``; ``tvm.compile``'s result callable). Nothing is
+re-implemented: where the engine has no counterpart of a TVM name the name is absent, so
+using it is an AttributeError (or ImportError) naming it. It is the top layer: it may import
+any engine package, and nothing in the engine imports it.
+
+Modules: :mod:`.ir` (``tvm.ir``), :mod:`.script` (``tvm.script``), :mod:`.tirx` (node
+classes, ``stmt_functor``, ``TensorIntrin``), :mod:`.tir` (the course's ``tvm.tir``),
+:mod:`.s_tir` (``Schedule``, ``ScheduleError``, ``schedule.testing``), :mod:`.runtime`
+(``tensor``, ``Executable``), :mod:`.driver` (``compile``, ``build``), :mod:`.testing`
+(imported on first use: it needs pytest); ``te``, ``topi`` and ``nd`` are the engine's own.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from engine import nd, te, topi
+from engine.nd import cpu, device
+
+from . import ir, runtime, s_tir, script, tir, tirx
+from .driver import build, compile  # noqa: A004 - TVM's name
+from .ir import IRModule
+
+__all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
+           "testing", "compile", "build", "cpu", "device"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "testing":  # imports pytest: only when asked for (TVM's tvm.testing too)
+        return importlib.import_module("engine.tvm.testing")
+    raise AttributeError(f"module 'tvm' (engine.tvm) has no attribute {name!r}: the engine "
+                         "has no counterpart of it")

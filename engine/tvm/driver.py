@@ -1,0 +1,25 @@
+"""``tvm.compile`` (TVM 0.27) and the course's ``tvm.build``: :func:`engine.build` (LLVM,
+the host CPU), its module wrapped with TVM's call shapes (:class:`.runtime.Executable`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.runtime import build as _build
+
+from .runtime import Executable
+
+__all__ = ["compile", "build"]
+
+
+def compile(mod: Any, target: Any = "llvm", **options: Any) -> Executable:  # noqa: A001
+    """``tvm.compile(mod, target="llvm")``: ``exe(*arrays)`` or ``exe["name"](*arrays)``.
+    ``options`` are :func:`engine.build`'s (``fast_math``, ``opt_level``, ...)."""
+    if target is None:   # TVM: the default host target
+        target = "llvm"
+    return Executable(_build(mod, target=target if isinstance(target, str) else str(target),
+                             **options))
+
+
+def build(mod: Any, target: Any = "llvm", **options: Any) -> Executable:
+    """The course's ``tvm.build(mod, target="llvm")``: ``rt["mm_relu"](a, b, c)``."""
+    return compile(mod, target, **options)

@@ -1,0 +1,196 @@
+"""``engine.tvm``: the course's first TensorIR cells, written against ``from engine import tvm``
+as they were against Apache TVM, and the TVM 0.27 names TVM's own schedule tests use."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import tvm
+from engine.tvm import testing as tvm_testing
+from engine.tvm.s_tir.schedule.testing import (assert_structural_equal_ignore_global_symbol,
+                                               verify_trace_roundtrip)
+from engine.tvm.script import tir as T
+from engine.tvm.script import tirx as Tx
+
+
+# the course's chapter 2 module, as written in 2022
+@tvm.script.ir_module
+class MyModule:
+    @T.prim_func
+    def mm_relu(A: T.Buffer[(128, 128), "float32"],
+                B: T.Buffer[(128, 128), "float32"],
+                C: T.Buffer[(128, 128), "float32"]):
+        T.func_attr({"global_symbol": "mm_relu", "tir.noalias": True})
+        Y = T.alloc_buffer((128, 128), dtype="float32")
+        for i, j, k in T.grid(128, 128, 128):
+            with T.block("Y"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j)
+                vk = T.axis.reduce(128, k)
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(128, 128):
+            with T.block("C"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j)
+                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+
+
+# the same element-wise program in TVM 0.27's spelling, twice (equal, distinct objects)
+@Tx.prim_func(s_tir=True)
+def elementwise(a: Tx.handle, b: Tx.handle) -> None:
+    A = Tx.match_buffer(a, (128, 128))
+    B = Tx.match_buffer(b, (128, 128))
+    for i, j in Tx.grid(128, 128):
+        with Tx.sblock("B"):
+            vi, vj = Tx.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2.0
+
+
+@Tx.prim_func(s_tir=True)
+def elementwise_again(a: Tx.handle, b: Tx.handle) -> None:
+    A = Tx.match_buffer(a, (128, 128))
+    B = Tx.match_buffer(b, (128, 128))
+    for i, j in Tx.grid(128, 128):
+        with Tx.sblock("B"):
+            vi, vj = Tx.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2.0
+
+
+@Tx.prim_func(s_tir=True)
+def elementwise_times_3(a: Tx.handle, b: Tx.handle) -> None:
+    A = Tx.match_buffer(a, (128, 128))
+    B = Tx.match_buffer(b, (128, 128))
+    for i, j in Tx.grid(128, 128):
+        with Tx.sblock("B"):
+            vi, vj = Tx.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 3.0
+
+
+def _course_schedule(sch):
+    block_Y = sch.get_block("Y", func_name="mm_relu")
+    i, j, k = sch.get_loops(block_Y)
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(j0, k, j1)
+    block_C = sch.get_block("C", "mm_relu")
+    sch.reverse_compute_at(block_C, j0)
+    sch.decompose_reduction(block_Y, k)
+    return sch
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    a_np = rng.uniform(size=(128, 128)).astype("float32")
+    b_np = rng.uniform(size=(128, 128)).astype("float32")
+    return a_np, b_np, np.maximum(a_np @ b_np, 0)
+
+
+def test_the_course_cells_schedule_build_and_match_numpy():
+    a_np, b_np, c_mm_relu = _inputs()
+    a_nd, b_nd = tvm.nd.array(a_np), tvm.nd.array(b_np)
+    c_nd = tvm.nd.empty((128, 128), dtype="float32")
+
+    rt_lib = tvm.build(MyModule, target="llvm")
+    rt_lib["mm_relu"](a_nd, b_nd, c_nd)
+    np.testing.assert_allclose(c_mm_relu, c_nd.numpy(), rtol=1e-5)
+
+    sch = _course_schedule(tvm.tir.Schedule(MyModule))
+    loops = sch.get_loops(sch.get_block("Y_update", "mm_relu"))
+    assert [sch.get(lp).extent.value for lp in loops] == [128, 32, 128, 4]
+    rt_lib_after = tvm.build(sch.mod, target="llvm")
+    c_nd = tvm.nd.array(np.zeros((128, 128), dtype="float32"))
+    rt_lib_after["mm_relu"](a_nd, b_nd, c_nd)
+    np.testing.assert_allclose(c_mm_relu, c_nd.numpy(), rtol=1e-5)
+
+    timer = rt_lib_after.time_evaluator("mm_relu", tvm.cpu(), number=2)
+    assert timer(a_nd, b_nd, c_nd).mean > 0
+
+
+def test_tvm_compile_runs_on_runtime_tensors():
+    a_np, b_np, c_mm_relu = _inputs()
+    sch = _course_schedule(tvm.s_tir.Schedule(MyModule, debug_mask="all"))
+    exe = tvm.compile(sch.mod["mm_relu"], target="llvm")
+    c = tvm.runtime.tensor(np.zeros((128, 128), dtype="float32"))
+    exe(tvm.runtime.tensor(a_np), tvm.runtime.tensor(b_np), c)   # the one function
+    tvm.testing.assert_allclose(c.numpy(), c_mm_relu, rtol=1e-5, atol=1e-5)
+    assert tvm.tir.Schedule is tvm.s_tir.Schedule
+    assert tvm.cpu() == tvm.runtime.cpu(0)
+
+
+def test_a_prim_func_alone_becomes_main_and_the_trace_round_trips():
+    sch = tvm.s_tir.Schedule(elementwise, debug_mask="all")
+    assert sch.mod.names() == ["main"]
+    i, j = sch.get_loops(sch.get_sblock("B"))
+    sch.fuse(i, j)
+    new = verify_trace_roundtrip(sch, elementwise)
+    assert isinstance(new, tvm.s_tir.Schedule)
+    with pytest.raises(tvm.s_tir.ScheduleError):
+        sch.get_sblock("no_such_block")
+    # the course's schedule on the course's module replays through JSON and Python too
+    verify_trace_roundtrip(_course_schedule(tvm.tir.Schedule(MyModule)), MyModule)
+
+
+def test_assert_structural_equal_passes_on_equal_programs_and_raises_on_a_difference():
+    assert elementwise is not elementwise_again
+    assert_structural_equal_ignore_global_symbol(elementwise, elementwise_again)
+    tvm.ir.assert_structural_equal(tvm.ir.IRModule({"main": elementwise}),
+                                   tvm.IRModule({"main": elementwise_again.with_attr(
+                                       "global_symbol", "elementwise")}))
+    with pytest.raises(ValueError) as err:
+        assert_structural_equal_ignore_global_symbol(elementwise, elementwise_times_3)
+    text = str(err.value)
+    assert text.startswith("StructuralEqual check failed")
+    assert "-" in text and "T.float32(2)" in text and "T.float32(3)" in text
+    # names are the engine's global symbols: different names, different functions
+    with pytest.raises(ValueError):
+        tvm.ir.assert_structural_equal(elementwise, elementwise_again)
+
+
+def test_tirx_names_are_the_engines_nodes():
+    blocks = []
+    tvm.tirx.stmt_functor.post_order_visit(
+        elementwise.body, lambda n: blocks.append(n) if isinstance(n, tvm.tirx.SBlock) else None)
+    assert sorted(b.name_hint for b in blocks) == ["B", "root"]
+    assert isinstance(elementwise.body, tvm.tirx.SBlockRealize)
+    assert isinstance(elementwise, tvm.tirx.PrimFunc)
+    assert tvm.tir.SBlock is tvm.tirx.SBlock is tvm.tirx.stmt.SBlock
+    assert isinstance(tvm.tirx.const(3, "int32"), tvm.tirx.IntImm)
+    assert tvm.tirx.ForKind.SERIAL.name == "SERIAL"
+
+
+def test_te_create_prim_func_schedules_and_runs():
+    A = tvm.te.placeholder((64,), "float32", name="A")
+    B = tvm.te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    func = tvm.te.create_prim_func([A, B])
+    sch = tvm.s_tir.Schedule(func)
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    sch.split(i, factors=[None, 8])
+    a = tvm.runtime.tensor(np.arange(64, dtype="float32"))
+    b = tvm.runtime.tensor(np.zeros(64, dtype="float32"))
+    tvm.compile(sch.mod)(a, b)
+    np.testing.assert_array_equal(b.numpy(), np.arange(64, dtype="float32") + 1)
+
+
+def test_what_the_engine_lacks_is_absent_by_name():
+    with pytest.raises(AttributeError, match="IndexMap"):
+        tvm.tirx.IndexMap  # noqa: B018
+    with pytest.raises(AttributeError, match="meta_schedule"):
+        tvm.meta_schedule  # noqa: B018
+    with pytest.raises(AttributeError, match="ScheduleState"):
+        tvm.s_tir.ScheduleState  # noqa: B018
+
+
+use_block_name = tvm_testing.parameter(by_dict={"block_obj": False, "block_name": True})
+seen_params: list = []
+
+
+def test_testing_parameter_is_a_fixture_factory(use_block_name):
+    seen_params.append(use_block_name)
+    sch = tvm.s_tir.Schedule(elementwise)
+    block = "B" if use_block_name else sch.get_sblock("B")
+    assert len(sch.get_loops(block)) == 2
+
+
+def test_testing_parameter_gave_both_values():
+    assert sorted(seen_params) == [False, True]
