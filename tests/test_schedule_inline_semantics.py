@@ -192,3 +192,43 @@ def test_inlining_random_two_stage_programs_keeps_their_meaning(read, c_rows, c_
         assert str(e)
         return
     assert_same_meaning(mod, sch.mod)
+
+
+TILED = '''
+@T.prim_func
+def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((CR, CC), "float32")):
+    B = T.alloc_buffer((2, 2, 8, 8))
+    for i0, j0, i1, j1 in T.grid(2, 2, 8, 8):
+        with T.block("B"):
+            vi, vj, vm, vn = T.axis.remap("SSSS", [i0, j0, i1, j1])
+            B[vi, vj, vm, vn] = A[vi * 8 + vm, vj * 8 + vn] * 2.0
+    for i, j in T.grid(CR, CC):
+        with T.block("C"):
+            ci, cj = T.axis.remap("SS", [i, j])
+            C[ci, cj] = B[LOAD] + 1.0
+'''
+
+
+@pytest.mark.parametrize("rows,cols", [(16, 16), (15, 13), (9, 16)])
+def test_reverse_inlining_a_consumer_reading_a_tiled_layout(rows, cols):
+    """The case of TVM's test_reverse_compute_inline_overcomputed_producer_injective_load:
+    the consumer reads its producer through a bijective affine map of its axes; the
+    producer's instances beyond the consumer's domain are guarded away."""
+    text = TILED.replace("CR", str(rows)).replace("CC", str(cols)).replace(
+        "LOAD", "ci // 8, cj // 8, ci % 8, cj % 8")
+    mod = prog(text)
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert ("T.where" in sch.mod.script()) == ((rows, cols) != (16, 16))
+    assert_same_meaning(mod, sch.mod)
+
+
+@pytest.mark.parametrize("load", ["ci // 8, cj // 8, ci % 8, ci % 8",     # not one-to-one
+                                  "ci // 8, cj // 8, ci % 4, cj % 8",     # skips elements
+                                  "ci // 8, 0, ci % 8, cj % 8"])
+def test_reverse_inlining_a_consumer_reading_through_a_map_that_is_not_one_to_one_is_refused(
+        load):
+    text = TILED.replace("CR", "16").replace("CC", "8").replace("LOAD", load)
+    sch = Schedule(prog(text))
+    with pytest.raises(ScheduleError, match="one-to-one|does not compute"):
+        sch.reverse_compute_inline(sch.get_block("C"))

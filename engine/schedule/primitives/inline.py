@@ -1,6 +1,8 @@
 """compute_inline and reverse_compute_inline."""
 from __future__ import annotations
 
+import math
+
 from engine.arith import simplify
 from engine.ir import expr as E
 from engine.ir.buffer import BufferRegion, Range
@@ -293,19 +295,22 @@ class ReverseComputeInline(Primitive):
             [x for i in store.indices for x in collect(i, E.BufferLoad) if x.buffer is buf]
         first = loads[0].indices if loads else ()
         from engine.ir import structural_equal
-        if not loads or not all(structural_equal(ld.indices, first) for ld in loads) or \
-                not _at_own_axes(first, blk):
-            raise ctx.error(f"block {bname}", f"block {bname} must read {buf.name} only at "
-                            "its own axes, each once", "", highlight=[bname])
+        if not loads or not all(structural_equal(ld.indices, first) for ld in loads):
+            raise ctx.error(f"block {bname}", f"block {bname} must read {buf.name} at one "
+                            "place only (every read at the same indices)", "",
+                            highlight=[bname])
         pstore = prod.body
-        vmap = dict(zip(first, pstore.indices))
         realize = ctx.index.realize[id(blk)]
         if not is_true(realize.predicate):
             raise ctx.error(f"block {bname}", f"block {bname} has a predicate (T.where); "
                             "inlined into its producer it would no longer guard the store",
                             "", highlight=[bname])
         prod_realize = ctx.index.realize[id(prod)]
-        guard = _in_consumer_domain(ctx, blk, prod, prod_realize, vmap, buf)
+        if _at_own_axes(first, blk):
+            vmap = dict(zip(first, pstore.indices))
+            guard = _in_consumer_domain(ctx, blk, prod, prod_realize, vmap, buf)
+        else:
+            vmap, guard = _inverse_of_load(ctx, blk, prod, prod_realize, first, buf)
 
         class Repl(Mutator):
             def visit_BufferLoad(self, e):
@@ -325,6 +330,63 @@ class ReverseComputeInline(Primitive):
         new_realize = prod_realize.replace(
             block=new_prod, predicate=simplify(conj(prod_realize.predicate, guard)))
         return _remove_inlined(ctx, blk, buf, {prod_realize: new_realize})
+
+
+def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, buf
+                     ) -> tuple[dict, E.PrimExpr]:
+    """For a consumer reading ``buf`` at a bijective affine map of its axes (split with
+    ``//`` ``%``, fused, permuted: ``B[i // 16, j // 16, i % 16, j % 16]``): each consumer
+    axis as an expression of the producer's axes (the map inverted), and the guard keeping
+    the producer's instances to those that stand for one of the consumer's.
+
+    The producer must store at its own axes over the whole of ``buf``; the consumer's
+    axes may be padded up to the map's natural extents (a 127-wide axis read as
+    ``i // 16, i % 16`` ranges over 128 values, the last one guarded away)."""
+    from engine.ir.functor import collect_vars, uses_var
+
+    from .index_map_inverse import NotBijective, invert
+
+    bname, pname = blk.name_hint, prod.name_hint
+    refuse = ctx.error(f"block {bname}", f"block {bname} reads {buf.name} at indices that "
+                       f"are not a one-to-one affine map of its axes onto what {pname} "
+                       "computes", "", highlight=[bname, pname])
+    shape = [E.as_const_int(s) for s in buf.shape]
+    pstore = prod.body
+    pvars = {id(iv.var): iv for iv in prod.iter_vars}
+    own = [pvars.get(id(s)) if isinstance(s, E.Var) else None for s in pstore.indices]
+    if None in shape or any(iv is None or not E.is_const_int(iv.dom.min, 0) or
+                            E.as_const_int(iv.dom.extent) != n for iv, n in zip(own, shape)) \
+            or len({id(iv) for iv in own}) != len(own):
+        raise refuse
+    uvars = [iv.var for iv in blk.iter_vars]
+    exts = [E.as_const_int(iv.dom.extent) for iv in blk.iter_vars]
+    if None in exts or not all(E.is_const_int(iv.dom.min, 0) for iv in blk.iter_vars):
+        raise refuse
+    padded = list(exts)
+    for k, u in enumerate(uvars):
+        dims = [d for d, e in enumerate(indices) if uses_var(e, u)]
+        if dims and all(len({id(v) for v in collect_vars(indices[d])}) == 1 for d in dims):
+            padded[k] = math.prod(shape[d] for d in dims)
+    for attempt in (padded, exts):
+        if any(a < e for a, e in zip(attempt, exts)):
+            continue
+        try:
+            got, build = invert(uvars, list(indices), attempt)
+        except NotBijective:
+            continue
+        if list(got) == shape:
+            break
+    else:
+        raise refuse
+    olds = build(list(pstore.indices))
+    vmap = dict(zip(uvars, olds))
+    bindings = {iv.var: v for iv, v in zip(prod.iter_vars, prod_realize.iter_values)}
+    guard: E.PrimExpr = true_const()
+    for old, a, e in zip(olds, attempt, exts):
+        if a > e:
+            at = substitute(old, bindings)
+            guard = conj(guard, E.LT(at, E.const(e, at.dtype)))
+    return vmap, guard
 
 
 def _in_consumer_domain(ctx: Ctx, blk: Block, prod: Block, prod_realize, vmap: dict,
