@@ -21,9 +21,9 @@ from ..registry import ROOT_MARK, Ctx, LocationMark, Primitive, Result, fmt, reg
 from ..tree import flatten_seq, replace_stmts
 from ._common import as_bool, conj, expect_block, expect_loop
 from .inline import ComputeInline, ReverseComputeInline
-from .region_inference import (access_bounds, axis_ranges, check_dense, executes_once,
-                               inner_loops, outer_analyzer, read_dims, union, verify_reads,
-                               write_dims)
+from .region_inference import (access_bounds, axis_ranges, check_dense, digit_ranges,
+                               executes_once, inner_loops, outer_analyzer, read_dims, union,
+                               verify_reads, write_dims)
 
 
 def _bufs(regions) -> set:
@@ -176,6 +176,15 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
                             f"read elements block {bname} no longer computes",
                             f"compute {bname} at a loop that contains all its consumers",
                             highlight=hl + [x.name_hint])
+        elif reverse and war and pos < old:
+            # TVM's rule (NotAllRequiredBlocksAreVisitedError): every producer of the
+            # block is under the loop
+            raise ctx.error(f"block {bname}", f"block {x.name_hint} writes {names(war)}, "
+                            f"which block {bname} reads, but is not under loop {lname}; "
+                            f"reverse_compute_at needs all the producers of {bname} under "
+                            "the loop", f"choose a loop that contains all its producers "
+                            f"(compute_at {x.name_hint} under it first)",
+                            highlight=hl + [x.name_hint])
     if not partners:
         what = "reads what it writes" if not reverse else "writes what it reads"
         raise ctx.error(f"block {bname}", f"no block under loop {lname} {what}",
@@ -275,10 +284,49 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                     b if b is not None else [None] * len(w.region))
     regions = {k: union(an, v) for k, v in per_buf.items()}
     var_ranges = axis_ranges(blk, read_dims(blk, set(regions)), regions)
+    var_ranges.update(digit_ranges(blk, regions, an, var_ranges))
     nest = _new_nest(ctx, blk, var_ranges, an, preserve)
     check_once(nest)
     verify_reads(ctx, blk, nest, regions, loop, an, hl)
+    _check_same_instances(ctx, blk, loop, nest, hl)
     return Result(_insert(ctx, blk, loop, nest, pos, children), [])
+
+
+def _check_same_instances(ctx: Ctx, blk: Block, loop: For, nest, hl: list) -> None:
+    """reverse_compute_at: over all the iterations of ``loop`` and the loops around it, the
+    new nest runs exactly the instances of ``blk`` the old one ran (the region each
+    iteration needs comes from the producers, which may cover less than the block, or
+    more than its ``T.where`` lets it run): both are boxes of axis values, compared."""
+    from ._common import affine_bindings
+    from .region_inference import _nest_loops
+    idx = ctx.index
+    old_r = idx.realize[id(blk)]
+    old = affine_bindings(old_r.iter_values, idx.loops_above(old_r), old_r.predicate)
+    new_loops, new_r = _nest_loops(nest)
+    new = affine_bindings(new_r.iter_values, idx.loops_above(loop) + [loop] + new_loops,
+                          new_r.predicate)
+    bname, lname = blk.name_hint, loop.loop_var.name
+    if not old.ok or any(r is None for r in old.ranges):
+        raise ctx.error(f"block {bname}", f"cannot tell which instances block {bname} runs "
+                        "now (its bindings or its T.where are not an affine map of its "
+                        "loops), so the move could not be checked to keep them",
+                        "move the block before transforming its loops", highlight=hl)
+    for iv, o, n in zip(blk.iter_vars, old.ranges, new.ranges if new.ok else
+                        [None] * len(old.ranges)):
+        if o[1] == 0 or (n is not None and n == o):
+            continue
+        if n is None:
+            why = "cannot be shown to run every instance of it exactly"
+        elif n[0] > o[0] or n[0] + n[1] < o[0] + o[1]:
+            why = (f"would run axis {iv.var.name} over [{n[0]}, {n[0] + n[1]}) only, not "
+                   f"over all of [{o[0]}, {o[0] + o[1]}) as now (the producers under the "
+                   "loop write less than the block reads)")
+        else:
+            why = (f"would run axis {iv.var.name} over [{n[0]}, {n[0] + n[1]}), more than "
+                   f"the [{o[0]}, {o[0] + o[1]}) its T.where lets it run now")
+        raise ctx.error(f"block {bname}", f"under loop {lname} block {bname} {why}",
+                        "choose a loop whose producers compute everything the block reads",
+                        highlight=hl)
 
 
 class _ComputeAtBase(Primitive):
@@ -369,12 +417,14 @@ class ReverseComputeAt(_ComputeAtBase):
         region whose inputs that producer has just finished in one iteration.
 
         It requires: 1) the block and the loop are in the same scope and the loop is not
-        already around the block; 2) every producer under the loop has finished its
-        elements at the end of an iteration (the loop and the loops above it are not
-        reduction loops of the producer); 3) the producers write a contiguous region
-        per iteration and the block reads only inside it; 4) no block under the loop
-        reads or writes what the block writes, and no block it would move past conflicts
-        with it. New loops ``ax0, ...`` cover the region (unit loops are dropped unless
+        already around the block; 2) every producer of the block (a block before it
+        writing what it reads) is under the loop, as TVM requires; 3) every producer
+        under the loop has finished its elements at the end of an iteration (the loop
+        and the loops above it are not reduction loops of the producer); 4) the
+        producers write a contiguous region per iteration and the block reads only
+        inside it (its axes are found from its read indices: ``v``, or ``v // c`` and
+        ``v % c``); 5) no block under the loop reads or writes what the block writes,
+        and no block it would move past conflicts with it. New loops ``ax0, ...`` cover the region (unit loops are dropped unless
         ``preserve_unit_loops``).
 
         Before::

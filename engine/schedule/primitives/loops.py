@@ -48,6 +48,21 @@ def _add_predicate(ctx: Ctx, loop_body, pred):
     return M().visit(loop_body)
 
 
+def _check_plain_loop(ctx: Ctx, loop: For, method: str) -> None:
+    """TVM's split and fuse take loops without annotations that start at 0
+    (HasAnnotationOrThreadBindingError, CheckLoopStartsWithZero)."""
+    name = loop.loop_var.name
+    if loop.annotations:
+        keys = ", ".join(str(k) for k, _v in loop.annotations)
+        raise ctx.error(subject_of(loop), f"the loop carries annotations ({keys}), which "
+                        f"the {'new loops' if method == 'split' else 'fused loop'} would "
+                        "lose", f"{method} before annotating the loop", highlight=[name])
+    if not E.is_const_int(loop.min, 0):
+        raise ctx.error(subject_of(loop), f"the loop does not start at 0 (it runs from "
+                        f"{loop.min})", f"TVM's {method} takes only loops starting at 0",
+                        highlight=[name])
+
+
 @register
 class Split(Primitive):
     kind = "Split"
@@ -61,9 +76,10 @@ class Split(Primitive):
              disable_predication: bool = False):
         """Split a loop into a list of consecutive loops.
 
-        It requires: 1) ``loop`` is a valid loop handle starting anywhere, with a
-        constant extent; 2) ``factors`` has at least two entries, each a positive
-        integer or ``None``, and at most one ``None`` (it is inferred as
+        It requires: 1) ``loop`` is a valid loop handle with a constant extent, starting
+        at 0 and carrying no annotations (TVM's rules: the new loops could not keep
+        them); 2) ``factors`` has at least two entries, each a positive integer or
+        ``None``, and at most one ``None`` (it is inferred as
         ``ceil(extent / product of the others)``); 3) the product of the factors is
         at least the extent. When the factors do not divide the extent exactly, the
         outer loop is rounded up and the blocks under it get a ``T.where`` predicate
@@ -110,6 +126,7 @@ class Split(Primitive):
         extent = E.as_const_int(loop.extent)
         if extent is None:
             raise ctx.error(subj, "the loop's extent is not a constant", "", highlight=hl)
+        _check_plain_loop(ctx, loop, "split")
         if len(factors) < 2:
             raise ctx.error(subj, f"split needs at least two factors, got {len(factors)}",
                             "try factors=[None, 4]", highlight=hl)
@@ -149,8 +166,7 @@ class Split(Primitive):
         fused: E.PrimExpr = new_vars[0]
         for v, f in zip(new_vars[1:], factors[1:]):
             fused = fused * E.const(f, dtype) + v
-        value = fused if E.is_const_int(loop.min, 0) else fused + loop.min
-        body = substitute(loop.body, {loop.loop_var: value})
+        body = substitute(loop.body, {loop.loop_var: fused})
         body = _simplify_realizes(body)
         if total != extent:
             body = _add_predicate(ctx, body, simplify(fused < E.const(extent, dtype)))
@@ -187,7 +203,9 @@ class Fuse(Primitive):
 
         It requires: 1) at least two loops; 2) each loop is the only child of the one
         before it (a perfect parent/child chain, outermost first); 3) every loop starts
-        at 0. The block bindings become ``fused // e`` and ``fused % e`` terms.
+        at 0 and carries no annotations (TVM's rules); 4) no loop's extent depends on
+        another of them. The block bindings become ``fused // e`` and ``fused % e``
+        terms.
 
         Before::
 
@@ -237,9 +255,7 @@ class Fuse(Primitive):
                 raise ctx.error(f"loop {inner.loop_var.name}", rule, hint,
                                 highlight=[outer.loop_var.name, inner.loop_var.name])
         for lp in loops:
-            if not E.is_const_int(lp.min, 0):
-                raise ctx.error(subject_of(lp), "the loop does not start at 0", "",
-                                highlight=[lp.loop_var.name])
+            _check_plain_loop(ctx, lp, "fuse")
         for i, lp in enumerate(loops):
             for inner in loops[i + 1:]:
                 if uses_var(inner.extent, lp.loop_var) or uses_var(inner.min, lp.loop_var):
@@ -289,9 +305,13 @@ class Reorder(Primitive):
         an ancestor of the next, and every loop between the outermost and the innermost
         has exactly one child (no block and no second statement in between); 2) no loop
         is given twice; 3) after reordering, no loop's range depends on a loop that
-        moved inside it; 4) every block under them binds its axes with affine
-        expressions of the loops (spatial axes may be reordered freely, and reduction
-        axes are reordered as TVM does, relying on the reduction being associative).
+        moved inside it; 4) every block under them binds its axes affinely, as TVM
+        requires: under all its loops or under the loops from the outermost reordered
+        one down (loops above are constants there, so ``vi = i * i + j`` lets j move),
+        each axis a scale-1 sum of loops or of their ``//`` / ``%`` parts, no part used
+        twice, and its ``T.where`` only bounding such sums (a split's tail guard
+        ``i_0 * 4 + i_1 < 10``), not e.g. ``i * 16 + j * 4 + k < 23``. Reduction axes
+        are reordered as TVM does, relying on the reduction being associative.
 
         Before::
 
@@ -353,7 +373,7 @@ class Reorder(Primitive):
                     raise ctx.error(subject_of(lp), f"its range depends on loop "
                                     f"{inner.loop_var.name}, which would be outside it", "",
                                     highlight=[lp.loop_var.name, inner.loop_var.name])
-        _check_affine_blocks(ctx, bottom, [lp.loop_var for lp in chain], names)
+        _check_affine_blocks(ctx, top, bottom, names)
         body = bottom.body
         for lp in reversed(new_chain):
             body = lp.replace(body=body)
@@ -361,17 +381,35 @@ class Reorder(Primitive):
         return Result(func, [])
 
 
-def _check_affine_blocks(ctx: Ctx, bottom: For, loop_vars, names):
-    """Every block under the nest must bind its axes affinely (TVM's reorder rule 3)."""
-    from engine.arith import is_quasi_affine
+def _check_affine_blocks(ctx: Ctx, top: For, bottom: For, names):
+    """TVM's reorder rule: every block under the loops binds its axes affinely — under all
+    its loops, or at least under the loops from ``top`` down (the loops above ``top`` are
+    constants there: CheckPartialAffineBinding), its ``T.where`` taken into account."""
+    from ._common import affine_bindings
     for b in ctx.index.child_blocks(bottom):
         r = ctx.index.realize[id(b)]
-        for iv, val in zip(b.iter_vars, r.iter_values):
-            if any(uses_var(val, v) for v in loop_vars) and not is_quasi_affine(val):
-                raise ctx.error(f"block {b.name_hint}", f"axis {iv.var.name} of block "
-                                f"{b.name_hint} is bound to a non-affine expression of the "
-                                "loops being reordered", "reorder before fusing these loops",
-                                highlight=names + [b.name_hint])
+        loops = ctx.index.loops_above(r)
+        if affine_bindings(r.iter_values, loops, r.predicate).ok:
+            continue
+        inner = [lp for lp in loops if ctx.index.contains(top, lp)]
+        res = affine_bindings(r.iter_values, inner, r.predicate)
+        if res.ok:
+            continue
+        hl = names + [b.name_hint]
+        if res.reason[0] == "where":
+            raise ctx.error(f"block {b.name_hint}", f"block {b.name_hint}'s T.where "
+                            f"({res.reason[1]}) bounds a combination of the loops being "
+                            "reordered that is none of its axes, so its binding is not "
+                            "affine in them", "reorder loops whose blocks have no such "
+                            "T.where (a split's tail guard is fine)", highlight=hl)
+        k = res.reason[1]
+        iv, val = b.iter_vars[k], r.iter_values[k]
+        raise ctx.error(f"block {b.name_hint}", f"axis {iv.var.name} of block {b.name_hint} "
+                        f"is bound to {val}, which is not an affine combination of the loops "
+                        "being reordered (a sum of loops, or of their // and % parts, with "
+                        "scale 1, each part used once)", "reorder only loops that the "
+                        "block's axes use through split/fuse-style bindings",
+                        highlight=hl)
 
 
 @register

@@ -133,6 +133,79 @@ def axis_ranges(blk: Block, dims: dict, regions: dict) -> dict:
     return var_ranges
 
 
+def _axis_digit(e) -> tuple | None:
+    """``(axis, lower, extent)`` when ``e`` is ``v``, ``v // c``, ``v % m`` or a nest of
+    them (``v % 4 // 2``): the digit ``v // lower % extent`` of a block axis ``v``
+    (``extent`` None: no modulo)."""
+    if isinstance(e, E.Var):
+        return e, 1, None
+    if isinstance(e, (E.FloorDiv, E.FloorMod)):
+        c = E.as_const_int(e.b)
+        inner = _axis_digit(e.a)
+        if c is None or c <= 0 or inner is None:
+            return None
+        v, lower, ext = inner
+        if isinstance(e, E.FloorDiv):
+            if ext is None:
+                return v, lower * c, None
+            return (v, lower * c, ext // c) if ext % c == 0 else None
+        if ext is None or ext % c == 0:
+            return v, lower, c
+        return (v, lower, ext) if ext <= c else None
+    return None
+
+
+def digit_ranges(blk: Block, regions: dict, an: Analyzer, known: dict) -> dict:
+    """Ranges of the spatial axes of ``blk`` read through ``//`` and ``%`` (TVM's
+    floordiv/floormod reads: ``tmp[vi // 8, vi % 8]``), for the axes not in ``known``.
+
+    Each dimension ``d`` of a read of a buffer in ``regions`` (buffer id -> the needed
+    ``(lo, hi)`` per dimension) indexed by a digit ``v // lower % extent`` bounds that digit
+    to ``regions[d]``; digits of ``v`` that no dimension reads take all their values.
+    When the digits cover ``v`` up to its top (a ``v // c`` without modulo, or the
+    domain), ``v`` is in ``[sum(lower * lo), sum(lower * hi) + the unread low digits]``.
+    The caller checks what the block then reads (:func:`verify_reads`), so a range wider
+    than needed is refused there, never wrong."""
+    per_axis: dict = {}
+    for r in blk.reads:
+        reg = regions.get(id(r.buffer))
+        if reg is None:
+            continue
+        for d, rg in enumerate(r.region):
+            if reg[d] is None or not E.is_const_int(rg.extent, 1):
+                continue
+            dig = _axis_digit(rg.min)
+            if dig is None or dig[0] in known:
+                continue
+            per_axis.setdefault(dig[0], []).append((dig[1], dig[2], reg[d]))
+    out = {}
+    doms = {iv.var: iv for iv in blk.iter_vars}
+    for v, digits in per_axis.items():
+        iv = doms.get(v)
+        if iv is None or iv.iter_type is IterType.REDUCE or \
+                not E.is_const_int(iv.dom.min, 0) or E.as_const_int(iv.dom.extent) is None:
+            continue
+        dom = E.as_const_int(iv.dom.extent)
+        digits.sort(key=lambda x: x[0])
+        lo_e: E.PrimExpr = E.const(0, v.dtype)
+        hi_e: E.PrimExpr = E.const(0, v.dtype)
+        covered, ok = 1, True   # the digits so far make up v % covered
+        for lower, ext, (lo, hi) in digits:
+            if lower < covered or lower % covered:
+                ok = False      # two dimensions read overlapping digits of v
+                break
+            hi_e = hi_e + E.const(lower - covered, v.dtype)   # the unread digits: all values
+            lo_e = lo_e + lo * E.const(lower, v.dtype)
+            hi_e = hi_e + hi * E.const(lower, v.dtype)
+            covered = None if ext is None else lower * ext
+            if covered is None:
+                break
+        if not ok or (covered is not None and covered < dom):
+            continue
+        out[v] = (an.simplify(lo_e), an.simplify(hi_e))
+    return out
+
+
 def _nest_loops(nest) -> tuple[list[For], BlockRealize]:
     """The loops of a new nest, outermost first, and the BlockRealize inside them."""
     loops = []
