@@ -3,6 +3,7 @@ prints them, results against numpy (compiled and interpreted), refusals that lea
 schedule unchanged, and traces (JSON, URL, Python, TVM export and TVM JSON import)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -165,6 +166,124 @@ def test_reindex_refusals_and_traces(monkeypatch):
     target = fresh("matmul")
     Trace.from_json(tvm_doc).apply_to_schedule(target)
     assert structural_equal(target.mod, t.mod)
+
+
+# ------------------------------------------------------------- reindex: semantics first
+def _same_meaning(before, after, seeds=(0, 1)):
+    """``engine.build(after)`` computes what ``engine.interpret(before)`` computes, on random
+    inputs (outputs' initial contents random too), compared exactly."""
+    name = before.prim_func_names()[0]
+    built = engine.build(after)[name]
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        args = [rng.integers(-4, 5, tuple(int(s) for s in p.const_shape())).astype(p.dtype)
+                for p in before[name].params]
+        want = [a.copy() for a in args]
+        engine.interpret(before, name, *want)
+        got = [a.copy() for a in args]
+        built(*got)
+        for p, w, g in zip(before[name].params, want, got):
+            np.testing.assert_array_equal(g, w, err_msg=f"{p.name} differs")
+
+
+TWO_READS = '''
+@T.prim_func
+def main(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32")):
+    for i, j in T.grid(16, 16):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vj, vi] + A[vi, vj]
+'''
+
+
+def test_reindex_refuses_a_buffer_read_at_two_index_orders():
+    """Mirrors TVM's test_reindex_fail_multiple_read: ``A[vj, vi]`` and ``A[vi, vj]`` are
+    two accesses with different indices; one copy laid out by the axes cannot serve both
+    (it used to be accepted, rewriting both reads to ``A_reindex[vi, vj]``: a different
+    program)."""
+    mod = engine.parse(TWO_READS)
+    sch = Schedule(mod)
+    b = sch.get_block("B")
+    refused(sch, lambda: sch.reindex(b, ("read", 0)), "reindex refused on block B",
+            "accesses A at different indices")
+    sch.reindex(b, ("write", 0))   # B is written at one point: fine
+    _same_meaning(mod, sch.mod)
+
+
+def test_reindex_refuses_a_written_buffer_also_read_elsewhere():
+    """The write side of TVM's test_reindex_fail_multiple_read: the block writes C[vi, vj]
+    and reads C[vj, vi] (different indices), so neither C's read nor its write can be
+    reindexed."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = C[vj, vi] + A[vi, vj]
+'''
+    sch = Schedule(engine.parse(src))
+    c = sch.get_block("C")
+    refused(sch, lambda: sch.reindex(c, ("write", 0)), "accesses C at different indices")
+    refused(sch, lambda: sch.reindex(c, "C"), "accesses C at different indices")
+
+
+def test_reindex_refuses_an_in_place_update():
+    """A block updating A in place (``A[vi] = A[vi] * 2``, no T.init): a read copy would
+    take the store too (A never written), a write copy would start from uninitialised
+    memory. TVM rewrites both accesses either way; the engine refuses."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((8, 4), "float32")):
+    for i, j in T.grid(8, 4):
+        with T.block("U"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            A[vi, vj] = A[vi, vj] * T.float32(2)
+'''
+    sch = Schedule(engine.parse(src))
+    u = sch.get_block("U")
+    refused(sch, lambda: sch.reindex(u, ("read", 0)), "also writes A")
+    refused(sch, lambda: sch.reindex(u, ("write", 0)), "reads the old contents of A")
+
+
+def test_reindex_write_refuses_a_block_that_skips_elements():
+    """A block whose T.where skips some of its instances writes only part of B: a copy back
+    over all the axes' values would store elements the block never computed."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.block("B"):
+            T.where(i + j < 9)
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vj, vi] * T.float32(2)
+'''
+    mod = engine.parse(src)
+    sch = Schedule(mod)
+    b = sch.get_block("B")
+    refused(sch, lambda: sch.reindex(b, ("write", 0)), "T.where")
+    sch.reindex(b, ("read", 0))   # copying A in full reads only elements of A
+    _same_meaning(mod, sch.mod)
+
+
+def test_reindex_after_an_imperfect_split_keeps_the_program():
+    """TVM's test_reindex_read_basic / matmul write, after a split whose tail is guarded:
+    the guard only skips instances outside the axes' domains, so both copies are exact."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((10, 6), "float32"), B: T.Buffer((6, 10), "float32")):
+    for i, j in T.grid(10, 6):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vj, vi] = A[vi, vj] + T.float32(1)
+'''
+    mod = engine.parse(src)
+    sch = Schedule(mod)
+    b = sch.get_block("B")
+    sch.split(sch.get_loops(b)[0], [None, 4])
+    sch.reindex(b, ("read", 0))
+    sch.reindex(b, ("write", 0))
+    _same_meaning(mod, sch.mod)
 
 
 # ---------------------------------------------------------------------------- reindex caches

@@ -21,14 +21,14 @@ from engine.arith import Analyzer, bound_of
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, collect_vars, post_order_visit, substitute
-from engine.ir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, seq
-from engine.ir.structural import structural_equal
+from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType,
+                             IterVar, LetStmt, SeqStmt, seq)
 
 from ..error import ScheduleError, TraceError
 from ..literals import py_str
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
-from ._common import expect_block, fresh_name
+from ._common import affine_bindings, expect_block, fresh_name, is_true
 from .buffers import (buffer_index_of, buffer_names, check_scope, compose, loads_buf,
                       need_attrs, nth_buffer, reads_buf, rewrite_stmts, writes_buf)
 from .cache_stage import common_location, scope_children
@@ -67,6 +67,17 @@ class _Reaccess(Mutator):
                          writes=self.regions(b.writes))
 
 
+def _same_index(a: E.PrimExpr, b: E.PrimExpr) -> bool:
+    """``a`` and ``b`` are the same index: their difference is 0 (variables compared by
+    identity — ``A[vj, vi]`` and ``A[vi, vj]`` are two accesses, not one)."""
+    if a is b:
+        return True
+    try:
+        return E.is_const_int(Analyzer().simplify(E.Sub(a, b)), 0)
+    except Exception:  # noqa: BLE001 - an index the simplifier cannot subtract
+        return False
+
+
 def _access_indices(ctx: Ctx, blk: Block, buf: Buffer) -> tuple:
     """The one index tuple every load/store of ``buf`` in the leaf block uses (TVM's rule)."""
     found: list = []
@@ -84,8 +95,11 @@ def _access_indices(ctx: Ctx, blk: Block, buf: Buffer) -> tuple:
         why = f"block {name} is not a leaf block (it contains block {nested[0].name_hint})"
     elif not found:
         why = f"block {name} does not load or store {buf.name}"
-    elif any(not all(structural_equal(a, b) for a, b in zip(f, found[0])) for f in found[1:]):
-        why = f"block {name} accesses {buf.name} at different indices"
+    elif any(len(f) != len(found[0]) or not all(_same_index(a, b) for a, b in zip(f, found[0]))
+             for f in found[1:]):
+        shown = " and ".join(dict.fromkeys(
+            f"{buf.name}[{', '.join(str(i) for i in f)}]" for f in found))
+        why = f"block {name} accesses {buf.name} at different indices ({shown})"
     if why:
         raise ctx.error(f"block {name}", f"{why} (requirement 1)", "reindex a buffer the block "
                         "accesses at one point, in a block without inner blocks",
@@ -93,6 +107,95 @@ def _access_indices(ctx: Ctx, blk: Block, buf: Buffer) -> tuple:
     an = Analyzer({iv.var: (0, E.as_const_int(iv.dom.extent) - 1) for iv in blk.iter_vars
                    if E.as_const_int(iv.dom.extent)})
     return tuple(an.simplify(i) for i in found[0])
+
+
+def _check_read_copy(ctx: Ctx, blk: Block, buf: Buffer, indices: tuple, covered: list):
+    """The copy of an input reads ``buf`` at every value of the axes, before the block: the
+    block must not write ``buf`` (its stores would go to the copy), and every index read
+    must be inside ``buf`` (a load the block guards, ``T.if_then_else(vi > 0, A[vi - 1],
+    ...)``, is read unguarded by the copy)."""
+    name = blk.name_hint
+    if writes_buf(blk, buf) or _stores(blk, buf):
+        raise ctx.error(f"block {name}", f"block {name} also writes {buf.name}, so its "
+                        f"stores would go to the copy and {buf.name} would never be written "
+                        "(requirement 3)", f"reindex the write of {buf.name} instead",
+                        highlight=[name])
+    ranges = {iv.var: (0, E.as_const_int(iv.dom.extent) - 1) for iv in covered}
+    for d, (i, n) in enumerate(zip(indices, buf.shape)):
+        lo, hi = bound_of(i, ranges)
+        size = E.as_const_int(n)
+        if lo is None or hi is None or size is None or lo < 0 or hi >= size:
+            raise ctx.error(f"block {name}", f"the copy would read {buf.name} at index {i} "
+                            f"(dimension {d}) for every value of the axes, which can fall "
+                            f"outside {buf.name} (requirement 3)", "", highlight=[name])
+
+
+def _stores(blk: Block, buf: Buffer) -> list:
+    """The stores of ``buf`` in the block, each with whether it runs unconditionally
+    (not under an ``if`` or a loop inside the block)."""
+    out: list = []
+
+    def walk(s, guarded):
+        if isinstance(s, BufferStore):
+            if s.buffer is buf:
+                out.append(not guarded)
+            return
+        kids = [getattr(s, f) for f in ("body", "then_case", "else_case", "seq")
+                if hasattr(s, f)]
+        inner = guarded or not isinstance(s, (SeqStmt, LetStmt))
+        for k in kids:
+            for c in (k if isinstance(k, tuple) else (k,)):
+                if c is not None:
+                    walk(c, inner)
+    walk(blk.body, False)
+    return out
+
+
+def _check_write_copy(ctx: Ctx, blk: Block, buf: Buffer, indices: tuple, covered: list):
+    """The copy back writes ``buf`` at every value of the axes, after the block: the block
+    must have written each of those elements exactly there. So: it does not read the old
+    contents of ``buf`` (without a ``T.init`` the copy would start from uninitialised
+    memory), it stores unconditionally, its instances take every value of the axes (its
+    bindings are an affine map of its loops and its ``T.where`` skips nothing inside the
+    axes' domains), and different values of the axes write different elements."""
+    name = blk.name_hint
+    if blk.init is None and (reads_buf(blk, buf) or loads_buf(blk.body, buf)):
+        raise ctx.error(f"block {name}", f"block {name} reads the old contents of "
+                        f"{buf.name} without a T.init, which the copy would not hold "
+                        "(requirement 3)", "", highlight=[name])
+    stores = _stores(blk, buf)
+    if not stores or not all(stores):
+        raise ctx.error(f"block {name}", f"block {name} stores {buf.name} only under a "
+                        "condition, so the copy back would store elements it did not compute "
+                        "(requirement 3)", "", highlight=[name])
+    idx = ctx.index
+    realize = idx.realize[id(blk)]
+    res = affine_bindings(realize.iter_values, idx.loops_above(realize), realize.predicate)
+    for iv in covered:
+        k = blk.iter_vars.index(iv)
+        want = (0, E.as_const_int(iv.dom.extent))
+        if not res.ok or res.ranges[k] != want:
+            where = "" if is_true(realize.predicate) else " and its T.where"
+            raise ctx.error(f"block {name}", f"cannot show that block {name} runs for every "
+                            f"value of axis {iv.var.name} in [0, {want[1]}) (its bindings"
+                            f"{where} must be an affine map of its loops onto the axes' "
+                            "domains), so the copy back could store elements it did not "
+                            "compute (requirement 3)", "reindex the write before such loop "
+                            "transformations", highlight=[name])
+    if not all(isinstance(i, E.Var) for i in indices) or \
+            len({id(i) for i in indices}) != len(indices):
+        params = [iv.var for iv in covered]
+        shape = tuple(E.as_const_int(iv.dom.extent) for iv in covered)
+        try:
+            ok = injective(params, list(indices), shape, tuple(E.as_const_int(n) or 0
+                                                                for n in buf.shape))
+        except (CheckBudgetError, IndexMapError) as e:
+            raise ctx.error(f"block {name}", str(e), "") from None
+        if not ok:
+            raise ctx.error(f"block {name}", f"block {name} writes some element of "
+                            f"{buf.name} for two values of its axes, and the copy back would "
+                            "store them in another order (requirement 3)", "",
+                            highlight=[name])
 
 
 def _chain_top(ctx: Ctx, blk: Block, method: str):
@@ -147,8 +250,15 @@ class ReIndex(Primitive):
         use (an axis the indices do not use is left out).
 
         It requires: 1) the block contains no other block and accesses the buffer at one
-        point (every load and store with the same indices); 2) the block's loops form a
-        single chain (each loop holds only the next one).
+        point (every load and store with the same indices: ``A[vj, vi] + A[vi, vj]`` is
+        refused, as in TVM); 2) the block's loops form a single chain (each loop holds
+        only the next one); 3) the copy computes what the block did. For a read: the
+        block does not also write the buffer, and the copy's reads (every value of the
+        axes) stay inside it. For a write: the block does not read the buffer's old
+        contents without a ``T.init``, stores it unconditionally, runs for every value of
+        the axes (bindings an affine map of its loops, a ``T.where`` that skips nothing
+        inside the axes' domains: a split's tail guard is fine) and writes different
+        elements for different values of them.
 
         Before::
 
@@ -191,6 +301,10 @@ class ReIndex(Primitive):
                 raise ctx.error(f"block {blk.name_hint}", f"axis {iv.var.name} does not start "
                                 "at 0 with a constant extent", "", highlight=[blk.name_hint])
         top = _chain_top(ctx, blk, "reindex")
+        if btype == READ:
+            _check_read_copy(ctx, blk, buf, indices, covered)
+        else:
+            _check_write_copy(ctx, blk, buf, indices, covered)
         idx = ctx.index
         scope_blk = idx.scope_block(idx.realize[id(blk)])
         names = buffer_names(ctx.func)
