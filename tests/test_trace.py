@@ -307,3 +307,18 @@ def test_mutated_documents_fail_cleanly_or_replay(data):
         assert target.mod is mod and len(target.trace) == n
     else:
         run_and_check(target.mod, "mm_relu", SMALL["mm_relu"])
+
+
+def test_small_tvm_api_same_as_from_expr_and_te_var():
+    """TVM's ``same_as`` (identity), ``IRModule.from_expr`` (one function named main) and
+    ``te.var`` (a free scalar variable)."""
+    import engine
+    from engine import te
+    mod = engine.workloads.get("mm_relu", n=16)
+    func = mod["mm_relu"]
+    assert func.same_as(func) and not func.same_as(engine.workloads.get("mm_relu", n=16)
+                                                  ["mm_relu"])
+    main = engine.IRModule.from_expr(func)
+    assert main.names() == ["main"] and dict(main["main"].attrs)["global_symbol"] == "main"
+    n = te.var("n")
+    assert n.name == "n" and n.dtype == "int32" and te.var("m", "int64").dtype == "int64"

@@ -91,6 +91,16 @@ class IRModule(Node):
     def from_funcs(*funcs: PrimFunc) -> "IRModule":
         return IRModule(tuple((f.name, f) for f in funcs))
 
+    @staticmethod
+    def from_expr(func: Any) -> "IRModule":
+        """A module of one function named ``main`` (TVM's ``IRModule.from_expr``)."""
+        named = func.replace(name="main") if getattr(func, "name", "main") != "main" else func
+        if hasattr(named, "attrs") and dict(named.attrs).get("global_symbol") not in \
+                (None, "main"):
+            named = named.replace(attrs=tuple((k, "main" if k == "global_symbol" else v)
+                                              for k, v in named.attrs))
+        return IRModule((("main", named),))
+
     def __getitem__(self, name: str) -> PrimFunc:
         for n, f in self.functions:
             if n == name:

@@ -25,6 +25,10 @@ class Node:
         """A copy with some fields changed (the original is untouched)."""
         return dataclasses.replace(self, **changes)
 
+    def same_as(self, other: Any) -> bool:
+        """Whether ``other`` is this very node (TVM's ``same_as``: identity, not structure)."""
+        return self is other
+
     def __repr__(self) -> str:  # short, readable repr for debugging and errors
         try:
             return display.render("repr", self)

@@ -26,14 +26,14 @@ from engine.ir.dtype import is_float as _is_float
 from .create import create_prim_func
 from .regions import access_region, infer_block_regions
 from .tensor import (ComputeOp, PlaceholderOp, Reduce, ReduceAxis, TeError, Tensor, _as_expr,
-                     compute, identity_value, placeholder, reduce_axis, reduction)
+                     compute, identity_value, placeholder, reduce_axis, reduction, var)
 
 __all__ = [
     "placeholder", "compute", "reduce_axis", "sum", "max", "min", "create_prim_func",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "fabs", "floor",
     "ceil", "round", "trunc", "sin", "cos", "erf", "power", "if_then_else", "const", "cast",
     "max_value", "min_value", "all", "any", "Tensor", "ReduceAxis", "Reduce", "TeError", "ComputeOp",
-    "PlaceholderOp", "infer_block_regions", "access_region", "identity_value",
+    "PlaceholderOp", "infer_block_regions", "access_region", "identity_value", "var",
 ]
 
 

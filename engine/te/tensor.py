@@ -412,3 +412,8 @@ def _check_vars(body, axis: tuple, name: str) -> None:
             f"te.compute(name={name!r}) uses the variable {v!r}, which is neither one of its "
             "own index arguments nor a reduce axis listed in axis= of its te.sum/max/min; "
             "pass every reduce axis you index with to the reduction")
+
+
+def var(name: str = "tindex", dtype: str = "int32") -> E.Var:
+    """A free scalar variable (TVM's ``te.var``), e.g. a symbolic size."""
+    return E.Var(name, dtype)
