@@ -358,3 +358,19 @@ def f(A: T.Buffer((4,), "int32")):
             a, b = vi, a
             A[vi] = b
 ''')
+
+
+def test_a_let_written_as_tvm_0_27_writes_it():
+    """TVM 0.27 annotates a let as ``x: T.let[T.int32] = ...`` (its rfactor tests' argmax)."""
+    import engine
+    src = '''
+@T.prim_func
+def f(A: T.Buffer((4,), "int32")):
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            x: LET = vi * 2
+            A[vi] = x
+'''
+    assert engine.structural_equal(engine.parse(src.replace("LET", "T.let[T.int32]")),
+                                   engine.parse(src.replace("LET", "T.int32")))

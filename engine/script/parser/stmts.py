@@ -153,11 +153,14 @@ class StmtParser(ParserContext):
     def annassign(self, n: ast.AnnAssign, rest: list) -> Any:
         if type(n.target) is not ast.Name:
             raise self.err(n.target, "annotated assignments must bind a plain name")
-        f = self.tname(n.annotation)
+        annotation = n.annotation
+        if type(annotation) is ast.Subscript and self.tname(annotation.value) == "let":
+            annotation = annotation.slice          # TVM 0.27's x: T.let[T.int32] = ...
+        f = self.tname(annotation)
         if f is None or not (f in SCALAR_DTYPES or DTYPE_LIKE.match(f)):
             raise self.err(n.annotation, "annotate a let binding with a dtype, like "
-                                         "x: T.int32 = ...")
-        dtype = self.dtype(n.annotation, f)
+                                         "x: T.int32 = ... (or x: T.let[T.int32] = ...)")
+        dtype = self.dtype(annotation, f)
         if n.value is None:
             raise self.err(n, f"{n.target.id!r} needs a value")
         value = self.prim(n.value, dtype)
