@@ -12,10 +12,14 @@ function by function) and returns a *lowered* PrimFunc that the LLVM code genera
    block axes are replaced by the bound values (``vi -> i``, ``vj -> j0 * 4 + j1``), its
    predicate (``T.where``) becomes an ``IfThenElse``, its ``alloc_buffers`` become
    ``Allocate`` statements around the block body, and its ``init`` statement runs when
-   every reduce-axis binding equals its domain minimum. When the block sits at the bottom
-   of a perfect loop nest whose innermost loops drive exactly the reduce axes, the init
-   is *hoisted* in front of those loops instead of being guarded by an ``if`` (the usual
-   ``Y[i, j] = 0; for k: Y[i, j] += ...`` shape), which is what a C programmer writes.
+   every reduce-axis binding equals its domain minimum (TVM's ``LowerInitBlock`` rule, as
+   the interpreter runs it). When the block sits at the bottom of a perfect loop nest
+   whose innermost loops drive exactly the reduce axes, and the reduce axes are at their
+   minimum at the first iteration of those loops and at no other
+   (:func:`_at_minimum_only_first`: not so for ``k * k // 2``, 0 at k = 0 and k = 1), the
+   init is *hoisted* in front of those loops instead of being guarded by an ``if`` (the
+   usual ``Y[i, j] = 0; for k: Y[i, j] += ...`` shape), which is what a C programmer
+   writes.
 2. **Flattening** (:class:`_Flattener`). Each buffer becomes a 1-D buffer of the same
    name, dtype, scope and alignment; ``A[i, j]`` becomes ``A[i * stride0 + j]`` (explicit
    ``strides``/``elem_offset`` are honoured). The lowered function's parameters are the
@@ -45,6 +49,7 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.ir.functor import Mutator, collect, collect_vars, substitute
 
 from .errors import BuildError
+from engine.arith import Analyzer
 from engine.arith.lower_simplify import lower_simplify
 
 
@@ -75,6 +80,86 @@ def _guard(cond: E.PrimExpr, body: S.Stmt | None) -> S.Stmt | None:
     if _is_false(cond):
         return None
     return S.IfThenElse(cond, body, None)
+
+
+def _digit(atom: E.PrimExpr):
+    """``(X, d, m)`` when ``atom`` is ``X // d % m`` (``d`` 1: no division; ``m`` None: no
+    modulo) with positive constants; else None."""
+    if isinstance(atom, E.FloorDiv) and isinstance(atom.a, E.FloorMod):
+        d, m = E.as_const_int(atom.b), E.as_const_int(atom.a.b)
+        if d and m and d > 0 and m > 0 and m % d == 0:  # X % m // d == X // d % (m / d)
+            return atom.a.a, d, m // d
+        return None
+    m = None
+    if isinstance(atom, E.FloorMod):
+        m = E.as_const_int(atom.b)
+        if m is None or m <= 0:
+            return None
+        atom = atom.a
+    d = 1
+    if isinstance(atom, E.FloorDiv):
+        d = E.as_const_int(atom.b)
+        if d is None or d <= 0:
+            return None
+        atom = atom.a
+    return (atom, d, m) if d > 1 or m is not None else None
+
+
+def _at_minimum_only_first(offsets: list, loops: list, first: dict) -> bool:
+    """True when the ``offsets`` (each reduce binding minus its domain's minimum, 0 at the
+    first iteration of ``loops``) are all 0 at that first iteration only: then one init in
+    front of the loops is TVM's rule (the init runs at every instance whose reduce axes are
+    all at their minimum). Proven when, with the loops counted from 0, every offset is a
+    sum of terms ``c * atom`` with ``c > 0`` — an atom is a loop, or a digit ``X // d``,
+    ``X % m``, ``X // d % m`` of a sum ``X`` of loops with positive coefficients, so every
+    term is at least 0 — and the terms all 0 force every loop to 0: a loop that is an
+    atom, or the loops of an ``X`` whose digits read back all of it (``X % m1``,
+    ``X // m1 % m2``, ..., up to ``X``'s largest value)."""
+    ranges: dict = {}
+    for f in loops:
+        ext = E.as_const_int(f.extent)
+        if ext is None or ext <= 0:
+            return False
+        ranges[id(f.loop_var)] = (f.loop_var, ext - 1)
+    an = Analyzer({v: (0, hi) for v, hi in ranges.values()})
+    shift = {v: E.binary(E.Add, v, mn) for v, mn in first.items() if not E.is_const_int(mn, 0)}
+    zero: set = set()
+    groups: dict = {}  # X as ((loop id, coef), ...) -> ({loop id: coef}, [(d, m)])
+    for off in offsets:
+        terms, const = an.linear(an.simplify(substitute(off, shift)))
+        if const != 0:
+            return False
+        for atom, coef in terms.values():
+            if coef <= 0:
+                return False
+            if isinstance(atom, E.Var) and id(atom) in ranges:
+                zero.add(id(atom))
+                continue
+            dig = _digit(atom)
+            if dig is None:
+                return False
+            x, d, m = dig
+            x_terms, x_const = an.linear(x)
+            if x_const != 0 or not x_terms:
+                return False
+            coefs = {}
+            for a, c in x_terms.values():
+                if not (isinstance(a, E.Var) and id(a) in ranges) or c <= 0:
+                    return False
+                coefs[id(a)] = c
+            groups.setdefault(tuple(sorted(coefs.items())), (coefs, []))[1].append((d, m))
+    for coefs, digits in groups.values():
+        top = sum(c * ranges[v][1] for v, c in coefs.items())
+        cur = 1
+        while True:
+            nxt = [m for d, m in digits if d == cur]
+            if not nxt:
+                break
+            if None in nxt or cur * max(nxt) > top:
+                zero.update(coefs)
+                break
+            cur *= max(nxt)
+    return all(v in zero or hi == 0 for v, (_, hi) in ranges.items())
 
 
 class _BlockLowerer:
@@ -212,12 +297,20 @@ class _BlockLowerer:
             if any(id(x) in suffix_ids for x in collect_vars(mn)):
                 return None
             first[f.loop_var] = mn
+        offsets = []
         for iv, v in zip(block.iter_vars, values):
             if iv.iter_type is not S.IterType.REDUCE:
                 continue
-            at_first = lower_simplify(E.binary(E.Sub, substitute(v, first), self.sub(iv.dom.min, vmap)))
+            offset = E.binary(E.Sub, v, self.sub(iv.dom.min, vmap))
+            at_first = lower_simplify(substitute(offset, first))
             if not (isinstance(at_first, E.IntImm) and at_first.value == 0):
                 return None
+            offsets.append(offset)
+        # ... and no later iteration may hit them all again: TVM's rule runs the init at
+        # every instance whose reduce axes are all at their minimum (``k * k // 2`` is 0
+        # at k = 0 and at k = 1), which one init in front of the loops would not do
+        if not _at_minimum_only_first(offsets, suffix_loops, first):
+            return None
         bvmap = dict(vmap)
         for iv, v in zip(block.iter_vars, values):
             bvmap[iv.var] = v
