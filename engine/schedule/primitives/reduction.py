@@ -6,12 +6,29 @@ the rfactor loop, inserted at ``factor_axis``); the original block becomes the w
 block, which combines the partial results over the rfactor loop. The partial results are
 independent across the rfactor loop, so that loop of the rfactor block may then be
 parallelized or vectorized — the point of the primitive.
+
+What is accepted is what TVM accepts (its ``CheckReductionBlock``, the stage-pipeline
+scope, the loop properties and the reducer match), checked so that an accepted rfactor
+computes what the original program computes — under the init rule of TVM's lowering (a
+block's ``T.init()`` runs when every reduction axis is at its domain's minimum):
+
+* every reduction axis is bound one-to-one to the loops (:func:`_reduction_digits`): the
+  bindings are splits, fusions and reorders of the loops (TVM's quasi-affine bindings),
+  together a bijection from the reduction loops onto the reduction axes' domains, so
+  every reduction instance runs once and the first one initialises;
+* the block has no ``T.where`` predicate (TVM refuses it too: a partial result whose
+  instances are all masked off would never be initialised);
+* beyond TVM, when a spatial loop runs inside a reduction loop, different iterations of
+  the spatial loops must write different elements (:func:`_check_interleaved_outputs`):
+  otherwise two partial reductions of one element interleave, and the rfactor'd program
+  would add them up differently.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from engine.arith import simplify
+from engine.arith import is_quasi_affine, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import collect_vars, substitute, uses_var
@@ -20,8 +37,10 @@ from engine.ir.structural import structural_equal
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
-from ._common import conjuncts, expect_loop, fresh_name, is_int
-from .buffers import buffer_names, compose, rewrite_stmts
+from ._common import expect_loop, fresh_name, is_int, is_true
+from .buffers import buffer_names, compose, rewrite_stmts, writes_buf
+from .index_map_inverse import NotBijective, _digits
+from .region_inference import access_bounds
 
 
 def _float_limits(dtype: str):
@@ -97,6 +116,324 @@ def _combine(kind: str, a, b):
     return {"sum": E.Add, "max": E.Max, "min": E.Min}[kind](a, b)
 
 
+# ---------------------------------------------------------------------------------------
+# legality: TVM's reduction block, its stage-pipeline scope, and the engine's guarantee
+# ---------------------------------------------------------------------------------------
+def _const_ranges(loops) -> dict:
+    """Loop variable -> (min, extent) for the loops with a constant range."""
+    out = {}
+    for lp in loops:
+        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+        if lo is not None and ext is not None and ext > 0:
+            out[lp.loop_var] = (lo, ext)
+    return out
+
+
+def _from_zero(e: E.PrimExpr, ranges: dict) -> tuple:
+    """``(digits, first)``: ``first`` is the value of ``e`` at the first iteration of the
+    loops, ``digits`` is ``e - first`` with every loop counted from 0 (``k`` -> ``k + min``
+    for a loop starting at ``min``) — what a one-to-one binding's digits are read from."""
+    shift = {v: v + mn for v, (mn, _) in ranges.items() if mn != 0 and uses_var(e, v)}
+    e = simplify(substitute(e, shift)) if shift else e
+    first = simplify(substitute(e, {v: E.const(0, v.dtype) for v in ranges
+                                    if uses_var(e, v)}))
+    return simplify(e - first), first
+
+
+class _Digits:
+    """The digits of one-to-one bindings of the loops (TVM's iterator maps, for what split,
+    fuse and reorder build). :meth:`read` gives an expression (counted from 0, see
+    :func:`_from_zero`) as a mixed-radix number of digits ``(x, lower, extent)`` — the
+    value ``x // lower % extent`` — where ``x`` is a loop or a *fused source*: a sum of
+    whole loops (``f_0 * 8 + f_1`` when a fused loop was split) cut by ``//`` or ``%`` with
+    a constant that does not fall between its loops (``(f_0 * 8 + f_1) // 6``), read as
+    one number, as TVM's iterator maps do. :meth:`problem` checks that the digits read so
+    far tile every loop and source exactly once."""
+
+    def __init__(self, extents: dict):
+        self.extents = dict(extents)  # loop (and source) var -> extent
+        self.names = {v: f"loop {v.name}" for v in extents}
+        self.sources: dict = {}       # key -> source var
+        self.members: dict = {}       # source var -> its loops
+        self.pieces: dict = {}        # var -> [(lower, extent)]
+
+    def read(self, e: E.PrimExpr) -> list:
+        """The digits of ``e``, most significant first; NotBijective when ``e`` is no such
+        number (KeyError when it uses a variable that is not one of the loops)."""
+        ds = _digits(self._fuse(e), self.extents)
+        for x, lo, n in ds:
+            self.pieces.setdefault(x, []).append((lo, n))
+        return ds
+
+    def _fuse(self, e: E.PrimExpr) -> E.PrimExpr:
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            a = self._fuse(e.a)
+            c = E.as_const_int(e.b)
+            if c is not None and c > 0 and not isinstance(a, E.Var):
+                a = self._source(a)
+            return e if a is e.a else type(e)(a, e.b)
+        if isinstance(e, (E.Add, E.Mul)):
+            a, b = self._fuse(e.a), self._fuse(e.b)
+            return e if a is e.a and b is e.b else type(e)(a, b)
+        return e
+
+    def _source(self, x: E.PrimExpr) -> E.PrimExpr:
+        """``x`` as one source variable when it is a sum of whole loops, else ``x``."""
+        try:
+            ds = _digits(x, self.extents)
+        except (NotBijective, KeyError):
+            return x
+        if len(ds) < 2 or any(lo != 1 or n != self.extents[v] for v, lo, n in ds) or \
+                len({id(v) for v, _, _ in ds}) != len(ds):
+            return x
+        key = tuple((id(v), n) for v, _, n in ds)
+        src = self.sources.get(key)
+        if src is None:
+            src = E.Var("fused", x.dtype)
+            self.sources[key] = src
+            self.extents[src] = math.prod(n for _, _, n in ds)
+            self.members[src] = [v for v, _, _ in ds]
+            self.names[src] = f"the loops {', '.join(v.name for v, _, _ in ds)} as one number"
+        return src
+
+    def problem(self, required=()) -> tuple | None:
+        """None when the digits read tile every loop and source they use exactly once and
+        every loop of ``required`` is used; else ``(loop names, what is wrong)``."""
+        owner: dict = {}
+        for src, loops in self.members.items():
+            for v in loops:
+                if v in owner or v in self.pieces:
+                    return [v.name], f"use loop {v.name} twice"
+                owner[v] = src
+        for v, ds in self.pieces.items():
+            ext, name = self.extents[v], self.names[v]
+            hl = [x.name for x in self.members.get(v, [v])]
+            cover = 1
+            for lo, n in sorted(ds):
+                if lo != cover:
+                    return hl, f"use {name} {'twice' if lo < cover else 'only in part'}"
+                cover *= n
+            if cover != ext:
+                return hl, f"use only {cover} of the {ext} iterations of {name}"
+        for v in required:
+            if v not in self.pieces and v not in owner:
+                return [v.name], f"do not use loop {v.name}"
+        return None
+
+
+def _check_bindings(ctx: Ctx, blk: Block, bind: list, hl: list) -> None:
+    """TVM's rule 2 of a reduction block: its bindings are quasi-affine expressions of the
+    loops (sums of loops and of their ``//`` and ``%`` by constants). The exact rule for
+    the reduction axes comes later (:func:`_reduction_digits`)."""
+    bname = blk.name_hint
+    for iv, v in bind:
+        if not is_quasi_affine(v):
+            kind = "spatial" if iv.iter_type is IterType.SPATIAL else "reduction"
+            raise ctx.error(f"block {bname}", f"block {bname} binds its {kind} axis "
+                            f"{iv.var.name} to {v}, which is not a quasi-affine expression "
+                            "of the loops, so it is not a reduction block rfactor can factor "
+                            "(TVM's rule)", "bind the axes to loops, or to splits and "
+                            "fusions of loops", highlight=hl)
+
+
+def _reduction_digits(ctx: Ctx, blk: Block, bind: list, loops: list, hl: list) -> None:
+    """The reduction axes are bound one-to-one to the loops: read as mixed-radix numbers
+    whose digits are pieces of the loops (:func:`.index_map_inverse._digits`), each binding
+    starts at its domain's minimum and takes exactly its domain's extent of values, and the
+    digits of every loop they use tile that loop once. Then the reduction loops run over
+    every reduction instance exactly once, the first iteration at every minimum — where
+    the init runs, in the original block and in both new ones."""
+    bname = blk.name_hint
+    subject = f"block {bname}"
+    ranges = _const_ranges(loops)
+    loop_ids = {id(lp.loop_var) for lp in loops}
+    reader = _Digits({v: ext for v, (_, ext) in ranges.items()})
+    for iv, v in bind:
+        if iv.iter_type is not IterType.REDUCE:
+            continue
+        name = iv.var.name
+        for x in collect_vars(v):
+            if id(x) not in loop_ids:
+                raise ctx.error(subject, f"block {bname} binds its reduction axis {name} to "
+                                f"{v}, which uses {x.name}, not a loop around the block",
+                                "bind the reduction axes to the block's own loops",
+                                highlight=hl)
+            if x not in ranges:
+                raise ctx.error(subject, f"loop {x.name}, bound to the reduction axis {name} "
+                                f"of block {bname}, has no constant range, so rfactor cannot "
+                                "check that the axis runs over its domain once",
+                                "use loops of constant extent", highlight=hl + [x.name])
+        dmin, dext = E.as_const_int(iv.dom.min), E.as_const_int(iv.dom.extent)
+        if dmin is None or dext is None:
+            raise ctx.error(subject, f"the reduction axis {name} of block {bname} has no "
+                            "constant domain", "", highlight=hl)
+        digits_of, at_first = _from_zero(v, ranges)
+        if E.as_const_int(at_first) != dmin:
+            raise ctx.error(subject, f"block {bname} binds its reduction axis {name} to {v}, "
+                            f"which starts at {at_first}, not at the domain's minimum {dmin}, "
+                            "so the T.init() would not run first",
+                            "bind the reduction axes to splits, fusions and reorders of the "
+                            "loops", highlight=hl)
+        try:
+            ds = reader.read(digits_of)
+        except NotBijective as err:
+            raise ctx.error(subject, f"block {bname} binds its reduction axis {name} to {v}, "
+                            "which is not a one-to-one map of the loops onto its domain (a "
+                            f"split, fusion or reorder of them: {err})", "rfactor, as TVM, "
+                            "needs a reduction block whose axes are bound one-to-one to its "
+                            "loops", highlight=hl) from None
+        span = math.prod(n for _, _, n in ds)
+        if span != dext:
+            raise ctx.error(subject, f"block {bname} binds its reduction axis {name} to {v}, "
+                            f"which takes {span} values, but the axis' domain has {dext}",
+                            "bind each reduction axis to loops that run over exactly its "
+                            "domain", highlight=hl)
+    # every loop a reduction binding names must count (``(k_0 * 2 + k_1) // 2`` drops k_1)
+    used = [x for iv, v in bind if iv.iter_type is IterType.REDUCE for x in collect_vars(v)
+            if ranges[x][1] > 1]
+    bad = reader.problem(used)
+    if bad is not None:
+        raise ctx.error(subject, f"the reduction axes of block {bname} {bad[1]}, so they are "
+                        "not a one-to-one map of the loops onto their domains",
+                        "rfactor needs the reduction axes bound to splits, fusions and "
+                        "reorders of the loops", highlight=hl + bad[0])
+
+
+def _check_dominant_and_output(ctx: Ctx, blk: Block, scope_blk: Block, hl: list) -> None:
+    """TVM's rules 4 and 5 of a reduction block: it is the only writer of its output in
+    its scope, and no reduction axis indexes the output."""
+    bname = blk.name_hint
+    subject = f"block {bname}"
+    kids = ctx.index.child_blocks(scope_blk)
+    for w in blk.writes:
+        others = [b.name_hint for b in kids if b is not blk and writes_buf(b, w.buffer)]
+        if others:
+            raise ctx.error(subject, f"block {bname} is not the only block writing "
+                            f"{w.buffer.name} (block {others[0]} writes it too), and a "
+                            "reduction block must be its output's only writer",
+                            "", highlight=hl + others[:1])
+    red = {id(iv.var) for iv in blk.iter_vars if iv.iter_type is IterType.REDUCE}
+    stores = [blk.body, blk.init] if isinstance(blk.body, BufferStore) else [blk.init]
+    for st in stores:
+        if isinstance(st, BufferStore) and any(id(x) in red for i in st.indices
+                                                for x in collect_vars(i)):
+            raise ctx.error(subject, f"the output index of block {bname} depends on a "
+                            "reduction axis, so it is not a reduction", "", highlight=hl)
+    for w in blk.writes:
+        if any(id(x) in red for x in collect_vars(w.region)):
+            raise ctx.error(subject, f"block {bname} declares a write of {w.buffer.name} "
+                            "that depends on a reduction axis, so it is not a reduction", "",
+                            highlight=hl)
+
+
+def _box(ctx: Ctx, b: Block, region: BufferRegion):
+    """Constant (lo, hi) per dimension of an access of block ``b`` over all its loops in
+    the scope, cut to the buffer's shape; None where it is not a constant."""
+    r = ctx.index.realize[id(b)]
+    bounds = access_bounds(ctx, b, region, ctx.index.loops_above(r))
+    if bounds is None:
+        return None
+    out = []
+    for d, bd in enumerate(bounds):
+        n = E.as_const_int(region.buffer.shape[d]) if d < len(region.buffer.shape) else None
+        lo = hi = None
+        if bd is not None:
+            lo, hi = E.as_const_int(bd[0]), E.as_const_int(bd[1])
+        if n is not None:
+            lo = 0 if lo is None else max(lo, 0)
+            hi = n - 1 if hi is None else min(hi, n - 1)
+        out.append((lo, hi))
+    return out
+
+
+def _check_stage_pipeline(ctx: Ctx, blk: Block, scope_blk: Block, hl: list) -> None:
+    """TVM's stage pipeline of the block's scope: no block writes a buffer that an earlier
+    block of the scope reads, and what every block reads of a buffer the earlier blocks
+    produce lies inside what they write (compared as bounding boxes)."""
+    bname = blk.name_hint
+    subject = f"block {bname}"
+    kids = ctx.index.child_blocks(scope_blk)
+    hint = "rfactor needs a scope where every buffer is written before it is read"
+    for j, y in enumerate(kids):
+        for w in y.writes:
+            early = [x for x in kids[:j] if x is not y and
+                     any(r.buffer is w.buffer for r in x.reads)]
+            if early:
+                raise ctx.error(subject, f"the scope of block {bname} is not a stage "
+                                f"pipeline: block {early[0].name_hint} reads {w.buffer.name} "
+                                f"before block {y.name_hint} writes it", hint,
+                                highlight=hl + [early[0].name_hint, y.name_hint])
+        for r in y.reads:
+            prods = [x for x in kids[:j] if x is not y and writes_buf(x, r.buffer)]
+            if not prods:
+                continue
+            need = _box(ctx, y, r)
+            have = None
+            for x in prods:
+                for w in x.writes:
+                    if w.buffer is not r.buffer:
+                        continue
+                    box = _box(ctx, x, w)
+                    if box is None:
+                        have = None
+                        break
+                    have = box if have is None else [
+                        (None if a[0] is None or b[0] is None else min(a[0], b[0]),
+                         None if a[1] is None or b[1] is None else max(a[1], b[1]))
+                        for a, b in zip(have, box)]
+                else:
+                    continue
+                break
+            if need is None or have is None:
+                continue
+            for d, ((nlo, nhi), (hlo, hhi)) in enumerate(zip(need, have)):
+                if None in (nlo, nhi, hlo, hhi) or nlo > nhi:
+                    continue
+                if nlo < hlo or nhi > hhi:
+                    raise ctx.error(subject, f"the scope of block {bname} is not a stage "
+                                    f"pipeline: block {y.name_hint} reads {r.buffer.name} "
+                                    f"[{nlo}, {nhi}] in dimension {d}, but the blocks before "
+                                    f"it write only [{hlo}, {hhi}] there", hint,
+                                    highlight=hl + [y.name_hint])
+
+
+def _check_interleaved_outputs(ctx: Ctx, blk: Block, bind: list, loops: list, store,
+                               rd_vars: set, sp_vars: set, hl: list) -> None:
+    """Beyond TVM: when a spatial loop runs inside a reduction loop, the reductions of
+    different spatial iterations interleave; they must then write different elements
+    (different iterations of the spatial loops give different output indices), else the
+    write-back would add the partial results of one element in another order and count."""
+    first = next(i for i, lp in enumerate(loops) if id(lp.loop_var) in rd_vars)
+    inner = [lp for lp in loops[first + 1:] if id(lp.loop_var) in sp_vars
+             and not E.is_const_int(lp.extent, 1)]
+    if not inner:
+        return
+    bname = blk.name_hint
+    subject = f"block {bname}"
+    sp_loops = [lp for lp in loops if id(lp.loop_var) in sp_vars]
+    ranges = _const_ranges(sp_loops)
+    reader = _Digits({v: ext for v, (_, ext) in ranges.items()})
+    smap = {iv.var: v for iv, v in bind if iv.iter_type is IterType.SPATIAL}
+    names = hl + [lp.loop_var.name for lp in inner]
+    why = (f"loop {inner[0].loop_var.name}, bound to a spatial axis, runs inside the "
+           "reduction loops, and rfactor then needs every iteration of the spatial loops to "
+           f"write its own element of {store.buffer.name}")
+    for i in store.indices:
+        e = simplify(substitute(i, smap))
+        try:
+            reader.read(_from_zero(e, ranges)[0])
+        except (NotBijective, KeyError):
+            raise ctx.error(subject, f"{why}, which cannot be shown for the index {e}",
+                            "move the spatial loops outside the reduction loops (reorder) "
+                            "first", highlight=names) from None
+    bad = reader.problem([lp.loop_var for lp in sp_loops
+                          if ranges.get(lp.loop_var, (0, 0))[1] > 1])
+    if bad is not None:
+        raise ctx.error(subject, f"{why}, but its output indices {bad[1]}",
+                        "move the spatial loops outside the reduction loops (reorder) first",
+                        highlight=names + bad[0])
+
+
 @register
 class RFactor(Primitive):
     kind = "RFactor"
@@ -112,13 +449,22 @@ class RFactor(Primitive):
         write-back block that combines them. Returns the rfactor block; the original
         block's handle now refers to the write-back block.
 
-        It requires: 1) the loop contains exactly one block, a reduction block with a
-        ``T.init()`` (rfactor before decompose_reduction); 2) the loop is serial and bound
-        only to reduction axes of the block; 3) no loop around the block is bound to both
-        spatial and reduction axes; 4) the block's update is a sum, max or min of the
-        buffer's old value with a new term and its init is that reducer's identity (0 for
-        a sum); 5) ``factor_axis`` is in ``[-(ndim + 1), ndim]`` for the written buffer's
-        ``ndim``.
+        It requires (TVM's rules): 1) the loop contains exactly one block, a reduction
+        block with a ``T.init()`` (rfactor before decompose_reduction) and no ``T.where``
+        predicate; 2) its bindings are quasi-affine, and its reduction axes are bound
+        one-to-one to the loops (splits, fusions and reorders of them, starting at the
+        domains' minimum); 3) it is the only block writing its output, which no reduction
+        axis indexes; 4) its scope is a stage pipeline (no block writes a buffer an
+        earlier block reads; what a block reads of an earlier block's output was written);
+        5) the loop is serial and bound only to reduction axes of the block; no loop is
+        bound to both spatial and reduction axes, none of more than one iteration inside
+        the reduction loops is bound to no axis, the first reduction loop holds only this
+        block, which is the first block under its outermost loop; 6) the update is a sum,
+        max or min of the buffer's old value (at the indices it stores to, as the init)
+        with a new term, and the init is that reducer's identity (0 for a sum); 7)
+        ``factor_axis`` is in ``[-(ndim + 1), ndim]`` for the written buffer's ``ndim``.
+        Beyond TVM, 8) when a spatial loop runs inside the reduction loops, the
+        iterations of the spatial loops write different elements.
 
         Before::
 
@@ -180,13 +526,24 @@ class RFactor(Primitive):
             raise ctx.error(f"loop {lname}", f"block {bname} is not a reduction block with a "
                             "T.init()", "apply rfactor before decompose_reduction",
                             highlight=hl)
+        if not is_true(realize.predicate):
+            raise ctx.error(f"block {bname}", f"block {bname} has a non-trivial predicate "
+                            f"(T.where({realize.predicate})), and rfactor needs a block "
+                            "without one, as TVM: a partial result whose iterations are all "
+                            "masked off would never be initialised",
+                            "rfactor before the split that made the T.where, or split by "
+                            "a factor that divides the loop's extent", highlight=hl)
+        loops = idx.loops_above(realize)
+        bind = list(zip(blk.iter_vars, realize.iter_values))
+        scope_blk = idx.scope_block(realize)
+        _check_bindings(ctx, blk, bind, hl)
+        _check_dominant_and_output(ctx, blk, scope_blk, hl)
+        _check_stage_pipeline(ctx, blk, scope_blk, hl)
         if loop.kind is not ForKind.SERIAL:
             raise ctx.error(f"loop {lname}", f"loop {lname} is {loop.kind.value}, and rfactor "
                             "needs a serial loop", "apply rfactor before parallel/vectorize/"
                             "unroll, then annotate the loops of the rfactor block",
                             highlight=hl)
-        loops = idx.loops_above(realize)
-        bind = list(zip(blk.iter_vars, realize.iter_values))
         sp_vars, rd_vars = set(), set()
         for iv, v in bind:
             target = sp_vars if iv.iter_type is IterType.SPATIAL else rd_vars
@@ -212,7 +569,8 @@ class RFactor(Primitive):
                 met_reduction = True
             elif v not in sp_vars and met_reduction and not E.is_const_int(lp.extent, 1):
                 raise ctx.error(f"loop {lname}", f"loop {lp.loop_var.name}, inside a reduction "
-                                f"loop, is not bound to any axis of block {bname}",
+                                f"loop, is not bound to any axis of block {bname}, so the block "
+                                "would run its update more than once per reduction step",
                                 "", highlight=hl + [lp.loop_var.name])
         first_red = next(lp for lp in loops if id(lp.loop_var) in rd_vars)
         if len(idx.blocks_under(first_red)) != 1:
@@ -222,12 +580,12 @@ class RFactor(Primitive):
                             "move that block out of the reduction loops first",
                             highlight=hl + [first_red.loop_var.name, others[0]])
         outer = loops[0]
-        scope_blk = idx.scope_block(realize)
         firsts = idx.child_blocks(outer)
         if firsts and firsts[0] is not blk:
             raise ctx.error(f"loop {lname}", f"block {bname} is not the first block under its "
                             f"outermost loop {outer.loop_var.name}",
                             "move the blocks before it out of that loop first", highlight=hl)
+        _reduction_digits(ctx, blk, bind, loops, hl)
         m = match_combiner(blk)
         if isinstance(m, str):
             raise ctx.error(f"block {bname}", f"block {bname} is not a reduction rfactor can "
@@ -241,6 +599,15 @@ class RFactor(Primitive):
                             f"{buf.name}, which has {nd} dimension(s)",
                             f"use an integer from {-(nd + 1)} to {nd}", highlight=hl)
         fa = factor_axis + nd + 1 if factor_axis < 0 else factor_axis
+        _check_interleaved_outputs(ctx, blk, bind, loops, store, rd_vars, sp_vars, hl)
+        loop_var_ids = {id(lp.loop_var) for lp in loops}
+        used = [x for x in collect_vars((blk.body, blk.init, blk.reads, blk.writes))
+                if id(x) in loop_var_ids]
+        if used:
+            raise ctx.error(f"block {bname}", f"block {bname} uses loop {used[0].name} "
+                            "directly instead of through its axes; rfactor copies the loops "
+                            "and rebinds the axes", "bind a block axis to the loop and use the "
+                            "axis", highlight=hl + [used[0].name])
 
         # --- the rfactor buffer
         rf_buf = Buffer(fresh_name(f"{buf.name}_rf", buffer_names(ctx.func)),
@@ -268,7 +635,9 @@ class RFactor(Primitive):
                 rf_ivs.append(IterVar(nv, Range(lp.min, lp.extent), IterType.REDUCE))
                 rf_vals.append(x)
             var_map[iv.var] = simplify(substitute(v, loop_to_iter))
-        rf_idx = tuple(store.indices[:fa]) + (rf_var,) + tuple(store.indices[fa:])
+        # the extra dimension counts the rfactor loop's iterations from 0
+        rf_pos = rf_var if E.is_const_int(loop.min, 0) else simplify(rf_var - loop.min)
+        rf_idx = tuple(store.indices[:fa]) + (rf_pos,) + tuple(store.indices[fa:])
         rf_idx = tuple(substitute(i, var_map) for i in rf_idx)
         rf_load = E.BufferLoad(rf_buf, rf_idx)
         if any(iv.iter_type is IterType.REDUCE for iv in rf_ivs):
@@ -287,7 +656,7 @@ class RFactor(Primitive):
         new_loop_vars = {lp.loop_var: E.Var(lp.loop_var.name, lp.loop_var.dtype)
                          for lp in loops}
         rf_realize = BlockRealize(tuple(substitute(v, new_loop_vars) for v in rf_vals),
-                                  substitute(realize.predicate, new_loop_vars), rf_block)
+                                  E.IntImm("bool", 1), rf_block)
         rf_nest: Any = rf_realize
         for lp in reversed(loops):
             rf_nest = lp.replace(loop_var=new_loop_vars[lp.loop_var], body=rf_nest)
@@ -305,32 +674,15 @@ class RFactor(Primitive):
                 wb_vals.append(v)
         wb_out_idx = tuple(substitute(i, wb_map) for i in store.indices)
         wb_rf_idx = tuple(substitute(i, wb_map) for i in rf_idx)
-        for x in collect_vars(wb_out_idx + wb_rf_idx):
-            if x in var_map or any(x is iv.var for iv, _ in bind
-                                   if iv.iter_type is IterType.REDUCE):
-                raise ctx.error(f"block {bname}", f"the output index of block {bname} depends "
-                                "on a reduction axis", "", highlight=hl)
         wb_load = E.BufferLoad(rf_buf, wb_rf_idx)
         wb_body = BufferStore(buf, _combine(kind, E.BufferLoad(buf, wb_out_idx), wb_load),
                               wb_out_idx)
         wb_init = BufferStore(buf, blk.init.value, wb_out_idx)
-        kept = [lp for lp in loops if lp is loop or id(lp.loop_var) not in rd_vars]
-        kept_ids = {id(lp.loop_var) for lp in kept}
-        pred = E.IntImm("bool", 1)
-        for c in conjuncts(realize.predicate):
-            if isinstance(c, E.IntImm):
-                continue
-            used = {id(v) for v in collect_vars(c)}
-            if used <= kept_ids:
-                pred = c if isinstance(pred, E.IntImm) else E.And(pred, c)
-            elif used & (kept_ids - {id(loop.loop_var)}):
-                raise ctx.error(f"block {bname}", f"the predicate of block {bname} mixes its "
-                                "spatial loops with other reduction loops", "", highlight=hl)
         wb_block = Block(tuple(wb_ivs), (BufferRegion(rf_buf, tuple(Range(i, 1)
                                                                    for i in wb_rf_idx)),),
                          (BufferRegion(buf, tuple(Range(i, 1) for i in wb_out_idx)),), bname,
                          wb_body, wb_init, (), blk.annotations)
-        wb_realize = BlockRealize(tuple(wb_vals), pred, wb_block)
+        wb_realize = BlockRealize(tuple(wb_vals), E.IntImm("bool", 1), wb_block)
 
         # --- rebuild: drop the reduction loops (except the rfactor loop) around the block
         def rebuild(s):
