@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import event, given, strategies as st
 
 import engine
 from engine.ir import stmt as S
@@ -602,3 +603,116 @@ def main(A: T.Buffer((1, 5, 3, 3), "float32"), B: T.Buffer((1, 5, 1, 1), "float3
         sch.rfactor(_loops(sch, "pool")[4], axis)
         _computes_the_same(mod, sch, reference=lambda A: A.sum(axis=(2, 3),
                                                                keepdims=True))
+
+
+# ---------------------------------------------------------- the differential property
+#: how the first reduction axis may be bound: (binding of loop k, loop extent as a multiple
+#: of the domain's) — the loop itself, or bindings that are not one-to-one (each instance
+#: twice, the init at the last iteration, not quasi-affine)
+_BINDINGS = [("k", 1)] * 8 + [("k // 2", 2), ("k % {n}", 2), ("{n} - 1 - k", 1),
+                              ("k * k % {n}", 1)]
+
+
+def _program(draw) -> str:
+    """A random reduction: 0-2 spatial axes, 1-3 reduction axes, sum / max / min, A
+    indexed by a random order of all axes; sometimes the first reduction axis bound by
+    something other than its loop, sometimes a ``T.where`` on the block, sometimes two
+    rows writing one element of B."""
+    n_sp = draw(st.integers(0, 2))
+    n_rd = draw(st.integers(1, 3))
+    sp = [draw(st.sampled_from([1, 2, 3, 4])) for _ in range(n_sp)]
+    rd = [draw(st.sampled_from([2, 3, 4, 6])) for _ in range(n_rd)]
+    kind = draw(st.sampled_from(["sum", "max", "min"]))
+    binding, times = draw(st.sampled_from(_BINDINGS))
+    where = draw(st.sampled_from([""] * 10 + ["T.where(k >= 1)",
+                                              f"T.where(k < {rd[0] * times - 1})"]))
+    s_ax, r_ax = ["vi", "vj"][:n_sp], ["vk", "vl", "vm"][:n_rd]
+    loops = ["i", "j"][:n_sp] + ["k", "l", "m"][:n_rd]
+    extents = sp + [rd[0] * times] + rd[1:]
+    order = draw(st.permutations(list(zip(s_ax + r_ax, sp + rd))))
+    a_shape = ", ".join(str(e) for _, e in order) + ","
+    a_idx = ", ".join(v for v, _ in order)
+    b_dims, b_ids = [str(e) for e in sp], list(s_ax)
+    if sp and draw(st.sampled_from([False] * 5 + [True])):
+        # two spatial iterations write one element (the last wins, or is refused)
+        b_dims[0], b_ids[0] = str((sp[0] + 1) // 2), "vi // 2"
+    b_shape = (", ".join(b_dims) + ",") if sp else "1,"
+    b_idx = ", ".join(b_ids) if sp else "0"
+    init = {"sum": "T.float32(0)", "max": "T.float32(-3.4028234663852886e+38)",
+            "min": "T.float32(3.4028234663852886e+38)"}[kind]
+    new = {"sum": f"B[{b_idx}] + A[{a_idx}]", "max": f"T.max(B[{b_idx}], A[{a_idx}])",
+           "min": f"T.min(B[{b_idx}], A[{a_idx}])"}[kind]
+    axes = [f"{v} = T.axis.spatial({e}, {lp})" for v, e, lp in zip(s_ax, sp, loops)]
+    axes.append(f"vk = T.axis.reduce({rd[0]}, {binding.format(n=rd[0])})")
+    axes += [f"{v} = T.axis.reduce({e}, {lp})" for v, e, lp in zip(r_ax[1:], rd[1:],
+                                                                   loops[n_sp + 1:])]
+    head = "\n            ".join(axes + ([where] if where else []))
+    return f"""
+@T.prim_func
+def main(A: T.Buffer(({a_shape}), "float32"), B: T.Buffer(({b_shape}), "float32")):
+    for {", ".join(loops)} in T.grid({", ".join(str(e) for e in extents)}):
+        with T.block("B"):
+            {head}
+            with T.init():
+                B[{b_idx}] = {init}
+            B[{b_idx}] = {new}
+"""
+
+
+def _schedule_before(draw, sch: Schedule) -> None:
+    """Random splits (mostly by divisors), fusions of neighbouring loops and reorders;
+    each refusal (of these other primitives) is skipped."""
+    for _ in range(draw(st.integers(0, 3))):
+        loops = _loops(sch)
+        op = draw(st.sampled_from(["split", "fuse", "reorder"]))
+        try:
+            if op == "split":
+                lp = draw(st.sampled_from(loops))
+                ext = int(sch.get(lp).extent.value)
+                divisors = [d for d in range(2, ext + 1) if ext % d == 0] or [2]
+                factor = draw(st.sampled_from(divisors * 3 + [2, 4]))
+                sch.split(lp, [None, factor])
+            elif op == "fuse" and len(loops) >= 2:
+                p = draw(st.integers(0, len(loops) - 2))
+                sch.fuse(loops[p], loops[p + 1])
+            elif op == "reorder" and len(loops) >= 2:
+                sch.reorder(*draw(st.permutations(loops)))
+        except ScheduleError:
+            pass
+
+
+@given(st.data())
+def test_rfactor_accepts_only_what_it_computes_the_same(data):
+    """The differential property: on random small reductions (sums, maxima and minima
+    over 1-3 reduction axes, random spatial axes) after random splits, fusions and
+    reorders, rfactor of a random loop at a random factor_axis either computes what the
+    original computes (interpreter on both, and the compiled new program) or is refused
+    with a ScheduleError naming its rule — never another exception. A second rfactor, of
+    the rfactor block when it still reduces, is held to the same standard."""
+    draw = data.draw
+    mod = engine.parse(_program(draw))
+    sch = Schedule(mod)
+    _schedule_before(draw, sch)
+    for round_ in range(2):
+        block = "B" if round_ == 0 else "B_rf"
+        try:
+            loops = _loops(sch, block)
+        except ScheduleError:
+            return
+        # mostly a loop of a reduction axis (named after k, l or m), sometimes any loop
+        reducing = [lp for lp in loops if sch.get(lp).loop_var.name[0] in "klm"]
+        anywhere = draw(st.sampled_from([False, False, False, True]))
+        loop = draw(st.sampled_from(reducing if reducing and not anywhere else loops))
+        nd = len(sch.get(sch.get_block(block)).writes[0].buffer.shape)
+        # factor_axis in [-(ndim + 1), ndim], and now and then just outside it
+        axis = draw(st.sampled_from(list(range(-(nd + 1), nd + 1)) * 8 + [-(nd + 2), nd + 1]))
+        before = sch.mod
+        try:
+            sch.rfactor(loop, axis)
+        except ScheduleError as e:
+            assert str(e).startswith("rfactor refused") and e.rule
+            assert sch.mod is before
+            event(f"round {round_}: refused ({' '.join(e.rule.split()[2:6])})")
+            return
+        event(f"round {round_}: accepted")
+        _computes_the_same(mod, sch, seed=round_)
