@@ -605,6 +605,92 @@ def main(A: T.Buffer((1, 5, 3, 3), "float32"), B: T.Buffer((1, 5, 1, 1), "float3
                                                                keepdims=True))
 
 
+def test_rfactor_of_a_loop_of_one_iteration_bound_to_no_axis():
+    """The cases of TVM's test_reduction_rfactor_square_sum_square_root (and its
+    factor_one_1 / factor_one_2 programs): the factored loop has one iteration and no
+    axis uses it — below or above the loop of the fused reduction — so there is one
+    partial result. A loop of more iterations bound to no axis is refused (TVM would
+    accept one above the reduction loops, and the write-back would add up that many
+    copies of the whole sum)."""
+    text = """
+@T.prim_func
+def main(A: T.Buffer((3, 4, 5), "float32"), D: T.Buffer((3,), "float32")):
+    C = T.alloc_buffer((3,))
+    for LOOPS:
+        with T.block("C"):
+            vb = T.axis.spatial(3, b)
+            vi = T.axis.reduce(4, f // 5)
+            vj = T.axis.reduce(5, f % 5)
+            with T.init():
+                C[vb] = T.float32(0)
+            C[vb] = C[vb] + A[vb, vi, vj] * A[vb, vi, vj]
+    for b in range(3):
+        with T.block("D"):
+            vb = T.axis.spatial(3, b)
+            D[vb] = C[vb] * T.float32(2)
+"""
+    for loops, pick in (("b, f, u in T.grid(3, 20, 1)", 2),
+                        ("b, u, f in T.grid(3, 1, 20)", 1)):
+        mod = engine.parse(text.replace("LOOPS", loops))
+        for axis in (0, 1):
+            sch = Schedule(mod)
+            rf = sch.rfactor(_loops(sch, "C")[pick], axis)
+            shape = tuple(int(x.value) for x in sch.get(rf).writes[0].buffer.shape)
+            assert shape == ((1, 3) if axis == 0 else (3, 1))
+            _computes_the_same(mod, sch, reference=lambda A: 2 * (A * A).sum(axis=(1, 2)))
+    mod = engine.parse(text.replace("LOOPS", "u, b, f in T.grid(2, 3, 20)"))
+    sch = Schedule(mod)
+    _refused(sch, lambda: sch.rfactor(_loops(sch, "C")[0], 0),
+             "loop u is not bound to any reduction axis", "more than one iteration")
+
+
+def test_rfactor_of_a_reduction_written_with_a_let():
+    """The case of TVM's test_reduction_rfactor_matmul_with_let: the update stores a
+    let-bound value (``v = C[vi] + ...; C[vi] = v``), read as the store of that value."""
+    mod = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((5, 12), "float32"), B: T.Buffer((5, 12), "float32"),
+         C: T.Buffer((5,), "float32")):
+    for i, k0, k1 in T.grid(5, 3, 4):
+        with T.block("update"):
+            vi = T.axis.spatial(5, i)
+            vk = T.axis.reduce(12, k0 * 4 + k1)
+            with T.init():
+                C[vi] = T.float32(0)
+            v_C: T.let[T.float32] = C[vi] + A[vi, vk] * B[vi, vk]
+            C[vi] = v_C
+""")
+    sch = Schedule(mod)
+    sch.rfactor(_loops(sch, "update")[2], 0)
+    assert "C_rf[vk1, vi] = C_rf[vk1, vi] + A[vi, vk0 * 4 + vk1] * B[vi, vk0 * 4 + vk1]" \
+        in sch.mod.script()
+    _computes_the_same(mod, sch, reference=lambda A, B: (A * B).sum(axis=1))
+
+
+def test_rfactor_with_int64_loops_writes_one_element_regions():
+    """The case of TVM's test_reduction_rfactor_int64: with int64 loops the regions of both
+    new blocks are single elements (``C_rf[vk_1, vi]``), not ``C_rf[vk_1:vk_1 + 1, ...]``
+    (an int32 extent on int64 indices)."""
+    mod = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((T.int64(6), T.int64(8)), "float32"),
+         C: T.Buffer((T.int64(6),), "float32")):
+    for i, k_0, k_1 in T.grid(T.int64(6), T.int64(2), T.int64(4)):
+        with T.block("C"):
+            vi = T.axis.spatial(T.int64(6), i)
+            vk = T.axis.reduce(T.int64(8), k_0 * T.int64(4) + k_1)
+            with T.init():
+                C[vi] = T.float32(0)
+            C[vi] = C[vi] + A[vi, vk]
+""")
+    sch = Schedule(mod)
+    sch.rfactor(_loops(sch, "C")[2], 0)
+    text = sch.mod.script()
+    assert "T.writes(C_rf[vk_1, vi])" in text and "T.reads(C_rf[vk_1, vi])" in text
+    assert "T.writes(C[vi])" in text and ":" not in text.split("T.writes(C_rf")[1][:12]
+    _computes_the_same(mod, sch, reference=lambda A: A.sum(axis=1))
+
+
 # ---------------------------------------------------------- the differential property
 #: how the first reduction axis may be bound: (binding of loop k, loop extent as a multiple
 #: of the domain's) — the loop itself, or bindings that are not one-to-one (each instance

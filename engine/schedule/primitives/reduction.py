@@ -32,7 +32,8 @@ from engine.arith import is_quasi_affine, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import collect_vars, substitute, uses_var
-from engine.ir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, seq
+from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
+                             LetStmt, seq)
 from engine.ir.structural import structural_equal
 
 from ..registry import Ctx, Primitive, Result, fmt, register
@@ -60,14 +61,24 @@ def _const_value(e: Any):
     return None
 
 
+def update_store(block: Block) -> BufferStore | None:
+    """The store of a reduction block's update: its body, or — TVM's let form —
+    ``v = <value>`` then ``buf[idx] = v`` (read as ``buf[idx] = <value>``); else None."""
+    body = block.body
+    if isinstance(body, LetStmt) and isinstance(body.body, BufferStore) and \
+            body.body.value is body.var:
+        return BufferStore(body.body.buffer, body.value, body.body.indices)
+    return body if isinstance(body, BufferStore) else None
+
+
 def match_combiner(block: Block):
     """Recognise ``init`` / update of a reduction block as a commutative reducer.
 
     Returns ``(kind, store, lhs, rhs)`` with kind "sum", "max" or "min", where the update is
     ``store.buffer[idx] = combine(lhs, rhs)`` and ``lhs`` loads ``store.buffer[idx]``; or a
     string explaining why not."""
-    body = block.body
-    if not isinstance(body, BufferStore):
+    body = update_store(block)
+    if body is None:
         return "its body is not a single store (only single-buffer reductions are supported)"
     init = block.init
     if not isinstance(init, BufferStore) or init.buffer is not body.buffer:
@@ -110,6 +121,12 @@ def match_combiner(block: Block):
 def uses_load(e: Any, buf: Buffer) -> bool:
     from engine.ir.functor import collect
     return any(x.buffer is buf for x in collect(e, E.BufferLoad))
+
+
+def _points(indices) -> tuple:
+    """The one-element region at ``indices`` (each extent 1 of its index's dtype: an int64
+    index with an int32 extent prints as ``C[i:i + 1]``)."""
+    return tuple(Range(i, E.const(1, i.dtype)) for i in indices)
 
 
 def _combine(kind: str, a, b):
@@ -313,8 +330,7 @@ def _check_dominant_and_output(ctx: Ctx, blk: Block, scope_blk: Block, hl: list)
                             "reduction block must be its output's only writer",
                             "", highlight=hl + others[:1])
     red = {id(iv.var) for iv in blk.iter_vars if iv.iter_type is IterType.REDUCE}
-    stores = [blk.body, blk.init] if isinstance(blk.body, BufferStore) else [blk.init]
-    for st in stores:
+    for st in (update_store(blk), blk.init):
         if isinstance(st, BufferStore) and any(id(x) in red for i in st.indices
                                                 for x in collect_vars(i)):
             raise ctx.error(subject, f"the output index of block {bname} depends on a "
@@ -456,15 +472,16 @@ class RFactor(Primitive):
         domains' minimum); 3) it is the only block writing its output, which no reduction
         axis indexes; 4) its scope is a stage pipeline (no block writes a buffer an
         earlier block reads; what a block reads of an earlier block's output was written);
-        5) the loop is serial and bound only to reduction axes of the block; no loop is
+        5) the loop is serial and bound only to reduction axes of the block (or, of one
+        iteration, to no axis: one partial result); no loop is
         bound to both spatial and reduction axes, none of more than one iteration inside
         the reduction loops is bound to no axis, the first reduction loop holds only this
-        block, which is the first block under its outermost loop; 6) the update is a sum,
-        max or min of the buffer's old value (at the indices it stores to, as the init)
-        with a new term, and the init is that reducer's identity (0 for a sum); 7)
-        ``factor_axis`` is in ``[-(ndim + 1), ndim]`` for the written buffer's ``ndim``.
-        Beyond TVM, 8) when a spatial loop runs inside the reduction loops, the
-        iterations of the spatial loops write different elements.
+        block, which is the first block under its outermost loop; 6) the update (a store,
+        or TVM's ``v = ...; buf[idx] = v``) is a sum, max or min of the buffer's old value
+        (at the indices it stores to, as the init) with a new term, and the init is that
+        reducer's identity (0 for a sum); 7) ``factor_axis`` is in ``[-(ndim + 1), ndim]``
+        for the written buffer's ``ndim``. Beyond TVM, 8) when a spatial loop runs inside
+        the reduction loops, the iterations of the spatial loops write different elements.
 
         Before::
 
@@ -553,10 +570,13 @@ class RFactor(Primitive):
             raise ctx.error(f"loop {lname}", f"loop {lname} is bound to a spatial axis of block "
                             f"{bname}; rfactor factors a reduction loop",
                             "choose a loop over a reduction axis (e.g. k)", highlight=hl)
-        if lv not in rd_vars:
+        if lv not in rd_vars and not E.is_const_int(loop.extent, 1):
+            # a loop of one iteration bound to no axis is factored as TVM does (one partial
+            # result); of more, each partial result would be the whole reduction again
             raise ctx.error(f"loop {lname}", f"loop {lname} is not bound to any reduction axis "
-                            f"of block {bname}", "choose a loop over a reduction axis",
-                            highlight=hl)
+                            f"of block {bname}, and it has more than one iteration: every "
+                            "partial result would be the whole reduction, combined again",
+                            "choose a loop over a reduction axis", highlight=hl)
         met_reduction = False
         for lp in loops:
             v = id(lp.loop_var)
@@ -646,7 +666,7 @@ class RFactor(Primitive):
             rf_init = BufferStore(rf_buf, blk.init.value, rf_idx)
         else:  # nothing left to reduce: each partial result is a single term (as TVM)
             rf_body, rf_init = BufferStore(rf_buf, substitute(rhs, var_map), rf_idx), None
-        point = tuple(Range(i, 1) for i in rf_idx)
+        point = _points(rf_idx)
         rf_reads = tuple(BufferRegion(r.buffer, tuple(substitute(rg, var_map) for rg in r.region))
                          for r in blk.reads if r.buffer is not buf)
         rf_name = fresh_name(bname + "_rf", set(idx.blocks))
@@ -678,9 +698,8 @@ class RFactor(Primitive):
         wb_body = BufferStore(buf, _combine(kind, E.BufferLoad(buf, wb_out_idx), wb_load),
                               wb_out_idx)
         wb_init = BufferStore(buf, blk.init.value, wb_out_idx)
-        wb_block = Block(tuple(wb_ivs), (BufferRegion(rf_buf, tuple(Range(i, 1)
-                                                                   for i in wb_rf_idx)),),
-                         (BufferRegion(buf, tuple(Range(i, 1) for i in wb_out_idx)),), bname,
+        wb_block = Block(tuple(wb_ivs), (BufferRegion(rf_buf, _points(wb_rf_idx)),),
+                         (BufferRegion(buf, _points(wb_out_idx)),), bname,
                          wb_body, wb_init, (), blk.annotations)
         wb_realize = BlockRealize(tuple(wb_vals), E.IntImm("bool", 1), wb_block)
 
