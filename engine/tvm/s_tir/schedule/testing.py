@@ -9,24 +9,16 @@ engine's trace export/replay and :func:`engine.tvm.ir.assert_structural_equal`.
 """
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from engine.ir.function import PrimFunc
-from engine.tvm import tirx
+from engine.schedule.python_trace import apply_python_trace
 from engine.tvm.ir import assert_structural_equal
-from engine.tvm.script import tirx as T
 
 from .schedule import Schedule
 from .trace import Trace
 
 __all__ = ["verify_trace_roundtrip", "assert_structural_equal_ignore_global_symbol"]
-
-
-def _tvm_python(trace: Trace) -> str:
-    """The trace's ``apply_trace`` body as TVM 0.27 would write it (dedented)."""
-    body = trace.export("tvm").split("-> None:\n", 1)[1]
-    return textwrap.dedent(body)
 
 
 def verify_trace_roundtrip(sch: Any, mod: Any, *, debug_mask: Any = "all",
@@ -42,10 +34,8 @@ def verify_trace_roundtrip(sch: Any, mod: Any, *, debug_mask: Any = "all",
     new_sch = Schedule(mod, debug_mask=debug_mask)
     if text_format == "json":
         Trace.from_json(trace.as_json()).apply_to_schedule(new_sch)
-    elif text_format == "python":
-        namespace: dict[str, Any] = {"T": T, "tirx": tirx}
-        namespace.update({k: getattr(tirx, k) for k in tirx.__all__})
-        exec(_tvm_python(trace), namespace, {"sch": new_sch})  # noqa: S102 - our own export
+    elif text_format == "python":      # read as a trace, never run (engine.schedule.python_trace)
+        apply_python_trace(trace.export("tvm"), new_sch)
     else:
         raise ValueError(f"Unknown text format: {text_format!r} (use 'json' or 'python')")
     assert_structural_equal(new_sch.mod, sch.mod)
