@@ -10,7 +10,8 @@ but not defined within the trees compared) equals only itself, unless
 So ``(vi, vj)`` and ``(vj, vi)`` are not equal when ``vi`` and ``vj`` are free. A function
 is a root: within a PrimFunc compared whole, the variables it uses without defining (its
 symbolic sizes) are matched on first sight.
-Variable names are not compared; block names and buffer names are.
+Names are not compared, as in TVM: not variables', not blocks' (``name_hint``), not
+buffers'; a function's name is (it is TVM's ``global_symbol``).
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from .node import Node
 #: the field of each node class that defines a variable (its first field: defined before
 #: any use inside the node is compared)
 _DEFINES = {"For": "loop_var", "IterVar": "var", "LetStmt": "var", "Let": "var"}
+#: fields TVM leaves out of structural equality and hashing
+_IGNORED = {("Block", "name_hint")}
 
 
 class _Equal:
@@ -81,7 +84,7 @@ class _Equal:
                 return known is b and self.rmap.get(id(b)) is a
             if not self.bind(a, b):
                 return False
-            return (a.name == b.name and a.dtype == b.dtype and a.scope == b.scope
+            return (a.dtype == b.dtype and a.scope == b.scope
                     and a.elem_offset == b.elem_offset and a.align == b.align
                     and self.eq(a.shape, b.shape) and self.eq(a.strides, b.strides))
         if isinstance(a, tuple) or isinstance(b, tuple):
@@ -111,6 +114,8 @@ class _Equal:
                     self.map_free_vars = False
             defined = _DEFINES.get(kind)
             for f in field_names(type(a)):
+                if (kind, f) in _IGNORED:
+                    continue
                 if f == defined:
                     ok = self.define(getattr(a, f), getattr(b, f))
                 elif kind == "PrimFunc" and f == "params":
@@ -160,7 +165,7 @@ class _Hasher:
                 self.put(f"B{idx}")
                 return
             self.ids[id(v)] = len(self.ids)
-            self.put(f"Bdef:{v.name}:{v.dtype}:{v.scope}:{v.elem_offset}:{v.align}")
+            self.put(f"Bdef:{v.dtype}:{v.scope}:{v.elem_offset}:{v.align}")
             self.walk(v.shape)
             self.walk(v.strides)
             return
@@ -179,9 +184,11 @@ class _Hasher:
             self.walk(v.struct_info)
             return
         if isinstance(v, Node):
-            self.put(type(v).__name__)
+            kind = type(v).__name__
+            self.put(kind)
             for f in field_names(type(v)):
-                self.walk(getattr(v, f))
+                if (kind, f) not in _IGNORED:
+                    self.walk(getattr(v, f))
             return
         if isinstance(v, enum.Enum):
             self.put(f"E{v.value}")
