@@ -12,12 +12,22 @@ written with their quotes (``"\\"pragma\\""``, TVM's convention).
 
 This module sits below both the Schedule (:mod:`.state`, which records instructions) and
 the Trace (:mod:`.recorded_trace`), so neither needs the other's module to know them.
+
+TVM's API names a kind of instruction with an :class:`InstructionKind` (``InstructionKind.get
+("Split")``: its name, whether it is pure, the engine's Primitive behind it), and writes
+an instruction as TVM's ``trace.as_python()`` does (:func:`python_line` with the dialect
+:data:`TVM_TRACE`: every argument named, ``l1, = sch.get_loops(block=b0)``, numbers as
+TVM's C++ writes them).
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import io
 import json
 import math
+import re
+import tokenize
 from typing import Any
 
 from .error import TraceError
@@ -41,6 +51,84 @@ class Instruction:
     @property
     def primitive(self):
         return REGISTRY.get(self.kind)
+
+
+#: the instruction kind that separates a tuned trace's schedule from its post-processing
+#: (TVM's ``sch.enter_postproc()``; ``remove_postproc=True`` drops it and what follows)
+POSTPROC_KIND = "EnterPostproc"
+#: TVM 0.27's names of the kinds the engine names differently (the engine reads both)
+TVM_KIND_NAMES = {"GetBlock": "GetSBlock"}
+#: the dialect of :func:`python_line` writing TVM's ``trace.as_python()`` lines
+TVM_TRACE = "tvm-trace"
+
+
+class InstructionKind:
+    """A kind of schedule instruction, as TVM's ``tvm.s_tir.schedule.InstructionKind``:
+    ``InstructionKind.get("Split")`` is the one object of that kind (``same_as`` itself).
+
+    * :attr:`name` — TVM 0.27's name (``"GetSBlock"`` for the engine's ``GetBlock``);
+    * :attr:`is_pure` — whether removing the instruction alone changes nothing of the
+      schedule's program: the queries and the sampling instructions (TVM's ``kIsPure``;
+      ``EnterPostproc`` is not pure: it marks where post-processing starts);
+    * :attr:`primitive` — the engine's :class:`~.registry.Primitive` that applies, checks and
+      writes it.
+    """
+
+    __slots__ = ("_primitive",)
+    _KINDS: dict[str, "InstructionKind"] = {}
+
+    def __init__(self, primitive: Any):
+        self._primitive = primitive
+
+    @staticmethod
+    def get(name: str) -> "InstructionKind":
+        """The kind registered under ``name`` (TVM's name or the engine's); a name no
+        primitive is registered under raises :class:`TraceError`."""
+        prim = REGISTRY.get(name) if isinstance(name, str) else None
+        if prim is None:
+            raise TraceError(f"instruction kind {short(name)} is not registered")
+        kind = InstructionKind._KINDS.get(prim.kind)
+        if kind is None:
+            kind = InstructionKind._KINDS.setdefault(prim.kind, InstructionKind(prim))
+        return kind
+
+    @property
+    def name(self) -> str:
+        return TVM_KIND_NAMES.get(self._primitive.kind, self._primitive.kind)
+
+    @property
+    def is_pure(self) -> bool:
+        return not self._primitive.mutates and not self.is_postproc
+
+    @property
+    def is_postproc(self) -> bool:
+        """Whether this is ``EnterPostproc`` (TVM's ``IsPostproc``)."""
+        return self._primitive.kind == POSTPROC_KIND
+
+    @property
+    def primitive(self):
+        return self._primitive
+
+    def same_as(self, other: Any) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return f"InstructionKind({self.name!r})"
+
+
+def dead_code_free(insts: list, pure: Any, defines: Any, uses: Any) -> list[int]:
+    """The positions of ``insts`` that TVM's ``Trace.simplified`` keeps: walking backwards,
+    a pure instruction (``pure(inst)``) none of whose results (``defines(inst)``) a kept
+    instruction uses (``uses(inst)``) is dropped; every other one is kept."""
+    used: set = set()
+    kept = []
+    for n in range(len(insts) - 1, -1, -1):
+        inst = insts[n]
+        if pure(inst) and not any(d in used for d in defines(inst)):
+            continue
+        kept.append(n)
+        used.update(uses(inst))
+    return kept[::-1]
 
 
 def _jsonable(v: Any) -> Any:
@@ -72,12 +160,15 @@ def norm_workload(workload: Any) -> tuple[str, dict] | None:
 
 
 def python_line(inst: Instruction, dialect: str, decision: Any = None) -> str:
-    """One instruction as a Python line in ``dialect`` ('engine', 'tvm' or 'course'); a
-    sampling instruction's ``decision`` (when known) is written as TVM does, last:
-    ``decision=[8, 16]``."""
+    """One instruction as a Python line in ``dialect`` ('engine', 'tvm' or 'course', or
+    :data:`TVM_TRACE`: TVM's ``trace.as_python()``); a sampling instruction's ``decision``
+    (when known) is written as TVM does, last: ``decision=[8, 16]``."""
     prim = REGISTRY.get(inst.kind)
     if prim is None:
         raise TraceError(f"unknown instruction kind {inst.kind!r}")
+    tvm_trace = dialect == TVM_TRACE
+    if tvm_trace:
+        dialect = "tvm"
     try:
         args = prim.python_args(list(inst.inputs), list(inst.attrs), dialect)
         if decision is not None:
@@ -88,15 +179,64 @@ def python_line(inst: Instruction, dialect: str, decision: Any = None) -> str:
             raise
         raise TraceError(f"{inst.kind} has inputs or attributes of the wrong shape "
                          f"({inst.kind} takes {len(inst.inputs)} input(s) here)") from None
+    if tvm_trace:
+        args = _tvm_named(prim, args)
     call = f"sch.{prim.method_name(dialect)}({', '.join(args)})"
     outs = [py_name(o) for o in inst.outputs]
     if not outs:
-        return call
-    if prim.returns == "list":
-        if len(outs) == 1:
-            return f"({outs[0]},) = {call}"
-        return f"{', '.join(outs)} = {call}"
-    return f"{outs[0]} = {call}"
+        line = call
+    elif prim.returns == "list" and len(outs) == 1:
+        line = f"{outs[0]}, = {call}" if tvm_trace else f"({outs[0]},) = {call}"
+    elif prim.returns == "list":
+        line = f"{', '.join(outs)} = {call}"
+    else:
+        line = f"{outs[0]} = {call}"
+    return _tvm_numbers(line) if tvm_trace else line
+
+
+#: the kinds whose handle arguments TVM's ``as_python`` writes without their names
+#: (``sch.get_child_blocks(b0)``, ``sch.fuse(l1, l2, preserve_unit_iters=True)``)
+_TVM_POSITIONAL = frozenset({"GetChildBlocks", "Fuse", "Merge", "Reorder"})
+#: argument names TVM's ``as_python`` writes differently from the method's parameter
+_TVM_ARG_NAMES = {"GetOutputBlocks": {"scope_block": "block"}}
+_KEYWORD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(?!=)")
+
+
+def _tvm_named(prim: Any, args: list[str]) -> list[str]:
+    """``args`` (the 'tvm' export's) with every argument named as TVM's ``as_python``
+    names it: a leading positional one gets its parameter's name."""
+    if prim.kind in _TVM_POSITIONAL:
+        return args
+    params = [p for p in inspect.signature(prim.call).parameters.values()][1:]  # sch
+    renames = _TVM_ARG_NAMES.get(prim.kind, {})
+    out = []
+    for i, arg in enumerate(args):
+        m = _KEYWORD.match(arg)
+        if m is None and i < len(params) and \
+                params[i].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            arg = f"{params[i].name}={arg}"
+            m = _KEYWORD.match(arg)
+        if m is not None and m.group(1) in renames:
+            arg = renames[m.group(1)] + arg[m.end(1):]
+        out.append(arg)
+    return out
+
+
+def _tvm_numbers(line: str) -> str:
+    """``line`` with its floating-point numbers written as TVM's C++ writes them (17
+    significant digits, a whole number without its point: ``probs=[1]``, ``0.14999999999999999``).
+    Only number tokens change; string literals are left as they are."""
+    cuts = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.NUMBER and not tok.string.lower().startswith("0x") and \
+                    any(c in tok.string for c in ".eE"):
+                cuts.append((tok.start[1], tok.end[1], "%.17g" % float(tok.string)))
+    except (tokenize.TokenError, SyntaxError, ValueError):  # pragma: no cover - our own line
+        return line
+    for start, end, text in reversed(cuts):
+        line = line[:start] + text + line[end:]
+    return line
 
 
 def check_workload_params(params: dict) -> None:

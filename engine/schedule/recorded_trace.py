@@ -11,6 +11,12 @@ Decisions: a sampling instruction (``SamplePerfectTile``, ``SampleCategorical``,
 instructions to their decisions, :meth:`Trace.with_decision` gives the trace with one of them
 changed, and replaying applies them (a trace with all its decisions replays to the same
 program every time).
+
+TVM's side: :meth:`Trace.as_tvm_python` writes the lines of TVM's ``trace.as_python()``,
+:meth:`Trace.simplified` is TVM's dead-code elimination, :meth:`Trace.apply_to_schedule` takes
+TVM's ``remove_postproc`` and ``decision_provider``, and :func:`read_tvm_json` reads TVM's
+``as_json()`` list as TVM does (string inputs between quotes taken as they are, ``"None"``,
+the IntImm/FloatImm objects TVM's list may hold).
 """
 from __future__ import annotations
 
@@ -21,8 +27,11 @@ import re
 import zlib
 from typing import Any, Iterable
 
+from engine.ir.expr import FloatImm, IntImm
+
 from .error import ScheduleError, TraceError
-from .instruction import (Instruction, check_insts, check_workload_params, is_ref, norm_workload,
+from .instruction import (POSTPROC_KIND, TVM_TRACE, Instruction, InstructionKind, check_insts,
+                          check_workload_params, dead_code_free, is_ref, norm_workload,
                           python_line)
 from .literals import is_param_name, py_literal, py_str, short
 from .registry import REGISTRY
@@ -127,15 +136,36 @@ class Trace:
         The decision's shape is checked here (TraceError); whether it fits the program
         (a tiling's product, a legal location) is checked when the trace is replayed."""
         n = self._position(inst)
-        end = len(self._insts)
-        if remove_postproc:
-            end = next((i for i, x in enumerate(self._insts) if x.kind == "EnterPostproc"), end)
+        end = self._end(remove_postproc)
         if n >= end:
             raise TraceError(f"instruction {n + 1} ({self._insts[n].kind}) is after "
                              "enter_postproc; pass remove_postproc=False to keep it")
         decisions = self._decisions_before(end)
         decisions[n] = decision
         return Trace(self._insts[:end], self.workload, decisions)
+
+    def _end(self, remove_postproc: bool) -> int:
+        """How many instructions count: all, or with ``remove_postproc`` those before the
+        first ``EnterPostproc``."""
+        if remove_postproc:
+            return next((i for i, x in enumerate(self._insts) if x.kind == POSTPROC_KIND),
+                        len(self._insts))
+        return len(self._insts)
+
+    def simplified(self, remove_postproc: bool = False) -> "Trace":
+        """TVM's ``Trace.simplified``: the trace without the pure instructions (queries and
+        sampling) whose results no later kept instruction uses, found walking backwards;
+        with ``remove_postproc`` the instructions from ``EnterPostproc`` on are dropped
+        first. Decisions stay with their instructions. (TVM looks only at an instruction's
+        direct inputs; the handles inside a list input — ``cache_read``'s consumer blocks —
+        count as used here too, so the simplified trace still replays.)"""
+        insts = self._insts[:self._end(remove_postproc)]
+        kept = dead_code_free(list(insts), lambda i: InstructionKind.get(i.kind).is_pure,
+                              lambda i: i.outputs,
+                              lambda i: _handle_refs(i.inputs))
+        decisions = {new: self._decisions[old] for new, old in enumerate(kept)
+                     if old in self._decisions}
+        return Trace([insts[n] for n in kept], self.workload, decisions)
 
     def _position(self, inst: Any) -> int:
         """The index of ``inst`` (an Instruction of this trace, or an index)."""
@@ -191,7 +221,7 @@ class Trace:
         if isinstance(doc, list):
             if doc and isinstance(doc[0], list):
                 _check_count(len(doc[0]), max_insts)
-            return _from_tvm(doc)
+            return read_tvm_json(doc)
         if not isinstance(doc, dict):
             raise TraceError("a trace document must be a JSON object (ours) or a list "
                              f"(TVM's trace.as_json()), got {type(doc).__name__}")
@@ -251,6 +281,14 @@ class Trace:
         return Trace.from_json(text, max_insts)
 
     # ------------------------------------------------------------------ exports
+    def as_tvm_python(self, remove_postproc: bool = False) -> list[str]:
+        """The instructions as TVM's ``trace.as_python()`` writes them, one line each
+        (``b0 = sch.get_sblock(name="Y", func_name="mm_relu")``, ``l1, = sch.get_loops(block=b0)``,
+        every argument named, sampling decisions last); with ``remove_postproc`` the lines
+        stop before ``EnterPostproc``. A value that cannot be written refuses the export
+        (TraceError naming the instruction)."""
+        return self._python_lines(TVM_TRACE, self._end(remove_postproc))
+
     def as_python(self, *, header: bool = False) -> str:
         """Python lines for this engine's API (``b0 = sch.get_block("Y", ...)``).
 
@@ -295,13 +333,13 @@ class Trace:
         body = ["    " + line for line in self._python_lines(fmt_name)] or ["    pass"]
         return "\n".join(head + body) + "\n"
 
-    def _python_lines(self, dialect: str) -> list[str]:
-        """One Python line per instruction; a value that cannot be written refuses the
-        export (TraceError naming the instruction). A handle is written only where an
-        earlier line defines it, so the script names nothing else."""
+    def _python_lines(self, dialect: str, end: int | None = None) -> list[str]:
+        """One Python line per instruction (the first ``end`` of them); a value that cannot
+        be written refuses the export (TraceError naming the instruction). A handle is
+        written only where an earlier line defines it, so the script names nothing else."""
         lines = []
         defined: set[str] = set()
-        for n, inst in enumerate(self._insts, 1):
+        for n, inst in enumerate(self._insts[:end], 1):
             try:
                 for name in _handle_refs(inst.inputs):
                     if name not in defined:
@@ -315,12 +353,35 @@ class Trace:
         return lines
 
     # ------------------------------------------------------------------ replay
-    def apply_to_schedule(self, sch: Any, remove_postproc: bool = False) -> None:
+    @staticmethod
+    def apply_json_to_schedule(json_obj: Any, sch: Any) -> None:
+        """TVM's ``Trace.apply_json_to_schedule``: replay a trace document (TVM's
+        ``as_json()`` list, read by :func:`read_tvm_json`, or ours) on ``sch``."""
+        if isinstance(json_obj, (list, tuple)):
+            trace = read_tvm_json(json_obj)
+        else:
+            trace = Trace.from_json(json_obj)
+        trace.apply_to_schedule(sch)
+
+    def apply_to_schedule(self, sch: Any, remove_postproc: bool = False,
+                          decision_provider: Any = None) -> None:
         """Replay the instructions on ``sch``, each sampling instruction with its decision
         (one without a decision samples from ``sch``'s generator). All or nothing: on any
         error a :class:`TraceError` is raised and ``sch`` is unchanged; when an instruction
-        was refused, the TraceError's ``schedule_error`` is the ScheduleError."""
-        del remove_postproc  # accepted for TVM compatibility; we have no postprocessors
+        was refused, the TraceError's ``schedule_error`` is the ScheduleError.
+
+        As TVM's: ``remove_postproc`` stops before ``EnterPostproc``;
+        ``decision_provider(inst, inputs, attrs, decision)``, when given, is asked for the
+        decision of each instruction (``inputs`` with the handles of ``sch``, ``decision``
+        the recorded one or None) and what it returns is replayed (None: sample)."""
+        provider = None
+        if decision_provider is not None:
+            def provider(n, inputs, attrs, decision):
+                return decision_provider(self._insts[n], inputs, attrs, decision)
+        self._replay(sch, remove_postproc, provider)
+
+    def _replay(self, sch: Any, remove_postproc: bool, provider: Any) -> None:
+        """:meth:`apply_to_schedule`, the provider asked by instruction position."""
         if self.workload is not None and sch.workload is not None and \
                 self.workload[0] != sch.workload[0]:
             raise TraceError(f"this trace was recorded on workload {self.workload[0]!r}, "
@@ -328,7 +389,7 @@ class Trace:
                              f"{self.workload[0]!r} to replay it")
         work = sch._clone()
         env: dict[str, Any] = {}
-        for n, inst in enumerate(self._insts, 1):
+        for n, inst in enumerate(self._insts[:self._end(remove_postproc)], 1):
             prim = REGISTRY.get(inst.kind)
             if prim is None:
                 raise TraceError(f"instruction {n}: unknown instruction kind {inst.kind!r}")
@@ -355,8 +416,13 @@ class Trace:
                     inputs.append(json.loads(x))
                 else:
                     inputs.append(x)
+            decision = self._decisions.get(n - 1)
+            if provider is not None:
+                decision = provider(n - 1, inputs, list(inst.attrs), _public(decision))
+                if decision is not None:
+                    decision = _checked_decision(self._insts, n - 1, decision)
             try:
-                outs = work._run(prim, inputs, list(inst.attrs), self._decisions.get(n - 1))
+                outs = work._run(prim, inputs, list(inst.attrs), decision)
             except ScheduleError as e:
                 err = TraceError(f"instruction {n} ({inst.kind}) cannot be replayed: {e}")
                 err.schedule_error = e
@@ -379,12 +445,50 @@ def _check_count(n: int, max_insts: int | None) -> None:
                          "allowed here; undo some steps or start a new trace")
 
 
-def _from_tvm(doc: list) -> Trace:
-    if len(doc) != 2 or not isinstance(doc[0], list) or not isinstance(doc[1], list):
+def read_tvm_json(doc: Any) -> Trace:
+    """TVM's ``trace.as_json()`` ``[[instructions], [decisions]]`` as a Trace, read as TVM's
+    ``ApplyJSONToSchedule`` reads it: an input ``"None"`` is None, one between double
+    quotes is the string inside them (taken as it is: TVM writes ``'"' + s + '"'``, no
+    escapes), any other string names a handle; IntImm/FloatImm objects (TVM's list may
+    hold them) are their numbers. Everything is then checked as our documents are."""
+    if not isinstance(doc, (list, tuple)) or len(doc) != 2 or \
+            not all(isinstance(x, (list, tuple)) for x in doc):
         raise TraceError("a TVM trace must be [[instructions], [decisions]] "
                          "(the output of trace.as_json())")
-    insts = check_insts(doc[0], tvm=True)
-    return Trace(insts, None, read_decisions(doc[1], insts))
+    insts = []
+    for raw in doc[0]:
+        if isinstance(raw, (list, tuple)) and len(raw) == 4 and \
+                all(isinstance(x, (list, tuple)) for x in raw[1:]):
+            kind, inputs, attrs, outputs = raw
+            raw = [kind, [_tvm_input(x) for x in inputs], _numbers(list(attrs)),
+                   list(outputs)]
+        insts.append(raw)
+    checked = check_insts(insts, tvm=True)
+    return Trace(checked, None, read_decisions(_numbers(list(doc[1])), checked))
+
+
+def _tvm_input(x: Any) -> Any:
+    """One input of TVM's JSON in our form (see :func:`read_tvm_json`)."""
+    if isinstance(x, str):
+        if x == "None":
+            return None
+        if len(x) >= 2 and x[0] == '"' and x[-1] == '"':
+            return json.dumps(x[1:-1])
+        return x
+    if isinstance(x, (list, tuple)):
+        return [_tvm_input(y) for y in x]
+    return _numbers(x)
+
+
+def _numbers(x: Any) -> Any:
+    """IntImm/FloatImm objects as Python numbers (a boolean IntImm as a bool), in lists too."""
+    if isinstance(x, IntImm):
+        return bool(x.value) if x.dtype == "bool" else int(x.value)
+    if isinstance(x, FloatImm):
+        return float(x.value)
+    if isinstance(x, (list, tuple)):
+        return [_numbers(y) for y in x]
+    return x
 
 
 def _public(decision: Any) -> Any:
