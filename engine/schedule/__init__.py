@@ -25,8 +25,12 @@ Design
   reading/checking instruction lists, one Python line per instruction.
 * :mod:`.recorded_trace` — Trace: JSON document, URL token, Python/TVM/course exports,
   replay onto a schedule (below :mod:`.state`, which records into it).
-* :mod:`.trace` — the public face of traces (Trace, Instruction) plus :func:`replay`,
-  which builds a workload's Schedule (so it sits above :mod:`.state`).
+* :mod:`.tvm_trace` — TVM's Instruction/Trace API (``TVMInstruction``, ``TVMTrace``:
+  instructions holding the handles themselves, built by hand as TVM's tests do;
+  ``InstructionKind`` is in :mod:`.instruction`), turned into the engine's Trace to replay
+  and write.
+* :mod:`.trace` — the public face of traces (Trace, Instruction, the TVM classes) plus
+  :func:`replay`, which builds a workload's Schedule (so it sits above :mod:`.state`).
 * sampling (:mod:`.primitives.sampling`) — ``sample_perfect_tile``,
   ``sample_categorical``, ``sample_compute_location`` draw from the schedule's generator
   (``Schedule(mod, seed=...)``) and return random variables (ExprRV integers, a LoopRV);
@@ -71,9 +75,10 @@ name to the list in ``primitives/__init__.py`` if it is a new family.
 """
 from .error import ScheduleError, TraceError
 from .state import BlockRV, ExprRV, LoopRV, Schedule
-from .trace import Instruction, Trace, replay, schedule_from_trace
+from .trace import (Instruction, InstructionKind, Trace, TVMInstruction, TVMTrace, replay,
+                    schedule_from_trace)
 from .work_budget import WorkBudget, WorkBudgetError, work_budget
 
 __all__ = ["Schedule", "ScheduleError", "TraceError", "Trace", "Instruction", "BlockRV",
            "LoopRV", "ExprRV", "replay", "schedule_from_trace", "WorkBudget",
-           "WorkBudgetError", "work_budget"]
+           "WorkBudgetError", "work_budget", "InstructionKind", "TVMInstruction", "TVMTrace"]

@@ -13,20 +13,24 @@ written with their quotes (``"\\"pragma\\""``, TVM's convention). Our document i
 :meth:`Trace.from_json` also reads TVM's ``trace.as_json()`` list ``[[insts], [decisions]]``.
 
 Where things live: :mod:`.instruction` (the Instruction record, reading and checking
-instruction lists, one Python line per instruction), :mod:`.recorded_trace` (the Trace
-class); this module adds :func:`replay`, which builds a workload's Schedule, so it sits
-above :mod:`.state` (imports go instruction <- recorded_trace <- state <- trace).
+instruction lists, one Python line per instruction, TVM's InstructionKind),
+:mod:`.recorded_trace` (the Trace class), :mod:`.tvm_trace` (TVM's Instruction/Trace API
+holding handles: TVMInstruction, TVMTrace); this module adds :func:`replay`, which builds a
+workload's Schedule, so it sits above :mod:`.state` (imports go instruction <- recorded_trace
+<- state <- tvm_trace <- trace).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from .error import TraceError
-from .instruction import Instruction
+from .instruction import Instruction, InstructionKind
 from .recorded_trace import FORMAT, VERSION, Trace
 from .state import Schedule
+from .tvm_trace import TVMInstruction, TVMTrace
 
-__all__ = ["FORMAT", "VERSION", "Instruction", "Trace", "replay", "schedule_from_trace"]
+__all__ = ["FORMAT", "VERSION", "Instruction", "InstructionKind", "Trace", "TVMInstruction",
+           "TVMTrace", "replay", "schedule_from_trace"]
 
 
 def replay(workload_name: str, params: dict | None, trace: Any):

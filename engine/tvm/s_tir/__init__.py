@@ -1,8 +1,9 @@
 """``tvm.s_tir`` (TVM 0.27's schedulable TensorIR): ``Schedule``, ``ScheduleError``,
-``Trace``, the handle classes, and the ``schedule`` package (``schedule.testing``)."""
+``Trace``, ``Instruction``, ``InstructionKind``, the handle classes, and the ``schedule``
+package (``schedule.testing``)."""
 from . import schedule
-from .schedule import (Instruction, LoopRV, SBlockRV, Schedule, ScheduleError, Trace,
-                       TraceError)
+from .schedule import (Instruction, InstructionKind, LoopRV, SBlockRV, Schedule, ScheduleError,
+                       Trace, TraceError)
 
 __all__ = ["schedule", "Schedule", "ScheduleError", "Trace", "TraceError", "Instruction",
-           "SBlockRV", "LoopRV"]
+           "InstructionKind", "SBlockRV", "LoopRV"]
