@@ -160,15 +160,39 @@ def main(A: T.Buffer((6, 32), "float32"), B: T.Buffer((6, 32), "float32")):
 
 
 def test_reorder_refuses_bindings_not_affine_in_its_loops():
-    """Mirrors TVM's test_reorder_fail_not_affine_bindings: ``vj = j * 4`` is not an affine
-    (scale-1) binding of loop j, and ``vi = i + j`` uses two loops for one axis."""
+    """Mirrors TVM's test_reorder_fail_not_affine_bindings: ``vj = j * 4`` is not a scale-1
+    binding of loop j; and a loop may not make two parts that overlap (``j % 4`` and
+    ``j`` of one loop j)."""
     mod, sch = _sch(SCALED)
     i, j = sch.get_loops(sch.get_block("B"))
     refused(sch, lambda: sch.reorder(j, i), "reorder refused on block B", "axis vj")
-    overlap = SCALED.replace("vi = T.axis.spatial(6, i)", "vi = T.axis.spatial(6, i + j // 4)")
-    mod, sch = _sch(overlap)
+    twice = SCALED.replace("vi = T.axis.spatial(6, i)", "vi = T.axis.spatial(6, j % 4 + i)")
+    mod, sch = _sch(twice)
     i, j = sch.get_loops(sch.get_block("B"))
     refused(sch, lambda: sch.reorder(j, i), "reorder refused on block B")
+
+
+OVERLAPPED = '''
+@T.prim_func
+def main(A: T.Buffer((14, 4), "float32"), B: T.Buffer((14, 4), "float32")):
+    for a, b, c in T.grid(6, 4, 4):
+        with T.block("B"):
+            vi = T.axis.spatial(14, a * 2 + b)
+            vj = T.axis.spatial(4, c)
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+'''
+
+
+def test_reorder_with_overlapping_sums():
+    """Mirrors TVM's test_reorder_overlapped_access: ``vi = a * 2 + b`` with b in [0, 4)
+    takes every row (some twice); TVM's iterator maps accept it at the surjective level,
+    and so does reorder."""
+    mod, sch = _sch(OVERLAPPED)
+    a, b, c = sch.get_loops(sch.get_block("B"))
+    sch.reorder(a, c, b)
+    assert [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("B"))] == \
+        ["a", "c", "b"]
+    assert_same_program_meaning(mod, sch.mod)
 
 
 PARTIAL = '''
@@ -304,4 +328,91 @@ def main(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32")):
     d, p = sch.get_block("D"), sch.get_block("P")
     po, _ = sch.split(sch.get_loops(p)[0], [None, 3])
     sch.reverse_compute_at(d, po)
+    assert_same_program_meaning(mod, sch.mod)
+
+
+def test_reorder_under_a_bound_of_a_fused_sum_digit():
+    """Mirrors TVM's test_reorder_with_predicate, on a predicate TVM's iterator maps accept:
+    after split, fuse and split again the T.where bounds ``i_0 * 4 + X // 6`` where ``X``
+    is a fused sum of loops the bindings also divide. Found by the differential property
+    test: the affine check recursed without end on a bound of such a digit (a
+    RecursionError, not an answer); a fused sum is now bounded only by conjuncts over
+    loops alone."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((10, 6), "float32"), B: T.Buffer((10, 6), "float32")):
+    for i, j in T.grid(10, 6):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+'''
+    mod, sch = _sch(src)
+    i, j = sch.get_loops(sch.get_block("B"))
+    _, i1 = sch.split(i, [None, 4])
+    f0, f1 = sch.split(sch.fuse(i1, j), [None, 5])
+    assert "// 6 < 10" in sch.mod.script()
+    sch.reorder(f1, f0)
+    assert_same_program_meaning(mod, sch.mod)
+
+
+def test_compute_at_refuses_a_block_that_is_not_the_only_writer():
+    """Mirrors TVM's test_fail_subtree_complete_block: B is written by two blocks (columns
+    4..7 by B_1, 0..3 by B_0). Computing B_0 at C's row loop covers the row C reads, all
+    eight columns, and overwrote what B_1 wrote (a wrong program); TVM refuses a block
+    that is not complete (the only writer of its output). The engine still moves an update
+    block whose init block is the other writer where it computes no new elements
+    (test_schedule_primitives.py::test_in_place_update_moves_only_where_each_element_...)."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    B = T.alloc_buffer((8, 8))
+    for i, j in T.grid(8, 4):
+        with T.block("B_1"):
+            vi = T.axis.spatial(8, i)
+            vj = T.axis.spatial(8, j + 4)
+            B[vi, vj] = A[vi, vj] * T.float32(3)
+    for i, j in T.grid(8, 4):
+        with T.block("B_0"):
+            vi = T.axis.spatial(8, i)
+            vj = T.axis.spatial(8, j)
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(8, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+    mod, sch = _sch(src)
+    c = sch.get_block("C")
+    refused(sch, lambda: sch.compute_at(sch.get_block("B_0"), sch.get_loops(c)[0]),
+            "compute_at refused on block B_0", "not a complete block", "block B_1")
+    # B_1 would move past B_0, which writes B too
+    refused(sch, lambda: sch.compute_at(sch.get_block("B_1"), sch.get_loops(c)[0]),
+            "compute_at refused on block B_1", "block B_0")
+
+
+def test_reorder_refuses_a_fused_spatial_and_reduction_loop():
+    """Found by the differential property test: fuse a row loop with the reduction loop of
+    a sum, split the fused loop and swap the halves; row 1's elements then ran
+    f = 4 (vk = 1) before f = 3 (vk = 0, where T.init runs): the init wiped an update.
+    TVM reorders these loops too (its reorder checks only iterator kinds and affinity);
+    mirrors TVM's test_reorder on a reduction. Reordering pure loops stays allowed."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((3, 3), "float32"), Out: T.Buffer((3,), "float32")):
+    for i, k in T.grid(3, 3):
+        with T.block("S"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                Out[vi] = T.float32(0)
+            Out[vi] = Out[vi] + A[vi, vk]
+'''
+    mod, sch = _sch(src)
+    i, k = sch.get_loops(sch.get_block("S"))
+    f0, f1 = sch.split(sch.fuse(i, k), [None, 2])
+    refused(sch, lambda: sch.reorder(f1, f0), "reorder refused on block S",
+            "both the spatial axis vi and the reduction axis vk", "T.init")
+    mod, sch = _sch(src)
+    i, k = sch.get_loops(sch.get_block("S"))
+    k0, k1 = sch.split(k, [None, 2])
+    sch.reorder(k1, i, k0)
     assert_same_program_meaning(mod, sch.mod)

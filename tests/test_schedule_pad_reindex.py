@@ -266,6 +266,30 @@ def main(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
     _same_meaning(mod, sch.mod)
 
 
+def test_reindex_write_reads_a_where_over_a_loop_not_starting_at_zero():
+    """Found by the differential property test (tests/test_schedule_differential.py): with
+    ``for i in T.serial(2, 4)`` and ``T.where(i < 3)`` the block runs for vi = 0 only; the
+    coverage check read the bound as one on ``i - 2`` (vi < 3: all of the axis) and the copy
+    back stored Out[1] from uninitialised memory."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((2, 3), "float32"), Out: T.Buffer((2, 3), "float32")):
+    for i in T.serial(2, 4):
+        for j in range(3):
+            with T.block("S0"):
+                T.where(i < 3)
+                vi = T.axis.spatial(2, i - 2)
+                vj = T.axis.spatial(3, j)
+                Out[vi, vj] = A[vi, vj] * T.float32(2) + T.float32(1)
+'''
+    mod = engine.parse(src)
+    sch = Schedule(mod)
+    s0 = sch.get_block("S0")
+    refused(sch, lambda: sch.reindex(s0, ("write", 0)), "axis vi in [0, 2)")
+    sch.reindex(s0, ("read", 0))
+    _same_meaning(mod, sch.mod)
+
+
 def test_reindex_after_an_imperfect_split_keeps_the_program():
     """TVM's test_reindex_read_basic / matmul write, after a split whose tail is guarded:
     the guard only skips instances outside the axes' domains, so both copies are exact."""

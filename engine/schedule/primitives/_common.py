@@ -180,8 +180,9 @@ def affine_bindings(values, loops, predicate) -> AffineBindings:
     binding a scale-1 sum): every binding is ``offset + sum(coef * digit)`` where a digit is
     a loop (``i``), or ``X // d``, ``X % m``, ``X // d % m`` of a loop or of a fused sum of
     loops ``X`` (``i_0 * 4 + i_1``); the digits of one binding form a mixed radix starting
-    at scale 1 (``i_0 * 4 + i_1`` with ``i_1`` in [0, 4)); no part of a loop is used twice
-    (``i // 8`` and ``i % 8`` are two parts, ``i`` and ``i`` are not); the offset uses no
+    at scale 1 (``i_0 * 4 + i_1`` with ``i_1`` in [0, 4)), or overlap without a gap as the
+    surjective level allows (``v0 * 2 + v1`` with v1 in [0, 4)); no part of a loop is used
+    twice (``i // 8`` and ``i % 8`` are two parts, ``i`` and ``i`` are not); the offset uses no
     loop of ``loops`` (other variables are constants here). Each conjunct of the predicate
     that uses the loops bounds a fused sum (``i_0 * 4 + i_1 < 10``, as an imperfect split
     leaves) or one binding's digits (``0 <= vi``), never a combination that is none of
@@ -212,6 +213,11 @@ def affine_bindings(values, loops, predicate) -> AffineBindings:
         terms, const = _linear(t)          # t < 0
         it = [(x, k) for x, k in terms.values() if uses_iter(x)]
         symbolic = any(not uses_iter(x) for x, _ in terms.values())
+        for x, k in it:                    # a loop's digit counts from its min
+            if isinstance(x, E.Var):
+                lo = iters[id(x)][0]
+                symbolic = symbolic or lo is None
+                const += k * (lo or 0)
         if all(k > 0 for _, k in it):
             guards.append({"conj": c, "atoms": it, "upper": True,
                            "bound": None if symbolic else -const})
@@ -225,21 +231,29 @@ def affine_bindings(values, loops, predicate) -> AffineBindings:
     sources: dict = {}       # source key -> extent (None: unknown)
     pseudo: list = []        # (digit key, the digits {key: coef} it stands for, scale)
 
-    def radix(dt: dict):
+    def radix(dt: dict, overlap: bool = True):
         """(scale, extent) of a sum of digits forming a mixed radix (``scale * (d0 + e0 *
-        (d1 + e1 * ...))``), or None."""
+        (d1 + e1 * ...))``), or None. At scale 1 (``overlap``) a digit may also come in
+        below the scale the radix expects, as TVM's surjective iterator maps allow
+        (``v0 * 2 + v1`` with v1 in [0, 4): every value in [0, 2 * 5 + 3] is taken); the
+        extent is then the number of values taken."""
         if not dt:
             return 1, 1
         items = sorted(((c, d) for d, c in dt.items()), key=lambda x: x[0])
         scale = items[0][0]
         if scale <= 0:
             return None
-        stride = 1
+        expected, tail = 1, 0
         for c, d in items:
-            if stride is None or c != scale * stride:
+            if expected is None or c % scale:
                 return None
-            stride = None if d[2] is None else stride * d[2]
-        return scale, stride
+            unit = c // scale
+            if unit != expected:
+                if not (overlap and scale == 1 and unit < expected):
+                    return None
+                tail += expected - unit
+            expected = None if d[2] is None else unit * d[2]
+        return scale, (None if expected is None else expected + tail)
 
     def in_pseudo(dt: dict) -> dict:
         """``dt`` with the sums the predicate bounded replaced by their digits."""
@@ -264,16 +278,19 @@ def affine_bindings(values, loops, predicate) -> AffineBindings:
                 g["terms"] = None
         return None if g["terms"] is None else in_pseudo(g["terms"])
 
-    def bounded(dt: dict) -> dict:
+    def bounded(dt: dict, loops_only: bool = False) -> dict:
         """Sums of the digits of ``dt`` that an upper bound of the predicate cuts short
-        become one digit (``i_1_0 * 4 + i_1_1 < 7``: a digit of extent 7), smallest first."""
+        become one digit (``i_1_0 * 4 + i_1_1 < 7``: a digit of extent 7), smallest first
+        (``loops_only``: bounds of sums of loops alone, for a fused sum of loops)."""
         for g in guards:
             if g.get("used") or not g["upper"]:
+                continue
+            if loops_only and not all(isinstance(x, E.Var) for x, _k in g["atoms"]):
                 continue
             gt = guard_terms(g)
             if not gt or not all(dt.get(d) == c for d, c in gt.items()):
                 continue
-            r = radix(gt)
+            r = radix(gt, overlap=False)
             if r is None:
                 continue
             scale, ext = r
@@ -312,7 +329,7 @@ def affine_bindings(values, loops, predicate) -> AffineBindings:
             if key in sources:
                 return key, sources[key]
             dt = {(((vid, 1),), 1, ext): k for vid, k, ext in parts}
-            r = radix(bounded(dt))
+            r = radix(bounded(dt, loops_only=True))
             if r is None or r[0] != 1:
                 raise _NotAffine
             extent = r[1]

@@ -89,13 +89,14 @@ def _common_checks(ctx: Ctx, blk: Block, loop: For, name: str):
     bname, lname = blk.name_hint, loop.loop_var.name
     hl = [bname, lname]
     if idx.contains(loop, realize):
-        raise ctx.error(f"block {bname}", f"block {bname} is already inside loop {lname}",
+        raise ctx.error(f"block {bname}", f"block {bname} is already inside loop {lname} "
+                        f"(the loop is an ancestor of block {bname})",
                         f"choose a loop of another loop nest (e.g. one of its "
                         f"{'consumer' if name == 'compute_at' else 'producer'}'s loops)",
                         highlight=hl)
     if idx.scope_block(realize) is not idx.scope_block(loop):
-        raise ctx.error(f"block {bname}", f"block {bname} and loop {lname} are in different "
-                        "block scopes", "choose a loop in the same scope", highlight=hl)
+        raise ctx.error(f"block {bname}", f"block {bname} and loop {lname} are not under the "
+                        "same block scope", "choose a loop in the same scope", highlight=hl)
     for a in idx.ancestors(loop):
         if isinstance(a, For) and a.kind is ForKind.VECTORIZED:
             raise ctx.error(f"block {bname}", f"loop {lname} is inside the vectorized loop "
@@ -128,6 +129,7 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
     old = idx.order[id(realize)]
     lo_pos, hi_pos = idx.order[id(loop)], idx.end[id(loop)]
     partners = []
+    other_writers = []
     for x in idx.child_blocks(scope):
         if x is blk:
             continue
@@ -144,6 +146,8 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
             return ", ".join(sorted({r.buffer.name for r in (*x.reads, *x.writes,
                                                              *blk.reads, *blk.writes)
                                      if id(r.buffer) in ids}))
+        if waw and not under and not crossed:
+            other_writers.append((x, names(waw)))
         if under:
             if not reverse:
                 if war:
@@ -171,18 +175,19 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
                             f"{bname} past it would change the result",
                             "move the blocks in between first", highlight=hl + [x.name_hint])
         elif not reverse and raw and not under:
-            raise ctx.error(f"block {bname}", f"block {x.name_hint} also reads "
-                            f"{names(raw)} but is not under loop {lname}, so it would "
+            raise ctx.error(f"block {bname}", f"compute_at requires all the consumers of "
+                            f"block {bname} under the loop, and block {x.name_hint} also "
+                            f"reads {names(raw)} but is not under loop {lname}, so it would "
                             f"read elements block {bname} no longer computes",
                             f"compute {bname} at a loop that contains all its consumers",
                             highlight=hl + [x.name_hint])
         elif reverse and war and pos < old:
             # TVM's rule (NotAllRequiredBlocksAreVisitedError): every producer of the
             # block is under the loop
-            raise ctx.error(f"block {bname}", f"block {x.name_hint} writes {names(war)}, "
-                            f"which block {bname} reads, but is not under loop {lname}; "
-                            f"reverse_compute_at needs all the producers of {bname} under "
-                            "the loop", f"choose a loop that contains all its producers "
+            raise ctx.error(f"block {bname}", f"reverse_compute_at requires all the producers "
+                            f"of block {bname} under the loop, and block {x.name_hint} writes "
+                            f"{names(war)}, which block {bname} reads, but is not under loop "
+                            f"{lname}", f"choose a loop that contains all its producers "
                             f"(compute_at {x.name_hint} under it first)",
                             highlight=hl + [x.name_hint])
     if not partners:
@@ -190,7 +195,7 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
         raise ctx.error(f"block {bname}", f"no block under loop {lname} {what}",
                         f"choose a loop of a {'consumer' if not reverse else 'producer'} "
                         f"of {bname}", highlight=hl)
-    return partners
+    return partners, other_writers
 
 
 def _insert(ctx: Ctx, blk: Block, loop: For, nest, pos: int, children: list) -> Any:
@@ -226,11 +231,11 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         params = {id(p) for p in ctx.func.params}
         outs = [w.buffer.name for w in blk.writes if id(w.buffer) in params]
         if outs:
-            raise ctx.error(f"block {bname}", f"block {bname} writes the function's output "
-                            f"{outs[0]}, and compute_at would compute only the parts its "
-                            "consumers read", f"to move {bname} under a loop of its producer, "
+            raise ctx.error(f"block {bname}", f"block {bname} is an output block (it writes "
+                            f"the function's output {outs[0]}), and compute_at would compute "
+                            "only the parts its consumers read", f"to move {bname} under a loop of its producer, "
                             f"use reverse_compute_at({bname}, {lname})", highlight=hl)
-    partners = _conflicts(ctx, blk, loop, reverse, hl)
+    partners, other_writers = _conflicts(ctx, blk, loop, reverse, hl)
     an = outer_analyzer(ctx, loop)
     children, pos = _position(ctx, loop, reverse, blk, partners)
     if index >= 0:
@@ -256,6 +261,8 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         var_ranges = axis_ranges(blk, write_dims(blk), regions)
         nest = _new_nest(ctx, blk, var_ranges, an, preserve)
         check_once(nest)
+        if other_writers:
+            _check_only_own_elements(ctx, blk, loop, nest, other_writers, hl)
         return Result(_insert(ctx, blk, loop, nest, pos, children), [])
 
     # ---- reverse_compute_at: what the producers under the loop finish per iteration
@@ -292,11 +299,10 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
     return Result(_insert(ctx, blk, loop, nest, pos, children), [])
 
 
-def _check_same_instances(ctx: Ctx, blk: Block, loop: For, nest, hl: list) -> None:
-    """reverse_compute_at: over all the iterations of ``loop`` and the loops around it, the
-    new nest runs exactly the instances of ``blk`` the old one ran (the region each
-    iteration needs comes from the producers, which may cover less than the block, or
-    more than its ``T.where`` lets it run): both are boxes of axis values, compared."""
+def _instance_boxes(ctx: Ctx, blk: Block, loop: For, nest):
+    """The instances of ``blk`` now and in the new nest under ``loop`` (over all the
+    iterations of the loops around), each a box of axis values ``[(lo, extent)]`` — or
+    None where it cannot be told (bindings or T.where not an affine map of the loops)."""
     from ._common import affine_bindings
     from .region_inference import _nest_loops
     idx = ctx.index
@@ -305,14 +311,48 @@ def _check_same_instances(ctx: Ctx, blk: Block, loop: For, nest, hl: list) -> No
     new_loops, new_r = _nest_loops(nest)
     new = affine_bindings(new_r.iter_values, idx.loops_above(loop) + [loop] + new_loops,
                           new_r.predicate)
+    boxes = []
+    for res in (old, new):
+        boxes.append(res.ranges if res.ok and all(r is not None for r in res.ranges)
+                     else None)
+    return boxes
+
+
+def _check_only_own_elements(ctx: Ctx, blk: Block, loop: For, nest, others: list,
+                             hl: list) -> None:
+    """compute_at of a block that is not the only writer of its output (TVM refuses it:
+    not a complete block): allowed only when the new nest runs no instance the block did
+    not run before, so it never overwrites what the other writers store (the update block
+    of a decompose_reduction, its init block the other writer, moves; B_0 writing columns
+    0..3 of B, B_1 the others, does not: the region its consumer reads is the whole row)."""
+    old, new = _instance_boxes(ctx, blk, loop, nest)
+    if old is not None and new is not None and all(
+            n[1] == 0 or (o[0] <= n[0] and n[0] + n[1] <= o[0] + o[1])
+            for o, n in zip(old, new)):
+        return
+    x, bufs = others[0]
+    bname = blk.name_hint
+    raise ctx.error(f"block {bname}", f"block {bname} is not a complete block: block "
+                    f"{x.name_hint} also writes {bufs}, and under loop "
+                    f"{loop.loop_var.name} block {bname} could compute elements it did not "
+                    f"compute before, overwriting what {x.name_hint} stores",
+                    "compute_at moves a block that alone writes its output (or that computes "
+                    "no new elements there)", highlight=hl + [x.name_hint])
+
+
+def _check_same_instances(ctx: Ctx, blk: Block, loop: For, nest, hl: list) -> None:
+    """reverse_compute_at: over all the iterations of ``loop`` and the loops around it, the
+    new nest runs exactly the instances of ``blk`` the old one ran (the region each
+    iteration needs comes from the producers, which may cover less than the block, or
+    more than its ``T.where`` lets it run): both are boxes of axis values, compared."""
+    old, new = _instance_boxes(ctx, blk, loop, nest)
     bname, lname = blk.name_hint, loop.loop_var.name
-    if not old.ok or any(r is None for r in old.ranges):
+    if old is None:
         raise ctx.error(f"block {bname}", f"cannot tell which instances block {bname} runs "
                         "now (its bindings or its T.where are not an affine map of its "
                         "loops), so the move could not be checked to keep them",
                         "move the block before transforming its loops", highlight=hl)
-    for iv, o, n in zip(blk.iter_vars, old.ranges, new.ranges if new.ok else
-                        [None] * len(old.ranges)):
+    for iv, o, n in zip(blk.iter_vars, old, new or [None] * len(old)):
         if o[1] == 0 or (n is not None and n == o):
             continue
         if n is None:
@@ -424,8 +464,11 @@ class ReverseComputeAt(_ComputeAtBase):
         producers write a contiguous region per iteration and the block reads only
         inside it (its axes are found from its read indices: ``v``, or ``v // c`` and
         ``v % c``); 5) no block under the loop reads or writes what the block writes,
-        and no block it would move past conflicts with it. New loops ``ax0, ...`` cover the region (unit loops are dropped unless
-        ``preserve_unit_loops``).
+        and no block it would move past conflicts with it; 6) the block is the only
+        writer of what it writes (TVM's complete/reduction block); 7) the new loops run
+        exactly the instances the block ran (every value of its axes the producers
+        finish, none its ``T.where`` skips). New loops ``ax0, ...`` cover the region
+        (unit loops are dropped unless ``preserve_unit_loops``).
 
         Before::
 

@@ -310,8 +310,10 @@ class Reorder(Primitive):
         one down (loops above are constants there, so ``vi = i * i + j`` lets j move),
         each axis a scale-1 sum of loops or of their ``//`` / ``%`` parts, no part used
         twice, and its ``T.where`` only bounding such sums (a split's tail guard
-        ``i_0 * 4 + i_1 < 10``), not e.g. ``i * 16 + j * 4 + k < 23``. Reduction axes
-        are reordered as TVM does, relying on the reduction being associative.
+        ``i_0 * 4 + i_1 < 10``), not e.g. ``i * 16 + j * 4 + k < 23``; 5) no loop being
+        reordered feeds both a spatial and a reduction axis of a reduction block (its
+        T.init would no longer come first). Reduction axes are reordered as TVM does,
+        relying on the reduction being associative.
 
         Before::
 
@@ -374,6 +376,7 @@ class Reorder(Primitive):
                                     f"{inner.loop_var.name}, which would be outside it", "",
                                     highlight=[lp.loop_var.name, inner.loop_var.name])
         _check_affine_blocks(ctx, top, bottom, names)
+        _check_reduction_order(ctx, chain, bottom, names)
         body = bottom.body
         for lp in reversed(new_chain):
             body = lp.replace(body=body)
@@ -410,6 +413,32 @@ def _check_affine_blocks(ctx: Ctx, top: For, bottom: For, names):
                         "scale 1, each part used once)", "reorder only loops that the "
                         "block's axes use through split/fuse-style bindings",
                         highlight=hl)
+
+
+def _check_reduction_order(ctx: Ctx, chain: list, bottom: For, names) -> None:
+    """A block that accumulates (a T.init, or reading what it writes) runs its T.init at the
+    instance where its reduction axes are at their minimum, which must stay the first of
+    those that update one element. It does when every loop being reordered feeds either
+    spatial axes or reduction axes; a loop feeding both (a fuse of a spatial and a
+    reduction loop) reordered against another would bring updates of an element before
+    its T.init (TVM reorders such loops anyway; the result changes)."""
+    from engine.ir.stmt import IterType
+    for b in ctx.index.child_blocks(bottom):
+        if not any(iv.iter_type is IterType.REDUCE for iv in b.iter_vars):
+            continue
+        r = ctx.index.realize[id(b)]
+        for lp in chain:
+            spatial = [iv.var.name for iv, v in zip(b.iter_vars, r.iter_values)
+                       if iv.iter_type is not IterType.REDUCE and uses_var(v, lp.loop_var)]
+            reduce = [iv.var.name for iv, v in zip(b.iter_vars, r.iter_values)
+                      if iv.iter_type is IterType.REDUCE and uses_var(v, lp.loop_var)]
+            if spatial and reduce:
+                raise ctx.error(f"block {b.name_hint}", f"loop {lp.loop_var.name} feeds both "
+                                f"the spatial axis {spatial[0]} and the reduction axis "
+                                f"{reduce[0]} of block {b.name_hint}, so reordering it could "
+                                "run updates of an element before its T.init",
+                                "reorder before fusing a spatial loop with a reduction loop",
+                                highlight=list(names) + [b.name_hint, lp.loop_var.name])
 
 
 @register
