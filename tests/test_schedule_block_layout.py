@@ -97,3 +97,71 @@ def test_inverse_of_accepted_maps_undoes_them(shape, which):
             assert all(0 <= v < s for v, s in zip(image, new_shape))
             back = [int(_np_eval(o, dict(zip(new_vars, map(np.int64, image))))) for o in olds]
             assert back == [a, b]
+
+
+_CONV_NHWC = """
+@T.prim_func
+def main(X: T.Buffer((1, 6, 6, 2), "float32"), K: T.Buffer((3, 3, 2, 4), "float32"),
+         Y: T.Buffer((1, 4, 4, 4), "float32")):
+    for n, h, w, co, rh, rw, rc in T.grid(1, 4, 4, 4, 3, 3, 2):
+        with T.block("conv"):
+            vn, vh, vw, vco, vrh, vrw, vrc = T.axis.remap("SSSSRRR", [n, h, w, co, rh, rw, rc])
+            with T.init():
+                Y[vn, vh, vw, vco] = T.float32(0)
+            Y[vn, vh, vw, vco] = Y[vn, vh, vw, vco] + X[vn, vh + vrh, vw + vrw, vrc] * K[vrh, vrw, vrc, vco]
+"""
+
+
+def test_fused_axes_with_nested_scales_and_a_unit_axis():
+    """TVM's test_transform_block_layout_conv2d_nhwc: ``n * 4 * 4 + h * 4 + w`` (n of
+    extent 1) and ``rh * 3 * 2 + rw * 2 + rc`` are fusions — the constant factors multiply
+    through the nested products; the inverse is read as TVM writes it (``v % 6 // 2``)."""
+    import engine
+    from semantics import assert_same_meaning
+    mod = engine.parse(_CONV_NHWC)
+    sch = engine.Schedule(mod)
+    sch.transform_block_layout(sch.get_block("conv"), lambda n, h, w, co, rh, rw, rc: (
+        n * 4 * 4 + h * 4 + w, co, rh * 3 * 2 + rw * 2 + rc))
+    text = sch.mod.script()
+    assert "for ax0, ax1, ax2 in T.grid(16, 4, 18):" in text
+    assert "X[0, v0 // 4 + v2 // 6, v0 % 4 + v2 % 6 // 2, v2 % 2]" in text
+    assert "K[v2 // 6, v2 % 6 // 2, v2 % 2, v1]" in text
+    assert_same_meaning(mod, sch.mod)
+    conv = sch.get_block("conv")
+    refused(sch, lambda: sch.transform_block_layout(conv, "lambda a, b, c: (a, b * 18 + c)"),
+            "mixes spatial and reduction")
+
+
+def test_unit_axis_kept_and_int64_axes():
+    """TVM's test_transform_block_layout_unit_dim (an axis of extent 1 moved, not folded to
+    0) and _int64_extent (the new axes and constants in int64)."""
+    import engine
+    from semantics import assert_same_meaning
+    mod = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((1, 8), "float32"), B: T.Buffer((1, 8), "float32")):
+    for i, j in T.grid(1, 8):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+""")
+    sch = engine.Schedule(mod)
+    sch.transform_block_layout(sch.get_block("B"), "lambda i, j: (j, i)")
+    assert "B[v1, v0] = A[v1, v0] + T.float32(1)" in sch.mod.script()
+    assert_same_meaning(mod, sch.mod)
+    mod64 = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((T.int64(6), T.int64(4)), "float32"),
+         B: T.Buffer((T.int64(6), T.int64(4)), "float32")):
+    for i, j in T.grid(T.int64(6), T.int64(4)):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+""")
+    sch = engine.Schedule(mod64)
+    sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i * 4 + j,))
+    text = sch.mod.script()
+    assert "B[v0 // T.int64(4), v0 % T.int64(4)] = A[v0 // T.int64(4), v0 % T.int64(4)]" \
+        in text
+    assert "Cast" not in text
+    assert_same_meaning(mod64, sch.mod)

@@ -30,6 +30,31 @@ class IndexMapError(ValueError):
     """An index map that cannot be read (the message says what to write instead)."""
 
 
+_PREC = {E.Add: 1, E.Sub: 1, E.Mul: 2, E.FloorDiv: 2, E.FloorMod: 2}
+_SYM = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%"}
+
+
+def expr_text(e: E.PrimExpr) -> str:
+    """Python text of an index expression (the inverse of ``layout.parse_index_map``)."""
+    if isinstance(e, E.Var):
+        return e.name
+    if isinstance(e, E.IntImm):
+        return str(e.value)
+    t = type(e)
+    if t in _PREC:
+        p = _PREC[t]
+        left = expr_text(e.a)
+        if type(e.a) in _PREC and _PREC[type(e.a)] < p:
+            left = f"({left})"
+        right = expr_text(e.b)
+        if type(e.b) in _PREC and _PREC[type(e.b)] <= p or \
+                (isinstance(e.b, E.IntImm) and e.b.value < 0):
+            right = f"({right})"
+        return f"{left} {_SYM[t]} {right}"
+    raise IndexMapError(f"{type(e).__name__} is not allowed in an index map (use integers, "
+                        "the parameters and + - * // %)")
+
+
 class CheckBudget:
     """How many index points the one-to-one checks of index maps may still evaluate.
 

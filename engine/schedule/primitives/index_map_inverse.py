@@ -11,12 +11,14 @@ index from its digits, each digit read off the new index that holds it.
 """
 from __future__ import annotations
 
+import itertools
 import math
+from typing import Callable
 
 from engine.arith import simplify
 from engine.ir import expr as E
 
-from .index_map_check import IndexMapError
+from .index_map_check import IndexMapError, expr_text
 
 
 class NotBijective(IndexMapError):
@@ -37,25 +39,30 @@ def _digits(e: E.PrimExpr, extents: dict) -> list[tuple]:
         return _div(_digits(e.a, extents), e.b.value)
     if isinstance(e, E.FloorMod) and isinstance(e.b, E.IntImm) and e.b.value > 0:
         return _mod(_digits(e.a, extents), e.b.value)
-    if isinstance(e, E.Mul):
-        a, b = (e.a, e.b) if isinstance(e.b, E.IntImm) else (e.b, e.a)
-        if isinstance(b, E.IntImm) and b.value > 0:
-            return _add([(_digits(a, extents), b.value)])
-    if isinstance(e, E.Add):
+    if isinstance(e, E.Add) or (isinstance(e, E.Mul) and _scale_of(e) is not None):
         return _add(_terms(e, extents))
     raise NotBijective(f"the index {_show(e)} is not a split, fuse or permutation of the axes")
 
 
 def _terms(e: E.PrimExpr, extents: dict) -> list[tuple]:
-    """A sum as (digits, scale) terms."""
+    """A sum as (digits, scale) terms; constant factors multiply through nested products
+    and sums (``rh * 7 * 3`` is the digits of ``rh`` at scale 21, ``(a * 4 + b) * 2`` two
+    terms at scales 8 and 2)."""
     if isinstance(e, E.Add):
         return _terms(e.a, extents) + _terms(e.b, extents)
-    if isinstance(e, E.Mul):
-        a, b = (e.a, e.b) if isinstance(e.b, E.IntImm) else (e.b, e.a)
-        if isinstance(b, E.IntImm) and b.value > 0:
-            inner = _digits(a, extents)
-            return [(inner, b.value)]
+    scaled = _scale_of(e) if isinstance(e, E.Mul) else None
+    if scaled is not None:
+        a, c = scaled
+        return [(ds, s * c) for ds, s in _terms(a, extents)]
     return [(_digits(e, extents), 1)]
+
+
+def _scale_of(e: E.Mul) -> tuple | None:
+    """``(x, c)`` for ``x * c`` or ``c * x`` with a positive constant ``c``, else None."""
+    for a, b in ((e.a, e.b), (e.b, e.a)):
+        if isinstance(b, E.IntImm) and b.value > 0:
+            return a, b.value
+    return None
 
 
 def _span(ds: list) -> int:
@@ -110,7 +117,6 @@ def _mod(ds: list, c: int) -> list:
 
 
 def _show(e) -> str:
-    from .layout import expr_text
     try:
         return expr_text(e)
     except IndexMapError:
@@ -138,18 +144,80 @@ def invert(params: list, exprs: list, extents: list) -> tuple[list[int], list]:
     shape = [max(_span(ds), 1) for ds in per_output]
 
     def build(new_vars: list) -> list:
+        ranges = {v: (0, n - 1) for v, n in zip(new_vars, shape)}
         olds = []
         for p in params:
-            total: E.PrimExpr = E.const(0, p.dtype)
+            direct = [k for k, x in enumerate(exprs) if x is p]
+            if direct:       # an axis kept as a new axis (extent 1 too): that axis itself
+                olds.append(new_vars[direct[0]])
+                continue
+            total = None
             for lo, ext, k, pos in pieces[p]:
                 after = _span(per_output[k][pos + 1:])
                 v: E.PrimExpr = new_vars[k]
+                if pos > 0:      # TVM's order: the digit's span kept, then cut below
+                    v = E.FloorMod(v, E.const(ext * after, v.dtype))
                 if after > 1:
                     v = E.FloorDiv(v, E.const(after, v.dtype))
-                if pos > 0:
-                    v = E.FloorMod(v, E.const(ext, v.dtype))
-                total = total + v * E.const(lo, v.dtype) if lo != 1 else total + v
-            olds.append(simplify(total, {v: (0, n - 1) for v, n in zip(new_vars, shape)}))
+                if lo != 1:
+                    v = v * E.const(lo, v.dtype)
+                total = v if total is None else total + v
+            olds.append(E.const(0, p.dtype) if total is None else simplify(total, ranges))
         return olds
 
     return shape, build
+
+
+def _cut_by(p: E.Var, e, out: set) -> None:
+    """The constants ``c`` of every ``x // c`` and ``x % c`` in ``e`` whose ``x`` uses
+    ``p``."""
+    if isinstance(e, (E.FloorDiv, E.FloorMod)) and isinstance(e.b, E.IntImm) and \
+            e.b.value > 1 and any(v is p for v in _vars(e.a)):
+        out.add(e.b.value)
+    for child in (getattr(e, "a", None), getattr(e, "b", None)):
+        if isinstance(child, E.PrimExpr):
+            _cut_by(p, child, out)
+
+
+def _vars(e) -> list:
+    if isinstance(e, E.Var):
+        return [e]
+    return [v for c in (getattr(e, "a", None), getattr(e, "b", None))
+            if isinstance(c, E.PrimExpr) for v in _vars(c)]
+
+
+_MAX_PADDINGS = 256
+
+
+def invert_padded(params: list, exprs: list, extents: list, new_shape: list
+                  ) -> tuple[list[int], Callable]:
+    """The inverse of a map that is one-to-one but leaves *padding* in its new shape (TVM's
+    ``NonSurjectiveInverse``), e.g. ``i -> (i // 4, i % 4)`` over 14 values onto (4, 4).
+
+    Each old axis is padded up to a multiple of the constants that cut it (14 to 16 for
+    ``// 4``, ``% 4``), so that the map is a bijection of the padded box onto exactly
+    ``new_shape``: then a new index is padding exactly when some old index rebuilt from it
+    is at or past the axis's real extent. Returns (the padded extents, ``build`` as
+    :func:`invert`'s); NotBijective when no padding of the axes makes the map such a
+    bijection (an offset ``i + 1``, holes ``2 * i``, a fused number cut unevenly)."""
+    choices = []
+    for p, n in zip(params, extents):
+        cuts: set = set()
+        for x in exprs:
+            _cut_by(p, x, cuts)
+        sizes = {n} | {-(-n // c) * c for c in cuts}
+        if cuts:
+            both = math.lcm(*cuts)
+            sizes.add(-(-n // both) * both)
+        choices.append(sorted(sizes))
+    for tried, padded in enumerate(itertools.product(*choices)):
+        if tried >= _MAX_PADDINGS:
+            break
+        try:
+            shape, build = invert(params, exprs, list(padded))
+        except NotBijective:
+            continue
+        if list(shape) == list(new_shape):
+            return list(padded), build
+    raise NotBijective("no padding of the old axes makes the map a split, fuse or "
+                       "permutation onto the new shape")
