@@ -29,3 +29,4 @@ from . import (annotations, block_layout, blockize, buffer_access, cache_index, 
                cache_inplace, compute_location, decompose, decompose_padding, inline, layout,
                pad_einsum, partition, reduction, reindex, rolling_buffer, sampling, storage,
                tensorize)
+from . import fuse_epilogue  # noqa: F401  (fuse_reduction_epilogue)
