@@ -414,3 +414,28 @@ def test_engine_trace_simplified_moves_decisions_with_their_instructions():
     assert structural_equal(again.mod, sch.mod)
     assert full.as_tvm_python(remove_postproc=True)[-1].startswith("l") and \
         len(full.as_tvm_python(remove_postproc=True)) == 7
+
+
+def test_engine_trace_apply_with_provider_and_remove_postproc():
+    """TVM's ApplyToSchedule on the engine's own Trace: the provider is given the engine's
+    Instruction, the schedule's handles and the recorded decision; remove_postproc stops
+    before EnterPostproc (the default replays everything, as before)."""
+    sch = Schedule(stages(), seed=5)
+    p, q = sch.get_loops(sch.get_block("shift"))
+    sch.split(q, factors=sch.sample_perfect_tile(q, n=2))
+    sch.enter_postproc()
+    sch.vectorize(sch.get_loops(sch.get_block("shift"))[-1])
+    seen = []
+
+    def provider(inst, inputs, attrs, decision):
+        seen.append((inst, inputs, decision))
+        return [1, 6] if inst.kind == "SamplePerfectTile" else decision
+
+    target = Schedule(stages())
+    sch.trace.apply_to_schedule(target, True, provider)
+    assert [i for i, _, _ in seen] == list(sch.trace.insts[:4])
+    assert isinstance(seen[2][1][0], LoopRV) and seen[2][2] == sch.trace.get_decision(2)
+    assert len(target.trace) == 4 and target.trace.get_decision(2) == [1, 6]
+    everything = Schedule(stages())
+    sch.trace.apply_to_schedule(everything)
+    assert everything.trace == sch.trace
