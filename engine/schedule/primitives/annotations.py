@@ -8,7 +8,7 @@ from engine.ir.stmt import Block, For, ForKind, IterType
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
 from ._common import expect_loop, is_reduction_block, name_of, subject_of
-from .disjoint import iterations_disjoint
+from .disjoint import cells_disjoint, iterations_disjoint
 
 
 def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
@@ -39,6 +39,57 @@ def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
                             f"time, so they cannot {what}", "choose a loop that indexes the "
                             f"output of {b.name_hint} one-to-one (e.g. before compute_at "
                             "duplicated its work)", highlight=[name, b.name_hint])
+    _check_shared_buffers(ctx, loop, what)
+
+
+def _shared_outside(ctx: Ctx, loop: For, buf) -> bool:
+    """Is ``buf`` seen outside ``loop``'s subtree (a parameter, or accessed by a block
+    elsewhere)? A buffer used only inside the loop is made private to each iteration by
+    lowering, so iterations do not share it."""
+    if any(p is buf for p in ctx.func.params):
+        return True
+    return any(any(x.buffer is buf for x in (*b.reads, *b.writes))
+               for b in ctx.index.all_blocks() if not ctx.index.contains(loop, b))
+
+
+def _accesses(ctx: Ctx, loop: For, buf) -> list:
+    """``(block, realize, indices)`` of every load and store of ``buf`` by the blocks under
+    ``loop`` (their bodies and inits)."""
+    from engine.ir.functor import collect
+    from engine.ir.stmt import BufferStore
+    out = []
+    for b in ctx.index.blocks_under(loop):
+        r = ctx.index.realize.get(id(b))
+        if r is None:
+            continue
+        for part in (b.body, b.init):
+            if part is None:
+                continue
+            for x in collect(part, (E.BufferLoad, BufferStore)):
+                if x.buffer is buf:
+                    out.append((b, r, x.indices))
+    return out
+
+
+def _check_shared_buffers(ctx: Ctx, loop: For, what: str) -> None:
+    """Iterations that run at the same time must not touch the same element of a buffer
+    they share when one of them stores it (a race: ``B[0] = A[vi]``, or a scan
+    ``B[vi] = B[vi - 1] + A[vi]``): for every buffer stored under the loop and seen outside
+    it, :func:`.disjoint.cells_disjoint` must show that each iteration keeps to its own
+    elements. (A buffer used only inside the loop is private to each iteration.)"""
+    name = loop.loop_var.name
+    stored = {}
+    for b in ctx.index.blocks_under(loop):
+        for w in b.writes:
+            stored.setdefault(id(w.buffer), (w.buffer, b))
+    for buf, writer in stored.values():
+        if not _shared_outside(ctx, loop, buf):
+            continue
+        if not cells_disjoint(ctx.index, loop, _accesses(ctx, loop, buf)):
+            raise ctx.error(f"loop {name}", f"different iterations of loop {name} could "
+                            f"touch the same element of {buf.name} while one of them stores "
+                            f"it (block {writer.name_hint}), so they cannot {what}", "",
+                            highlight=[name, writer.name_hint])
 
 
 def _set_kind(ctx: Ctx, loop: For, kind: ForKind) -> Result:

@@ -35,6 +35,14 @@ from engine.ir.stmt import IterType
 def iterations_disjoint(index, loop, block, realize) -> bool:
     """True when distinct values of ``loop`` give block instances with distinct spatial
     bindings (a sufficient test; see the module docstring)."""
+    values = [val for iv, val in zip(block.iter_vars, realize.iter_values)
+              if iv.iter_type is IterType.SPATIAL]
+    return values_recover_loop(index, loop, realize, values, realize.predicate)
+
+
+def values_recover_loop(index, loop, realize, values, pred) -> bool:
+    """True when ``values`` (expressions of the loops above ``realize``) determine the value
+    of ``loop``, where ``pred`` holds (see the module docstring)."""
     lv = loop.loop_var
     if E.as_const_int(loop.extent) == 1:
         return True  # one iteration: nothing runs at the same time
@@ -50,7 +58,6 @@ def iterations_disjoint(index, loop, block, realize) -> bool:
     # [0, 0] bounds ``i_1_1``, and ``i_1_0 * 3`` does not count as a varying term)
     units = {lp.loop_var: lp.min for lp in loops
              if lp is not loop and E.as_const_int(lp.extent) == 1}
-    pred = realize.predicate
     if pred is not None and not (isinstance(pred, E.IntImm) and pred.value == 1):
         an.assume(substitute(pred, units) if units else pred)
 
@@ -67,8 +74,8 @@ def iterations_disjoint(index, loop, block, realize) -> bool:
         return None if lo is None or hi is None else hi - lo
 
     groups: dict = {}  # key of X -> (linear form of X, [(divisor, modulus or None)])
-    for iv, val in zip(block.iter_vars, realize.iter_values):
-        if iv.iter_type is not IterType.SPATIAL or not uses_var(val, lv):
+    for val in values:
+        if not uses_var(val, lv):
             continue
         val = substitute(val, units) if units else val
         for atom in _readable_atoms(an.linear(val), [lv] + inner, width_of):
@@ -149,3 +156,110 @@ def _gives_loop(x_lin, lv, width_inside) -> bool:
     width = width_inside(rest)
     return width is not None and width < abs(coef)
 
+
+
+def cells_disjoint(index, loop, accesses) -> bool:
+    """Do different iterations of ``loop`` touch different elements of a buffer, for the
+    ``accesses`` ``[(block, realize, indices), ...]`` made of it under the loop? Either
+    :func:`slabs_disjoint`, or: the dimensions that do not vary inside one iteration are the
+    same expressions of the loops for every access, and they determine the loop's value
+    (:func:`values_recover_loop`: ``C[f // 6, f % 6, j]`` under a fused ``f``)."""
+    if slabs_disjoint(index, loop, accesses):
+        return True
+    if not accesses:
+        return True
+    from engine.ir import structural_equal
+    rows, full = [], []
+    for block, realize, indices in accesses:
+        bind = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
+        inner = [lp.loop_var for lp in index.loops_above(realize)
+                 if lp is not loop and index.contains(loop, lp)]
+        exprs = [substitute(e, bind) for e in indices]
+        full.append(exprs)
+        rows.append([None if any(uses_var(e, v) for v in inner) else e for e in exprs])
+    block, realize, _ = accesses[0]
+    if all(structural_equal(tuple(f), tuple(full[0])) for f in full[1:]):
+        # one cell function for every access (a block's load and store of its output):
+        # the loop read back from the element is enough
+        if values_recover_loop(index, loop, realize, full[0], None):
+            return True
+    fixed = [d for d in range(len(rows[0]))
+             if all(r[d] is not None for r in rows) and
+             all(structural_equal(r[d], rows[0][d]) for r in rows[1:])]
+    if not fixed:
+        return False
+    return values_recover_loop(index, loop, realize, [rows[0][d] for d in fixed], None)
+
+
+def slabs_disjoint(index, loop, accesses) -> bool:
+    """Do different iterations of ``loop`` touch different elements of a buffer, for the
+    ``accesses`` ``[(block, realize, indices), ...]`` made of it under the loop (stores and
+    loads alike)? A sufficient test: some dimension in which every access, in one
+    iteration ``l``, lies in a window ``c * l + a .. c * l + a + |c| - 1`` — the same ``c``
+    for all, the same terms of loops outside ``loop``, the window no wider than ``|c|`` over
+    the loops inside (and the blocks' ``T.where``). Then iteration ``l`` owns the slab
+    ``c * l + a ..`` of that dimension, and no other iteration comes near it.
+
+    So ``Y_init`` storing ``Y[i, j]`` and ``Y_update`` reading it are disjoint across ``i``,
+    while a scan storing ``B[i]`` and reading ``B[i - 1]`` (a window of 2 for ``c = 1``), or
+    ``B[0] = A[i]`` (no ``i`` at all), are not."""
+    lv = loop.loop_var
+    if E.as_const_int(loop.extent) == 1:
+        return True
+    per_access = []
+    for block, realize, indices in accesses:
+        per_access.append(_dims_of(index, loop, lv, block, realize, indices))
+    if not per_access:
+        return True
+    for dim in range(len(per_access[0])):
+        entries = [acc[dim] for acc in per_access]
+        if any(e is None for e in entries):
+            continue
+        coefs = {e[0] for e in entries}
+        outers = {e[1] for e in entries}
+        if len(coefs) != 1 or 0 in coefs or len(outers) != 1:
+            continue
+        lo = min(e[2] for e in entries)
+        hi = max(e[3] for e in entries)
+        if hi - lo < abs(coefs.pop()):
+            return True
+    return False
+
+
+def _dims_of(index, loop, lv, block, realize, indices) -> list:
+    """Per index dimension: ``(c, outer terms, lo, hi)`` with the index
+    ``c * l + outer + inner`` and ``inner + const`` in ``[lo, hi]`` over the loops inside
+    ``loop``; None where the index is not of that form."""
+    loops = index.loops_above(realize)
+    inner = [lp for lp in loops if lp is not loop and index.contains(loop, lp)]
+    ranges = {}
+    for lp in inner:
+        lo, ext = E.as_const_int(lp.min), E.as_const_int(lp.extent)
+        if lo is not None and ext is not None and ext > 0:
+            ranges[lp.loop_var] = (lo, lo + ext - 1)
+    an = GuardedBounds(ranges)
+    pred = realize.predicate
+    if pred is not None and not (isinstance(pred, E.IntImm) and pred.value == 1):
+        an.assume(pred)
+    bind = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
+    inner_vars = [lp.loop_var for lp in inner]
+    out = []
+    for e in indices:
+        terms, const = an.linear(substitute(e, bind))
+        coef, outer, inner_terms, ok = 0, [], {}, True
+        for k, (atom, c) in terms.items():
+            if atom is lv:
+                coef += c
+            elif uses_var(atom, lv):
+                ok = False
+            elif any(uses_var(atom, v) for v in inner_vars):
+                inner_terms[k] = (atom, c)
+            else:
+                outer.append((k, c))
+        if not ok:
+            out.append(None)
+            continue
+        lo, hi = an._bound_lin((inner_terms, const))
+        out.append(None if lo is None or hi is None else
+                   (coef, tuple(sorted(outer, key=repr)), lo, hi))
+    return out
