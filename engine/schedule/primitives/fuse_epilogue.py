@@ -332,8 +332,9 @@ def _check_reduction(ctx: Ctx, red: Block, rr: BlockRealize, hl: list):
                         "reduction axes", "", highlight=hl)
     if red.init is None:
         raise ctx.error(subject, f"block {rname} has no T.init(), so it is not a complete "
-                        "reduction block (was the reduction decomposed?)",
-                        "fuse the epilogue before decompose_reduction", highlight=hl)
+                        "reduction block (a decomposed reduction, or the inner block of a "
+                        "blockize)", "fuse the epilogue before decompose_reduction and "
+                        "blockize", highlight=hl)
     if len(red.writes) != 1:
         raise ctx.error(subject, f"block {rname} writes {len(red.writes)} buffers; the "
                         "reduction must write exactly one", "", highlight=hl)
