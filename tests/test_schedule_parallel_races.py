@@ -75,3 +75,22 @@ def test_the_rows_of_a_decomposed_reduction_and_fused_tiles_stay_parallel():
     j0, j1 = sch2.split(j, [None, 32])
     sch2.reorder(i0, j0, k, i1, j1)
     sch2.parallel(sch2.fuse(i0, j0))
+
+
+def test_a_block_bound_non_affinely_is_not_parallel():
+    """The case of TVM's test_parallel_not_quasi_affine: TVM requires the blocks under a
+    parallel loop to be bound affinely."""
+    sch = Schedule(engine.parse('''
+@T.prim_func
+def main(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16,), "float32")):
+    for i, k in T.grid(16, 4):
+        with T.block("B"):
+            vi = T.axis.spatial(16, i)
+            vk = T.axis.reduce(16, k * k // 2)
+            with T.init():
+                B[vi] = 0.0
+            B[vi] = B[vi] + A[vi, vk]
+'''))
+    i, _ = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(ScheduleError, match="not an affine"):
+        sch.parallel(i)

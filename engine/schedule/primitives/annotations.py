@@ -1,6 +1,7 @@
 """Loop kinds and annotations: parallel, vectorize, unroll, annotate, unannotate."""
 from __future__ import annotations
 
+from engine.arith import is_quasi_affine
 from engine.ir import expr as E
 from engine.ir.functor import uses_var
 from engine.ir.stmt import Block, For, ForKind, IterType
@@ -24,6 +25,12 @@ def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
         if r is None:
             continue
         for iv, val in zip(b.iter_vars, r.iter_values):
+            if not is_quasi_affine(val):
+                raise ctx.error(f"loop {name}", f"block {b.name_hint} binds its axis "
+                                f"{iv.var.name} to {val}, which is not an affine expression "
+                                f"of its loops (TVM's rule: the blocks under a loop that "
+                                f"is to {what} are bound affinely)", "",
+                                highlight=[name, b.name_hint])
             if iv.iter_type is IterType.REDUCE and uses_var(val, lv):
                 raise ctx.error(f"loop {name}", f"loop {name} is bound to the reduction axis "
                                 f"{iv.var.name} of block {b.name_hint}, so its iterations "
