@@ -167,3 +167,13 @@ def test_tvm_script_ir_module_spelling_and_two_functions():
     assert "T.reads(X[vi, vk], W[vj, vk])" in text   # inferred, Y excluded (reduction)
     assert "T.reads(Y[vi, vj], B[vj])" in text
     assert engine.structural_equal(engine.parse(text), CourseSpelling)
+
+
+def test_scalar_constructors_outside_a_prim_func_make_constants():
+    """TVM's Python writes ``T.int32(32)`` and ``T.bool(True)`` outside TVMScript (its trace
+    tests build instructions with them)."""
+    from engine.ir import expr as E
+    from engine.script import tir as T
+    assert isinstance(T.int32(32), E.IntImm) and T.int32(32).value == 32
+    assert T.bool(True).dtype == "bool" and T.bool(True).value == 1
+    assert isinstance(T.float32(1.5), E.FloatImm) and T.float32(1.5).value == 1.5

@@ -369,7 +369,7 @@ def test_values_that_cannot_be_written_are_refused():
     from engine.script import tir as T
     b0 = BlockRV()
     trace = TVMTrace([get_block("scale", b0),
-                      TVMInstruction(kind("Unroll"), [T.int32(4)], [], [])], {})
+                      TVMInstruction(kind("Unroll"), [T.grid(4)], [], [])], {})
     with pytest.raises(TraceError, match=r"instruction 2 \(Unroll\).*no value"):
         trace.as_python()
     twice = TVMTrace([get_block("scale", b0), get_block("shift", b0)], {})

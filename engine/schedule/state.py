@@ -64,6 +64,10 @@ class _RV:
     def __eq__(self, other: object) -> bool:
         return self is other
 
+    def same_as(self, other: object) -> bool:
+        """Whether ``other`` is this very handle (TVM's ``same_as``)."""
+        return self is other
+
 
 class BlockRV(_RV):
     """A handle to a block of a schedule (valid across later primitives)."""

@@ -95,7 +95,30 @@ def prim_func(func: Any = None, **options: Any) -> Any:
     return parse_function_source(text, _namespaces(func), line_offset, indent, filename)
 
 
+_SCALARS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64", "bool"}
+
+
+class _Scalar(_Placeholder):
+    """``T.int32``, ``T.float32``, ... in imported code: a placeholder in annotations, and
+    called on a number outside a prim_func (``T.int32(32)``, ``T.bool(True)``, as TVM's
+    Python allows) the constant itself (IntImm / FloatImm)."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and isinstance(args[0], (bool, int, float)):
+            from engine.ir import expr as E
+            value = args[0]
+            if self._name.startswith("float"):
+                return E.FloatImm(self._name, float(value))
+            return E.IntImm(self._name, int(value))
+        return super().__call__(*args, **kwargs)
+
+
 def __getattr__(name: str) -> Any:  # T.grid, T.float32, T.axis, ... in imported code
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in _SCALARS:
+        return _Scalar(name)
     return _Placeholder(name)
