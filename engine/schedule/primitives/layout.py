@@ -1,4 +1,4 @@
-"""transform_layout: give an intermediate buffer a new shape through an index map.
+"""transform_layout: give a buffer a new shape through an index map.
 
 The index map is TVM's: a function from the old indices to the new ones, written as a
 lambda string (``"lambda i, j: (i // 16, j, i % 16)"``, parsed with Python's ``ast`` only —
@@ -6,31 +6,38 @@ never evaluated) or as a Python callable that is called with index variables. Th
 gets the shape the map's image needs, and every access to it in the function (loads,
 stores, block read/write regions) is rewritten through the map.
 
-Only buffers the function allocates can be transformed: a parameter's layout is fixed by
-the numpy array the caller passes. To change the layout of an input, ``cache_read`` it and
-transform the cache (the usual packing of ``B`` in a fast matmul).
+A parameter can be transformed too, as in TVM: the function's signature changes, and its
+caller passes arrays of the new layout (to keep the caller's arrays, ``cache_read`` the
+input and transform the cache: the usual packing of ``B`` in a fast matmul). Where the new
+shape has room no old element fills (*padding*), a ``pad_value`` is required and a block
+after the buffer's last write fills the padding with it (TVM's rules, see
+:meth:`TransformLayout.call`).
 """
 from __future__ import annotations
 
 import ast
 import inspect
 import json
+import math
 from typing import Any
 
 from engine.arith import bound_of, relax, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
-from engine.ir.functor import Mutator, substitute
-from engine.ir.stmt import BufferStore
+from engine.ir.functor import Mutator, collect, substitute
+from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
+                            seq)
 
 from ..error import ScheduleError, TraceError
-from ..literals import py_str
+from ..literals import py_literal, py_str
 from ..registry import Ctx, Primitive, Result, fmt, register
-from ._common import expect_block, is_int
+from ..tree import FuncIndex, flatten_seq, iter_stmts, replace_stmts
+from ._common import expect_block, fresh_name, is_int
 from .buffers import alloc_site, nth_buffer
 from .index_map_check import (MAX_CHECK, CheckBudget, CheckBudgetError,  # noqa: F401
                               IndexMapError, _injective, _injective_enum, _np_eval,
-                              check_budget, injective)
+                              check_budget, expr_text, injective)
+from .index_map_inverse import invert_padded
 
 READ, WRITE = 0, 1
 _TYPES = {"read": READ, "write": WRITE}
@@ -107,31 +114,6 @@ def _to_expr(n: ast.AST, env: dict) -> E.PrimExpr:
                         "parameters and + - * // %)")
 
 
-_PREC = {E.Add: 1, E.Sub: 1, E.Mul: 2, E.FloorDiv: 2, E.FloorMod: 2}
-_SYM = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%"}
-
-
-def expr_text(e: E.PrimExpr) -> str:
-    """Python text of an index expression (the inverse of :func:`parse_index_map`)."""
-    if isinstance(e, E.Var):
-        return e.name
-    if isinstance(e, E.IntImm):
-        return str(e.value)
-    t = type(e)
-    if t in _PREC:
-        p = _PREC[t]
-        left = expr_text(e.a)
-        if type(e.a) in _PREC and _PREC[type(e.a)] < p:
-            left = f"({left})"
-        right = expr_text(e.b)
-        if type(e.b) in _PREC and _PREC[type(e.b)] <= p or \
-                (isinstance(e.b, E.IntImm) and e.b.value < 0):
-            right = f"({right})"
-        return f"{left} {_SYM[t]} {right}"
-    raise IndexMapError(f"{type(e).__name__} is not allowed in an index map (use integers, "
-                        "the parameters and + - * // %)")
-
-
 def map_text(params: list, exprs: list) -> str:
     names = ", ".join(p.name for p in params)
     outs = ", ".join(expr_text(x) for x in exprs)
@@ -140,40 +122,72 @@ def map_text(params: list, exprs: list) -> str:
     return f"lambda {names}: ({outs})"
 
 
-def normalize_index_map(index_map: Any) -> str:
-    """The canonical lambda string of an index map given as a string or a callable."""
+def normalize_index_map(index_map: Any, ndim: int | None = None) -> str:
+    """The canonical lambda string of an index map given as a string or a callable.
+
+    A callable may take ``*args`` as TVM's ``IndexMap.from_func`` allows (``lambda *rest,
+    k: (*rest, k // 4, k % 4)``): given the buffer's ``ndim``, the variadic part takes the
+    dimensions the other parameters leave (named ``rest_0, rest_1, ...``), keyword-only
+    parameters the last ones."""
     if isinstance(index_map, str):
         if index_map.lstrip().startswith("{"):
             return map_text(*tvm_index_map_from_json(index_map))
         return map_text(*parse_index_map(index_map))
     if callable(index_map):
-        try:
-            sig = inspect.signature(index_map)
-        except (TypeError, ValueError):
-            raise IndexMapError("cannot read the parameters of this index map; pass a "
-                                f"lambda or a lambda string, {_EXAMPLE}") from None
-        names = [p.name for p in sig.parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(names) != len(sig.parameters) or not names:
-            raise IndexMapError("the index map must take one plain parameter per dimension")
-        params = [E.Var(n, "int32") for n in names]
-        try:
-            out = index_map(*params)
-        except TypeError as e:
-            raise IndexMapError(f"calling the index map failed: {e}") from None
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        exprs = []
-        for o in outs:
-            if is_int(o):
-                o = E.const(o, "int32")
+        params, exprs = _call_index_map(index_map, ndim, "index map")
+        for o in exprs:
             if not isinstance(o, E.PrimExpr):
                 raise IndexMapError(f"the index map returned {o!r}, not an index expression")
-            exprs.append(o)
         text = map_text(params, exprs)
         parse_index_map(text)  # only the allowed operators
         return text
     raise IndexMapError(f"index_map must be a lambda or a lambda string, got "
                         f"{type(index_map).__name__}; {_EXAMPLE}")
+
+
+def _call_index_map(fn: Any, ndim: int | None, what: str) -> tuple[list, list]:
+    """Call a Python index map (or pad value) on fresh index variables, as TVM's
+    ``IndexMap.from_func``: (its variables, what it returned as a list, ints made
+    constants)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise IndexMapError(f"cannot read the parameters of this {what}; pass a lambda or a "
+                            f"lambda string, {_EXAMPLE}") from None
+    plain, var_arg, kw_only = [], None, []
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
+            plain.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            var_arg = p.name
+        elif p.kind is p.KEYWORD_ONLY and p.default is p.empty:
+            kw_only.append(p.name)
+        else:
+            raise IndexMapError(f"the {what} must take one plain parameter per dimension "
+                                "(or *args for the dimensions the others leave)")
+    n_var = 0
+    if var_arg is not None:
+        if ndim is None:
+            raise IndexMapError(f"the {what} takes *{var_arg}: it needs the number of "
+                                "dimensions, unknown here")
+        n_var = ndim - len(plain) - len(kw_only)
+        if n_var < 0:
+            raise IndexMapError(f"the {what} takes {len(plain) + len(kw_only)} parameters "
+                                f"but there are {ndim} dimensions")
+    names = plain + [f"{var_arg}_{k}" for k in range(n_var)] + kw_only
+    if not names:
+        raise IndexMapError(f"the {what} must take one plain parameter per dimension")
+    if len(set(names)) != len(names):
+        raise IndexMapError(f"the {what}'s parameters must have different names")
+    env = {n: E.Var(n, "int32") for n in names}
+    args = [env[n] for n in plain] + [env[f"{var_arg}_{k}"] for k in range(n_var)]
+    try:
+        out = fn(*args, **{n: env[n] for n in kw_only})
+    except TypeError as e:
+        raise IndexMapError(f"calling the {what} failed: {e}") from None
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    exprs = [E.const(o, "int32") if is_int(o) else o for o in outs]
+    return [env[n] for n in names], exprs
 
 
 # TVM's trace.as_json() stores the IndexMap attribute as a serialized object graph.
@@ -223,6 +237,8 @@ def tvm_index_map_from_json(text: str) -> tuple[list, list]:
             out = E.Var(str(plain(a.get("name", a.get("name_hint"))) or f"i{i}"), "int32")
         elif key in ("IntImm", "ir.IntImm"):
             out = E.const(int(plain(a["value"])), "int32")
+        elif key in ("FloatImm", "ir.FloatImm"):   # a pad value's constant
+            out = E.FloatImm(str(plain(a.get("dtype")) or "float32"), float(plain(a["value"])))
         elif key in _TVM_BIN:
             out = _TVM_BIN[key](get(a["a"]), get(a["b"]))
         elif key in ("Array", "ffi.Array", "array"):
@@ -255,14 +271,35 @@ def tvm_index_map_from_json(text: str) -> tuple[list, list]:
 # the rewrite
 # ---------------------------------------------------------------------------
 class _Remap(Mutator):
-    """Rewrite every access to ``old`` through the index map, onto ``new``."""
+    """Rewrite every access to ``old`` through the index map, onto ``new``; the new
+    indices are simplified under the ranges of the loops and block axes around them
+    (``(vo * 16 + vi) // 16`` is ``vo`` where ``vi < 16``)."""
 
     def __init__(self, old: Buffer, new: Buffer, params: list, exprs: list):
         self.old, self.new, self.params, self.exprs = old, new, params, exprs
+        self.ranges: dict = {}
 
     def map_point(self, indices) -> tuple:
         vmap = dict(zip(self.params, indices))
-        return tuple(simplify(substitute(x, vmap)) for x in self.exprs)
+        return tuple(simplify(substitute(x, vmap), self.ranges) for x in self.exprs)
+
+    def _within(self, pairs, visit):
+        saved = dict(self.ranges)
+        for v, lo, ext in pairs:
+            lo, ext = E.as_const_int(lo), E.as_const_int(ext)
+            if lo is not None and ext is not None and ext > 0:
+                self.ranges[v] = (lo, lo + ext - 1)
+        try:
+            return visit()
+        finally:
+            self.ranges = saved
+
+    def visit_For(self, s):
+        return self._within([(s.loop_var, s.min, s.extent)], lambda: self.generic_visit(s))
+
+    def visit_Block(self, b):
+        return self._within([(iv.var, iv.dom.min, iv.dom.extent) for iv in b.iter_vars],
+                            lambda: self.generic_visit(b))
 
     def visit_buffer(self, buf):
         return self.new if buf is self.old else buf
@@ -287,7 +324,7 @@ class _Remap(Mutator):
                                                 for x in self.map_point([rg.min for rg in
                                                                          r.region])))
         # a box: relax the mapped indices over it (whole dimension when not bounded)
-        tvars = [E.Var(f"t{d}", "int32") for d in range(len(r.region))]
+        tvars = [E.Var(f"t{d}", rg.min.dtype) for d, rg in enumerate(r.region)]
         rr, pts = {}, []
         for tv, rg in zip(tvars, r.region):
             ext = E.as_const_int(rg.extent)
@@ -299,37 +336,146 @@ class _Remap(Mutator):
         for d, x in enumerate(self.map_point(pts)):
             b = relax(x, rr)
             if b is None:
-                out.append(Range(0, self.new.shape[d]))
+                out.append(Range(E.const(0, self.new.shape[d].dtype), self.new.shape[d]))
             else:
                 out.append(Range(b[0], simplify(b[1] - b[0] + 1)))
         return BufferRegion(self.new, tuple(out))
+
+
+def retype_map(params: list, exprs: list, dtype: str) -> tuple[list, list]:
+    """The map with its variables and constants in the index dtype of the buffer or block
+    it applies to (TVM's ``LegalizeIndexMapDType``: an int64 buffer gets int64 indices)."""
+    if all(p.dtype == dtype for p in params):
+        return params, exprs
+    new = {p: E.Var(p.name, dtype) for p in params}
+
+    def conv(e):
+        if isinstance(e, E.Var):
+            return new.get(e, e)
+        if isinstance(e, E.IntImm):
+            return E.const(e.value, dtype)
+        if isinstance(e, E.BinaryOp):
+            return type(e)(conv(e.a), conv(e.b))
+        return e
+    return [new[p] for p in params], [conv(x) for x in exprs]
+
+
+def _dtype_name(v: Any) -> str:
+    if isinstance(v, E.PrimExpr):
+        return v.dtype
+    return "float" if isinstance(v, float) else "int"
+
+
+def _pad_number(ctx: Ctx, subj: str, buf: Buffer, value: Any, hl: list) -> E.PrimExpr:
+    """The pad value's constant in ``buf``'s dtype; refused, as TVM, when its type is
+    another (a Python int fills integer buffers, a float floating-point ones)."""
+    kind = "float" if buf.dtype.startswith(("float", "bfloat")) else \
+        "int" if buf.dtype.startswith(("int", "uint")) else None
+    ok = (kind == "int" and isinstance(value, int) and not isinstance(value, bool)) or \
+        (kind == "float" and isinstance(value, float))
+    if not ok:
+        want = "an integer such as 0" if kind == "int" else \
+            "a float such as 0.0" if kind == "float" else f"an IR constant of type {buf.dtype}"
+        raise ctx.error(subj, f"{buf.name} holds {buf.dtype} but pad_value {value!r} is "
+                        f"{'a Python ' + _dtype_name(value)}: the padding must have the "
+                        f"buffer's type", f"write {want}", highlight=hl)
+    try:
+        return E.const(value, buf.dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise ctx.error(subj, f"pad_value {value!r} does not fit {buf.dtype}", "",
+                        highlight=hl) from None
+
+
+def _pad_function(ctx: Ctx, subj: str, buf: Buffer, raw: Any, ndim: int, dtype: str,
+                  hl: list):
+    """``build(indices) -> value`` of the pad value (a number or a lambda over the new
+    indices, as TVM's ``pad_value`` IndexMap), or None when there is none."""
+    try:
+        raw = _pad_canonical(raw)
+    except (IndexMapError, TraceError) as e:
+        raise ctx.error(subj, f"pad_value: {e}", "", highlight=hl) from None
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        c = _pad_number(ctx, subj, buf, raw, hl)
+        return lambda _indices: c
+    pparams, pexprs = parse_index_map(raw)
+    if len(pexprs) != 1:
+        raise ctx.error(subj, f"the pad_value lambda gives {len(pexprs)} values; it must give "
+                        "one (the value of the padding at the new indices)", "",
+                        highlight=hl)
+    if len(pparams) != ndim:
+        raise ctx.error(subj, f"the pad_value lambda takes {len(pparams)} index(es) but the "
+                        f"new layout of {buf.name} has {ndim} dimension(s)", "",
+                        highlight=hl)
+    pparams, pexprs = retype_map(pparams, pexprs, dtype)
+    if buf.dtype != dtype:
+        raise ctx.error(subj, f"{buf.name} holds {buf.dtype} but the pad_value lambda gives "
+                        f"{dtype} (index arithmetic): the padding must have the buffer's type",
+                        "give a number of the buffer's type instead", highlight=hl)
+    return lambda indices: simplify(substitute(pexprs[0], dict(zip(pparams, indices))))
+
+
+def _past(old: E.PrimExpr, n: int, ranges: dict) -> E.PrimExpr:
+    """``n <= old`` (the old index rebuilt from new ones lies in the padding), in TVM's
+    simplified form when ``old`` is ``a * s + b`` with ``b`` over ``0 .. s - 1``:
+    ``a == q and r <= b`` for the last row ``q`` of a partial split."""
+    if isinstance(old, E.Add) and isinstance(old.a, E.Mul) and isinstance(old.b, E.Var) and \
+            isinstance(old.a.a, E.Var) and isinstance(old.a.b, E.IntImm):
+        a, s, b = old.a.a, old.a.b.value, old.b
+        q, r = divmod(n, s)
+        if s > 0 and ranges.get(b) == (0, s - 1) and ranges.get(a) == (0, q):
+            if r == 0:
+                return E.LE(E.const(q, a.dtype), a)
+            return E.And(E.EQ(a, E.const(q, a.dtype)), E.LE(E.const(r, b.dtype), b))
+    return E.LE(E.const(n, old.dtype), old)
+
+
+def _relax_callers(mod: Any, name: str) -> list[str]:
+    """Functions of the module that are not TensorIR (Relax ones, which call the TensorIR
+    functions with arrays of their parameters' shapes)."""
+    prim = set(mod.prim_func_names()) if hasattr(mod, "prim_func_names") else set()
+    return [n for n in mod.names() if n not in prim and n != name]
 
 
 @register
 class TransformLayout(Primitive):
     kind = "TransformLayout"
     attr_kinds = (("buffer_index", "int"), ("buffer_index_type", "int"),
-                  ("index_map", "str"), ("pad_value", "number?"),
+                  ("index_map", "str"), ("pad_value", "literal"),
                   ("assume_injective_transform", "bool"))
     required_attrs = 3
     method = "transform_layout"
 
-    def call(self, sch, block, buffer, index_map, pad_value=None):
+    def call(self, sch, block, buffer, index_map, pad_value=None, *,
+             assume_injective_transform=False):
         """Change the layout of a buffer: element ``X[i, j]`` moves to
         ``X[index_map(i, j)]``, the buffer takes the shape of the map's image, and every
-        access to it in the function is rewritten.
+        access to it in the function is rewritten — a parameter's too: the function then
+        takes (and its caller passes) arrays of the new layout.
 
         ``buffer`` is ``("read", n)`` / ``("write", n)`` (the n-th buffer of the block's
         ``T.reads`` / ``T.writes``) or a buffer name; ``index_map`` is a lambda string such
         as ``"lambda i, j: (i // 16, j, i % 16)"`` (parsed, never evaluated) or a Python
-        callable. ``pad_value`` (a number) is recorded for TVM; padding elements are never
-        read here, so no block writes them.
+        callable (``*args`` stands for the dimensions the other parameters leave).
 
-        It requires: 1) the buffer is one the block reads or writes; 2) it is allocated by
-        the function, not a parameter (cache_read an input first, then transform the
-        cache); 3) the map takes one parameter per dimension and uses only integers,
-        its parameters and ``+ - * // %``; 4) every new index is non-negative and the map is
-        one-to-one (no two elements land on the same place).
+        A map whose new shape has room the old elements do not fill — *padding*, as
+        ``i -> (i // 4, i % 4)`` over 14 elements onto (4, 4) — needs ``pad_value``: a
+        number of the buffer's type (``0`` for integers, ``0.0`` for floats) or a lambda
+        over the new indices (``lambda i, j: i + j``, index arithmetic only, no buffer
+        reads). A block after the buffer's last write fills the padding (TVM's
+        ``T.where`` form); an input, which no block writes, cannot be padded (TVM states
+        the padding with ``T.assume``, which the engine does not have).
+        ``assume_injective_transform=True`` is TVM's flag: no padding is filled, no
+        pad_value needed, and the one-to-one check is skipped when it is over its budget
+        (a map it finds not one-to-one is still refused).
+
+        It requires: 1) the buffer is one the block reads or writes; 2) the map takes one
+        parameter per dimension and uses only integers, its parameters and ``+ - * //
+        %``; 3) every new index is non-negative and the map is one-to-one (no two elements
+        land on the same place); 4) padding has a pad_value (see above); 5) a parameter's
+        function is not called by a Relax function of the module (it passes arrays of the
+        old shape).
 
         Before::
 
@@ -353,85 +499,141 @@ class TransformLayout(Primitive):
                         B_global[v1 // 16, v0, v1 % 16] = B[v0, v1]
             ...
                     C[vi, vj] = C[vi, vj] + A[vi, vk] * B_global[vj // 16, vk, vj % 16]
+
+        With padding, on an output parameter ``A`` of 14 elements (``A[vi] = ...``)::
+
+            sch.transform_layout("block", "A", lambda i: (i // 4, i % 4), pad_value=0)
+
+            def main(A: T.Buffer((4, 4), "int32")):
+                for i in T.serial(14):
+                    with T.block("block"):
+                        vi = T.axis.remap("S", [i])
+                        A[vi // 4, vi % 4] = ...
+                for ax0, ax1 in T.grid(4, 4):
+                    with T.block("buffer_A_padding"):
+                        v0, v1 = T.axis.remap("SS", [ax0, ax1])
+                        T.where(ax0 == 3 and 2 <= ax1)
+                        A[v0, v1] = 0
         """
         method = "transform_layout"
         btype, bindex = _buffer_arg(sch, block, buffer, method)
+        buf = _buffer_of(sch, block, btype, bindex)
+        ndim = buf.ndim if buf is not None else None
         try:
-            text = normalize_index_map(index_map)
+            text = normalize_index_map(index_map, ndim)
         except IndexMapError as e:
             raise ScheduleError(method, "index_map", str(e), "") from None
-        if pad_value is not None and (isinstance(pad_value, bool) or
-                                      not isinstance(pad_value, (int, float))):
-            raise ScheduleError(method, "pad_value", "pad_value must be a number or None",
-                                "e.g. pad_value=0.0")
-        sch._run(self, [block], [bindex, btype, text, pad_value])
+        new_ndim = len(parse_index_map(text)[1])
+        pad = _pad_arg(method, pad_value, new_ndim, buf)
+        if not isinstance(assume_injective_transform, bool):
+            raise ScheduleError(method, "assume_injective_transform", "it must be True or "
+                                "False", "")
+        attrs = [bindex, btype, text, pad]
+        if assume_injective_transform:
+            attrs.append(True)
+        sch._run(self, [block], attrs)
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
         blk = expect_block(ctx, inputs[0])
         bname = blk.name_hint
+        subj, hl = f"block {bname}", [bname]
         if len(attrs) < 3:
-            raise ctx.error(f"block {bname}", "transform_layout needs the buffer index, its "
-                            "kind and the index map", "")
+            raise ctx.error(subj, "transform_layout needs the buffer index, its kind and the "
+                            "index map", "")
         bindex, btype, text = attrs[0], attrs[1], attrs[2]
+        raw_pad = attrs[3] if len(attrs) > 3 else None
+        assume = bool(attrs[4]) if len(attrs) > 4 else False
         if btype not in (READ, WRITE) or isinstance(btype, bool):
-            raise ctx.error(f"block {bname}", f"the buffer kind must be 0 (read) or 1 (write), "
+            raise ctx.error(subj, f"the buffer kind must be 0 (read) or 1 (write), "
                             f"got {btype!r}", "")
+        func = ctx.func
         buf = nth_buffer(ctx, blk, bindex, _NAMES[btype], "buffer")
-        if alloc_site(ctx.func, ctx.index, buf) is None:
-            raise ctx.error(f"block {bname}", f"{buf.name} is a parameter of the function, and "
-                            "its layout is fixed by the array the caller passes",
-                            f"first cache_read {buf.name}, then transform the cache's layout",
-                            highlight=[bname])
+        site = alloc_site(func, ctx.index, buf)
+        is_param = site is None and any(p is buf for p in func.params)
+        if site is None and not is_param:
+            raise ctx.error(subj, f"{buf.name} is neither a parameter nor allocated by a "
+                            "block of the function", "", highlight=hl)
+        if is_param:
+            callers = _relax_callers(ctx.mod, ctx.func_name)
+            if callers:
+                raise ctx.error(subj, f"{buf.name} is a parameter of {ctx.func_name}, which "
+                                f"the module's Relax function {callers[0]} calls with "
+                                "arrays of its present shape", "transform the layout of a "
+                                f"cache_read copy of {buf.name} instead", highlight=hl)
         try:
             if isinstance(text, str) and text.lstrip().startswith("{"):
                 params, exprs = tvm_index_map_from_json(text)
             else:
                 params, exprs = parse_index_map(text)
         except IndexMapError as e:
-            raise ctx.error(f"block {bname}", str(e), "") from None
+            raise ctx.error(subj, str(e), "") from None
         if len(params) != buf.ndim:
-            raise ctx.error(f"block {bname}", f"the index map takes {len(params)} index(es) "
+            raise ctx.error(subj, f"the index map takes {len(params)} index(es) "
                             f"but {buf.name} has {buf.ndim} dimension(s)",
-                            "give the lambda one parameter per dimension", highlight=[bname])
+                            "give the lambda one parameter per dimension", highlight=hl)
         try:
             shape = buf.const_shape()
         except ValueError:
-            raise ctx.error(f"block {bname}", f"{buf.name} has a symbolic shape", "") from None
+            raise ctx.error(subj, f"{buf.name} has a symbolic shape", "") from None
+        if 0 in shape:
+            raise ctx.error(subj, f"{buf.name} is empty", "")
+        idx_dtype = buf.shape[0].dtype if buf.shape else "int32"
+        params, exprs = retype_map(params, exprs, idx_dtype)
+        pad_fn = _pad_function(ctx, subj, buf, raw_pad, len(exprs), idx_dtype, hl)
         ranges = {p: (0, s - 1) for p, s in zip(params, shape)}
         new_shape = []
         for d, x in enumerate(exprs):
             lo, hi = bound_of(x, ranges)
             if lo is None or hi is None:
-                raise ctx.error(f"block {bname}", f"cannot bound new index {d} "
-                                f"({expr_text(x)}) of {buf.name}", "", highlight=[bname])
+                raise ctx.error(subj, f"cannot bound new index {d} "
+                                f"({expr_text(x)}) of {buf.name}", "", highlight=hl)
             if lo < 0:
-                raise ctx.error(f"block {bname}", f"new index {d} ({expr_text(x)}) can be "
+                raise ctx.error(subj, f"new index {d} ({expr_text(x)}) can be "
                                 f"negative ({lo}) for {buf.name} of shape {shape}",
-                                "the new indices must start at 0", highlight=[bname])
+                                "the new indices must start at 0", highlight=hl)
             new_shape.append(hi + 1)
-        if 0 in shape:
-            raise ctx.error(f"block {bname}", f"{buf.name} is empty", "")
         try:
             ok = injective(params, exprs, shape, tuple(new_shape))
         except CheckBudgetError as e:
-            raise IndexMapBudgetError(self.method, f"block {bname}", str(e), "",
-                                      highlight=[bname]) from None
+            if not assume:
+                raise IndexMapBudgetError(self.method, subj, str(e), "",
+                                          highlight=hl) from None
+            ok = True       # TVM's flag: the caller vouches for the map
         except IndexMapError as e:
-            raise ctx.error(f"block {bname}", str(e), "") from None
+            raise ctx.error(subj, str(e), "") from None
         if not ok:
-            raise ctx.error(f"block {bname}", f"the index map sends two elements of "
+            raise ctx.error(subj, f"the index map sends two elements of "
                             f"{buf.name} to the same place", "use a one-to-one map, e.g. "
-                            "split a dimension with // and % by the same factor",
-                            highlight=[bname])
-        new = Buffer(buf.name, tuple(new_shape), buf.dtype, buf.scope, (), 0, buf.align)
-        body = _Remap(buf, new, params, exprs).visit(ctx.func.body)
-        return Result(ctx.func.replace(body=body), [])
+                            "split a dimension with // and % by the same factor"
+                            + (" (assume_injective_transform does not make a map one-to-"
+                               "one)" if assume else ""), highlight=hl)
+        padded = math.prod(new_shape) > math.prod(shape) and not assume
+        if padded and pad_fn is None:
+            raise ctx.error(subj, f"the map {map_text(params, exprs)} gives {buf.name} of "
+                            f"shape {shape} the shape {tuple(new_shape)}, with "
+                            f"{math.prod(new_shape) - math.prod(shape)} element(s) of "
+                            "padding no element fills: a transformation may introduce "
+                            "padding only with a pad_value", "pass pad_value (a number of "
+                            f"{buf.name}'s type), or a map whose factors divide the shape",
+                            highlight=hl)
+        new = Buffer(buf.name, tuple(E.const(n, idx_dtype) for n in new_shape), buf.dtype,
+                     buf.scope, (), 0, buf.align)
+        body = _Remap(buf, new, params, exprs).visit(func.body)
+        new_params = tuple(new if p is buf else p for p in func.params)
+        out = func.replace(params=new_params, body=body)
+        if padded:
+            out = _fill_padding(ctx, subj, hl, out, buf, new, params, exprs, shape,
+                                new_shape, pad_fn)
+        return Result(out, [])
 
     def check_attrs(self, attrs) -> None:
-        """The declared kinds, and an index map that parses (it is written again from the
-        parsed map when the trace is exported)."""
+        """The declared kinds, an index map that parses (it is written again from the
+        parsed map when the trace is exported) and a pad value that is a number, None or a
+        lambda that parses."""
         super().check_attrs(attrs)
         _index_map_text(attrs[2])
+        if len(attrs) > 3:
+            _pad_text(attrs[3])
 
     def python_args(self, inputs, attrs, dialect):
         btype = self.attr(attrs, 1)
@@ -441,16 +643,173 @@ class TransformLayout(Primitive):
         buf = f'("{_NAMES[int(btype)]}", {self.attr(attrs, 0)})'
         self.attr(attrs, 2)  # a string
         text = _index_map_text(attrs[2])
-        pad = self.attr(attrs, 3)
+        raw_pad = _pad_canonical(attrs[3] if len(attrs) > 3 else None)
+        pad = _pad_text(raw_pad)
+        assume = len(attrs) > 4 and self.attr(attrs, 4) == "True"
         if dialect == "engine":
             args = [fmt(inputs[0]), buf, py_str(text)]
-            if pad != "None":
-                args.append(f"pad_value={pad}")
-            return args
-        args = [f"block={fmt(inputs[0])}", f"buffer={buf}", f"index_map={text}"]
-        if dialect == "tvm" or pad != "None":
-            args.append(f"pad_value={pad}")  # the 2022 API had no pad_value yet
+            if raw_pad is not None:
+                args.append(f"pad_value={py_str(pad) if isinstance(raw_pad, str) else pad}")
+        else:
+            args = [f"block={fmt(inputs[0])}", f"buffer={buf}", f"index_map={text}"]
+            if dialect == "tvm" or raw_pad is not None:
+                args.append(f"pad_value={pad}")  # the 2022 API had no pad_value yet
+        if assume:
+            args.append("assume_injective_transform=True")
         return args
+
+
+def _pad_canonical(raw: Any) -> Any:
+    """A trace's pad value as None, a finite number or the canonical lambda string
+    (``lambda i, j: i + j``, printed from the parsed lambda, never the trace's text); a TVM
+    IndexMap JSON (TVM's trace form) becomes its constant or its lambda. TraceError for
+    anything else."""
+    what = "TransformLayout's pad_value"
+    if raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool)):
+        py_literal(raw, what)          # finite
+        return raw
+    if not isinstance(raw, str):
+        raise TraceError(f"{what} must be a number, None or a lambda")
+    try:
+        if raw.lstrip().startswith("{"):
+            pparams, pexprs = tvm_index_map_from_json(raw)
+            if len(pexprs) == 1 and isinstance(pexprs[0], (E.IntImm, E.FloatImm)):
+                return pexprs[0].value
+        else:
+            pparams, pexprs = parse_index_map(raw)
+        if len(pexprs) != 1:
+            raise IndexMapError(f"the pad_value lambda gives {len(pexprs)} values; it must "
+                                "give one")
+        return f"lambda {', '.join(p.name for p in pparams)}: {expr_text(pexprs[0])}"
+    except IndexMapError as e:
+        raise TraceError(f"{what}: {e}") from None
+    except RecursionError:
+        raise TraceError(f"{what} is nested too deeply") from None
+
+
+def _pad_text(raw: Any) -> str:
+    """A trace's pad value written as Python (see :func:`_pad_canonical`)."""
+    value = _pad_canonical(raw)
+    return value if isinstance(value, str) else py_literal(value, "pad_value")
+
+
+def _buffer_of(sch, block, btype: int, bindex: int) -> Buffer | None:
+    """The buffer ``(btype, bindex)`` of ``block`` (None when it cannot be found here: the
+    primitive's own checks say why)."""
+    try:
+        blk = sch._lookup(block, "transform_layout")[1]
+    except ScheduleError:
+        return None
+    regions = getattr(blk, "writes" if btype == WRITE else "reads", ())
+    return regions[bindex].buffer if 0 <= bindex < len(regions) else None
+
+
+def _pad_arg(method: str, pad_value: Any, ndim: int, buf: Buffer | None) -> Any:
+    """A pad value in its trace form: None, a finite number, or a lambda string over the
+    new indices. Constants of IR type must have the buffer's dtype (TVM's check); a
+    callable is called on the new indices; a value reading a buffer is refused (TVM: the
+    pad value may not read another buffer)."""
+    def refuse(rule: str, hint: str = "e.g. pad_value=0.0 or lambda i, j: i + j"):
+        return ScheduleError(method, "pad_value", rule, hint)
+    value = pad_value
+    params: list = []
+    if callable(value) and not isinstance(value, E.PrimExpr):
+        try:
+            params, outs = _call_index_map(value, ndim, "pad_value lambda")
+        except IndexMapError as e:
+            raise refuse(str(e)) from None
+        if len(outs) != 1:
+            raise refuse(f"the pad_value lambda gives {len(outs)} values; it must give one")
+        value = outs[0]
+    if isinstance(value, E.PrimExpr):
+        loads = collect(value, E.BufferLoad)
+        if loads:
+            other = loads[0].buffer.name
+            which = "the buffer it pads" if buf is not None and loads[0].buffer is buf \
+                else f"another buffer, {other}"
+            raise refuse(f"the pad value reads {which} ({other}[...]); a pad value may "
+                         "use only the new indices and constants", "")
+        if isinstance(value, (E.IntImm, E.FloatImm)):
+            if buf is not None and value.dtype != buf.dtype:
+                raise refuse(f"pad_value {value.value!r} is {value.dtype} but "
+                             f"{buf.name} holds {buf.dtype}: the padding must have the "
+                             "buffer's type", f"write a {buf.dtype} value")
+            value = float(value.value) if isinstance(value, E.FloatImm) else int(value.value)
+        elif params:
+            try:
+                text = f"lambda {', '.join(p.name for p in params)}: {expr_text(value)}"
+                return _pad_canonical(text)
+            except (IndexMapError, TraceError) as e:
+                raise refuse(str(e).replace("TransformLayout's pad_value: ", "")) from None
+        else:
+            raise refuse("pad_value must be a number, None or a lambda over the new indices")
+    if isinstance(value, str):
+        if not value.lstrip().startswith("lambda"):
+            raise refuse(f"pad_value must be a number, None or a lambda over the new indices, "
+                         f"got the string {value[:40]!r}")
+        try:
+            return _pad_canonical(value)
+        except TraceError as e:
+            raise refuse(str(e).replace("TransformLayout's pad_value: ", "")) from None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise refuse("pad_value must be a number, None or a lambda over the new indices")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise refuse(f"pad_value must be finite, got {value!r}")
+    return value
+
+
+def _fill_padding(ctx: Ctx, subj: str, hl: list, func: Any, old: Buffer, new: Buffer,
+                  params: list, exprs: list, shape: tuple, new_shape: list,
+                  pad_fn: Any) -> Any:
+    """``func`` with a block after the last write of ``new`` that stores the pad value in
+    its padding (TVM's epilogue: a loop nest over the new shape, ``T.where`` on the
+    padding). Refused for a buffer nothing writes (an input: TVM's ``T.assume``) and for a
+    map whose padding cannot be described."""
+    stores = [s for s in iter_stmts(func.body) if isinstance(s, BufferStore) and
+              s.buffer is new]
+    if not stores:
+        raise ctx.error(subj, f"no block writes {new.name}: padding an input needs TVM's "
+                        "T.assume (the caller promising what the padding holds), which the "
+                        "engine cannot express", "transform without padding (a map whose "
+                        "factors divide the shape), or cache_read the input and pad the "
+                        "cache", highlight=hl)
+    try:
+        padded_ext, build = invert_padded(params, exprs, list(shape), list(new_shape))
+    except IndexMapError as e:
+        raise ctx.error(subj, f"the padding of {new.name} cannot be described by a split, "
+                        f"fuse or permutation of its axes ({e})", "use a map such as "
+                        "lambda i: (i // 4, i % 4)", highlight=hl) from None
+    index = FuncIndex(func)
+    last = max(stores, key=lambda s: index.order[id(s)])
+    scope = index.root_block
+    for b in index.ancestors(last):
+        if isinstance(b, Block) and any(a is new for a in b.alloc_buffers):
+            scope = b
+            break
+    children = flatten_seq(scope.body)
+    at = next(k for k, c in enumerate(children) if index.contains(c, last))
+    dtype = new.shape[0].dtype
+    loops = [E.Var(f"ax{d}", dtype) for d in range(len(new_shape))]
+    axes = [E.Var(f"v{d}", dtype) for d in range(len(new_shape))]
+    ranges = {v: (0, n - 1) for v, n in zip(loops, new_shape)}
+    olds = build(loops)
+    conds = [_past(o, n, ranges) for o, n, m in zip(olds, shape, padded_ext) if m > n]
+    pred = conds[0]
+    for c in conds[1:]:
+        pred = E.Or(pred, c)
+    used = set(ctx.index.blocks)
+    name = fresh_name(f"buffer_{new.name}_padding", used)
+    ivs = tuple(IterVar(v, Range(E.const(0, dtype), E.const(n, dtype)), IterType.SPATIAL)
+                for v, n in zip(axes, new_shape))
+    point = tuple(axes)
+    store = BufferStore(new, pad_fn(list(axes)), point)
+    block = Block(ivs, (), (BufferRegion(new, tuple(Range(a, E.const(1, dtype))
+                                                    for a in axes)),), name, store)
+    nest: Any = BlockRealize(tuple(loops), pred, block)
+    for lv, n in reversed(list(zip(loops, new_shape))):
+        nest = For(lv, E.const(0, dtype), E.const(n, dtype), ForKind.SERIAL, nest)
+    new_body = seq(*children[:at + 1], nest, *children[at + 1:])
+    return replace_stmts(func, {scope: scope.replace(body=new_body)})
 
 
 def _index_map_text(text: str) -> str:
