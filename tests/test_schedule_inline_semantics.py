@@ -232,3 +232,58 @@ def test_reverse_inlining_a_consumer_reading_through_a_map_that_is_not_one_to_on
     sch = Schedule(prog(text))
     with pytest.raises(ScheduleError, match="one-to-one|does not compute"):
         sch.reverse_compute_inline(sch.get_block("C"))
+
+
+CHAIN = '''
+@T.prim_func
+def main(A: T.Buffer((16, 8), "float32"), D: T.Buffer((1, 4, 4, 8), "float32")):
+    B = T.alloc_buffer((16, 8))
+    C = T.alloc_buffer((4, 4, 8))
+    for i, j in T.grid(16, 8):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k in T.grid(4, 4, 8):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            C[vi, vj, vk] = B[vi * 4 + vj, vk] + 1.0
+    for i, j, k, l in T.grid(1, 4, 4, 8):
+        with T.block("D"):
+            vi, vj, vk, vl = T.axis.remap("SSSS", [i, j, k, l])
+            D[vi, vj, vk, vl] = C[vj, vk, vl] * 3.0
+'''
+
+
+@pytest.mark.parametrize("order", [("C", "D"), ("D", "C")])
+def test_reverse_inlining_a_chain_of_layout_changes(order):
+    """The case of TVM's test_reverse_compute_inline_affine_chain: after C is inlined, the
+    producer stores C through a map of its axes; D (with a unit axis) inlines onto it."""
+    mod = prog(CHAIN)
+    sch = Schedule(mod)
+    for name in order:
+        sch.reverse_compute_inline(sch.get_block(name))
+    assert [b.name_hint for b in sch.index().all_blocks()] == ["B"]
+    assert_same_meaning(mod, sch.mod)
+
+
+def test_inlining_into_a_consumer_reading_a_window_reads_the_window():
+    """The case of TVM's test_compute_inline_multi_loads: the consumer reads B[vi, vj],
+    B[vi, vj + 1], B[vi, vj + 2]; after inlining it reads A[vi, vj:vj + 3], not all of A."""
+    mod = prog('''
+@T.prim_func
+def main(A: T.Buffer((8, 10), "float32"), C: T.Buffer((8, 8), "float32")):
+    B = T.alloc_buffer((8, 10))
+    for i, j in T.grid(8, 10):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(8, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(B[vi, vj:vj + 3])
+            C[vi, vj] = B[vi, vj] + B[vi, vj + 1] + B[vi, vj + 2]
+''')
+    sch = Schedule(mod)
+    sch.compute_inline(sch.get_block("B"))
+    assert "T.reads(A[vi, vj:vj + 3])" in sch.mod.script()
+    assert_same_meaning(mod, sch.mod)

@@ -324,6 +324,9 @@ class Analyzer:
                     return b
                 if cb is True:
                     return a
+                merged = _conjunction(a, b)
+                if merged is not None:
+                    return merged
             else:
                 if ca is True or cb is True:
                     return E.IntImm("bool", 1)
@@ -398,6 +401,39 @@ class Analyzer:
         if unfolded is not None:
             return self._cmp(unfolded)
         return e if a is e.a and b is e.b else type(e)(a, b)
+
+
+def _conjuncts(e) -> list:
+    return _conjuncts(e.a) + _conjuncts(e.b) if isinstance(e, E.And) else [e]
+
+
+def _conjunction(a, b):
+    """``a and b`` with a term repeated once only, and ``x < c * k and x % c < m`` (``m <
+    c``) tightened to ``x < c * (k - 1) + m`` (TVM's form: the last ``c - m`` values below
+    ``c * k`` fail the second term); None when nothing changes."""
+    from engine.ir.structural import structural_equal
+    terms: list = []
+    for t in _conjuncts(a) + _conjuncts(b):
+        if not any(structural_equal(t, u) for u in terms):
+            terms.append(t)
+    changed = len(terms) != len(_conjuncts(a)) + len(_conjuncts(b))
+    for pos, t in enumerate(terms):
+        if not (isinstance(t, E.LT) and isinstance(t.b, E.IntImm)):
+            continue
+        for u in terms:
+            if isinstance(u, E.LT) and isinstance(u.a, E.FloorMod) and \
+                    isinstance(u.a.b, E.IntImm) and isinstance(u.b, E.IntImm) and \
+                    structural_equal(u.a.a, t.a):
+                c, m, bound = u.a.b.value, u.b.value, t.b.value
+                if c > 0 and 0 < m < c and bound % c == 0:
+                    terms[pos] = E.LT(t.a, E.const(bound - c + m, t.b.dtype))
+                    changed = True
+    if not changed:
+        return None
+    out = terms[0]
+    for t in terms[1:]:
+        out = E.And(out, t)
+    return out
 
 
 def _floordiv_bound(t, a, b):

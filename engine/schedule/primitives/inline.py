@@ -48,10 +48,11 @@ def _readers(ctx: Ctx, buf) -> list[Block]:
     return [b for b in ctx.index.all_blocks() if any(r.buffer is buf for r in b.reads)]
 
 
-def _at_own_axes(indices, blk: Block) -> bool:
-    """True when ``indices`` are exactly the block's axes, one index per axis (each once)."""
-    ivars = {id(iv.var) for iv in blk.iter_vars}
-    return len(indices) == len(blk.iter_vars) and \
+def _at_own_axes(indices, blk: Block, skip: set = frozenset()) -> bool:
+    """True when ``indices`` are exactly the block's axes (but those in ``skip``: ids of
+    unit axes standing for their minimum), one index per axis (each once)."""
+    ivars = {id(iv.var) for iv in blk.iter_vars} - set(skip)
+    return len(indices) == len(ivars) and \
         all(isinstance(i, E.Var) for i in indices) and {id(i) for i in indices} == ivars
 
 
@@ -174,12 +175,7 @@ class ComputeInline(Primitive):
                 if r.buffer is not buf:
                     reads.append(r)
                     continue
-                vmap = {iv: rg.min for iv, rg in zip(store.indices, r.region)}
-                for pr in blk.reads:
-                    reads.append(BufferRegion(pr.buffer, tuple(
-                        Range(simplify(substitute(rg.min, vmap)), rg.extent)
-                        if not _spans(r) else Range(0, s) for rg, s in
-                        zip(pr.region, pr.buffer.shape))))
+                reads += [_read_through(pr, store.indices, r) for pr in blk.reads]
             # a consumer's T.where may read the buffer too (the producer's expression then
             # stands in the predicate, at the loop variables it reads)
             new_block = c.replace(body=body, init=init, reads=_dedup(reads))
@@ -194,6 +190,30 @@ class ComputeInline(Primitive):
                             "expression cannot be put in its place", "",
                             highlight=[bname, *left])
         return result
+
+
+def _read_through(produced, store_indices, consumed) -> BufferRegion:
+    """The region of ``produced`` (a region the inlined block reads, in its store's index
+    variables) read for the elements of ``consumed`` (a region of the inlined buffer a
+    consumer reads): each store index ranges over the consumed region, each dimension's
+    start is bounded over that (``A[vi, vj:vj + 3]`` for a consumer reading
+    ``B[vi, vj:vj + 3]`` of ``B[vi, vj] = A[vi, vj] * 2``); the whole dimension where the
+    start cannot be bounded."""
+    from engine.arith import relax
+    ranges = {}
+    for var, rg in zip(store_indices, consumed.region):
+        hi = simplify(rg.min + rg.extent - E.const(1, rg.extent.dtype))
+        ranges[var] = (rg.min, hi)
+    dims = []
+    for rg, size in zip(produced.region, produced.buffer.shape):
+        bound = relax(rg.min, ranges)
+        if bound is None:
+            dims.append(Range(E.const(0, size.dtype) if isinstance(size, E.PrimExpr)
+                              else 0, size))
+            continue
+        lo, hi = bound
+        dims.append(Range(lo, simplify(hi - lo + rg.extent)))
+    return BufferRegion(produced.buffer, tuple(dims))
 
 
 def _loads(e, buf) -> bool:
@@ -306,9 +326,13 @@ class ReverseComputeInline(Primitive):
                             "inlined into its producer it would no longer guard the store",
                             "", highlight=[bname])
         prod_realize = ctx.index.realize[id(prod)]
-        if _at_own_axes(first, blk):
+        units = {iv.var: iv.dom.min for iv in blk.iter_vars
+                 if E.is_const_int(iv.dom.extent, 1) and not any(
+                     x is iv.var for i in first for x in collect(i, E.Var))}
+        if _at_own_axes(first, blk, set(map(id, units))):
             vmap = dict(zip(first, pstore.indices))
             guard = _in_consumer_domain(ctx, blk, prod, prod_realize, vmap, buf)
+            vmap.update(units)
         else:
             vmap, guard = _inverse_of_load(ctx, blk, prod, prod_realize, first, buf)
 
@@ -389,6 +413,45 @@ def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, b
     return vmap, guard
 
 
+def _in_consumer_domain_of_map(ctx: Ctx, blk: Block, prod: Block, prod_realize, vmap: dict,
+                               buf) -> E.PrimExpr:
+    """:func:`_in_consumer_domain` for a producer storing at a bijective affine map of its
+    axes onto the whole of ``buf``."""
+    from .index_map_inverse import NotBijective, invert
+    bname, pname = blk.name_hint, prod.name_hint
+    refuse = ctx.error(f"block {bname}", f"producer {pname} must store {buf.name} at its "
+                       "own axes, or at a one-to-one map of them onto all of it, for its "
+                       f"elements to be matched with the instances of {bname}", "",
+                       highlight=[bname, pname])
+    shape = [E.as_const_int(s) for s in buf.shape]
+    pext = [E.as_const_int(iv.dom.extent) for iv in prod.iter_vars]
+    if None in shape or None in pext or \
+            not all(E.is_const_int(iv.dom.min, 0) for iv in prod.iter_vars):
+        raise refuse
+    try:
+        got, _ = invert([iv.var for iv in prod.iter_vars], list(prod.body.indices), pext)
+    except NotBijective:
+        raise refuse from None
+    if list(got) != shape:
+        raise refuse
+    bindings = {iv.var: v for iv, v in zip(prod.iter_vars, prod_realize.iter_values)}
+    order = list(vmap)                       # the consumer's axes, in the load's order
+    guard: E.PrimExpr = true_const()
+    for iv in blk.iter_vars:
+        if iv.var not in vmap:
+            continue                          # a unit axis: its minimum, always
+        dim = next(k for k, v in enumerate(order) if v is iv.var)
+        lo, n = E.as_const_int(iv.dom.min), E.as_const_int(iv.dom.extent)
+        if lo is None or n is None or lo < 0 or lo + n > shape[dim]:
+            raise refuse
+        at = substitute(vmap[iv.var], bindings)
+        if lo > 0:
+            guard = conj(guard, E.GE(at, E.const(lo, at.dtype)))
+        if lo + n < shape[dim]:
+            guard = conj(guard, E.LT(at, E.const(lo + n, at.dtype)))
+    return guard
+
+
 def _in_consumer_domain(ctx: Ctx, blk: Block, prod: Block, prod_realize, vmap: dict,
                         buf) -> E.PrimExpr:
     """The predicate (over the producer's loops) under which an instance of ``prod`` stands
@@ -396,19 +459,20 @@ def _in_consumer_domain(ctx: Ctx, blk: Block, prod: Block, prod_realize, vmap: d
     index, inside the consumer's domain — true when the producer computes no more than
     the consumer reads. A consumer reading elements the producer never computes is refused.
 
-    The producer must store at its own axes (each once, in any order), so that the
-    elements it computes are exactly a box the consumer's domain is compared with."""
+    The producer stores at its own axes (each once, in any order: the elements it computes
+    are a box the consumer's domain is compared with), or at a bijective affine map of its
+    axes onto the whole of ``buf`` (``C[vi // 16, vi % 16, vj]``, after an earlier
+    reverse inline: then it computes every element once)."""
     bname, pname = blk.name_hint, prod.name_hint
     pvars = {id(iv.var): iv for iv in prod.iter_vars}
-    stored = [vmap[iv.var] for iv in blk.iter_vars]
+    axes = [iv for iv in blk.iter_vars if iv.var in vmap]   # (unit axes aside)
+    stored = [vmap[iv.var] for iv in axes]
+    bindings = {id(iv.var): v for iv, v in zip(prod.iter_vars, prod_realize.iter_values)}
     if not all(isinstance(s, E.Var) and id(s) in pvars for s in stored) or \
             len({id(s) for s in stored}) != len(stored):
-        raise ctx.error(f"block {bname}", f"producer {pname} must store {buf.name} at its own "
-                        "axes (one index per axis) for its elements to be matched with the "
-                        f"instances of {bname}", "", highlight=[bname, pname])
-    bindings = {id(iv.var): v for iv, v in zip(prod.iter_vars, prod_realize.iter_values)}
+        return _in_consumer_domain_of_map(ctx, blk, prod, prod_realize, vmap, buf)
     guard: E.PrimExpr = true_const()
-    for iv, s in zip(blk.iter_vars, stored):
+    for iv, s in zip(axes, stored):
         want_lo, want_n = E.as_const_int(iv.dom.min), E.as_const_int(iv.dom.extent)
         have = pvars[id(s)].dom
         have_lo, have_n = E.as_const_int(have.min), E.as_const_int(have.extent)
