@@ -552,3 +552,19 @@ def test_tvm_trace_with_a_pad_value_index_map():
     tr = Trace.from_json([[doc[0][0], ["TransformLayout", ["b0"], [
         0, 1, "lambda i: (i // 4, i % 4)", json.dumps({"root": 1, "nodes": nodes})], []]], []])
     assert 'pad_value="lambda i, j: i + j"' in tr.as_python()
+
+
+def test_index_map_with_sampled_values():
+    """TVM's test_transform_layout_with_sampling: a map reading sampled tile sizes takes
+    their values (recorded as numbers in the trace)."""
+    mod = engine.parse(_CHAIN.format(dt="float32").replace("10", "32"))
+    sch = Schedule(mod, seed=3)
+    b = sch.get_block("B")
+    j0, j1, j2 = sch.sample_perfect_tile(sch.get_loops(b)[0], 3, decision=[2, 4, 4])
+    sch.transform_layout(b, ("write", 0), lambda i: (i // (j1 * j2), i % (j1 * j2)))
+    assert "B = T.alloc_buffer((2, 16))" in sch.mod.script()
+    assert '"lambda i: (i // 16, i % 16)"' in sch.trace.as_python()
+    assert_round_trips(sch, lambda: Schedule(mod, seed=3))
+    _same(mod, sch.mod)
+    sch.transform_block_layout(b, lambda i: (i // j2, i % j2))
+    assert "for ax0, ax1 in T.grid(8, 4):" in sch.mod.script()

@@ -129,11 +129,12 @@ def index_maps(draw, shape):
     names = [f"x{d}" for d in range(n)]
     outs = list(names)
     kind = draw(st.sampled_from(["permute", "split", "split", "split", "fuse",
-                                 "split_permute", "split_permute", "identity", "bad"]))
+                                 "split_permute", "split_permute", "split_twice",
+                                 "identity", "bad"]))
     if kind in ("permute", "split_permute") and n > 1:
         outs = draw(st.permutations(outs))
-    if kind in ("split", "split_permute"):
-        d = draw(st.integers(0, n - 1))
+    splits = {"split": 1, "split_permute": 1, "split_twice": min(n, 2)}.get(kind, 0)
+    for d in draw(st.permutations(range(n)))[:splits]:
         c = draw(st.integers(2, 4))
         x = names[d]
         pos = outs.index(x)

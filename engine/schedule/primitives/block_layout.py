@@ -15,7 +15,7 @@ from ..tree import replace_stmts
 from ._common import expect_block, is_int, is_true
 from .index_map_check import IndexMapError
 from .index_map_inverse import invert
-from .layout import expr_text, map_text, normalize_index_map, parse_index_map
+from .layout import _bind_sampled, expr_text, map_text, normalize_index_map, parse_index_map
 
 
 @register
@@ -134,7 +134,8 @@ class TransformBlockLayout(Primitive):
                     B[v1, v0] = A[v1, v0] * T.float32(2)
         """
         try:
-            text = normalize_index_map(index_map)
+            text = normalize_index_map(_bind_sampled(index_map, sch),
+                                       len(getattr(_block_of(sch, block), "iter_vars", ())) or None)
         except IndexMapError as e:
             raise ScheduleError(self.method, "index_map", str(e), "") from None
         sch._run(self, [block], [text])
@@ -224,6 +225,15 @@ class TransformBlockLayout(Primitive):
         if dialect == "engine":
             return [fmt(inputs[0]), py_str(text)]
         return [f"block={fmt(inputs[0])}", f"index_map={text}"]
+
+
+def _block_of(sch, block):
+    """The block a handle stands for (None when it cannot be found here: ``apply`` says
+    why)."""
+    try:
+        return sch._lookup(block, "transform_block_layout")[1]
+    except ScheduleError:
+        return None
 
 
 def _map_text(raw) -> str:

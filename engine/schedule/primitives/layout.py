@@ -19,6 +19,7 @@ import ast
 import inspect
 import json
 import math
+import types
 from typing import Any
 
 from engine.arith import bound_of, relax, simplify
@@ -520,11 +521,11 @@ class TransformLayout(Primitive):
         buf = _buffer_of(sch, block, btype, bindex)
         ndim = buf.ndim if buf is not None else None
         try:
-            text = normalize_index_map(index_map, ndim)
+            text = normalize_index_map(_bind_sampled(index_map, sch), ndim)
         except IndexMapError as e:
             raise ScheduleError(method, "index_map", str(e), "") from None
         new_ndim = len(parse_index_map(text)[1])
-        pad = _pad_arg(method, pad_value, new_ndim, buf)
+        pad = _pad_arg(method, _bind_sampled(pad_value, sch), new_ndim, buf)
         if not isinstance(assume_injective_transform, bool):
             raise ScheduleError(method, "assume_injective_transform", "it must be True or "
                                 "False", "")
@@ -691,6 +692,45 @@ def _pad_text(raw: Any) -> str:
     """A trace's pad value written as Python (see :func:`_pad_canonical`)."""
     value = _pad_canonical(raw)
     return value if isinstance(value, str) else py_literal(value, "pad_value")
+
+
+def _is_sampled(v: Any) -> bool:
+    """A sampled value of a schedule (an ExprRV, told by its kind: the state module imports
+    the primitives, not the reverse)."""
+    return type(v).__name__ == "ExprRV" and getattr(v, "kind", None) == "expr"
+
+
+def _bind_sampled(fn: Any, sch: Any) -> Any:
+    """``fn`` (a Python index map) with every sampled value it reads — from its closure or
+    its module's globals, as TVM's ``lambda i, j: (i, j // (j1 * j2), j % (j1 * j2))`` —
+    replaced by the value the schedule sampled, in a copy of the function (``fn`` itself
+    is left alone). The map recorded in the trace holds those numbers: a replay with other
+    decisions keeps them (TVM records the sampled variables themselves)."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    cells, changed = [], False
+    for c in fn.__closure__ or ():
+        try:
+            v = c.cell_contents
+        except ValueError:       # a cell not filled yet
+            cells.append(c)
+            continue
+        if _is_sampled(v):
+            cells.append(types.CellType(sch.get(v)))
+            changed = True
+        else:
+            cells.append(c)
+    names = {n: fn.__globals__[n] for n in fn.__code__.co_names
+             if _is_sampled(fn.__globals__.get(n))}
+    glob = fn.__globals__
+    if names:
+        glob = {**glob, **{n: sch.get(v) for n, v in names.items()}}
+        changed = True
+    if not changed:
+        return fn
+    out = types.FunctionType(fn.__code__, glob, fn.__name__, fn.__defaults__, tuple(cells))
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
 
 
 def _buffer_of(sch, block, btype: int, bindex: int) -> Buffer | None:
