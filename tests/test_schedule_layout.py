@@ -281,6 +281,7 @@ def test_tvm_ffi_index_map_json():
 # ---------------------------------------------------------------------------
 from engine.schedule import ScheduleError  # noqa: E402
 from semantics import run_compiled, run_interpreted  # noqa: E402
+from test_schedule_layout_semantics import _image, to_layout  # noqa: E402
 
 _CHAIN = """
 @T.prim_func
@@ -312,7 +313,6 @@ def _same(before, after, layouts=None, fill=None):
     {parameter position: (index map, new shape)} for the parameters whose layout changed —
     their arrays are compared in the new layout, ``fill`` the padding's expected value
     (None: left as it was)."""
-    from test_schedule_layout_semantics import _image, to_layout
     layouts = layouts or {}
     args = _args(before["main"])
     want = run_interpreted(before, "main", args)
@@ -568,3 +568,33 @@ def test_index_map_with_sampled_values():
     _same(mod, sch.mod)
     sch.transform_block_layout(b, lambda i: (i // j2, i % j2))
     assert "for ax0, ax1 in T.grid(8, 4):" in sch.mod.script()
+
+
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=2),
+       cuts=st.lists(st.integers(2, 5), min_size=2, max_size=2), swap=st.booleans())
+def test_padded_inverse_marks_exactly_the_padding(shape, cuts, swap):
+    """invert_padded: a new index is padding exactly when some old index rebuilt from it
+    lies past its axis (checked against the image of every old index)."""
+    from engine.arith import bound_of
+    from engine.schedule.primitives.index_map_inverse import invert_padded
+    names = [f"x{d}" for d in range(len(shape))]
+    outs = []
+    for x, c in zip(names, cuts):
+        outs += [f"{x} // {c}", f"{x} % {c}"]
+    if swap:
+        outs = outs[1:] + outs[:1]
+    text = f"lambda {', '.join(names)}: ({', '.join(outs)})"
+    params, exprs = parse_index_map(text)
+    ranges = {p: (0, n - 1) for p, n in zip(params, shape)}
+    new_shape = [bound_of(x, ranges)[1] + 1 for x in exprs]
+    padded, build = invert_padded(params, exprs, list(shape), new_shape)
+    new_vars = [E.Var(f"y{k}") for k in range(len(new_shape))]
+    olds = build(new_vars)
+    grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in new_shape], indexing="ij")
+    env = dict(zip(new_vars, grids))
+    pad = np.zeros(new_shape, bool)
+    for o, n in zip(olds, shape):
+        pad |= np.broadcast_to(_np_eval(o, env), new_shape) >= n
+    image = np.zeros(new_shape, bool)
+    image[_image(text, tuple(shape))] = True
+    assert np.array_equal(pad, ~image)

@@ -84,6 +84,8 @@ def _add(terms: list) -> list:
 
 
 def _div(ds: list, c: int) -> list:
+    if c >= _span(ds):      # the number is below c: x // c is 0
+        return []
     ds = list(ds)
     while c > 1 and ds:
         x, lo, n = ds[-1]
@@ -100,6 +102,8 @@ def _div(ds: list, c: int) -> list:
 
 
 def _mod(ds: list, c: int) -> list:
+    if c >= _span(ds):      # the number is below c: x % c is x
+        return list(ds)
     out: list = []
     ds = list(ds)
     while c > 1 and ds:
@@ -200,17 +204,20 @@ def invert_padded(params: list, exprs: list, extents: list, new_shape: list
     is at or past the axis's real extent. Returns (the padded extents, ``build`` as
     :func:`invert`'s); NotBijective when no padding of the axes makes the map such a
     bijection (an offset ``i + 1``, holes ``2 * i``, a fused number cut unevenly)."""
-    choices = []
+    choices, by_lcm = [], []
     for p, n in zip(params, extents):
         cuts: set = set()
         for x in exprs:
             _cut_by(p, x, cuts)
         sizes = {n} | {-(-n // c) * c for c in cuts}
-        if cuts:
-            both = math.lcm(*cuts)
-            sizes.add(-(-n // both) * both)
+        both = math.lcm(*cuts) if cuts else 1
+        by_lcm.append(-(-n // both) * both)
+        sizes.add(by_lcm[-1])
         choices.append(sorted(sizes))
-    for tried, padded in enumerate(itertools.product(*choices)):
+    # the usual answer first (every axis padded to the constants that cut it), then the
+    # other combinations, a bounded number of them
+    combos = itertools.chain([tuple(by_lcm)], itertools.product(*choices))
+    for tried, padded in enumerate(combos):
         if tried >= _MAX_PADDINGS:
             break
         try:
