@@ -8,6 +8,11 @@ indices: a digit ``(x, lower, extent)`` is ``(x // lower) % extent``. ``x // c``
 ``b`` spans exactly ``c``. The map is bijective when the digits of every old index tile it
 exactly (lowers 1, e0, e0*e1, ... up to its extent); the inverse then rebuilds each old
 index from its digits, each digit read off the new index that holds it.
+
+:func:`invert_padded` is the same for a one-to-one map whose new shape has *padding*
+(``i -> (i // 4, i % 4)`` over 14 values onto (4, 4)): the old axes padded until the map
+is a bijection onto the new shape, so a new index is padding exactly when an old index
+rebuilt from it lies past its axis (transform_layout fills the padding there).
 """
 from __future__ import annotations
 
