@@ -80,7 +80,9 @@ def programs(draw, min_stages: int = 1):
             continue
         lines.append(f"    {st_['dst']} = T.alloc_buffer({st_['out_shape']})")
     for idx, st_ in enumerate(stages):
-        lines += _stage(draw, st_, where=idx == len(stages) - 1 and draw(st.booleans()))
+        last = idx == len(stages) - 1
+        lines += _stage(draw, st_, where=draw(st.booleans()) if last else
+                        draw(st.integers(0, 5)) == 0)
     return "\n".join(lines) + "\n"
 
 

@@ -416,3 +416,41 @@ def main(A: T.Buffer((3, 3), "float32"), Out: T.Buffer((3,), "float32")):
     k0, k1 = sch.split(k, [None, 2])
     sch.reorder(k1, i, k0)
     assert_same_program_meaning(mod, sch.mod)
+
+
+def test_compute_at_keeps_what_a_producer_where_skips():
+    """Found by the differential property test: a producer with ``T.where(i < 3)`` computes
+    rows 0..2 only and its consumer reads all six (rows 3..5 uninitialised, NaN). Computed
+    at the consumer's row loop, the producer's new nest has no T.where and computed rows
+    3..5: a different program. Refused now unless the new nest runs only instances the
+    producer ran (mirrors TVM's test_compute_at_* cases, which have no such T.where)."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((6, 4), "float32"), C: T.Buffer((6, 4), "float32")):
+    P = T.alloc_buffer((6, 4))
+    for i, j in T.grid(6, 4):
+        with T.block("P"):
+            T.where(i < 3)
+            vi, vj = T.axis.remap("SS", [i, j])
+            P[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(6, 4):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = P[vi, vj] + T.float32(1)
+'''
+    mod, sch = _sch(src)
+    p, c = sch.get_block("P"), sch.get_block("C")
+    refused(sch, lambda: sch.compute_at(p, sch.get_loops(c)[0]),
+            "compute_at refused on block P", "T.where skips")
+    # a T.where the consumer never reaches past is fine: P skips row 0, C reads rows 1..5
+    src = src.replace("T.where(i < 3)", "T.where(1 <= i)") \
+        .replace("for i, j in T.grid(6, 4):\n        with T.block(\"C\"):",
+                 "for i, j in T.grid(5, 4):\n        with T.block(\"C\"):") \
+        .replace("vi, vj = T.axis.remap(\"SS\", [i, j])\n            C[vi, vj] = P[vi, vj]",
+                 "vi = T.axis.spatial(6, i + 1)\n            vj = T.axis.spatial(4, j)\n"
+                 "            C[vi, vj] = P[vi, vj]")
+    assert "T.where(1 <= i)" in src and "T.axis.spatial(6, i + 1)" in src
+    mod, sch = _sch(src)
+    p, c = sch.get_block("P"), sch.get_block("C")
+    sch.compute_at(p, sch.get_loops(c)[0])
+    assert_same_program_meaning(mod, sch.mod)

@@ -168,7 +168,13 @@ def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
             if waw:
                 raise ctx.error(f"block {bname}", f"block {x.name_hint} under loop {lname} "
                                 f"also writes {names(waw)}", "", highlight=hl + [x.name_hint])
-        elif crossed and (raw or war or waw):
+        elif crossed and waw:
+            raise ctx.error(f"block {bname}", f"block {bname} is not a complete block: block "
+                            f"{x.name_hint}, between block {bname} and loop {lname}, also "
+                            f"writes {names(waw)}, so moving {bname} past it would change "
+                            "the result", "move the blocks in between first",
+                            highlight=hl + [x.name_hint])
+        elif crossed and (raw or war):
             rel = "reads" if raw else "writes"
             raise ctx.error(f"block {bname}", f"block {x.name_hint}, between block {bname} and "
                             f"loop {lname}, {rel} {names(raw or war or waw)}, so moving "
@@ -261,8 +267,7 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
         var_ranges = axis_ranges(blk, write_dims(blk), regions)
         nest = _new_nest(ctx, blk, var_ranges, an, preserve)
         check_once(nest)
-        if other_writers:
-            _check_only_own_elements(ctx, blk, loop, nest, other_writers, hl)
+        _check_only_own_elements(ctx, blk, loop, nest, other_writers, hl)
         return Result(_insert(ctx, blk, loop, nest, pos, children), [])
 
     # ---- reverse_compute_at: what the producers under the loop finish per iteration
@@ -320,24 +325,37 @@ def _instance_boxes(ctx: Ctx, blk: Block, loop: For, nest):
 
 def _check_only_own_elements(ctx: Ctx, blk: Block, loop: For, nest, others: list,
                              hl: list) -> None:
-    """compute_at of a block that is not the only writer of its output (TVM refuses it:
-    not a complete block): allowed only when the new nest runs no instance the block did
-    not run before, so it never overwrites what the other writers store (the update block
-    of a decompose_reduction, its init block the other writer, moves; B_0 writing columns
-    0..3 of B, B_1 the others, does not: the region its consumer reads is the whole row)."""
+    """compute_at: the new nest may run an instance of the block several times, but none
+    the block did not run before. The region comes from what the consumers read, so it can
+    reach instances the block skipped: those its ``T.where`` leaves out (the consumers read
+    uninitialised elements there, and the instance may read outside its inputs), or those
+    another writer of the buffer computes (TVM refuses a block that is not the only writer
+    of its output: not a complete block; the update block of a decompose_reduction, whose
+    init block is the other writer, still moves where it computes no new element). Both
+    are boxes of axis values (:func:`_instance_boxes`), compared."""
     old, new = _instance_boxes(ctx, blk, loop, nest)
+    pred = ctx.index.realize[id(blk)].predicate
+    guarded = not (isinstance(pred, E.IntImm) and pred.value == 1)
+    if (old is None or new is None) and not others and not guarded:
+        return          # no T.where, no other writer: nothing to overwrite or skip
     if old is not None and new is not None and all(
             n[1] == 0 or (o[0] <= n[0] and n[0] + n[1] <= o[0] + o[1])
             for o, n in zip(old, new)):
         return
-    x, bufs = others[0]
-    bname = blk.name_hint
-    raise ctx.error(f"block {bname}", f"block {bname} is not a complete block: block "
-                    f"{x.name_hint} also writes {bufs}, and under loop "
-                    f"{loop.loop_var.name} block {bname} could compute elements it did not "
-                    f"compute before, overwriting what {x.name_hint} stores",
-                    "compute_at moves a block that alone writes its output (or that computes "
-                    "no new elements there)", highlight=hl + [x.name_hint])
+    bname, lname = blk.name_hint, loop.loop_var.name
+    if others:
+        x, bufs = others[0]
+        raise ctx.error(f"block {bname}", f"block {bname} is not a complete block: block "
+                        f"{x.name_hint} also writes {bufs}, and under loop {lname} block "
+                        f"{bname} could compute elements it did not compute before, "
+                        f"overwriting what {x.name_hint} stores", "compute_at moves a block "
+                        "that alone writes its output (or that computes no new elements "
+                        "there)", highlight=hl + [x.name_hint])
+    what = "its T.where skips" if guarded else "its loops do not run"
+    raise ctx.error(f"block {bname}", f"under loop {lname} block {bname} could run instances "
+                    f"that {what} now (its consumers there read elements it never "
+                    "computed)", "compute_at moves a block that computes everything its "
+                    "consumers read", highlight=hl)
 
 
 def _check_same_instances(ctx: Ctx, blk: Block, loop: For, nest, hl: list) -> None:
