@@ -6,7 +6,11 @@ block would move past: :func:`_conflicts`), the region the block must cover in o
 iteration of the loop (:mod:`.region_inference`), and the rewrite: a new nest of loops
 ``ax0, ax1, ...`` over that region (:func:`_new_nest`), inserted before the first consumer
 (compute_at) or after the last producer (reverse_compute_at) in the loop's body, the block's
-old loops removed.
+old loops removed. Last, the instances the new nest runs are compared with those the block
+ran (boxes of axis values from :func:`._common.affine_bindings`): reverse_compute_at must
+run exactly the same ones (:func:`_check_same_instances`), compute_at no new one when the
+block has a T.where or shares its buffer with another writer
+(:func:`_check_only_own_elements`).
 """
 from __future__ import annotations
 
@@ -432,7 +436,11 @@ class ComputeAt(_ComputeAtBase):
         already around the block; 2) the block is not an output block (it does not
         write a function parameter); 3) every consumer of the block is under the loop,
         and no block it would move past writes what it reads or reads what it writes;
-        4) no block under the loop writes the buffers the block reads or writes.
+        4) no block under the loop writes the buffers the block reads or writes; 5) the
+        new loops run no instance the block did not run before when that matters: when
+        it has a ``T.where`` (the instances it skips stay skipped) or another block
+        writes its buffer too (TVM refuses such a block, not a complete block; an update
+        block after decompose_reduction moves where it computes no new element).
         New loops ``ax0, ax1, ...`` cover the inferred region (unit loops are dropped
         unless ``preserve_unit_loops``).
 
@@ -482,10 +490,9 @@ class ReverseComputeAt(_ComputeAtBase):
         producers write a contiguous region per iteration and the block reads only
         inside it (its axes are found from its read indices: ``v``, or ``v // c`` and
         ``v % c``); 5) no block under the loop reads or writes what the block writes,
-        and no block it would move past conflicts with it; 6) the block is the only
-        writer of what it writes (TVM's complete/reduction block); 7) the new loops run
-        exactly the instances the block ran (every value of its axes the producers
-        finish, none its ``T.where`` skips). New loops ``ax0, ...`` cover the region
+        and no block it would move past conflicts with it; 6) the new loops run exactly
+        the instances the block ran (every value of its axes the producers finish, none
+        its ``T.where`` skips). New loops ``ax0, ...`` cover the region
         (unit loops are dropped unless ``preserve_unit_loops``).
 
         Before::
