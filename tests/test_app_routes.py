@@ -984,3 +984,22 @@ def test_apply_partition_merge_layout_and_buffer_access_from_the_toolbar(client)
     r = apply(client, q, "B/mm_relu/Y", "reindex_cache_write", buffer="0", scope="shared",
               index_map="lambda i, j, k: (j, i")
     assert r.status_code == 422 and "not valid Python" in html(r)
+
+
+def test_a_step_changing_a_parameters_layout_is_refused_by_the_explorer():
+    """transform_layout of a function parameter rewrites the signature (TVM does; the
+    engine does too): the explorer, which runs every step on the workload's own arrays,
+    refuses it with the way around (a cache_read first) — on a click and in a link."""
+    import engine
+    from inline_service import make_test_app
+    client = make_test_app().test_client()
+    r = client.post("/explore/matmul/apply?m=16&n=16&k=16",
+                    data={"sel": "B/matmul/C", "primitive": "transform_layout",
+                          "buffer": "read 0", "index_map": "lambda i, k: (k, i)"},
+                    headers={"HX-Request": "true"})
+    sch = engine.Schedule(engine.workloads.get("matmul", m=16, n=16, k=16),
+                          workload=("matmul", {"m": 16, "n": 16, "k": 16}))
+    sch.transform_layout(sch.get_block("C"), ("read", 0), "lambda i, k: (k, i)")
+    page = client.get(f"/explore/matmul?m=16&n=16&k=16&t={sch.trace.encode()}")
+    assert page.status_code == 400 and "cache_read A first" in page.get_data(as_text=True)
+    assert r.status_code in (400, 422)

@@ -35,7 +35,7 @@ def _schedule(m, n, k, c, f, transform=TRANSFORMS[0], consumer=False):
     sch = engine.Schedule(engine.workloads.get("matmul", m=m, n=n, k=k))
     b = sch.get_block("C", func_name="matmul")
     p = sch.cache_read(b, 1, "global")
-    sch.transform_layout(p, ("write", 0), transform.replace("C", str(c)))
+    sch.transform_layout(p, ("write", 0), transform.replace("C", str(c)), pad_value=0.0)
     _k, j = sch.get_loops(p)
     _j0, j1 = sch.split(j, factors=[None, f])
     sch.vectorize(j1)

@@ -48,7 +48,8 @@ from .panes import program as program_view
 from .panes import tune as tune_view
 from .selection import module_trees, parse_sel
 from .services import limits, measurer, store
-from .session import CUSTOM, Session, encode_src, parse_program, trace_json, workload_info
+from .session import (CUSTOM, Session, changed_parameter, encode_src, parse_program,
+                      trace_json, workload_info)
 from .session import load_workload, parse_params, workload_names
 
 bp = Blueprint("explorer", __name__)
@@ -165,6 +166,9 @@ def apply_form(s: Session, form):
         return refusal(f"The engine failed on this step ({type(e).__name__}: {e}). This is a "
                        "bug in the explorer, not in your schedule; the trace is unchanged.",
                        [], 500)
+    changed = changed_parameter(s.mod0, sch.mod)
+    if changed:
+        return refusal(changed[0].upper() + changed[1:] + ".", [], 422)
     decisions_before = len(s.decisions)
     s.set_trace(sch.trace, sch.trace.encode())
     s.remember(s.at, sch.mod, sch, sampled=len(s.decisions) > decisions_before)

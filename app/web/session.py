@@ -514,6 +514,11 @@ class Session:
         self.replay(self.prefix_trace(k), sch,
                     f"Step {k} of this trace cannot be applied to {self.workload}",
                     self.url(token="", at=None), "the initial program")
+        changed = changed_parameter(self.mod0, sch.mod)
+        if changed:
+            raise AppError(400, "The trace does not replay here",
+                           f"Step {k} of this trace: {changed}.",
+                           back=self.url(token="", at=None), back_label="the initial program")
         _SCHEDULE_CACHE.put(key, sch.duplicate(), _state_bytes(key, sch))
         return sch
 
@@ -550,6 +555,26 @@ class Session:
                 _STATE_CACHE.put(key, hit, _state_bytes(key, hit))
             self._mods[k] = hit
         return self._mods[k]
+
+
+def changed_parameter(mod0, mod) -> str | None:
+    """The sentence for a program whose function parameters no longer have the shapes of
+    ``mod0``'s (transform_layout of a parameter rewrites the signature: the caller must
+    then pass arrays of the new layout), or None. The explorer runs every step on the
+    workload's own arrays and checks it against the workload's numpy code, so it keeps the
+    parameters' layouts."""
+    for name, func in mod.items():
+        if name not in mod0 or not hasattr(func, "params"):
+            continue
+        for before, after in zip(mod0[name].params, func.params):
+            # a primitive that keeps the layout keeps the parameter's buffer itself
+            # (transform_layout of a parameter makes a new one, even for a square transpose)
+            if after is not before:
+                return (f"this step changes the layout of the function's parameter "
+                        f"{before.name} (the arrays the caller passes); the explorer runs "
+                        "every step on the workload's own arrays, so transform a copy "
+                        f"instead: cache_read {before.name} first, then transform the cache")
+    return None
 
 
 def encode_trace(trace) -> str:

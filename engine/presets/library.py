@@ -94,7 +94,8 @@ def _best(block_name: str, func: str, relu: bool):
         blk = sch.get_block(block_name, func_name=func)
         # 1. pack B: B_global[j // tj, k, j % tj] = B[k, j] (whole B, once, in parallel)
         pack = sch.cache_read(blk, 1, "global")
-        sch.transform_layout(pack, ("write", 0), f"lambda k, j: (j // {tj}, k, j % {tj})")
+        sch.transform_layout(pack, ("write", 0), f"lambda k, j: (j // {tj}, k, j % {tj})",
+                             pad_value=0.0)      # (pads when tj does not divide n)
         pk, pj = sch.get_loops(pack)
         # split by the panel width first, so each 16-lane vector provably stays in one
         # panel and the packed store is one contiguous vector (not 16 scalar stores)
