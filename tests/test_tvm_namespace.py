@@ -194,3 +194,15 @@ def test_testing_parameter_is_a_fixture_factory(use_block_name):
 
 def test_testing_parameter_gave_both_values():
     assert sorted(seen_params) == [False, True]
+
+
+def test_types_of_variables_and_buffers_as_tvm_0_27_gives_them():
+    """``.ty.dtype`` / ``.ty.shape`` (TVM 0.27's buffer variables) and
+    ``tirx.is_buffer_var``, as TVM's transform_layout tests read them."""
+    from engine import tvm
+    from engine.ir import expr as E
+    func = engine.workloads.get("mm_relu", n=16)["mm_relu"]
+    a = func.params[0]
+    assert a.ty.dtype == "float32" and tuple(a.ty.shape) == (16, 16)
+    assert tvm.tirx.is_buffer_var(a) and not tvm.tirx.is_buffer_var(E.Var("n"))
+    assert E.Var("i", "int64").ty.dtype == "int64"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .dtype import bytes_of, check_dtype
+from .dtype import TypeInfo, bytes_of, check_dtype
 from .expr import PrimExpr, as_const_int, convert
 from .node import Node, node
 
@@ -53,6 +53,11 @@ class Buffer(Node):
                              "optionally with a tag such as \"global.A_reg\"")
 
     __hash__ = object.__hash__
+
+    @property
+    def ty(self) -> "TypeInfo":
+        """TVM 0.27's type of a buffer variable: its ``dtype`` and ``shape``."""
+        return TypeInfo(self.dtype, self.shape)
 
     @property
     def ndim(self) -> int:

@@ -2,6 +2,8 @@
 and vector types ``"float32x8"`` (lanes appended) used after vectorization."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 SCALAR_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
                  "uint8", "uint16", "uint32", "uint64", "bool", "handle")
 
@@ -97,3 +99,11 @@ def bytes_of(dtype: str) -> int:
     if base == "bool":
         return 1
     return max(1, bits_of(base) // 8) * lanes_of(dtype)
+
+
+class TypeInfo(NamedTuple):
+    """What TVM 0.27's ``.ty`` of a variable or a buffer gives: a dtype (and a shape, for a
+    buffer)."""
+
+    dtype: str
+    shape: tuple = ()

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .dtype import check_dtype, element_of, is_bool, is_float, is_int, lanes_of, with_lanes
+from .dtype import (TypeInfo, check_dtype, element_of, is_bool, is_float, is_int, lanes_of,
+                    with_lanes)
 from .node import Node, node
 
 __all__ = [
@@ -79,6 +80,11 @@ class Var(PrimExpr):
 
     def __post_init__(self):
         check_dtype(self.dtype)
+
+    @property
+    def ty(self) -> Any:
+        """TVM 0.27's type of a variable (its ``dtype``)."""
+        return TypeInfo(self.dtype)
 
 
 @node

@@ -6,7 +6,13 @@ from typing import Any
 
 from engine.ir.buffer import Buffer, BufferRegion
 
-__all__ = ["Buffer", "BufferRegion", "decl_buffer"]
+__all__ = ["Buffer", "BufferRegion", "decl_buffer", "is_buffer_var"]
+
+
+def is_buffer_var(x: Any) -> bool:
+    """Whether a function parameter is a buffer (TVM 0.27's parameters are buffer variables
+    or scalar variables)."""
+    return isinstance(x, Buffer)
 
 
 def decl_buffer(shape: Any, dtype: str = "float32", name: str = "buffer",
