@@ -199,7 +199,7 @@ def test_testing_parameter_gave_both_values():
 def test_types_of_variables_and_buffers_as_tvm_0_27_gives_them():
     """``.ty.dtype`` / ``.ty.shape`` (TVM 0.27's buffer variables) and
     ``tirx.is_buffer_var``, as TVM's transform_layout tests read them."""
-    from engine import tvm
+    import engine
     from engine.ir import expr as E
     func = engine.workloads.get("mm_relu", n=16)["mm_relu"]
     a = func.params[0]
