@@ -203,6 +203,6 @@ def test_types_of_variables_and_buffers_as_tvm_0_27_gives_them():
     from engine.ir import expr as E
     func = engine.workloads.get("mm_relu", n=16)["mm_relu"]
     a = func.params[0]
-    assert a.ty.dtype == "float32" and tuple(a.ty.shape) == (16, 16)
+    assert a.ty.dtype == "float32" and tuple(s.value for s in a.ty.shape) == (16, 16)
     assert tvm.tirx.is_buffer_var(a) and not tvm.tirx.is_buffer_var(E.Var("n"))
     assert E.Var("i", "int64").ty.dtype == "int64"
