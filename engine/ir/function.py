@@ -6,13 +6,22 @@ from typing import Any, Iterator
 
 from . import display
 from .buffer import Buffer
+from .dtype import is_bool, is_float, is_int, lanes_of
+from .expr import Var
 from .node import Node, node
 from .stmt import Stmt
 
 
 @node
 class PrimFunc(Node):
-    """A tensor function: buffer parameters and a body.
+    """A tensor function: parameters and a body.
+
+    The parameters are buffers and, as in TVM (``def f(a: T.handle, n: T.int32)``), scalar
+    parameters: a :class:`~engine.ir.expr.Var` of a scalar int, uint, float or bool dtype,
+    in their place among the buffers (``params`` holds both, in order;
+    :attr:`buffer_params` / :attr:`scalar_params` the ones of each kind). A buffer's shape
+    may use symbolic sizes: scalar parameters, or variables of the function's own
+    (``n = T.int32()``) bound from the shapes of the arrays it is called with.
 
     As in TVM, ``body`` is a BlockRealize of the implicit ``root`` block (whose
     ``alloc_buffers`` hold intermediate buffers such as ``Y`` in mm_relu).
@@ -29,8 +38,25 @@ class PrimFunc(Node):
     def __post_init__(self):
         object.__setattr__(self, "params", tuple(self.params))
         for p in self.params:
-            if not isinstance(p, Buffer):
-                raise TypeError(f"PrimFunc parameters must be Buffers, got {p!r}")
+            if isinstance(p, Buffer):
+                continue
+            if isinstance(p, Var):
+                dt = p.dtype
+                if lanes_of(dt) == 1 and (is_int(dt) or is_float(dt) or is_bool(dt)):
+                    continue
+                raise TypeError(f"scalar parameter {p.name!r} has dtype {dt}; a scalar "
+                                "parameter is an int, uint, float or bool scalar")
+            raise TypeError(f"PrimFunc parameters must be Buffers or scalar Vars, got {p!r}")
+
+    @property
+    def buffer_params(self) -> tuple:
+        """The buffer parameters, in order (the scalar ones left out)."""
+        return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    @property
+    def scalar_params(self) -> tuple:
+        """The scalar parameters (:class:`~engine.ir.expr.Var`), in order."""
+        return tuple(p for p in self.params if not isinstance(p, Buffer))
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:

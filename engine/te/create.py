@@ -14,6 +14,11 @@ the result is exactly the course program:
   reduce) bound to the loops, inferred ``T.reads``/``T.writes``, an ``init`` storing the
   reduction's identity and the update ``Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]``;
 * attributes ``global_symbol`` = name and ``tir.noalias`` = True.
+
+Symbolic sizes (``n = te.var("n")``; ``te.placeholder((n, m))``) stay symbolic, as in TVM:
+the buffers are shaped ``(n, m)``, the loops run to ``n`` and ``m`` (their variables and the
+block axes take the size's dtype), and the sizes are bound from the arrays' shapes when the
+function is called. A ``te.var`` listed in ``args`` is a scalar parameter.
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IfTh
                             IterVar, seq)
 
 from .regions import infer_block_regions
-from .tensor import ComputeOp, PlaceholderOp, Reduce, TeError, Tensor, identity_value
+from .tensor import (ComputeOp, PlaceholderOp, Reduce, ReduceAxis, TeError, Tensor,
+                     identity_value)
 
 __all__ = ["create_prim_func"]
 
@@ -88,14 +94,18 @@ def _stage(t: Tensor, buffers: dict) -> Any:
     red = body.axes if isinstance(body, Reduce) else ()
     used: set[str] = set()
     loop_names = [_unique(v.name, used) for v in op.axis] + [_unique(a.name, used) for a in red]
-    extents = list(t.shape) + [a.dom.extent.value for a in red]
-    mins = [0] * len(t.shape) + [a.dom.min.value for a in red]
-    loop_vars = [E.Var(n, "int32") for n in loop_names]
+    # extents and minimums as expressions: a symbolic size (te.var) stays one, and its
+    # loop and axis take its dtype (int64 for te.var("n", "int64"), as TVM)
+    extents = [_dim_expr(s) for s in t.shape] + [a.dom.extent for a in red]
+    mins = [E.IntImm(e.dtype, 0) for e in extents[:len(t.shape)]] + \
+        [E.IntImm(a.dom.extent.dtype, a.dom.min.value) if type(a.dom.min) is E.IntImm
+         else a.dom.min for a in red]
+    axes = list(op.axis) + list(red)
+    loop_vars = [E.Var(n, ax.dtype) for n, ax in zip(loop_names, axes)]
     iter_vars = []
     for lv, lo, ext, d in zip(loop_vars, mins, extents, range(len(loop_vars))):
         kind = IterType.SPATIAL if d < len(t.shape) else IterType.REDUCE
-        iter_vars.append(IterVar(E.Var("v" + lv.name, "int32"),
-                                 Range(E.IntImm("int32", lo), E.IntImm("int32", ext)), kind))
+        iter_vars.append(IterVar(E.Var("v" + lv.name, lv.dtype), Range(lo, ext), kind))
     vmap = {v: iv.var for v, iv in zip(list(op.axis) + list(red), iter_vars)}
     rw = _Rewriter(buffers, vmap)
     out_buf = buffers[t.buffer]
@@ -124,8 +134,13 @@ def _stage(t: Tensor, buffers: dict) -> Any:
                   body=block_body, init=init)
     stmt: Any = BlockRealize(tuple(loop_vars), E.IntImm("bool", 1), block)
     for lv, lo, ext in reversed(list(zip(loop_vars, mins, extents))):
-        stmt = For(lv, E.IntImm("int32", lo), E.IntImm("int32", ext), ForKind.SERIAL, stmt)
+        stmt = For(lv, lo, ext, ForKind.SERIAL, stmt)
     return stmt
+
+
+def _dim_expr(s: Any) -> E.PrimExpr:
+    """A tensor dimension as an expression: an int32 constant, or the symbolic size."""
+    return E.IntImm("int32", s) if isinstance(s, int) else s
 
 
 def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
@@ -139,14 +154,20 @@ def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
         args = [args]
     if not isinstance(args, (list, tuple)) or not args:
         raise TeError("create_prim_func needs a non-empty list of tensors, e.g. [A, B, C]")
-    for a in args:
+    all_args = list(args)
+    for a in all_args:
+        if isinstance(a, E.Var) and not isinstance(a, ReduceAxis):
+            continue  # a scalar parameter (TVM: a te.var in the argument list)
         if not isinstance(a, Tensor):
             raise TeError(f"create_prim_func: {a!r} is not a te tensor (made by "
-                          "te.placeholder or te.compute)")
-    if len({id(a) for a in args}) != len(args):
+                          "te.placeholder or te.compute) nor a te.var")
+    if len({id(a) for a in all_args}) != len(all_args):
         raise TeError("create_prim_func: the same tensor is listed twice")
     if not isinstance(name, str) or not name.isidentifier():
         raise TeError(f"create_prim_func: name must be an identifier, got {name!r}")
+    args = [a for a in all_args if isinstance(a, Tensor)]
+    if not args:
+        raise TeError("create_prim_func needs a non-empty list of tensors, e.g. [A, B, C]")
     order = _topo_order(args)
     arg_ids = {id(a) for a in args}
     for t in order:
@@ -169,6 +190,6 @@ def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
     root = Block(iter_vars=(), reads=(), writes=(), name_hint="root", body=seq(*stages),
                  alloc_buffers=allocs)
     body = BlockRealize((), E.IntImm("bool", 1), root)
-    params = tuple(buffers[a.buffer] for a in args)
+    params = tuple(buffers[a.buffer] if isinstance(a, Tensor) else a for a in all_args)
     return PrimFunc(name, params, body,
                     attrs=(("global_symbol", name), ("tir.noalias", True)))

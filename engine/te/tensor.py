@@ -66,20 +66,43 @@ def _as_index(v: Any, tensor: str, dim: int) -> E.PrimExpr:
     return e
 
 
-def _shape_tuple(shape: Any, what: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer, E.IntImm)) and not isinstance(shape, bool):
+def _symbolic_dim(s: E.PrimExpr, what: str, d: int) -> E.PrimExpr:
+    """A symbolic dimension (``n`` of ``n = te.var("n")``, or ``n * 2``): a scalar integer
+    expression of free variables (TVM's symbolic shapes)."""
+    if not is_int(s.dtype) or lanes_of(s.dtype) != 1:
+        raise TeError(f"{what}: dimension {d} of the shape has dtype {s.dtype}; a symbolic "
+                      "size is a scalar integer such as te.var(\"n\")")
+    bad: list = []
+
+    def fn(n):
+        if isinstance(n, (E.BufferLoad, ReduceAxis)) or (isinstance(n, E.Call)):
+            bad.append(n)
+    post_order_visit(s, fn)
+    if bad:
+        raise TeError(f"{what}: dimension {d} of the shape reads a tensor, calls a function "
+                      "or uses a reduce axis; a symbolic size is made of te.var variables")
+    return s
+
+
+def _shape_tuple(shape: Any, what: str) -> tuple:
+    """The shape as a tuple of ints (constant dimensions) and integer expressions
+    (symbolic ones, made of ``te.var`` variables)."""
+    if isinstance(shape, (int, np.integer, E.PrimExpr)) and not isinstance(shape, bool):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise TeError(f"{what}: shape must be a tuple of positive integers, got {shape!r}")
-    out = []
+    out: list = []
     for d, s in enumerate(shape):
         if isinstance(s, E.IntImm):
             s = s.value
         if isinstance(s, np.integer):
             s = int(s)
+        if isinstance(s, E.PrimExpr) and not isinstance(s, bool):
+            out.append(_symbolic_dim(s, what, d))
+            continue
         if isinstance(s, bool) or not isinstance(s, int):
             raise TeError(f"{what}: dimension {d} of the shape is {s!r}; shapes must be "
-                          "positive integer constants")
+                          "positive integer constants or symbolic sizes (te.var)")
         if s <= 0:
             raise TeError(f"{what}: dimension {d} of the shape is {s}; it must be at least 1")
         out.append(s)
@@ -109,7 +132,9 @@ class ReduceAxis(E.Var):
         return self
 
     def __repr__(self) -> str:
-        lo, ext = self.dom.min.value, self.dom.extent.value
+        lo, ext = E.as_const_int(self.dom.min), E.as_const_int(self.dom.extent)
+        if lo is None or ext is None:
+            return f"reduce_axis(({self.dom.min!r}, {self.dom.extent!r}), name={self.name!r})"
         return f"reduce_axis(({lo}, {lo + ext}), name={self.name!r})"
 
 
@@ -121,14 +146,23 @@ def reduce_axis(dom: Any, name: str = "rv") -> ReduceAxis:
     _check_name(name, "te.reduce_axis")
     if isinstance(dom, Range):
         lo, ext = E.as_const_int(dom.min), E.as_const_int(dom.extent)
+        if lo == 0 and ext is None and isinstance(dom.extent, E.PrimExpr):
+            ext_e = _symbolic_dim(dom.extent, f"te.reduce_axis(name={name!r})", 1)
+            return ReduceAxis(name, ext_e.dtype, Range(E.IntImm(ext_e.dtype, 0), ext_e))
     elif isinstance(dom, (tuple, list)) and len(dom) == 2:
-        lo, hi = (E.as_const_int(d) if isinstance(d, E.PrimExpr) else d for d in dom)
+        lo, hi = (E.as_const_int(d) if isinstance(d, E.PrimExpr) and
+                  E.as_const_int(d) is not None else d for d in dom)
         if isinstance(lo, np.integer):
             lo = int(lo)
         if isinstance(hi, np.integer):
             hi = int(hi)
+        if lo == 0 and isinstance(hi, E.PrimExpr) and not isinstance(hi, bool):
+            # (0, n) with a symbolic n: k = 0, 1, ..., n - 1
+            ext_e = _symbolic_dim(hi, f"te.reduce_axis(name={name!r})", 1)
+            return ReduceAxis(name, ext_e.dtype, Range(E.IntImm(ext_e.dtype, 0), ext_e))
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)):
-            raise TeError(f"te.reduce_axis({dom!r}): the bounds must be integer constants")
+            raise TeError(f"te.reduce_axis({dom!r}): the bounds must be integer constants "
+                          "(or (0, n) with a symbolic size n)")
         ext = hi - lo
     elif isinstance(dom, (int, np.integer)) and not isinstance(dom, bool):
         lo, ext = 0, int(dom)
@@ -351,7 +385,9 @@ def compute(shape: Any, fcompute: Callable, name: str = "compute", tag: str = ""
         raise TeError(f"te.compute(name={name!r}): fcompute must be a function such as "
                       f"lambda i, j: ..., got {fcompute!r}")
     names = _param_names(fcompute, len(shp), name)
-    axis = tuple(E.Var(n, "int32") for n in names)
+    # an axis takes the dtype of its dimension (int64 for te.var("n", "int64"), as TVM)
+    axis = tuple(E.Var(n, "int32" if isinstance(ext, int) else ext.dtype)
+                 for n, ext in zip(names, shp))
     body = fcompute(*axis)
     if isinstance(body, (list, tuple)):
         raise TeError(f"te.compute(name={name!r}): fcompute returned {len(body)} values; "
@@ -401,7 +437,8 @@ def _check_vars(body, axis: tuple, name: str) -> None:
     problems: list[str] = []
 
     def fn(n):
-        if isinstance(n, E.Var) and id(n) not in allowed and id(n) not in allowed_red:
+        if isinstance(n, E.Var) and id(n) not in allowed and id(n) not in allowed_red \
+                and n not in _FREE_VARS:
             problems.append(n.name)
 
     for e in _exprs_of(body):
@@ -414,6 +451,20 @@ def _check_vars(body, axis: tuple, name: str) -> None:
             "pass every reduce axis you index with to the reduction")
 
 
+#: the variables made by :func:`var`: free in any compute body (a symbolic size, a scalar
+#: parameter)
+_FREE_VARS: "weakref.WeakSet[E.Var]" = weakref.WeakSet()
+
+
 def var(name: str = "tindex", dtype: str = "int32") -> E.Var:
-    """A free scalar variable (TVM's ``te.var``), e.g. a symbolic size."""
-    return E.Var(name, dtype)
+    """A free scalar variable (TVM's ``te.var``): a symbolic size (``te.placeholder((n,
+    m))``) or, listed in ``create_prim_func``'s arguments, a scalar parameter."""
+    try:
+        check_dtype(dtype)
+    except DTypeError as exc:
+        raise TeError(f"te.var(name={name!r}): {exc}") from None
+    if lanes_of(dtype) != 1 or dtype == "handle":
+        raise TeError(f"te.var(name={name!r}): dtype must be a scalar type, got {dtype!r}")
+    v = E.Var(name, dtype)
+    _FREE_VARS.add(v)
+    return v

@@ -21,7 +21,8 @@ DTYPE_LIKE = re.compile(r"^(u?int|float|bool|handle)\w*$")
 #: T.<name> functions usable in expressions (value = how many positional args; None: any)
 EXPR_FUNCS = {
     "Cast": 2, "cast": 2, "Select": 3, "if_then_else": 3, "max": 2, "min": 2,
-    "truncdiv": 2, "truncmod": 2, "floordiv": 2, "floormod": 2, "Ramp": 3, "Broadcast": 2,
+    "truncdiv": 2, "truncmod": 2, "floordiv": 2, "floormod": 2, "ceildiv": 2, "Ramp": 3,
+    "Broadcast": 2,
     "call_extern": None, "call_intrin": None, "call_pure_extern": None, "Let": 3,
     "max_value": 1, "min_value": 1, "infinity": 1,
 }

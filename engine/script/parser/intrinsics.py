@@ -68,6 +68,23 @@ class IntrinsicParser(ParserContext):
     def f_floormod(self, n, f):
         return self._int_binary(n, f, E.FloorMod)
 
+    def f_ceildiv(self, n, f):
+        """``T.ceildiv(a, b)``: ``(a + b - 1) // b``, as TVM builds it (a split of a loop of
+        symbolic extent n by 4 runs ``T.ceildiv(n, 4)`` times)."""
+        args, _ = self.call_args(n, f, 2, 2)
+        a, b = self.expr(args[0]), self.expr(args[1])
+        if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and \
+                not isinstance(b, bool):
+            if b == 0:
+                raise self.err(n, "T.ceildiv divides by zero")
+            return -(-a // b)
+        d = self.minmax(n, E.FloorDiv, args)
+        num, den = d.a, d.b
+        if not (is_int(num.dtype) and is_int(den.dtype)):
+            raise self.err(n, "T.ceildiv takes integers")
+        one = E.IntImm(den.dtype, 1)
+        return E.binary(E.FloorDiv, E.binary(E.Add, num, E.binary(E.Sub, den, one)), den)
+
     def f_Ramp(self, n, f):
         args, _ = self.call_args(n, f, 3, 3)
         base = self.prim(args[0])

@@ -1,8 +1,8 @@
 """Module level: the entry points :func:`parse` (TVMScript text -> IRModule) and
 :func:`parse_function_source` (the source of one ``@T.prim_func`` Python function), the
 ``@tvm.script.ir_module`` class / ``@T.prim_func`` decorators, imports naming the tir
-namespace, function signatures (``T.Buffer`` / ``T.handle`` parameters, symbolic
-variables) and the implicit ``root`` block; and :class:`Parser`, assembled from the parts.
+namespace, function signatures (``T.Buffer`` / ``T.handle`` / scalar ``n: T.int32``
+parameters, symbolic variables) and the implicit ``root`` block; and :class:`Parser`, assembled from the parts.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
+from engine.ir.dtype import SCALAR_DTYPES, is_bool, is_float, is_int, lanes_of
 from engine.ir.function import IRModule, PrimFunc
 
 from ..errors import ScriptError
@@ -45,7 +46,7 @@ class ModuleParser(ParserContext):
         a = fn.args
         if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults:
             raise self.err(fn, f"function {fn.name!r}: parameters must be plain "
-                               "`name: T.Buffer(...)` parameters")
+                               "`name: T.Buffer(...)` or `name: T.int32` parameters")
         self.declare_symbolic_vars(fn.body)
         params = self.params(a.args)
         stmts = self.stmt_list(fn.body)
@@ -73,43 +74,93 @@ class ModuleParser(ParserContext):
         """Symbolic variables declared at the top (``n = T.int32()``): they may appear in
         the parameters' shapes, so they are declared before the parameters."""
         for st in body:
-            if type(st) is ast.Assign and len(st.targets) == 1 and \
-                    type(st.targets[0]) is ast.Name and type(st.value) is ast.Call and \
-                    self.is_symbolic_decl(st.value):
-                f = self.tname(st.value.func)
-                if f == "var":
-                    dtype = self.dtype_arg(st.value.args[0]) if st.value.args else "int32"
-                else:
-                    dtype = self.dtype(st.value.func, f)
-                v = E.Var(st.targets[0].id, dtype)
-                self.symbolic.add(id(v))
-                self.keep.append(v)
-                self.declare(st.targets[0].id, v)
+            if type(st) is not ast.Assign or len(st.targets) != 1:
+                continue
+            target, value = st.targets[0], st.value
+            if type(target) is ast.Name:
+                pairs = [(target, value)]
+            elif type(target) is ast.Tuple and type(value) is ast.Tuple and \
+                    len(target.elts) == len(value.elts):  # m, n = T.int64(), T.int64()
+                pairs = list(zip(target.elts, value.elts))
+            else:
+                continue
+            for t, v in pairs:
+                if type(t) is ast.Name and type(v) is ast.Call and self.is_symbolic_decl(v):
+                    f = self.tname(v.func)
+                    if f == "var":
+                        dtype = self.dtype_arg(v.args[0]) if v.args else "int32"
+                    else:
+                        dtype = self.dtype(v.func, f)
+                    self.declare_symbolic(t.id, E.Var(t.id, dtype))
+
+    def declare_symbolic(self, name: str, v: E.Var) -> None:
+        """``v`` may appear in buffer shapes (a symbolic size or a scalar parameter)."""
+        self.symbolic.add(id(v))
+        self.keep.append(v)
+        self.declare(name, v)
+
+    def scalar_param_dtype(self, ann: ast.AST) -> str | None:
+        """The dtype of a scalar parameter's annotation (``n: T.int32``, ``x: T.float32``,
+        ``n: T.var("int64")``), or None when ``ann`` is not one."""
+        if type(ann) is ast.Call:
+            if self.tname(ann.func) == "var" and len(ann.args) <= 1 and not ann.keywords:
+                return self.dtype_arg(ann.args[0]) if ann.args else "int32"
+            return None
+        f = self.tname(ann)
+        if f is None or f not in SCALAR_DTYPES or f == "handle":
+            return None
+        dt = self.dtype(ann, f)
+        if lanes_of(dt) != 1 or not (is_int(dt) or is_float(dt) or is_bool(dt)):
+            raise self.err(ann, f"a scalar parameter is an int, uint, float or bool "
+                                f"scalar, not {dt}")
+        return dt
 
     def params(self, args: list) -> list:
-        """The parameters: Buffers, and Handles waiting for their ``T.match_buffer``."""
+        """The parameters: Buffers, scalar Vars (``n: T.int32``), and Handles waiting for
+        their ``T.match_buffer``. The scalar parameters are declared first: a buffer's
+        shape may use one (``A: T.Buffer((n,), "float32"), n: T.int32``)."""
         params: list = []
+        scalars: dict = {}
         for arg in args:
             ann = arg.annotation
             if ann is None:
                 raise self.err(arg, f"parameter {arg.arg!r} needs a type: "
-                                    f"{arg.arg}: T.Buffer((128, 128), \"float32\")")
+                                    f"{arg.arg}: T.Buffer((128, 128), \"float32\") or "
+                                    f"{arg.arg}: T.int32")
             if arg.arg in self.ns:
                 raise self.err(arg, f"{arg.arg!r} is the TVMScript namespace; rename the "
                                     "parameter")
+            dt = self.scalar_param_dtype(ann)
+            if dt is not None:
+                if arg.arg in scalars:
+                    raise self.err(arg, f"duplicate parameter name {arg.arg!r}")
+                scalars[arg.arg] = E.Var(arg.arg, dt)
+                self.declare_symbolic(arg.arg, scalars[arg.arg])
+        for arg in args:
+            ann = arg.annotation
+            if arg.arg in scalars:
+                if any(p.name == arg.arg for p in params):
+                    raise self.err(arg, f"duplicate parameter name {arg.arg!r}")
+                params.append(scalars[arg.arg])
+                continue
             target = ann.func if type(ann) is ast.Call else (
                 ann.value if type(ann) is ast.Subscript else ann)
             f = self.tname(target)
             if f == "handle" and type(ann) is not ast.Call:
+                if arg.arg in scalars or any(getattr(p, "name", None) == arg.arg
+                                             for p in params):
+                    raise self.err(arg, f"duplicate parameter name {arg.arg!r}")
                 h = Handle(arg.arg)
                 self.declare(arg.arg, h)
                 params.append(h)
                 continue
             if f != "Buffer" or type(ann) not in (ast.Call, ast.Subscript):
                 raise self.err(ann, f"parameter {arg.arg!r} must be annotated as "
-                                    f"T.Buffer(shape, dtype)")
+                                    f"T.Buffer(shape, dtype), T.handle or a scalar type "
+                                    f"such as T.int32")
             buf = self.new_buffer(ann, arg.arg, "Buffer")
-            if self.lookup(arg.arg) is not None and arg.arg in self.scopes[0]:
+            if (self.lookup(arg.arg) is not None and arg.arg in self.scopes[0]) or \
+                    arg.arg in scalars:
                 raise self.err(arg, f"duplicate parameter name {arg.arg!r}")
             self.declare(arg.arg, buf)
             params.append(buf)

@@ -59,6 +59,13 @@ class Span:
     end_line: int
 
 
+def _mentions(buf: Buffer, var_ids: set) -> bool:
+    """Does the shape (or strides) of ``buf`` use one of the variables (by id)?"""
+    from engine.ir.functor import collect_vars
+    return any(id(v) in var_ids for d in tuple(buf.shape) + tuple(buf.strides)
+               if isinstance(d, E.PrimExpr) for v in collect_vars(d))
+
+
 def _contains_block(s: Any) -> bool:
     stack = [s]
     while stack:
@@ -99,14 +106,29 @@ class Printer(StmtPrinter):
         self.reset_names()
         self.emit(ind, self.spell["prim_func"])
         names = [self.define(p, p.name) for p in f.params]
-        params = ", ".join(f"{n}: {self.buffer_annotation(p)}" for n, p in zip(names, f.params))
-        self.emit(ind, f"def {sanitize(name)}({params}):")
+        scalars = {id(p) for p in f.params if isinstance(p, E.Var)}
+        params, matched = [], []
+        for n, p in zip(names, f.params):
+            if id(p) in scalars:
+                params.append(f"{n}: T.{p.dtype}")
+            elif scalars and _mentions(p, scalars):
+                # a shape using a scalar parameter: TVM's ``var_A: T.handle`` with
+                # ``A = T.match_buffer(var_A, shape)`` (an annotation cannot use a later
+                # parameter)
+                handle = self.define(("handle", p), "var_" + n)
+                params.append(f"{handle}: T.handle")
+                matched.append(f"{n} = T.match_buffer({handle}, {self.buffer_args(p)})")
+            else:
+                params.append(f"{n}: {self.buffer_annotation(p)}")
+        self.emit(ind, f"def {sanitize(name)}({', '.join(params)}):")
         decl_at = len(self.lines)
         first_span = len(self.spans) if self.spans is not None else 0
         body_ind = ind + 1
         if f.attrs:
             attrs = self.dict_literal(f.attrs, self.spell["func_attrs"])
             self.emit(body_ind, f"T.func_attr({attrs})")
+        for line in matched:
+            self.emit(body_ind, line)
         body = f.body
         root = body.block if type(body) is S.BlockRealize else None
         if (root is not None and root.name_hint == "root" and not root.iter_vars
