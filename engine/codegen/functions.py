@@ -1,7 +1,10 @@
 """The function ABI: kernels as LLVM functions, and parallel loops outlined into tasks.
 
 A lowered PrimFunc becomes ``i32 @engine_fn_<name>(ptr noalias align <elem> %A, ...)``
-returning 0 on success. A parallel loop's body becomes a task ``i32 task(i32 task,
+returning 0 on success: a pointer per buffer parameter and, in their places, the scalar
+parameters by value (``i32 %n``, ``float %x``; a bool as a byte, a float16 as its bits),
+then the symbolic sizes the runtime read from the arrays' shapes (the lowered function's
+``size_vars``, known to be at least 0). A parallel loop's body becomes a task ``i32 task(i32 task,
 i32 ntasks, ptr env)`` — ``env`` packs the loop bounds and the captured buffers and
 variables — that computes its chunk of iterations and calls an always-inlined ``noalias``
 worker; the loop itself becomes a call of ``engine_parallel_launch(task, env, extent)``.
@@ -19,7 +22,17 @@ from engine.ir.functor import pre_order_visit
 from engine.lower.errors import BuildError
 
 from .generator import Frame, FuncInfo
-from .llvm_types import I32, I64, PTR, sanitize
+from .llvm_types import I8, I32, I64, PTR, sanitize, scalar_type
+
+
+def scalar_arg_type(dtype: str) -> ir.Type:
+    """The kernel argument type of a scalar parameter of ``dtype``: its register type, but
+    a byte for a bool and 16 bits for a float16 (what a C caller can pass)."""
+    if dtype == "bool":
+        return I8
+    if dtype == "float16":
+        return ir.IntType(16)
+    return scalar_type(dtype)
 
 LAUNCH_SYMBOL = "engine_parallel_launch"
 
@@ -36,17 +49,37 @@ class FunctionABIMixin:
         symbol = "engine_fn_" + sanitize(name)
         params = func.params
         orig = func.attr("lowered_params", params)
-        fnty = ir.FunctionType(I32, [PTR] * len(params))
+        fnty = ir.FunctionType(I32, [PTR if isinstance(p, Buffer) else scalar_arg_type(p.dtype)
+                                     for p in params])
         fn = ir.Function(self.module, fnty, name=symbol)
         info = FuncInfo(name, symbol, tuple(params), tuple(orig))
         self.info = info
         self.vars, self.bufs, self.nonneg, self.wide = {}, {}, set(), {}
-        self._buffer_params(fn.args, params, aligned=True)
+        bufs = [(a, p) for a, p in zip(fn.args, params) if isinstance(p, Buffer)]
+        self._buffer_params([a for a, _ in bufs], [p for _, p in bufs], aligned=True)
         self.frame = Frame(fn, 0)
+        sizes = {id(v) for v in func.attr("size_vars", ())}
+        for a, p in zip(fn.args, params):
+            if not isinstance(p, Buffer):
+                self._scalar_param(a, p, nonneg=id(p) in sizes)
         self.stmt(func.body)
         self.builder.ret(ir.Constant(I32, 0))
         self.infos[name] = info
         return info
+
+    def _scalar_param(self, arg: ir.Argument, var: E.Var, nonneg: bool) -> None:
+        """Bind a scalar parameter (or a symbolic size: ``nonneg``, read from an array's
+        shape) to its argument, in its register type (a bool arrives as a byte, a float16
+        as its 16 bits)."""
+        arg.name = sanitize(var.name)
+        value: ir.Value = arg
+        if var.dtype == "bool":
+            value = self.builder.icmp_unsigned("!=", arg, ir.Constant(arg.type, 0))
+        elif var.dtype == "float16":
+            value = self.builder.bitcast(arg, ir.HalfType())
+        self.vars[id(var)] = value
+        if nonneg:
+            self.nonneg.add(id(var))
 
     def _buffer_params(self, args, bufs, aligned: bool = False) -> None:
         """Bind the pointer parameters ``args`` to the buffers ``bufs``: named after them,

@@ -1,7 +1,9 @@
 """Statements other than loops and stores: sequences, lets, conditionals, allocations.
 
 ``local`` buffers and ``global`` ones up to :data:`STACK_LIMIT` bytes are ``alloca``'d
-(64-byte aligned) in the function's entry block; bigger ones use ``aligned_alloc``/``free``.
+(64-byte aligned) in the function's entry block; bigger ones use ``aligned_alloc``/``free``,
+and so do buffers of a symbolic size (their size computed, overflow-checked, where they are
+allocated).
 Scalar integer buffers are zero-filled each time their ``Allocate`` runs (the bounds proof,
 :mod:`engine.lower.bounds_check`, bounds an index read from one by 0 and its stored values).
 """
@@ -56,8 +58,56 @@ class StatementMixin:
                 with otherwise:
                     self.stmt(s.else_case)
 
+    def _dynamic_allocate(self, s: S.Allocate) -> None:
+        """An allocation of a symbolic size (a buffer shaped by the function's sizes): on
+        the heap, its element count computed in i64 with every product checked for
+        overflow and held below 2**31 when its indices are int32 (else the kernel fails
+        with -1, as when the allocation fails)."""
+        buf = s.buffer
+        b = self.builder
+        count, overflow = self._checked_count(buf.shape[0])
+        limit = 2**31 - 1 if buf.shape[0].dtype != "int64" else 2**62 // max(1, bytes_of(buf.dtype))
+        bad = b.or_(overflow, b.icmp_signed(">", count, ir.Constant(I64, limit)))
+        bad = b.or_(bad, b.icmp_signed("<", count, ir.Constant(I64, 0)))
+        self.fail_with(b.select(bad, ir.Constant(I32, -1), ir.Constant(I32, 0)))
+        b = self.builder
+        nbytes = b.mul(count, ir.Constant(I64, bytes_of(buf.dtype)))
+        size = b.and_(b.add(nbytes, ir.Constant(I64, 64)), ir.Constant(I64, -64))  # > 0
+        alloc = self.declare("aligned_alloc", PTR, [I64, I64])
+        raw = b.call(alloc, [ir.Constant(I64, 64), size], name=sanitize(buf.name) + "_mem")
+        null = b.icmp_unsigned("==", raw, ir.Constant(PTR, None))
+        self.fail_with(b.select(null, ir.Constant(I32, -1), ir.Constant(I32, 0)))
+        if zero_filled(buf.dtype):
+            memset = self.declare("memset", PTR, [PTR, I32, I64])
+            self.builder.call(memset, [raw, ir.Constant(I32, 0), nbytes])
+        old = self.bufs.get(id(buf))
+        self.bufs[id(buf)] = raw
+        self.stmt(s.body)
+        self.builder.call(self.declare("free", ir.VoidType(), [PTR]), [raw])
+        restore(self.bufs, id(buf), old)
+
+    def _checked_count(self, e: E.PrimExpr) -> tuple:
+        """``(value, overflowed)`` of an element count in i64: products multiplied with
+        LLVM's overflow check, anything else computed as written and sign-extended."""
+        b = self.builder
+        if isinstance(e, E.Mul):
+            a, oa = self._checked_count(e.a)
+            c, oc = self._checked_count(e.b)
+            prod = b.smul_with_overflow(a, c)
+            value, flag = b.extract_value(prod, 0), b.extract_value(prod, 1)
+            return value, b.or_(flag, b.or_(oa, oc))
+        if isinstance(e, E.Cast) and e.value.dtype.startswith("int"):
+            return self._checked_count(e.value)
+        v = self.expr(e)
+        if v.type != I64:
+            v = b.sext(v, I64)
+        return v, ir.Constant(ir.IntType(1), 0)
+
     def s_Allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
+        if E.as_const_int(buf.shape[0]) is None:
+            self._dynamic_allocate(s)
+            return
         n = 1
         for d in buf.const_shape():
             n *= d

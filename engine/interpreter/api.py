@@ -13,7 +13,9 @@ from engine.ir.function import IRModule, PrimFunc
 
 from .errors import ArgumentError, InterpretError
 from .stmts import StmtCompiler
-from .values import np_dtype
+from engine.ir.dtype import is_int
+
+from .values import int_limits, np_dtype, scalar_caster
 
 
 class CompiledFunc:
@@ -24,32 +26,74 @@ class CompiledFunc:
         self.vectorize = vectorize
         self.name = func.name
         self.params = func.params
-        self._param_slots = [comp.bind_buffer(buf) for buf in func.params]
+        # scalar parameters (Vars) take the value passed in their place, bound first: a
+        # buffer's shape may use one (it is then checked, not bound)
+        self._scalar = [isinstance(p, E.Var) for p in func.params]
+        self._param_slots = [comp.bind(p) if isinstance(p, E.Var) else None
+                             for p in func.params]
+        self._param_slots = [slot if slot is not None else comp.bind_buffer(p)
+                             for slot, p in zip(self._param_slots, func.params)]
+        self._casts = [scalar_caster(p.dtype) if isinstance(p, E.Var) else None
+                       for p in func.params]
+        buffers = [(p_i, p) for p_i, p in enumerate(func.params) if not isinstance(p, E.Var)]
         # shape variables of the parameters are bound from the arrays' shapes (first use);
         # every other dimension is an expression checked against the array
         self._shape_binds: list[tuple[int, int, int]] = []  # (param, dim, slot)
-        for p_i, buf in enumerate(func.params):
+        for p_i, buf in buffers:
             for d, s in enumerate(buf.shape):
                 if isinstance(s, E.Var) and id(s) not in comp.scope:
                     self._shape_binds.append((p_i, d, comp.bind(s)))
-        self._shape_fns = [[comp.expr(s) for s in buf.shape] for buf in func.params]
+        self._shape_fns = [None if isinstance(p, E.Var) else [comp.expr(s) for s in p.shape]
+                           for p in func.params]
         self._body = comp.stmt(func.body)
         self.bands = comp.nbands  # how many loop nests run as numpy operations
         self._nslots = comp.nslots
         self._stored = [id(b) in comp.stored for b in func.params]
         self._dtypes = [np_dtype(b.dtype) for b in func.params]
-        self._flat = [bool(b.strides) or bool(b.elem_offset) for b in func.params]
+        self._flat = [not isinstance(b, E.Var) and (bool(b.strides) or bool(b.elem_offset))
+                      for b in func.params]
 
     def __repr__(self) -> str:
         return f"<interpreted {self.name}({', '.join(b.name for b in self.params)})>"
+
+    def _scalar_value(self, p_i: int, var: E.Var, value: Any) -> Any:
+        """The value of scalar parameter ``var`` passed as ``value`` (a Python or numpy
+        number its dtype holds), as the interpreter holds it."""
+        where = f"argument {p_i} (scalar {var.name!r}) of {self.name}"
+        dt = var.dtype
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if dt == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise ArgumentError(f"{where} must be a bool (True or False), got "
+                                    f"{type(value).__name__}")
+        elif is_int(dt):
+            if isinstance(value, (bool, np.bool_)) or \
+                    not isinstance(value, (int, np.integer)):
+                raise ArgumentError(f"{where} must be an integer ({dt}), got "
+                                    f"{type(value).__name__} {value!r}")
+            lo, hi, _, _ = int_limits(dt)
+            if not lo <= int(value) <= hi:
+                raise ArgumentError(f"{where} must be an integer that {dt} holds ({lo} to "
+                                    f"{hi}), got {int(value)}")
+            value = int(value)
+        elif isinstance(value, (bool, np.bool_)) or \
+                not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ArgumentError(f"{where} must be a number ({dt}), got "
+                                f"{type(value).__name__} {value!r}")
+        return self._casts[p_i](value)
 
     def _prepare(self, arrays: tuple, env: list) -> None:
         params = self.params
         sig = ", ".join(b.name for b in params)
         if len(arrays) != len(params):
-            raise ArgumentError(f"{self.name} expects {len(params)} array(s) ({sig}), "
+            what = "argument(s)" if any(self._scalar) else "array(s)"
+            raise ArgumentError(f"{self.name} expects {len(params)} {what} ({sig}), "
                                 f"got {len(arrays)}")
         for p_i, (buf, arr) in enumerate(zip(params, arrays)):
+            if self._scalar[p_i]:
+                env[self._param_slots[p_i]] = self._scalar_value(p_i, buf, arr)
+                continue
             if not isinstance(arr, np.ndarray):
                 raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must be a "
                                     f"numpy array, got {type(arr).__name__}")
@@ -64,6 +108,8 @@ class CompiledFunc:
             if d < arr.ndim and env[slot] is None:
                 env[slot] = int(arr.shape[d])
         for p_i, (buf, arr) in enumerate(zip(params, arrays)):
+            if self._scalar[p_i]:
+                continue
             try:
                 expected = tuple(int(f(env)) for f in self._shape_fns[p_i])
             except TypeError:

@@ -41,7 +41,7 @@ from typing import Any
 from engine.arith.guarded import GuardedBounds, dtype_range
 from engine.ir import expr as E
 from engine.ir import stmt as S
-from engine.ir.dtype import lanes_of, zero_filled
+from engine.ir.dtype import bits_of, lanes_of, zero_filled
 from engine.ir.functor import collect, pre_order_visit
 from engine.script.printer.module import repr_node
 
@@ -65,9 +65,27 @@ class AccessBoundsError(BuildError):
 _ROUNDS = 3
 
 
-def check_bounds(body: S.Stmt, func_name: str) -> None:
-    """Raise :class:`AccessBoundsError` for the first access not provably in bounds."""
-    _Checker(func_name, allocated_index_bounds(body, func_name)).stmt(body)
+def check_bounds(body: S.Stmt, func_name: str, size_vars: tuple = (),
+                 params: tuple = ()) -> None:
+    """Raise :class:`AccessBoundsError` for the first access not provably in bounds.
+
+    ``size_vars`` are the function's symbolic sizes (bound from the arrays' shapes: at
+    least 0) and ``params`` its parameters (a scalar integer parameter lies in its dtype's
+    range)."""
+    checker = _Checker(func_name, allocated_index_bounds(body, func_name))
+    _bind_symbols(checker.an, size_vars, params)
+    checker.stmt(body)
+
+
+def _bind_symbols(an: GuardedBounds, size_vars: tuple, params: tuple) -> None:
+    for v in size_vars:
+        hi = dtype_range(v.dtype)
+        an.ranges[v] = (0, None if hi is None else hi[1])
+    for p in params:
+        if isinstance(p, E.Var):
+            r = dtype_range(p.dtype)
+            if r is not None:
+                an.ranges[p] = r
 
 
 def allocated_index_bounds(body: S.Stmt, func_name: str = "") -> dict:
@@ -112,7 +130,7 @@ def _shape_of(buf: Any) -> tuple | None:
     try:
         return buf.const_shape()
     except ValueError:
-        return None  # symbolic shapes are refused by flattening, with their own message
+        return None  # a symbolic shape (see _Checker.access)
 
 
 class _Checker:
@@ -148,6 +166,17 @@ class _Checker:
         with self.an.scope():
             self.an.ranges[s.loop_var] = (None if lo is None else lo[0],
                                           None if hi is None else hi[1])
+            if E.as_const_int(s.extent) is None and _is_scalar_int(s.extent):
+                # a symbolic extent: what the loop guarantees is a fact on the loop
+                # variable (i < n, i < (n + 3) // 4), which proves i < n for a buffer of n
+                self.an.assume(E.binary(E.GE, s.loop_var, s.min))
+                self.an.assume(E.binary(E.LT, s.loop_var, E.binary(E.Add, s.min, s.extent)))
+                # and inside the body the extent is at least 1: so is each size of a
+                # product of sizes (a fused loop of extent n * m: n >= 1 and m >= 1)
+                for v in _product_vars(s.extent):
+                    lo, hi = self.an.ranges.get(v) or (None, None)
+                    if lo is not None and lo >= 0:
+                        self.an.ranges[v] = (max(lo, 1), hi)
             self.stmt(s.body)
 
     def s_IfThenElse(self, s: S.IfThenElse) -> None:
@@ -217,13 +246,129 @@ class _Checker:
     # the proof ---------------------------------------------------------------
     def access(self, buf: Any, indices: tuple, kind: str) -> None:
         shape = _shape_of(buf)
-        if shape is None or len(shape) != len(indices):
+        if shape is None:
+            self.symbolic_access(buf, indices, kind)
+            return
+        if len(shape) != len(indices):
             return  # flattening refuses these with its own message
         for dim, (idx, n) in enumerate(zip(indices, shape)):
             lo, hi = self.index_bound(idx)
             if lo is not None and hi is not None and 0 <= lo and hi <= n - 1:
                 continue
             raise self.refusal(buf, indices, kind, dim, idx, n, lo, hi)
+
+    def symbolic_access(self, buf: Any, indices: tuple, kind: str) -> None:
+        """An access of a buffer with a symbolic shape: along a constant dimension as
+        usual; along a symbolic one of size ``n``, every lane of the index must be at least
+        0 and ``index - n`` at most -1 (the loops' facts ``i < n`` prove it)."""
+        if len(buf.shape) != len(indices):
+            return  # flattening refuses these with its own message
+        for dim, (idx, n) in enumerate(zip(indices, buf.shape)):
+            lo, hi = self.index_bound(idx)
+            nc = E.as_const_int(n)
+            if nc is not None:
+                if lo is not None and hi is not None and 0 <= lo and hi <= nc - 1:
+                    continue
+                raise self.refusal(buf, indices, kind, dim, idx, nc, lo, hi)
+            if (lo is not None and lo >= 0) or self.nonneg(idx):
+                if self.below(idx, n):
+                    continue
+                lo = 0
+            raise self.symbolic_refusal(buf, indices, kind, dim, idx, n, lo)
+
+    def positive(self, d: E.PrimExpr) -> bool:
+        """Is ``d`` provably at least 1?"""
+        if not _is_scalar_int(d):
+            return False
+        lo = self.an.bound_tree(d)[0]
+        return lo is not None and lo >= 1
+
+    def nonneg(self, idx: E.PrimExpr) -> bool:
+        """Is the scalar ``idx`` provably at least 0, also through a division or modulo by
+        a positive symbolic size (``f // n``, ``f % n`` under a loop of extent ``n * m``)?"""
+        if not _is_scalar_int(idx):
+            return False
+        lo = self.an.bound_tree(idx)[0]
+        if lo is not None and lo >= 0:
+            return True
+        if isinstance(idx, E.FloorMod):
+            return self.positive(idx.b)
+        if isinstance(idx, E.FloorDiv):
+            return self.positive(idx.b) and self.nonneg(idx.a)
+        if isinstance(idx, E.Cast) and idx.dtype.startswith("int") and \
+                bits_of(idx.dtype) >= bits_of(idx.value.dtype):
+            return self.nonneg(idx.value)
+        if isinstance(idx, (E.Add, E.Mul)):
+            return self.nonneg(idx.a) and self.nonneg(idx.b)
+        return False
+
+    def below(self, idx: E.PrimExpr, n: E.PrimExpr) -> bool:
+        """Is every lane of ``idx`` provably below the size ``n``? By the bounds and facts
+        (``i < n`` from the loop), or, for ``x % d`` and ``x // d`` with ``d`` a positive
+        size (a fused loop's ``f % n``, ``f // n``): ``d <= n``, and ``x < d * n``."""
+        over = self.excess(idx, n)
+        if over is not None and over <= -1:
+            return True
+        if not _is_scalar_int(idx):
+            return False
+        if isinstance(idx, E.Cast) and idx.dtype.startswith("int") and \
+                bits_of(idx.dtype) >= bits_of(idx.value.dtype):
+            return self.below(idx.value, n)
+        if isinstance(idx, E.FloorMod) and self.positive(idx.b) and self.nonneg(idx.a):
+            over = self.excess(idx.b, n)      # x % d <= d - 1 <= n - 1
+            return over is not None and over <= 0
+        if isinstance(idx, E.FloorDiv) and self.positive(idx.b) and self.nonneg(idx.a):
+            d = idx.b
+            if d.dtype != n.dtype:
+                d, n = _widen(d), _widen(n)
+            for prod in (E.Mul(d, n), E.Mul(n, d)):  # x // d <= n - 1 when x < d * n
+                over = self.excess(idx.a, prod)
+                if over is not None and over <= -1:
+                    return True
+        return False
+
+    def excess(self, idx: E.PrimExpr, n: E.PrimExpr) -> int | None:
+        """An upper bound of ``index - n`` over every lane of ``idx`` (None: unknown)."""
+        if lanes_of(idx.dtype) != 1:
+            if isinstance(idx, E.Broadcast):
+                return self.excess(idx.value, n)
+            if isinstance(idx, E.Ramp):
+                last = E.binary(E.Add, idx.base, E.binary(
+                    E.Mul, idx.stride, E.const(idx.lanes - 1, idx.stride.dtype)))
+                a, b = self.excess(idx.base, n), self.excess(last, n)
+                return None if a is None or b is None else max(a, b)
+            return None
+        if not _is_scalar_int(idx):
+            return None
+        if idx.dtype != n.dtype:
+            wide = "int64"
+            idx = idx if idx.dtype == wide else E.Cast(wide, idx)
+            n = n if n.dtype == wide else E.Cast(wide, n)
+        hi = self.an.bound_tree(E.Sub(idx, n))[1]
+        if hi is not None and hi <= -1:
+            return hi
+        # a size rounded up, (n + 31) // 32 * 32: written as (n + 31) - (n + 31) % 32 it is
+        # at least n, so i < n proves i below it
+        idx2, n2 = _expand_rounding(idx), _expand_rounding(n)
+        if idx2 is idx and n2 is n:
+            return hi
+        hi2 = self.an.bound_tree(E.Sub(idx2, n2))[1]
+        return hi2 if hi is None or (hi2 is not None and hi2 < hi) else hi
+
+    def symbolic_refusal(self, buf, indices, kind, dim, idx, n, lo) -> AccessBoundsError:
+        access = f"{buf.name}[{', '.join(repr_node(i) for i in indices)}]"
+        idx_text, n_text = repr_node(idx), repr_node(n)
+        axis = "" if len(indices) == 1 else f" along axis {dim}"
+        shape = ", ".join(repr_node(d) for d in buf.shape) + ("," if len(buf.shape) == 1 else "")
+        if lo is None or lo < 0:
+            msg = (f"{access} may {kind} before the start of {buf.name} ({idx_text} cannot "
+                   f"be proven at least 0{axis}; {buf.name} has the symbolic shape ({shape}))")
+        else:
+            msg = (f"{access} may {kind} past the end of {buf.name} ({idx_text} cannot be "
+                   f"proven below {n_text}{axis}: {buf.name} has the symbolic shape "
+                   f"({shape}); bound the loop by {n_text}, or guard the access with an if "
+                   f"(or T.where) {idx_text} < {n_text})")
+        return AccessBoundsError(msg, buf.name, access)
 
     def index_bound(self, idx: E.PrimExpr) -> tuple:
         """Inclusive (lo, hi) of every lane of an index (None ends when unknown)."""
@@ -265,6 +410,53 @@ class _Checker:
                    "or guard the access with an if")
         msg = f"{access} may {kind} {where} {buf.name} ({why})"
         return AccessBoundsError(msg, buf.name, access)
+
+
+def _expand_rounding(e: E.PrimExpr) -> E.PrimExpr:
+    """``e`` with every ``x // c * (k * c)`` written ``(x - x % c) * k`` (floor division's
+    identity), so that the bounds see ``x`` itself; ``e`` itself when there is none."""
+    if isinstance(e, E.Mul):
+        for fd, other in ((e.a, e.b), (e.b, e.a)):
+            c2 = E.as_const_int(other)
+            if isinstance(fd, E.FloorDiv) and c2 is not None:
+                c1 = E.as_const_int(fd.b)
+                if c1 is not None and c1 > 0 and c2 % c1 == 0:
+                    x = _expand_rounding(fd.a)
+                    rest = E.Sub(x, E.FloorMod(x, fd.b))
+                    k = c2 // c1
+                    return rest if k == 1 else E.Mul(rest, E.const(k, e.dtype))
+    if isinstance(e, (E.Add, E.Sub, E.Mul)):
+        a, b = _expand_rounding(e.a), _expand_rounding(e.b)
+        if a is not e.a or b is not e.b:
+            return type(e)(a, b)
+    if isinstance(e, E.Cast):
+        v = _expand_rounding(e.value)
+        if v is not e.value:
+            return E.Cast(e.dtype, v)
+    return e
+
+
+def _widen(e: E.PrimExpr) -> E.PrimExpr:
+    return e if e.dtype == "int64" else E.Cast("int64", e)
+
+
+def _product_vars(e: Any) -> list:
+    """The variables of ``e`` when it is a product of variables and positive constants
+    (``n``, ``n * m``, ``T.Cast("int64", n) * 4``), else none."""
+    if isinstance(e, E.Var):
+        return [e]
+    if isinstance(e, E.Cast) and _is_scalar_int(e.value):
+        return _product_vars(e.value)
+    if isinstance(e, E.Mul):
+        a, b = e.a, e.b
+        ca, cb = E.as_const_int(a), E.as_const_int(b)
+        if ca is not None:
+            return _product_vars(b) if ca > 0 else []
+        if cb is not None:
+            return _product_vars(a) if cb > 0 else []
+        va, vb = _product_vars(a), _product_vars(b)
+        return va + vb if va and vb else []
+    return []
 
 
 def _is_scalar_int(e: Any) -> bool:

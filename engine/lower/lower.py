@@ -370,12 +370,8 @@ class _BlockLowerer:
 # 2. flattening
 # ---------------------------------------------------------------------------
 def flat_buffer(buf: Buffer) -> Buffer:
-    """The 1-D buffer with the storage of ``buf`` (same name, dtype, scope, alignment)."""
-    try:
-        shape = buf.const_shape()
-    except ValueError:
-        raise BuildError(f"buffer {buf.name!r} has a symbolic shape; the LLVM backend needs "
-                         "constant shapes (bind the sizes when creating the workload)") from None
+    """The 1-D buffer with the storage of ``buf`` (same name, dtype, scope, alignment);
+    a symbolic shape gives a symbolic size (``m * k``)."""
     if buf.strides:
         strides = []
         for s in buf.strides:
@@ -383,6 +379,14 @@ def flat_buffer(buf: Buffer) -> Buffer:
             if v is None:
                 raise BuildError(f"buffer {buf.name!r} has symbolic strides; use constant strides")
             strides.append(v)
+    try:
+        shape = buf.const_shape()
+    except ValueError:
+        if buf.strides:
+            raise BuildError(f"buffer {buf.name!r} has explicit strides and a symbolic "
+                             "shape; give it constant sizes, or no strides") from None
+        return Buffer(buf.name, (symbolic_size(buf),), buf.dtype, buf.scope, (), 0, buf.align)
+    if buf.strides:
         size = 1 + sum((n - 1) * st for n, st in zip(shape, strides)) if all(shape) else 0
     else:
         size = 1
@@ -390,6 +394,35 @@ def flat_buffer(buf: Buffer) -> Buffer:
             size *= n
     size += buf.elem_offset
     return Buffer(buf.name, (max(size, 0),), buf.dtype, buf.scope, (), 0, buf.align)
+
+
+def index_dtype(buf: Buffer) -> str:
+    """The dtype of a symbolic-shape buffer's flat indices: int64 when a size is int64,
+    else int32 (the runtime then checks that the array holds fewer than 2**31 elements)."""
+    return "int64" if any(d.dtype == "int64" for d in buf.shape) else "int32"
+
+
+def _as_dtype(e: E.PrimExpr, dtype: str) -> E.PrimExpr:
+    return e if e.dtype == dtype else E.Cast(dtype, e)
+
+
+def symbolic_strides(buf: Buffer) -> list:
+    """Row-major strides of a symbolic-shape buffer, as expressions of its index dtype."""
+    idt = index_dtype(buf)
+    strides, acc = [], E.IntImm(idt, 1)
+    for n in reversed(buf.shape):
+        strides.append(acc)
+        acc = lower_simplify(E.binary(E.Mul, acc, _as_dtype(n, idt)))
+    return list(reversed(strides))
+
+
+def symbolic_size(buf: Buffer) -> E.PrimExpr:
+    """The number of elements of a symbolic-shape buffer (an expression)."""
+    idt = index_dtype(buf)
+    size: E.PrimExpr = E.IntImm(idt, 1)
+    for n in buf.shape:
+        size = E.binary(E.Mul, size, _as_dtype(n, idt))
+    return lower_simplify(size)
 
 
 def row_major_strides(shape: tuple[int, ...]) -> list[int]:
@@ -410,6 +443,9 @@ class _Flattener(Mutator):
         if fb is None:
             fb = flat_buffer(buf)
             self.map[id(buf)] = fb
+            if type(fb.shape[0]) is not E.IntImm:  # a symbolic shape
+                self.info[id(buf)] = (symbolic_strides(buf), 0, index_dtype(buf), buf.shape)
+                return fb
             shape = buf.const_shape()
             strides = ([E.as_const_int(s) for s in buf.strides] if buf.strides
                        else row_major_strides(shape))
@@ -431,11 +467,13 @@ class _Flattener(Mutator):
         for idx, st in zip(indices, strides):
             idx = self.visit(idx)
             terms.append((idx, st))
+        terms = [(idx, E.IntImm(idt, st) if isinstance(st, int) else st)
+                 for idx, st in terms]
         if lanes == 1:
             out: E.PrimExpr = E.IntImm(idt, offset)
             for idx, st in terms:
                 idx = idx if idx.dtype == idt else E.Cast(idt, idx)
-                out = E.Add(out, E.Mul(idx, E.IntImm(idt, st)) if st != 1 else idx)
+                out = E.Add(out, E.Mul(idx, st) if not E.is_const_int(st, 1) else idx)
             return lower_simplify(out)
         # vector index: keep a single Ramp in Ramp form, everything else broadcast
         base: E.PrimExpr = E.IntImm(idt, offset)
@@ -443,7 +481,7 @@ class _Flattener(Mutator):
         for idx, st in terms:
             if lanes_of(idx.dtype) == 1:
                 idx = idx if idx.dtype == idt else E.Cast(idt, idx)
-                base = E.Add(base, E.Mul(idx, E.IntImm(idt, st)))
+                base = E.Add(base, E.Mul(idx, st))
             elif isinstance(idx, E.Ramp) and not vec_terms:
                 b = idx.base if idx.base.dtype == idt else E.Cast(idt, idx.base)
                 s_ = idx.stride if idx.stride.dtype == idt else E.Cast(idt, idx.stride)
@@ -452,9 +490,9 @@ class _Flattener(Mutator):
                 vec_terms.append(("vec", idx, None, st))
         if len(vec_terms) == 1 and vec_terms[0][0] == "ramp":
             _, b, s_, st = vec_terms[0]
-            base = E.Add(base, E.Mul(b, E.IntImm(idt, st)))
+            base = E.Add(base, E.Mul(b, st))
             return lower_simplify(E.Ramp(lower_simplify(base), lower_simplify(
-                E.Mul(s_, E.IntImm(idt, st))), lanes))
+                E.Mul(s_, st)), lanes))
         vt = f"{idt}x{lanes}"
         out = E.Broadcast(lower_simplify(base), lanes)
         for kind, a, s_, st in vec_terms:
@@ -462,7 +500,7 @@ class _Flattener(Mutator):
                 a = E.Ramp(a, s_, lanes)
             elif a.dtype != vt:
                 a = E.Cast(vt, a)
-            out = E.Add(out, E.Mul(a, E.Broadcast(E.IntImm(idt, st), lanes)))
+            out = E.Add(out, E.Mul(a, E.Broadcast(st, lanes)))
         return out
 
     def visit_BufferLoad(self, n: E.BufferLoad):
@@ -494,7 +532,7 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     from .bounds_check import check_bounds
     if func.attr("lowered", False):
         # the attribute may come from a pasted program's T.func_attr: prove its accesses too
-        check_bounds(func.body, func.name)
+        check_bounds(func.body, func.name, func.attr("size_vars", ()), func.params)
         return func
     from .compact import compact_buffers
     from .legalize import legalize_loops
@@ -503,14 +541,90 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     body = _BlockLowerer(func.name).stmt(src.body, {})
     if body is None:
         body = S.Evaluate(E.IntImm("int32", 0))
-    check_bounds(body, func.name)
+    size_vars = symbolic_sizes(func, body)
+    check_bounds(body, func.name, size_vars, func.params)
     fl = _Flattener()
-    params = tuple(fl.flat(p) for p in func.params)
+    params = tuple(fl.flat(p) if isinstance(p, Buffer) else p for p in func.params)
     body = fl.visit(body)
     body = lower_simplify(body)
     if legalize:
         body = legalize_loops(body, func.name)
         body = peel_vector_tails(body)
-    out = PrimFunc(func.name, params, body, func.attrs)
+    out = PrimFunc(func.name, params + size_vars, body, func.attrs)
     out = out.with_attr("lowered_params", tuple(func.params)).with_attr("lowered", True)
+    if size_vars:
+        out = out.with_attr("size_vars", size_vars)
     return out
+
+
+def symbolic_sizes(func: PrimFunc, body: S.Stmt) -> tuple:
+    """The symbolic sizes of ``func`` that are not parameters, in order of first
+    appearance in the buffer parameters' shapes: each is read from the shape of the array
+    given for the first buffer with that size as one of its dimensions (TVM's binding of
+    ``T.match_buffer`` shapes). They become the lowered function's last parameters.
+
+    A variable the body (or a shape) uses that is neither a parameter, nor bound in the
+    body, nor a dimension of a buffer parameter is refused: nothing would give its value.
+    """
+    scalars = {id(p) for p in func.params if not isinstance(p, Buffer)}
+    sizes: dict[int, E.Var] = {}
+    for p in func.params:
+        if isinstance(p, Buffer):
+            for d in p.shape:
+                if type(d) is E.Var and id(d) not in scalars:
+                    sizes.setdefault(id(d), d)
+    for p in func.params:
+        if not isinstance(p, Buffer):
+            continue
+        for d in tuple(p.shape) + tuple(p.strides):
+            for v in collect_vars(d):
+                if id(v) not in sizes and id(v) not in scalars:
+                    raise BuildError(
+                        f"the shape of buffer {p.name!r} uses {v.name!r}, which no array "
+                        f"gives: a symbolic size must be one whole dimension of some "
+                        f"parameter's shape (as {v.name!r} in T.Buffer(({v.name},), ...)) or a "
+                        f"scalar parameter ({v.name}: T.{v.dtype})")
+    known = set(sizes) | scalars
+    for v in _free_vars(body):
+        if id(v) not in known:
+            raise BuildError(f"function {func.name!r} uses the variable {v.name!r}, which "
+                             "nothing defines: make it a scalar parameter "
+                             f"({v.name}: T.{v.dtype}) or a dimension of a parameter's shape")
+    for v in sizes.values():
+        if not v.dtype.startswith("int") or v.dtype not in ("int32", "int64"):
+            raise BuildError(f"symbolic size {v.name!r} has dtype {v.dtype}; a size is an "
+                             "int32 or int64 (n = T.int32() or T.int64())")
+    return tuple(sizes.values())
+
+
+def _free_vars(body: S.Stmt) -> list:
+    """The variables ``body`` uses without defining them (loop variables, lets and block
+    axes define theirs), in first-use order, each once."""
+    from engine.ir.functor import pre_order_visit
+    defined: set[int] = set()
+    used: dict[int, E.Var] = {}
+    seen: set[int] = set()
+
+    def visit(n):
+        if id(n) in seen:  # a shared subtree is walked once
+            return False
+        seen.add(id(n))
+        if isinstance(n, S.For):
+            defined.add(id(n.loop_var))
+        elif isinstance(n, (S.LetStmt, E.Let)):
+            defined.add(id(n.var))
+        elif isinstance(n, S.Block):
+            defined.update(id(iv.var) for iv in n.iter_vars)
+        elif isinstance(n, S.Allocate):
+            for d in n.buffer.shape:
+                for v in collect_vars(d):
+                    used.setdefault(id(v), v)
+        elif isinstance(n, (E.BufferLoad, S.BufferStore)):
+            for d in n.buffer.shape:
+                for v in collect_vars(d):
+                    used.setdefault(id(v), v)
+        elif type(n) is E.Var:
+            used.setdefault(id(n), n)
+        return None
+    pre_order_visit(body, visit)
+    return [v for k, v in used.items() if k not in defined]

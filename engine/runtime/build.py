@@ -37,7 +37,10 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.ir.structural import structural_hash
 from engine.lower.errors import BuildError
 
-from .module import Function, Module, join_units, make_specs
+from engine.ir.buffer import Buffer
+
+from .binding import Binding
+from .module import NUMPY_DTYPES, Function, Module, join_units, make_specs, written_buffers
 
 CACHE_SIZE = 64
 _cache: "OrderedDict[tuple, Module]" = OrderedDict()
@@ -60,6 +63,12 @@ def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
         _stats["hits"] = _stats["misses"] = 0
+
+
+def _written_originals(info: Any, body: Any) -> set:
+    """The ids of the original buffer parameters whose flat buffers ``body`` stores into."""
+    written = written_buffers(body)
+    return {id(op) for fp, op in zip(info.params, info.orig_params) if id(fp) in written}
 
 
 def _functions_of(mod: Any) -> list[tuple[str, PrimFunc]]:
@@ -172,8 +181,13 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
             addr = ee.get_function_address(info.symbol)
             if not addr:
                 raise BuildError(f"internal error: function {name!r} was not compiled")
-            specs = make_specs(info.params, info.orig_params, lowered_map[name].body)
-            functions[name] = Function(module, name, addr, specs)
+            lf = lowered_map[name]
+            specs = make_specs(info.params, info.orig_params, lf.body)
+            binding = None
+            if lf.attr("size_vars") or any(not isinstance(p, Buffer) for p in info.orig_params):
+                binding = Binding(name, info.orig_params, lf.attr("size_vars", ()),
+                                  _written_originals(info, lf.body), NUMPY_DTYPES)
+            functions[name] = Function(module, name, addr, specs, binding)
         t4 = time.perf_counter()
     module.compile_stats = {
         "lower": t1 - t0, "codegen": t2 - t1,

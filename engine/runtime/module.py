@@ -149,11 +149,21 @@ def _compiled_checks_enabled() -> bool:
 class Function:
     """A callable compiled kernel: ``f(*arrays)``; see the module docstring for checks."""
 
-    def __init__(self, module: "Module", name: str, address: int, specs: list[ParamSpec]):
+    def __init__(self, module: "Module", name: str, address: int, specs: list[ParamSpec],
+                 binding: Any = None):
         self.module = module
         self.name = name
         self.address = address
         self.specs = specs
+        #: a function with symbolic sizes or scalar parameters: its argument plan
+        #: (:class:`engine.runtime.binding.Binding`), which every call goes through
+        self.binding = binding
+        if binding is not None:
+            self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *binding.argtypes)(address)
+            self._quick = None
+            self._checked = None
+            self._calls = 0
+            return
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(specs))(address)
         self._quick = self._quick_plan(specs)
         # the argument checks compiled for this signature (engine.runtime.fastcall), found
@@ -183,6 +193,8 @@ class Function:
         return tuple(per_arg), pairs
 
     def __repr__(self) -> str:
+        if self.binding is not None:
+            return f"<compiled function {self.name}({self.binding.signature})>"
         sig = ", ".join(f"{s.name}: {np.dtype(s.dtype).name}{list(s.shape)}" for s in self.specs)
         return f"<compiled function {self.name}({sig})>"
 
@@ -195,7 +207,12 @@ class Function:
         about 5 us for three arrays on a 2 GHz EPYC) — it runs on every call, so it counts in
         every measured time. Anything else (and a kernel with declared strides or an empty
         buffer) goes through :meth:`_check`, which says exactly what is wrong.
+
+        A function with symbolic sizes or scalar parameters checks its arguments with its
+        :attr:`binding` and returns every value the kernel takes (pointers, scalars, sizes).
         """
+        if self.binding is not None:
+            return self.binding.arguments(arrays)
         quick = self._quick
         if quick is not None and len(arrays) == len(quick[0]):
             ptrs = []
@@ -424,11 +441,26 @@ class Module:
         return f"<engine.runtime.Module {', '.join(self._functions)}>"
 
 
+def written_buffers(body: Any) -> set:
+    """The ids of the buffers a lowered body stores into."""
+    return {id(s.buffer) for s in collect_stmts(body, S.BufferStore)}
+
+
 def make_specs(flat_params: tuple, orig_params: tuple, body: Any) -> list[ParamSpec]:
-    """Parameter specs of a lowered function (shapes from the original buffers)."""
-    written = {id(s.buffer) for s in collect_stmts(body, S.BufferStore)}
+    """Parameter specs of a lowered function (shapes from the original buffers; a symbolic
+    dimension is its text, ``"n"``; scalar parameters have none)."""
+    written = written_buffers(body)
     specs = []
     for fp, op in zip(flat_params, orig_params):
+        if isinstance(op, E.Var):
+            continue
+        if any(E.as_const_int(d) is None for d in op.shape):
+            dt = np.dtype(NUMPY_DTYPES.get(op.dtype, "float32"))
+            from engine.script.printer.module import repr_node
+            shape = tuple(E.as_const_int(d) if E.as_const_int(d) is not None else repr_node(d)
+                          for d in op.shape)
+            specs.append(ParamSpec(op.name, dt, shape, None, id(fp) in written))
+            continue
         if op.dtype not in NUMPY_DTYPES:
             from engine.lower.errors import BuildError
             raise BuildError(f"buffer {op.name!r} has dtype {op.dtype}, which cannot be passed "
@@ -476,6 +508,11 @@ def random_arrays(specs: list[ParamSpec], seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = []
     for s in specs:
+        symbolic = [d for d in s.shape if not isinstance(d, (int, np.integer))]
+        if symbolic:
+            raise ArgumentError(f"buffer {s.name!r} has the symbolic shape "
+                                f"({', '.join(str(d) for d in s.shape)}): there are no random "
+                                "arrays of it; make arrays of the sizes you want")
         if s.dtype.kind == "f":
             a = rng.uniform(-1, 1, size=s.shape).astype(s.dtype)
         elif s.dtype.kind == "b":
@@ -496,8 +533,20 @@ def random_arrays(specs: list[ParamSpec], seed: int = 0) -> list[np.ndarray]:
 
 def random_args(func: Any, seed: int = 0) -> list[np.ndarray]:
     """:func:`random_arrays` for a PrimFunc's parameters (C-contiguous, constant shapes)."""
-    specs = [ParamSpec(p.name, np.dtype(NUMPY_DTYPES.get(p.dtype, p.dtype)), p.const_shape(),
-                       None, False) for p in func.params]
+    scalars = [p.name for p in func.params if isinstance(p, E.Var)]
+    if scalars:
+        raise ArgumentError(f"function {func.name!r} has scalar parameter(s) "
+                            f"{', '.join(scalars)}: give their values with the arrays")
+    specs = []
+    for p in func.params:
+        try:
+            shape = p.const_shape()
+        except ValueError:
+            raise ArgumentError(f"buffer {p.name!r} of {func.name!r} has a symbolic shape: "
+                                "there are no random arrays of it; make arrays of the sizes "
+                                "you want") from None
+        specs.append(ParamSpec(p.name, np.dtype(NUMPY_DTYPES.get(p.dtype, p.dtype)), shape,
+                               None, False))
     return random_arrays(specs, seed)
 
 
