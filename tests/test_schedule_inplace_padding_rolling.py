@@ -240,3 +240,26 @@ def test_rolling_buffer_refusals_and_traces(monkeypatch):
 def _pool_fresh():
     return Schedule(engine.parse(POOL.replace("N2", "12").replace("N1", "10")
                                  .replace("N", "8")))
+
+
+def test_scan_and_opaque_axes_parse_print_and_stop_the_schedule():
+    """TVM's T.axis.scan and T.axis.opaque (rolling_buffer marks its rolled axis opaque):
+    they print and parse back, run, and the primitives that reason about spatial and
+    reduction axes refuse a block that has one."""
+    import engine
+    text = '''
+@T.prim_func
+def f(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("B"):
+            vi = T.axis.opaque(16, i)
+            vs = T.axis.scan(16, i)
+            B[vi] = A[vs] + 1.0
+'''
+    mod = engine.parse(text)
+    assert "T.axis.opaque(16, i)" in mod.script() and "T.axis.scan(16, i)" in mod.script()
+    assert engine.structural_equal(engine.parse(mod.script()), mod)
+    sch = engine.Schedule(mod)
+    with pytest.raises(engine.ScheduleError, match="opaque axis"):
+        sch.split(sch.get_loops("B")[0], [None, 4])
+    sch.annotate(sch.get_loops("B")[0], "note", 1)          # kind-free primitives still run

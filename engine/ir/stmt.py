@@ -22,10 +22,16 @@ class ForKind(enum.Enum):
 
 
 class IterType(enum.Enum):
-    """Block axis kind: ``T.axis.spatial`` ("S") or ``T.axis.reduce`` ("R")."""
+    """Block axis kind: ``T.axis.spatial`` ("S"), ``T.axis.reduce`` ("R"), and TVM's
+    ``T.axis.scan`` (iterations in order, each on the one before) and ``T.axis.opaque``
+    (nothing known: rolling_buffer marks its rolled axis so). The schedule transforms only
+    spatial and reduction axes: a primitive given a block with a scan or opaque axis (or a
+    loop above one) refuses it."""
 
     SPATIAL = "S"
     REDUCE = "R"
+    SCAN = "scan"
+    OPAQUE = "opaque"
 
 
 @node

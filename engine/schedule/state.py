@@ -437,6 +437,8 @@ class Schedule:
         budget = current_budget()
         if budget is not None:
             budget.check_time(method)
+        if prim.mutates and prim.kind not in _ANY_AXES:
+            _refuse_unordered_axes(ctx, method, resolved)
         result = prim.apply(ctx, resolved, list(attrs))
         new_func = result.func if result.func is not None else func
         if budget is not None:
@@ -516,6 +518,38 @@ class Schedule:
         rule = (f"this block handle no longer exists (it was removed by {prim.method} at "
                 f"step {step})")
         return rule, "get the remaining blocks with get_block", subject
+
+
+#: primitives that do not depend on what kind each block axis is
+_ANY_AXES = frozenset({"Annotate", "Unannotate", "EnterPostproc", "RollingBuffer"})
+
+
+def _refuse_unordered_axes(ctx: Ctx, method: str, resolved: list) -> None:
+    """The schedule's primitives reason about spatial and reduction axes only: a block
+    given (or under a loop given) with a scan or opaque axis is refused, as TVM refuses most
+    primitives there (rolling_buffer marks its rolled axis opaque so that nothing else
+    moves it)."""
+    from engine.ir.stmt import IterType
+    nodes = []
+    for x in resolved:
+        nodes.extend(x if isinstance(x, (list, tuple)) else [x])
+    for node in nodes:
+        if isinstance(node, Block):
+            blocks = [node, *ctx.index.blocks_under(node)]
+        elif isinstance(node, For):
+            blocks = ctx.index.blocks_under(node)
+        else:
+            continue
+        for b in blocks:
+            odd = [iv for iv in b.iter_vars
+                   if iv.iter_type not in (IterType.SPATIAL, IterType.REDUCE)]
+            if odd:
+                iv = odd[0]
+                raise ScheduleError(method, f"block {b.name_hint}",
+                                    f"its axis {iv.var.name} is {'an' if iv.iter_type.value[0] in 'aeiou' else 'a'} "
+                                    f"{iv.iter_type.value} axis, "
+                                    "and the schedule transforms blocks of spatial and "
+                                    "reduction axes only", "", highlight=[b.name_hint])
 
 
 def _is_step(prim: Any) -> bool:

@@ -13,7 +13,7 @@ from engine.arith import Analyzer
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer
 from engine.ir.functor import Mutator, post_order_visit, substitute
-from engine.ir.stmt import Block, BlockRealize, BufferStore, ForKind
+from engine.ir.stmt import Block, BlockRealize, BufferStore, ForKind, IterType
 from engine.ir.structural import structural_equal
 from engine.script.regions import infer_block_regions
 
@@ -50,6 +50,24 @@ class _Roll(Mutator):
     def __init__(self, old: Buffer, new: Buffer, axis: int, size: int):
         self.old, self.new, self.axis, self.size = old, new, axis, size
 
+    def opaque_rolled(self, before: Block, after: Block) -> tuple:
+        """``after``'s spatial axes that index the rolled dimension of the buffer marked
+        opaque (TVM's rolling_buffer: nothing may move them any more). TVM marks such
+        reduction axes opaque too; here they stay reduction axes: a reduction's init runs
+        where its reduction axes are at their minimum (TVM's lowering counts reduction axes
+        only), and an opaque one would no longer count — the init would run again."""
+        from engine.ir.functor import collect
+        rolled: set = set()
+        for part in (before.body, before.init):
+            if part is None:
+                continue
+            for x in collect(part, (E.BufferLoad, BufferStore)):
+                if x.buffer is self.old and self.axis < len(x.indices):
+                    rolled |= {id(v) for v in collect(x.indices[self.axis], E.Var)}
+        return tuple(iv.replace(iter_type=IterType.OPAQUE)
+                     if id(iv.var) in rolled and iv.iter_type is IterType.SPATIAL else iv
+                     for iv in after.iter_vars)
+
     def index(self, indices) -> tuple:
         return tuple(E.FloorMod(i, E.const(self.size, "int32")) if d == self.axis else i
                      for d, i in enumerate(indices))
@@ -72,6 +90,7 @@ class _Roll(Mutator):
         b2 = self.generic_visit(b)
         if not touches:
             return b2
+        b2 = b2.replace(iter_vars=self.opaque_rolled(b, b2))
         reads, writes = infer_block_regions(b2.body, b2.init, b2.alloc_buffers)
         new_r = next((r for r in reads if r.buffer is self.new), None)
         new_w = next((w for w in writes if w.buffer is self.new), None)

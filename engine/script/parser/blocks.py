@@ -247,10 +247,7 @@ class BlockParser(ParserContext):
                 defs.append((tg.id, v, dom, S.IterType.SPATIAL if k == "S" else
                              S.IterType.REDUCE, v.dtype))
         else:
-            if kind not in ("spatial", "reduce", "S", "R"):
-                if kind in ("scan", "opaque"):
-                    raise self.err(call, f"T.axis.{kind} is not supported (use spatial or "
-                                         "reduce)")
+            if kind not in ("spatial", "reduce", "S", "R", "scan", "opaque"):
                 raise self.unknown_t(call.func, f)
             if type(target) is not ast.Name:
                 raise self.err(target, f"T.axis.{kind} defines one block axis: vi = ...")
@@ -262,8 +259,10 @@ class BlockParser(ParserContext):
                                          f"expression, got dtype {value.dtype}")
             dom = self.axis_dom(dom_node)
             dtype = self.dtype_arg(kw["dtype"]) if "dtype" in kw else value.dtype
-            defs = [(target.id, value, dom, S.IterType.SPATIAL if kind in ("spatial", "S")
-                     else S.IterType.REDUCE, dtype)]
+            itype = {"spatial": S.IterType.SPATIAL, "S": S.IterType.SPATIAL,
+                     "reduce": S.IterType.REDUCE, "R": S.IterType.REDUCE,
+                     "scan": S.IterType.SCAN, "opaque": S.IterType.OPAQUE}[kind]
+            defs = [(target.id, value, dom, itype, dtype)]
         for name, value, dom, itype, dtype in defs:
             var = E.Var(name, dtype)
             ctx.iter_vars.append(S.IterVar(var, dom, itype))

@@ -44,6 +44,11 @@ def _uses_any(e: Any, var_ids: set) -> bool:
     return False
 
 
+#: the T.axis function printing each kind of block axis
+_AXIS_FUNCTION = {S.IterType.SPATIAL: "spatial", S.IterType.REDUCE: "reduce",
+                  S.IterType.SCAN: "scan", S.IterType.OPAQUE: "opaque"}
+
+
 class ScriptTooLarge(ValueError):
     """The printed text would be longer than the ``max_chars`` asked for."""
 
@@ -225,6 +230,9 @@ class StmtPrinter(ExprPrinter):
     def _remappable(self, block: S.Block, values: tuple) -> bool:
         if not block.iter_vars or len(values) != len(block.iter_vars):
             return False
+        if any(iv.iter_type not in (S.IterType.SPATIAL, S.IterType.REDUCE)
+               for iv in block.iter_vars):
+            return False                         # T.axis.remap has kinds S and R only
         seen = set()
         for iv, v in zip(block.iter_vars, values):
             if type(v) is not E.Var or id(v) in seen:
@@ -276,7 +284,7 @@ class StmtPrinter(ExprPrinter):
                         d = self.ex(dom.extent)
                     else:
                         d = f"({self.ex(dom.min)}, {self.end_of(dom.min, dom.extent)})"
-                    fn = "spatial" if iv.iter_type is S.IterType.SPATIAL else "reduce"
+                    fn = _AXIS_FUNCTION[iv.iter_type]
                     dt = "" if iv.var.dtype == v.dtype else f', dtype="{iv.var.dtype}"'
                     name = self.define(iv.var, iv.var.name)
                     self.emit(body_ind, f"{name} = T.axis.{fn}({d}, {val}{dt})")
