@@ -454,3 +454,56 @@ def main(A: T.Buffer((6, 4), "float32"), C: T.Buffer((6, 4), "float32")):
     p, c = sch.get_block("P"), sch.get_block("C")
     sch.compute_at(p, sch.get_loops(c)[0])
     assert_same_program_meaning(mod, sch.mod)
+
+
+# -------------------------------------------------- the affine check itself, case by case
+def _bindings_of(binds, where="", grid="4, 4, 4"):
+    src = f'''
+@T.prim_func
+def main(A: T.Buffer((64, 64, 64), "float32"), B: T.Buffer((64, 64, 64), "float32")):
+    for i, j, k in T.grid({grid}):
+        with T.block("B"):
+            {where}
+            vi = T.axis.spatial(64, {binds[0]})
+            vj = T.axis.spatial(64, {binds[1]})
+            vk = T.axis.spatial(64, {binds[2]})
+            B[vi, vj, vk] = A[vi, vj, vk]
+'''
+    from engine.ir.functor import post_order_visit
+    from engine.ir.stmt import BlockRealize, For
+    func = engine.parse(src)["main"]
+    found, loops = [], []
+    post_order_visit(func.body, lambda x: found.append(x) if isinstance(x, BlockRealize)
+                     and x.block.name_hint == "B" else None)
+    post_order_visit(func.body, lambda x: loops.append(x) if isinstance(x, For) else None)
+    loops.sort(key=lambda lp: "ijk".index(lp.loop_var.name))
+    return found[0], loops
+
+
+@pytest.mark.parametrize("binds,where,ok,ranges", [
+    (("i", "j", "k"), "", True, [(0, 4), (0, 4), (0, 4)]),
+    (("i * 4 + j", "k", "0"), "T.where(i * 4 + j < 10)", True, [(0, 10), (0, 4), (0, 1)]),
+    (("i * 4 + j", "k", "0"), "T.where(1 <= i * 4 + j)", True, [(1, 15), (0, 4), (0, 1)]),
+    (("(i * 4 + j) // 2", "(i * 4 + j) % 2", "k"), "", True, [(0, 8), (0, 2), (0, 4)]),
+    (("i * 2 + j", "k", "0"), "", True, [(0, 10), (0, 4), (0, 1)]),        # overlap
+    (("i // 2", "i % 2 * 4 + j", "k"), "", True, [(0, 2), (0, 8), (0, 4)]),
+    (("i", "j", "k"), "T.where(i * 16 + j * 4 + k < 23)", False, None),    # TVM refuses
+    (("i", "j * 4", "k"), "", False, None),                               # scale 4
+    (("i", "i", "k"), "", False, None),                                   # i used twice
+    (("i * i + j", "0", "k"), "", False, None),                           # not affine
+    (("(i * 4 + j) // 3", "(i * 4 + j) % 3", "k"), "", False, None),      # 16 % 3 != 0
+    (("i % 3", "j", "k"), "", False, None),
+    (("i * 4 + j", "k", "0"), "T.where(j < 3)", False, None),             # a gap in vi
+])
+def test_affine_bindings(binds, where, ok, ranges):
+    """engine.schedule.primitives._common.affine_bindings, TVM's IsAffineBinding (its
+    DetectIterMap at the surjective level) in small: which bindings and T.where it takes,
+    and the box of axis values the loops give. The binding shapes are those of TVM's
+    test_tir_schedule_reorder.py (test_reorder_overlapped_access, _fail_not_affine_bindings,
+    _with_predicate, _with_partial_affineness) and of split/fuse results."""
+    from engine.schedule.primitives._common import affine_bindings
+    r, loops = _bindings_of(binds, where)
+    res = affine_bindings(r.iter_values, loops, r.predicate)
+    assert res.ok is ok, res.reason
+    if ok:
+        assert res.ranges == ranges
