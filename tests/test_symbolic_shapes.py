@@ -186,6 +186,28 @@ def test_mismatched_sizes_are_refused_with_a_sentence():
         engine.interpret(mod, "add", a, b, c)
 
 
+def test_the_compiled_check_binds_sizes_and_hands_the_rest_to_python():
+    mod = parse(COURSE_MM)
+    f = engine.build(mod)["mm"]
+    for _ in range(4):      # the check of this signature is compiled on a third call
+        for m, n, k in ((3, 4, 5), (6, 1, 2)):
+            a, b = _rand((m, k)), _rand((k, n))
+            c = np.zeros((m, n), "float32")
+            f(a, b, c)
+            np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ArgumentError, match=r"argument 1 \(buffer 'B'\) of mm has 3 elements "
+                                            r"along axis 0, but its size k is 2"):
+        f(a, np.zeros((3, n), "float32"), c)
+    add = engine.build(parse(ADD))["add"]
+    x = np.zeros(10, "float32")
+    for _ in range(4):
+        add(x[:5], x[5:], np.zeros(5, "float32"))
+    with pytest.raises(ArgumentError, match=r"arguments 0 \('A'\) and 2 \('C'\) of add overlap"):
+        add(x[:5], x[5:], x[3:8])
+    z = np.zeros((0, 2), "float32")
+    f(z, np.zeros((2, 3), "float32"), np.zeros((0, 3), "float32"))   # empty: nothing runs
+
+
 def test_shape_expressions_and_scalar_parameters_are_checked():
     mod = parse(SCALE)
     rt = engine.build(mod)
@@ -378,3 +400,13 @@ def test_random_sizes_compiled_interpreted_numpy(n, m, k, alpha):
         want = a * (np.float32(alpha) if name == "scale" else np.float32(2))
         np.testing.assert_array_equal(b, want)
         np.testing.assert_array_equal(bi, want)
+
+
+def test_check_correctness_with_scalar_parameters():
+    mod = parse(SCALE)
+    a = _rand(7)
+    report = engine.runtime.check_correctness(mod, "scale", args=[a, np.zeros(7, "float32"),
+                                                                 7, 1.5])
+    assert report.ok, report.message
+    report = engine.runtime.check_correctness(mod, "scale")
+    assert not report.ok and "scalar parameter" in report.message

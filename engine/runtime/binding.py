@@ -186,7 +186,7 @@ class Binding:
                             raise BuildError(f"the shape of buffer {ap.name!r} uses {v.name!r}, "
                                              "which no argument gives")
                     where = f"dimension {d} of buffer {ap.name!r}"
-                    ap.dims.append(("expr", shape_evaluator(dim, where), _text(dim)))
+                    ap.dims.append(("expr", shape_evaluator(dim, where), _text(dim), dim))
         missing = [v.name for v in self.size_vars if id(v) not in bound]
         if missing:
             raise BuildError(f"symbolic size(s) {', '.join(missing)} of function "
@@ -202,6 +202,34 @@ class Binding:
                                for b in self.params[i + 1:]
                                if isinstance(a, _ArrayParam) and isinstance(b, _ArrayParam)
                                and (a.written or b.written)]
+
+    def quick_plan(self, contiguous: int, aligned: int, writeable: int):
+        """The plan of the quick check (``Function.pointers``' quick pass, compiled by
+        :mod:`engine.runtime.fastcall`) — ``("sym", per_arg, pairs, size_dtypes)``: per
+        array (numpy dtype, dims, flag bits required, most elements or 0), a dimension
+        being a constant (>= 0) or the size slot ``-(k + 1)`` (bound by its first
+        occurrence, compared at the others); the pairs of arrays that must not overlap; the
+        dtype of each size — or None when a call needs the Python checks every time (a
+        scalar parameter, a dimension that is an expression)."""
+        if any(isinstance(p, _ScalarParam) for p in self.params):
+            return None
+        slot = {id(v): k for k, v in enumerate(self.size_vars)}
+        per_arg = []
+        for p in self.params:
+            dims = []
+            for dim in p.dims:
+                if dim[0] == "const":
+                    dims.append(dim[1])
+                elif dim[0] == "bind":
+                    dims.append(-(slot[dim[1]] + 1))
+                elif type(dim[3]) is E.Var and id(dim[3]) in slot:
+                    dims.append(-(slot[id(dim[3])] + 1))
+                else:
+                    return None
+            need = contiguous | aligned | (writeable if p.written else 0)
+            per_arg.append((p.dtype, tuple(dims), need, _INT32_MAX if p.int32_indexed else 0))
+        pairs = tuple((a.index, b.index) for a, b in self._overlap_pairs)
+        return ("sym", tuple(per_arg), pairs, tuple(v.dtype for v in self.size_vars))
 
     # ------------------------------------------------------------------ checks
     def where(self, p) -> str:
@@ -236,8 +264,8 @@ class Binding:
                     var = dim[2]
                     hi = _INT32_MAX if var.dtype == "int32" else 2**63 - 1
                     if n > hi:
-                        raise Error(f"{self.where(p)} has {n} elements along axis {d}, more "
-                                    f"than its {var.dtype} size {var.name!r} holds")
+                        raise Error(f"{self.where(p)} has {_elements(n)} along axis {d}, "
+                                    f"more than its {var.dtype} size {var.name!r} holds")
                     env[dim[1]] = n
                     source[dim[1]] = f"{self.where(p)}, axis {d}"
         for p, a in zip(params, args):
@@ -345,12 +373,16 @@ class Binding:
                  if id(v) in env and _mentions_name(text, v.name)]
         if len(known) == 1 and text == known[0].name:  # a size another argument gave
             v = known[0]
-            return (f"{self.where(p)} has {shape[d]} elements along axis {d}, but its size "
+            return (f"{self.where(p)} has {_elements(shape[d])} along axis {d}, but its size "
                     f"{v.name} is {want} (from {source.get(id(v), '?')}); got shape {shape}")
         values = "; ".join(f"{v.name} = {env[id(v)]} from {source.get(id(v), '?')}"
                            for v in known)
-        return (f"{self.where(p)} must have {want} elements along axis {d} ({text}"
+        return (f"{self.where(p)} must have {_elements(want)} along axis {d} ({text}"
                 f"{' with ' + values if values else ''}), got shape {shape}")
+
+
+def _elements(n: int) -> str:
+    return f"{n} element" if n == 1 else f"{n} elements"
 
 
 def _mentions_name(text: str, name: str) -> bool:

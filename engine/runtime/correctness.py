@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .module import Module, random_arrays
+from .module import ArgumentError, Module, random_arrays
 
 DEFAULT_TOLERANCES = {  # dtype -> (rtol, atol)
     "float16": (1e-2, 1e-2),
@@ -91,6 +91,11 @@ def check_correctness(mod: Any, func_name: str | None = None,
         name = func_name or rt.entry_name()
         f = rt[name]
         if args is None:
+            scalars = [p.name for p in f.binding.params if not hasattr(p, "buffer")] \
+                if f.binding is not None else []
+            if scalars:
+                raise ArgumentError(f"{name} has scalar parameter(s) {', '.join(scalars)}: "
+                                    "pass args=[...] with their values")
             args = random_arrays(f.specs)
         ours = [np.array(a, copy=True) for a in args]
         theirs = [np.array(a, copy=True) for a in args]
@@ -124,8 +129,11 @@ def check_correctness(mod: Any, func_name: str | None = None,
         theirs[len(theirs) - len(outs):] = [np.asarray(o) for o in outs]
     max_abs, max_rel = 0.0, 0.0
     problems = []
-    for spec, a, b in zip(f.specs, ours, theirs):
-        b = np.asarray(b)
+    # the buffers' places among the arguments (a scalar parameter has no spec)
+    places = ([i for i, p in enumerate(f.binding.params) if hasattr(p, "buffer")]
+              if f.binding is not None else list(range(len(f.specs))))
+    for spec, place in zip(f.specs, places):
+        a, b = ours[place], np.asarray(theirs[place])
         if a.shape != b.shape:
             problems.append(f"{spec.name}: reference has shape {b.shape}, kernel {a.shape}")
             continue

@@ -28,6 +28,11 @@ transposed, read-only, 0-d, several dtypes) against numpy's own accessors. If an
 disagrees (another numpy, another Python build), there is no compiled check and every call
 takes the Python path, as before.
 
+A kernel with symbolic sizes has one too (:func:`symbolic_wrapper_ir`: the sizes read from
+the arrays' shapes, compared where they repeat, passed to the kernel after the pointers),
+unless it has a scalar parameter or a dimension that is an expression (``(n + 31) // 32 *
+32``): those take the Python checks of :mod:`engine.runtime.binding` on every call.
+
 A kernel without a quick pass (declared strides, an empty buffer) has no compiled check
 either: the compiled check is the quick pass's plan in machine code. A new signature's check is compiled (about 5 ms) on a
 kernel's third call, so that a kernel called once keeps the Python checks; a call through
@@ -239,12 +244,113 @@ def wrapper_ir(plan, layout: ArrayLayout) -> str:
     return "\n".join(["@engine_ndarray_type = global i64 0"] + head + [""] + lines) + "\n"
 
 
+def symbolic_wrapper_ir(plan, layout: ArrayLayout) -> str:
+    """LLVM IR text of the check-and-call function of a kernel with symbolic sizes (plan:
+    :meth:`engine.runtime.binding.Binding.quick_plan`): as :func:`wrapper_ir`, but a
+    dimension that is a size is read from the first array with it (an int32 size at most
+    ``2**31 - 1``) and compared at the others, an array indexed with int32 arithmetic holds
+    at most ``2**31 - 1`` elements, the overlap checks use the arrays' sizes in bytes
+    computed from their shapes, and the kernel is called with the sizes after the
+    pointers."""
+    _, per_arg, pairs, size_dtypes = plan
+    lines: list[str] = []
+    emit = lines.append
+    label = iter(range(1, 1 << 30))
+
+    def require(cond: str) -> None:
+        ok = f"ok{next(label)}"
+        emit(f"  br i1 {cond}, label %{ok}, label %needs_full_check")
+        emit(f"{ok}:")
+
+    def field(obj: str, offset: int, ty: str, name: str) -> str:
+        emit(f"  %{name}.at = getelementptr i8, ptr {obj}, i64 {offset}")
+        emit(f"  %{name} = load {ty}, ptr %{name}.at")
+        return f"%{name}"
+
+    def field_is(obj: str, offset: int, ty: str, name: str, want: str) -> None:
+        got = field(obj, offset, ty, name)
+        emit(f"  %{name}.ok = icmp eq {ty} {got}, {want}")
+        require(f"%{name}.ok")
+
+    n = len(per_arg)
+    head = [f"@engine_descr_{k} = global i64 0" for k in range(n)]
+    emit("define i32 @engine_checked_call(ptr %kernel, ptr %args) {")
+    emit("entry:")
+    emit("  %ndarray = load i64, ptr @engine_ndarray_type")
+    field_is("%args", layout.tuple_size, "i64", "nargs", str(n))
+    size_value: dict[int, str] = {}
+    for k, (dtype, dims, need, cap) in enumerate(per_arg):
+        a = field("%args", layout.tuple_items + 8 * k, "ptr", f"a{k}")
+        field_is(a, layout.type, "i64", f"a{k}.type", "%ndarray")
+        emit(f"  %a{k}.want = load i64, ptr @engine_descr_{k}")
+        field_is(a, layout.descr, "i64", f"a{k}.descr", f"%a{k}.want")
+        field_is(a, layout.nd, "i32", f"a{k}.nd", str(len(dims)))
+        fl = field(a, layout.flags, "i32", f"a{k}.flags")
+        emit(f"  %a{k}.need = and i32 {fl}, {need}")
+        emit(f"  %a{k}.flags.ok = icmp eq i32 %a{k}.need, {need}")
+        require(f"%a{k}.flags.ok")
+        count = "1"
+        if dims:
+            dp = field(a, layout.dims, "ptr", f"a{k}.dims")
+        for d_i, c in enumerate(dims):
+            got = field(dp, 8 * d_i, "i64", f"a{k}.dim{d_i}")
+            if c >= 0:
+                emit(f"  %a{k}.dim{d_i}.ok = icmp eq i64 {got}, {c}")
+                require(f"%a{k}.dim{d_i}.ok")
+            else:
+                slot = -c - 1
+                if slot not in size_value:
+                    size_value[slot] = got
+                    if size_dtypes[slot] == "int32":
+                        emit(f"  %a{k}.dim{d_i}.fits = icmp ule i64 {got}, {2**31 - 1}")
+                        require(f"%a{k}.dim{d_i}.fits")
+                else:
+                    emit(f"  %a{k}.dim{d_i}.ok = icmp eq i64 {got}, {size_value[slot]}")
+                    require(f"%a{k}.dim{d_i}.ok")
+            emit(f"  %a{k}.count{d_i} = mul i64 {count}, {got}")
+            count = f"%a{k}.count{d_i}"
+        if cap:
+            emit(f"  %a{k}.cap.ok = icmp ule i64 {count}, {cap}")
+            require(f"%a{k}.cap.ok")
+        emit(f"  %a{k}.bytes = mul i64 {count}, {np.dtype(dtype).itemsize}")
+        field(a, layout.data, "ptr", f"a{k}.data")
+        emit(f"  %a{k}.begin = ptrtoint ptr %a{k}.data to i64")
+    for i, j in pairs:   # disjoint: one ends before the other (or one is empty)
+        emit(f"  %a{i}.end.{j} = add i64 %a{i}.begin, %a{i}.bytes")
+        emit(f"  %a{j}.end.{i} = add i64 %a{j}.begin, %a{j}.bytes")
+        emit(f"  %apart{i}.{j}.ij = icmp ule i64 %a{i}.end.{j}, %a{j}.begin")
+        emit(f"  %apart{i}.{j}.ji = icmp ule i64 %a{j}.end.{i}, %a{i}.begin")
+        emit(f"  %empty{i}.{j}.i = icmp eq i64 %a{i}.bytes, 0")
+        emit(f"  %empty{i}.{j}.j = icmp eq i64 %a{j}.bytes, 0")
+        emit(f"  %apart{i}.{j}.a = or i1 %apart{i}.{j}.ij, %apart{i}.{j}.ji")
+        emit(f"  %apart{i}.{j}.b = or i1 %empty{i}.{j}.i, %empty{i}.{j}.j")
+        emit(f"  %apart{i}.{j} = or i1 %apart{i}.{j}.a, %apart{i}.{j}.b")
+        require(f"%apart{i}.{j}")
+    args = [f"ptr %a{k}.data" for k in range(n)]
+    for slot, dt in enumerate(size_dtypes):
+        if dt == "int32":
+            emit(f"  %size{slot} = trunc i64 {size_value[slot]} to i32")
+            args.append(f"i32 %size{slot}")
+        else:
+            args.append(f"i64 {size_value[slot]}")
+    emit(f"  %rc = call i32 %kernel({', '.join(args)})")
+    emit("  ret i32 %rc")
+    emit("needs_full_check:")
+    emit(f"  ret i32 {NEEDS_FULL_CHECK}")
+    emit("}")
+    return "\n".join(["@engine_ndarray_type = global i64 0"] + head + [""] + lines) + "\n"
+
+
 def _compile(plan, layout: ArrayLayout) -> _Checker:
     import llvmlite.binding as llvm
 
     from engine.codegen.target import JIT_LOCK, new_target_machine, set_host_target
-    text = wrapper_ir(plan, layout)
-    descrs = tuple(dtype for dtype, _, _ in plan[0])
+    if plan[0] == "sym":
+        text = symbolic_wrapper_ir(plan, layout)
+        descrs = tuple(p[0] for p in plan[1])
+    else:
+        text = wrapper_ir(plan, layout)
+        descrs = tuple(dtype for dtype, _, _ in plan[0])
     with JIT_LOCK:
         mod = llvm.parse_assembly(text)
         mod.verify()
@@ -264,4 +370,4 @@ def _compile(plan, layout: ArrayLayout) -> _Checker:
     return _Checker(ee, proto(address), keep=descrs)
 
 
-__all__ = ["NEEDS_FULL_CHECK", "NOT_COMPILED", "COMPILE_AT_CALL", "ArrayLayout", "array_layout", "checked_caller", "wrapper_ir"]
+__all__ = ["NEEDS_FULL_CHECK", "NOT_COMPILED", "COMPILE_AT_CALL", "ArrayLayout", "array_layout", "checked_caller", "wrapper_ir", "symbolic_wrapper_ir"]

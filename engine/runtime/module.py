@@ -160,8 +160,10 @@ class Function:
         self.binding = binding
         if binding is not None:
             self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *binding.argtypes)(address)
-            self._quick = None
-            self._checked = None
+            self._quick = binding.quick_plan(_C_CONTIGUOUS, _ALIGNED, _WRITEABLE) \
+                if _fast_data_pointer is not None and _FLAG_BITS else None
+            self._checked = _NOT_YET if self._quick is not None and _compiled_checks_enabled() \
+                else None
             self._calls = 0
             return
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(specs))(address)
@@ -211,9 +213,13 @@ class Function:
         A function with symbolic sizes or scalar parameters checks its arguments with its
         :attr:`binding` and returns every value the kernel takes (pointers, scalars, sizes).
         """
-        if self.binding is not None:
-            return self.binding.arguments(arrays)
         quick = self._quick
+        if self.binding is not None:
+            if quick is not None:
+                got = self._quick_symbolic(arrays, quick)
+                if got is not None:
+                    return got
+            return self.binding.arguments(arrays)
         if quick is not None and len(arrays) == len(quick[0]):
             ptrs = []
             for a, (dtype, shape, need) in zip(arrays, quick[0]):
@@ -226,6 +232,44 @@ class Function:
                     return self._check(arrays)
             return ptrs
         return self._check(arrays)
+
+    @staticmethod
+    def _quick_symbolic(arrays: tuple, plan) -> list | None:
+        """The quick pass of a kernel with symbolic sizes (plan:
+        :meth:`engine.runtime.binding.Binding.quick_plan`): every array right and the sizes
+        agreeing gives the kernel's values (pointers, then sizes); anything else None (the
+        Python checks then say what is wrong)."""
+        _, per_arg, pairs, size_dtypes = plan
+        if len(arrays) != len(per_arg):
+            return None
+        sizes: list = [None] * len(size_dtypes)
+        ptrs = []
+        for a, (dtype, dims, need, cap) in zip(arrays, per_arg):
+            if type(a) is not np.ndarray or a.dtype != dtype or a.ndim != len(dims) \
+                    or a.flags.num & need != need:
+                return None
+            for n, c in zip(a.shape, dims):
+                if c >= 0:
+                    if n != c:
+                        return None
+                    continue
+                k = -c - 1
+                have = sizes[k]
+                if have is None:
+                    if n > 2**31 - 1 and size_dtypes[k] == "int32":
+                        return None
+                    sizes[k] = n
+                elif have != n:
+                    return None
+            if cap and a.size > cap:
+                return None
+            ptrs.append(_fast_data_pointer(a))
+        for i, j in pairs:
+            pi, pj = ptrs[i], ptrs[j]
+            if pi < pj + arrays[j].nbytes and pj < pi + arrays[i].nbytes and \
+                    arrays[i].size and arrays[j].size:
+                return None
+        return ptrs + sizes
 
     def _check(self, arrays: tuple) -> list[int]:
         """The detailed check behind :meth:`pointers`: raises ArgumentError with the reason."""
@@ -510,9 +554,9 @@ def random_arrays(specs: list[ParamSpec], seed: int = 0) -> list[np.ndarray]:
     for s in specs:
         symbolic = [d for d in s.shape if not isinstance(d, (int, np.integer))]
         if symbolic:
-            raise ArgumentError(f"buffer {s.name!r} has the symbolic shape "
-                                f"({', '.join(str(d) for d in s.shape)}): there are no random "
-                                "arrays of it; make arrays of the sizes you want")
+            text = ", ".join(str(d) for d in s.shape) + ("," if len(s.shape) == 1 else "")
+            raise ArgumentError(f"buffer {s.name!r} has the symbolic shape ({text}): there "
+                                "are no random arrays of it; make arrays of the sizes you want")
         if s.dtype.kind == "f":
             a = rng.uniform(-1, 1, size=s.shape).astype(s.dtype)
         elif s.dtype.kind == "b":
