@@ -41,7 +41,7 @@ from engine.ir import expr as E
 from engine.ir.buffer import Buffer
 from engine.lower.errors import BuildError
 
-from .module import ArgumentError
+from .module import _ALIGNED, _C_CONTIGUOUS, _WRITEABLE, ArgumentError, data_pointer
 
 #: ctypes argument types of scalar parameters (a float16 passes its bits, a bool a byte)
 CTYPES = {
@@ -111,7 +111,7 @@ def shape_evaluator(e: E.PrimExpr, where: str) -> Callable[[dict], int]:
 
 class _ArrayParam:
     __slots__ = ("index", "buffer", "name", "dtype", "dims", "written", "int32_indexed",
-                 "itemsize")
+                 "itemsize", "need")
 
     def __init__(self, index: int, buffer: Buffer, written: bool):
         self.index = index
@@ -122,10 +122,12 @@ class _ArrayParam:
         self.written = written
         self.int32_indexed = False
         self.itemsize = 0
+        #: numpy's flag bits a good array has (C-contiguous, aligned, writeable if written)
+        self.need = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if written else 0)
 
 
 class _ScalarParam:
-    __slots__ = ("index", "var", "name", "dtype", "ctype")
+    __slots__ = ("index", "var", "name", "dtype", "ctype", "range")
 
     def __init__(self, index: int, var: E.Var):
         self.index = index
@@ -136,6 +138,7 @@ class _ScalarParam:
             raise BuildError(f"scalar parameter {var.name!r} has dtype {var.dtype}, which "
                              "cannot be passed from Python")
         self.ctype = CTYPES[var.dtype]
+        self.range = _int_range(var.dtype) if var.dtype.startswith(("int", "uint")) else None
 
 
 class Binding:
@@ -203,7 +206,7 @@ class Binding:
                                if isinstance(a, _ArrayParam) and isinstance(b, _ArrayParam)
                                and (a.written or b.written)]
 
-    def quick_plan(self, contiguous: int, aligned: int, writeable: int):
+    def quick_plan(self):
         """The plan of the quick check (``Function.pointers``' quick pass, compiled by
         :mod:`engine.runtime.fastcall`) — ``("sym", per_arg, pairs, size_dtypes)``: per
         array (numpy dtype, dims, flag bits required, most elements or 0), a dimension
@@ -226,8 +229,7 @@ class Binding:
                     dims.append(-(slot[id(dim[3])] + 1))
                 else:
                     return None
-            need = contiguous | aligned | (writeable if p.written else 0)
-            per_arg.append((p.dtype, tuple(dims), need, _INT32_MAX if p.int32_indexed else 0))
+            per_arg.append((p.dtype, tuple(dims), p.need, _INT32_MAX if p.int32_indexed else 0))
         pairs = tuple((a.index, b.index) for a, b in self._overlap_pairs)
         return ("sym", tuple(per_arg), pairs, tuple(v.dtype for v in self.size_vars))
 
@@ -267,13 +269,14 @@ class Binding:
                         raise Error(f"{self.where(p)} has {_elements(n)} along axis {d}, "
                                     f"more than its {var.dtype} size {var.name!r} holds")
                     env[dim[1]] = n
-                    source[dim[1]] = f"{self.where(p)}, axis {d}"
+                    source[dim[1]] = (p, d)
         for p, a in zip(params, args):
             if isinstance(p, _ArrayParam):
                 self._check_dims(p, a, env, source, Error)
-        for pa, pb in self._overlap_pairs:
+        for pa, pb in self._overlap_pairs:   # C-contiguous: the byte ranges tell
             a, b = args[pa.index], args[pb.index]
-            if a.size and b.size and np.may_share_memory(a, b):
+            ia, ib = values[pa.index], values[pb.index]
+            if a.size and b.size and ia < ib + b.nbytes and ib < ia + a.nbytes:
                 raise Error(f"arguments {pa.index} ({pa.name!r}) and {pb.index} ({pb.name!r}) "
                             f"of {self.func_name} overlap in memory; the kernel assumes "
                             "distinct buffers (pass a copy)")
@@ -281,6 +284,12 @@ class Binding:
 
     def _scalar(self, p: _ScalarParam, a: Any, env: dict, source: dict, Error) -> Any:
         dt = p.dtype
+        if type(a) is int and p.range is not None and p.range[0] <= a <= p.range[1]:
+            env[id(p.var)] = a     # the common case, at once
+            source[id(p.var)] = (p, None)
+            return a
+        if type(a) is float and p.range is None and dt != "bool" and dt != "float16":
+            return a
         where = self.where(p)
         if isinstance(a, np.ndarray) and a.ndim == 0:
             a = a[()]
@@ -293,12 +302,12 @@ class Binding:
                 raise Error(f"{where} must be an integer ({dt}), got {type(a).__name__} "
                             f"{a!r}")
             v = int(a)
-            lo, hi = _int_range(dt)
+            lo, hi = p.range
             if not lo <= v <= hi:
                 raise Error(f"{where} must be an integer that {dt} holds ({lo} to {hi}), "
                             f"got {v}")
             env[id(p.var)] = v
-            source[id(p.var)] = where
+            source[id(p.var)] = (p, None)
             return v
         if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer,
                                                                  np.floating)):
@@ -308,6 +317,10 @@ class Binding:
         return float(a)
 
     def _array(self, p: _ArrayParam, a: Any, Error) -> int:
+        if type(a) is np.ndarray and a.dtype == p.dtype and a.ndim == len(p.dims) and \
+                a.flags.num & p.need == p.need and \
+                not (p.int32_indexed and a.size > _INT32_MAX):
+            return data_pointer(a) if a.size > 0 else 0     # the common case, at once
         where = self.where(p)
         if not isinstance(a, np.ndarray):
             raise Error(f"{where} must be a numpy.ndarray, got {type(a).__name__}")
@@ -365,6 +378,10 @@ class Binding:
                     out.append(dim[2])
         return tuple(out)
 
+    def _source(self, source: dict, v: E.Var) -> str:
+        """Where the value of size or scalar ``v`` came from, as words."""
+        return _source_text(self, source.get(id(v)))
+
     def _mismatch(self, p: _ArrayParam, d: int, text: str, want: int, shape: tuple,
                   env: dict, source: dict) -> str:
         """The sentence for an array whose size along axis ``d`` is not ``want``."""
@@ -374,11 +391,18 @@ class Binding:
         if len(known) == 1 and text == known[0].name:  # a size another argument gave
             v = known[0]
             return (f"{self.where(p)} has {_elements(shape[d])} along axis {d}, but its size "
-                    f"{v.name} is {want} (from {source.get(id(v), '?')}); got shape {shape}")
-        values = "; ".join(f"{v.name} = {env[id(v)]} from {source.get(id(v), '?')}"
+                    f"{v.name} is {want} (from {self._source(source, v)}); got shape {shape}")
+        values = "; ".join(f"{v.name} = {env[id(v)]} from {self._source(source, v)}"
                            for v in known)
         return (f"{self.where(p)} must have {_elements(want)} along axis {d} ({text}"
                 f"{' with ' + values if values else ''}), got shape {shape}")
+
+
+def _source_text(binding: "Binding", where: tuple | None) -> str:
+    if where is None:
+        return "?"
+    p, d = where
+    return binding.where(p) if d is None else f"{binding.where(p)}, axis {d}"
 
 
 def _elements(n: int) -> str:

@@ -160,7 +160,7 @@ class Function:
         self.binding = binding
         if binding is not None:
             self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *binding.argtypes)(address)
-            self._quick = binding.quick_plan(_C_CONTIGUOUS, _ALIGNED, _WRITEABLE) \
+            self._quick = binding.quick_plan() \
                 if _fast_data_pointer is not None and _FLAG_BITS else None
             self._checked = _NOT_YET if self._quick is not None and _compiled_checks_enabled() \
                 else None
