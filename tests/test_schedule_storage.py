@@ -323,3 +323,27 @@ def test_lowering_pads_strides_for_storage_align():
              for a in collect(lower(sch.mod["matmul"]).body, Allocate)}
     assert sizes["B_global"] == 15 * 17 + 16  # rows 17 elements apart
     run_and_check(sch.mod, "matmul", SMALL["matmul"])
+
+
+def test_a_cache_of_an_int64_buffer_is_copied_by_int64_loops():
+    """The case of TVM's test_cache_read_non_int32_shape: the copy stage of an int64 buffer
+    loops in int64 (no cast of an int32 loop and no guard it cannot prove)."""
+    import engine
+    src = '''
+@T.prim_func
+def f(A: T.Buffer((T.int64(8), T.int64(8)), "float32"), C: T.Buffer((T.int64(8), T.int64(8)), "float32")):
+    for i, j in T.grid(T.int64(8), T.int64(8)):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * 2.0
+'''
+    mod = engine.parse(src)
+    sch = engine.Schedule(mod)
+    sch.cache_read("C", 0, "global")
+    text = sch.mod.script()
+    assert "T.Cast" not in text and "T.where" not in text
+    assert 'v0, v1 = T.axis.remap("SS", [ax0, ax1])' in text and "A[v0, v1]" in text
+    import sys
+    sys.path.insert(0, "tests")
+    from semantics import assert_same_meaning
+    assert_same_meaning(mod, sch.mod)

@@ -291,7 +291,7 @@ class CacheIndex(Primitive):
             ivs = tuple(IterVar(E.Var(f"v{d}", v.dtype), Range(0, s), IterType.SPATIAL)
                         for d, (v, s) in enumerate(zip(axes, shape)))
             vmap = {v: iv.var for v, iv in zip(axes, ivs)}
-            point = tuple(Range(iv.var, 1) for iv in ivs)
+            point = tuple(Range(iv.var, E.const(1, iv.var.dtype)) for iv in ivs)
             stage_name = fresh_name(f"index_{k}", block_names)
             block_names.add(stage_name)
             stage = Block(ivs, (), (BufferRegion(buf, point),), stage_name,
@@ -305,7 +305,7 @@ class CacheIndex(Primitive):
             stages.append(stage)
             buffers.append(buf)
             loads.append((ex, E.BufferLoad(buf, tuple(axes)),
-                          BufferRegion(buf, tuple(Range(v, 1) for v in axes))))
+                          BufferRegion(buf, tuple(Range(v, E.const(1, v.dtype)) for v in axes))))
 
         def rewrite(b: Block) -> Block:
             init, body = b.init, b.body

@@ -98,12 +98,13 @@ def copy_stage(name: str, src: Buffer, dst: Buffer, region: list, an: Analyzer):
     shape = src.shape
     loop_vars, values, ivs, preds = [], [], [], []
     for d, (mn, ext) in enumerate(region):
-        dt = "int32"
+        dt = _index_dtype(ext, shape[d])      # int64 for an int64 buffer, as TVM
         ax = E.Var(f"ax{d}", dt)
         loop_vars.append((ax, ext))
         val = an.simplify(mn + ax) if not E.is_const_int(mn, 0) else ax
         values.append(val)
-        ivs.append(IterVar(E.Var(f"v{d}", dt), Range(0, shape[d]), IterType.SPATIAL))
+        ivs.append(IterVar(E.Var(f"v{d}", dt), Range(E.const(0, dt), shape[d]),
+                           IterType.SPATIAL))
         e = E.as_const_int(ext)
         lo_b = an.bound(mn)
         hi_b = an.bound(an.simplify(mn + (ext - 1))) if e is not None else None
@@ -113,7 +114,7 @@ def copy_stage(name: str, src: Buffer, dst: Buffer, region: list, an: Analyzer):
         if not (hi_b and hi_b[1] is not None and size is not None and hi_b[1] < size):
             preds.append(E.binary(E.LT, val, shape[d]))
     idx = tuple(iv.var for iv in ivs)
-    point = tuple(Range(v, 1) for v in idx)
+    point = tuple(Range(v, E.const(1, v.dtype)) for v in idx)
     block = Block(tuple(ivs), (BufferRegion(src, point),), (BufferRegion(dst, point),), name,
                   BufferStore(dst, E.BufferLoad(src, idx), idx))
     pred: E.PrimExpr = E.IntImm("bool", 1)
@@ -121,8 +122,14 @@ def copy_stage(name: str, src: Buffer, dst: Buffer, region: list, an: Analyzer):
         pred = conj(pred, p)
     nest: Any = BlockRealize(tuple(values), pred, block)
     for ax, ext in reversed(loop_vars):
-        nest = For(ax, E.const(0, "int32"), ext, ForKind.SERIAL, nest)
+        nest = For(ax, E.const(0, ax.dtype), ext, ForKind.SERIAL, nest)
     return nest, block
+
+
+def _index_dtype(*sizes) -> str:
+    """int64 when any of ``sizes`` is an int64 expression, else int32."""
+    return "int64" if any(isinstance(s, E.PrimExpr) and s.dtype == "int64" for s in sizes) \
+        else "int32"
 
 
 def _insert_at(node, pos: int, stage):
@@ -148,7 +155,7 @@ def add_cache_stage(ctx: Ctx, direction: str, buf: Buffer, scope: str, scope_blk
                    buf.dtype, scope, (), 0, buf.align)
     stage_name = fresh_name(cache.name, set(ctx.index.blocks))
     if writer is None:
-        region = [(E.const(0, "int32"), s) for s in buf.shape]
+        region = [(E.const(0, _index_dtype(s)), s) for s in buf.shape]
         an = Analyzer()
     else:
         wreg = next(w for w in writer.writes if w.buffer is buf)

@@ -128,7 +128,7 @@ def _copy_in(name: str, buf: Buffer, padded: Buffer):
         load = E.BufferLoad(buf, tuple(vs))
         value = load if isinstance(cond, E.IntImm) else \
             E.Call(buf.dtype, "if_then_else", (cond, load, E.const(0, buf.dtype)))
-        point = tuple(Range(v, 1) for v in vs)
+        point = tuple(Range(v, E.const(1, v.dtype)) for v in vs)
         return ([BufferRegion(buf, point)], [BufferRegion(padded, point)],
                 BufferStore(padded, value, tuple(vs)))
     return grid_stage(name, list(padded.shape), build, loop_prefix="i")
@@ -137,7 +137,7 @@ def _copy_in(name: str, buf: Buffer, padded: Buffer):
 def _copy_out(name: str, padded: Buffer, buf: Buffer):
     """``buf[v] = padded[v]`` over the original shape."""
     def build(vs):
-        point = tuple(Range(v, 1) for v in vs)
+        point = tuple(Range(v, E.const(1, v.dtype)) for v in vs)
         return ([BufferRegion(padded, point)], [BufferRegion(buf, point)],
                 BufferStore(buf, E.BufferLoad(padded, tuple(vs)), tuple(vs)))
     return grid_stage(name, list(buf.shape), build, loop_prefix="i")

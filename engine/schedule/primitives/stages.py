@@ -20,14 +20,16 @@ def grid_stage(name: str, extents: list, build: Callable, loop_prefix: str = "ax
     ``name`` with one spatial axis per loop (``v0, v1, ...`` or ``iter_names``), bound to
     it. ``build(axes)`` gives the block's ``(reads, writes, body)`` from its axis
     variables. Returns ``(nest, block)``."""
-    loops = [E.Var(f"{loop_prefix}{d}", "int32") for d in range(len(extents))]
+    dts = ["int64" if isinstance(e, E.PrimExpr) and e.dtype == "int64" else "int32"
+           for e in extents]                 # an int64 extent gets int64 loops, as TVM
+    loops = [E.Var(f"{loop_prefix}{d}", dt) for d, dt in enumerate(dts)]
     names = iter_names or [f"v{d}" for d in range(len(extents))]
-    ivs = tuple(IterVar(E.Var(n, "int32"), Range(0, ext), IterType.SPATIAL)
-                for n, ext in zip(names, extents))
+    ivs = tuple(IterVar(E.Var(n, dt), Range(E.const(0, dt), ext), IterType.SPATIAL)
+                for n, ext, dt in zip(names, extents, dts))
     reads, writes, body = build([iv.var for iv in ivs])
     block = Block(ivs, tuple(reads), tuple(writes), name, body)
     pred = predicate if predicate is not None else E.IntImm("bool", 1)
     nest: Any = BlockRealize(tuple(loops), pred, block)
     for lv, ext in reversed(list(zip(loops, extents))):
-        nest = For(lv, E.const(0, "int32"), ext, ForKind.SERIAL, nest)
+        nest = For(lv, E.const(0, lv.dtype), ext, ForKind.SERIAL, nest)
     return nest, block
