@@ -172,6 +172,15 @@ def test_reorder_refuses_bindings_not_affine_in_its_loops():
     refused(sch, lambda: sch.reorder(j, i), "reorder refused on block B")
 
 
+def test_reorder_of_one_loop_changes_nothing():
+    """TVM's Reorder returns at once for fewer than two loops: no check refuses it (here
+    a block TVM would not reorder, ``vj = j * 4``)."""
+    mod, sch = _sch(SCALED)
+    _, j = sch.get_loops(sch.get_block("B"))
+    sch.reorder(j)
+    assert structural_equal(sch.mod, mod)
+
+
 OVERLAPPED = '''
 @T.prim_func
 def main(A: T.Buffer((14, 4), "float32"), B: T.Buffer((14, 4), "float32")):

@@ -313,7 +313,8 @@ class Reorder(Primitive):
         ``i_0 * 4 + i_1 < 10``), not e.g. ``i * 16 + j * 4 + k < 23``; 5) no loop being
         reordered feeds both a spatial and a reduction axis of a reduction block (its
         T.init would no longer come first). Reduction axes are reordered as TVM does,
-        relying on the reduction being associative.
+        relying on the reduction being associative. One loop alone is already in order:
+        nothing is checked or changed (as in TVM).
 
         Before::
 
@@ -341,6 +342,8 @@ class Reorder(Primitive):
         if len({id(lp) for lp in loops}) != len(loops):
             raise ctx.error(f"loops {', '.join(names)}", "a loop is given twice",
                             "list each loop once", highlight=names)
+        if len(loops) == 1:
+            return Result(None, [])     # TVM: one loop is already in order, nothing checked
         order = ctx.index.order
         by_depth = sorted(loops, key=lambda lp: order[id(lp)])
         top, bottom = by_depth[0], by_depth[-1]
