@@ -194,8 +194,9 @@ class Schedule:
         if len(names) == 1:
             return names[0]
         raise ScheduleError(method, "the module",
-                            f"it has several functions ({', '.join(names)}), so the function "
-                            "must be named", "pass func_name=...")
+                            f"it has several functions ({', '.join(names)}), and the schedule "
+                            "does not know which function to be working on",
+                            "pass func_name=..., or call sch.work_on(name) first")
 
     def work_on(self, func_name: str) -> None:
         """Make ``func_name`` the default function (TVM's ``Schedule.work_on``)."""
