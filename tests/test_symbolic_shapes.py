@@ -410,3 +410,32 @@ def test_check_correctness_with_scalar_parameters():
     assert report.ok, report.message
     report = engine.runtime.check_correctness(mod, "scale")
     assert not report.ok and "scalar parameter" in report.message
+
+
+def test_a_symbolic_intermediate_is_compacted_to_the_tile_one_iteration_uses():
+    mod = parse('''
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, 16))
+    B = T.match_buffer(b, (n, 16))
+    tmp = T.alloc_buffer((n, 16))
+    for i in range(n):
+        for j in range(16):
+            with T.block("tmp"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                tmp[vi, vj] = A[vi, vj] * T.float32(2)
+        for j in range(16):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = tmp[vi, 15 - vj] + T.float32(1)
+''')
+    allocs = engine.ir.functor.collect_stmts(engine.lower.lower(mod["f"]).body,
+                                             engine.ir.stmt.Allocate)
+    assert [a.buffer.shape[0].value for a in allocs] == [16]   # inside loop i, constant
+    rt = engine.build(mod)
+    for n in (3, 0):
+        a = _rand((n, 16))
+        b = np.zeros((n, 16), "float32")
+        rt["f"](a, b)
+        np.testing.assert_array_equal(b, a[:, ::-1] * 2 + 1)

@@ -443,7 +443,9 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
         try:
             shape = buf.const_shape()
         except ValueError:
-            continue  # flattening reports symbolic shapes
+            # a symbolic shape: only moved into a loop, as the constant box one iteration
+            # touches (the bounds proof, after this, checks every access of the new box)
+            shape = None
         accs = col.accesses.get(bid, [])
         box, loop = None, None
         if accs:
@@ -461,10 +463,13 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
                 if box is not None:
                     loop = common[p]
                     break
-            if box is None:
+            if box is None and shape is not None:
                 box = plan.in_place(accs, depth, buf)
-            if box is not None and any(ext > n for (_, ext), n in zip(box, shape)):
+            if box is not None and any(E.as_const_int(n) is not None and ext > E.as_const_int(n)
+                                       for (_, ext), n in zip(box, buf.shape)):
                 box, loop = None, None  # a box wider than the buffer: keep it as written
+        if shape is None and (box is None or loop is None):
+            continue  # a symbolic shape stays as written (allocated where it is, on the heap)
         new_shape = tuple(ext for _, ext in box) if box is not None else shape
         aligns = col.aligns.get(bid)
         if new_shape == shape and loop is None and not aligns:
@@ -472,7 +477,7 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
         strides = tuple(aligned_strides(new_shape, aligns)) if aligns else ()
         new = Buffer(buf.name, new_shape, buf.dtype, buf.scope, strides, 0, buf.align)
         offs = tuple(lo for lo, _ in box) if box is not None else \
-            tuple(E.IntImm("int32", 0) for _ in shape)
+            tuple(E.IntImm("int32", 0) for _ in buf.shape)
         plans[bid] = (new, offs)
         if loop is not None:
             at_loop.setdefault(id(loop), []).append(new)
