@@ -182,7 +182,8 @@ def test_mismatched_sizes_are_refused_with_a_sentence():
                                             r"argument 0 \(buffer 'A'\) of add, axis 0\)"):
         rt["add"](a, b, c)
     with pytest.raises(InterpArgumentError, match=r"argument 1 \(B\) of add must have shape "
-                                                  r"\(5,\), got \(7,\)"):
+                                                  r"\(5,\), got \(7,\) \(its size n is 5, from "
+                                                  r"axis 0 of argument 0 \(A\)\)"):
         engine.interpret(mod, "add", a, b, c)
 
 
@@ -439,3 +440,29 @@ def f(a: T.handle, b: T.handle):
         b = np.zeros((n, 16), "float32")
         rt["f"](a, b)
         np.testing.assert_array_equal(b, a[:, ::-1] * 2 + 1)
+
+
+def test_scalar_parameters_of_every_kind():
+    mod = parse('''
+@T.prim_func
+def f(A: T.Buffer((4,), "float32"), flag: T.bool, h: T.float16, k: T.int8, u: T.uint64,
+      d: T.float64):
+    for i in range(4):
+        with T.block("A"):
+            vi = T.axis.spatial(4, i)
+            A[vi] = T.if_then_else(flag, T.Cast("float32", h) + T.Cast("float32", k),
+                                   T.Cast("float32", u) + T.Cast("float32", d))
+''')
+    rt = engine.build(mod)
+    for args, want in (((True, 1.5, -3, 7, 0.25), -1.5), ((False, 1.5, -3, 7, 0.25), 7.25)):
+        a, b = np.zeros(4, "float32"), np.zeros(4, "float32")
+        rt["f"](a, *args)
+        engine.interpret(mod, "f", b, *args)
+        np.testing.assert_array_equal(a, np.full(4, want, "float32"))
+        np.testing.assert_array_equal(b, a)
+    with pytest.raises(ArgumentError, match=r"scalar 'flag'.*must be a bool"):
+        rt["f"](a, 1, 1.5, -3, 7, 0.25)
+    with pytest.raises(ArgumentError, match=r"int8 holds \(-128 to 127\), got 200"):
+        rt["f"](a, True, 1.5, 200, 7, 0.25)
+    with pytest.raises(ArgumentError, match=r"uint64 holds .* got -1"):
+        rt["f"](a, True, 1.5, -3, -1, 0.25)

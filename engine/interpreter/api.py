@@ -39,10 +39,13 @@ class CompiledFunc:
         # shape variables of the parameters are bound from the arrays' shapes (first use);
         # every other dimension is an expression checked against the array
         self._shape_binds: list[tuple[int, int, int]] = []  # (param, dim, slot)
+        self._slot_vars: dict = {}   # slot -> the size variable bound there
         for p_i, buf in buffers:
             for d, s in enumerate(buf.shape):
                 if isinstance(s, E.Var) and id(s) not in comp.scope:
-                    self._shape_binds.append((p_i, d, comp.bind(s)))
+                    slot = comp.bind(s)
+                    self._shape_binds.append((p_i, d, slot))
+                    self._slot_vars[slot] = s
         self._shape_fns = [None if isinstance(p, E.Var) else [comp.expr(s) for s in p.shape]
                            for p in func.params]
         self._body = comp.stmt(func.body)
@@ -103,10 +106,12 @@ class CompiledFunc:
             if self._stored[p_i] and not arr.flags.writeable:
                 raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} is written "
                                     "by the function but the array is read-only")
+        bound_at: dict = {}
         for p_i, d, slot in self._shape_binds:
             arr = arrays[p_i]
             if d < arr.ndim and env[slot] is None:
                 env[slot] = int(arr.shape[d])
+                bound_at[slot] = (p_i, d)
         for p_i, (buf, arr) in enumerate(zip(params, arrays)):
             if self._scalar[p_i]:
                 continue
@@ -127,8 +132,19 @@ class CompiledFunc:
                     env[self._param_slots[p_i]] = arr.reshape(-1)  # a flattened buffer
                     continue
                 raise ArgumentError(f"argument {p_i} ({buf.name}) of {self.name} must have "
-                                    f"shape {expected}, got {arr.shape}")
+                                    f"shape {expected}, got {arr.shape}"
+                                    f"{self._size_origin(buf, arr, expected, bound_at)}")
             env[self._param_slots[p_i]] = arr
+
+    def _size_origin(self, buf, arr: np.ndarray, expected: tuple, bound_at: dict) -> str:
+        """Where the size that ``arr`` disagrees with came from (another array), as words."""
+        for d, (want, dim) in enumerate(zip(expected, buf.shape)):
+            if d < arr.ndim and arr.shape[d] != want and isinstance(dim, E.Var):
+                for slot, (q, qd) in bound_at.items():
+                    if self._slot_vars.get(slot) is dim:
+                        return (f" (its size {dim.name} is {want}, from axis {qd} of argument "
+                                f"{q} ({self.params[q].name}))")
+        return ""
 
     def __call__(self, *arrays: np.ndarray) -> None:
         env: list = [None] * self._nslots
