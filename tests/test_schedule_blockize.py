@@ -290,3 +290,64 @@ def test_reorder_block_iter_var_and_unsafe_set_dtype(monkeypatch):
     with pytest.raises(engine.TraceError, match="integers"):
         Trace.from_json([[["GetSBlock", [], ["Y", "mm_relu"], ["b0"]],
                           ["ReorderBlockIterVar", ["b0", ["b0"]], [], []]], []])
+
+
+def test_blockize_a_list_of_sibling_blocks():
+    """The case of TVM's test_blockize_blocks: consecutive sibling loop nests wrapped in one
+    block (unit axes per axis of the first block, the union of their regions); the same
+    results, and the trace replays from JSON and TVM's Python."""
+    import sys
+    sys.path.insert(0, "tests")
+    from semantics import assert_same_meaning
+
+    import engine
+    from engine.schedule import Trace
+    from engine.schedule.python_trace import apply_python_trace
+    mod = engine.parse('''
+@T.prim_func
+def f(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32")):
+    for m in T.serial(2):
+        for i, j in T.grid(3, 1):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * 2.0
+        for i, j in T.grid(16, 8):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj + 8] = A[vi, vj + 8] * 3.0
+''')
+    sch = engine.Schedule(mod)
+    outer = sch.blockize(["B", "C"], preserve_unit_iters=False)
+    text = sch.mod.script()
+    assert 'with T.block("outer_B_C_")' in text and "T.writes(B[0:16, 0:16])" in text
+    assert sch.get(outer).name_hint == "outer_B_C_"
+    assert_same_meaning(mod, sch.mod)
+    for replay in (lambda s: Trace.from_json(sch.trace.as_json()).apply_to_schedule(s),
+                   lambda s: apply_python_trace(sch.trace.export("tvm"), s)):
+        again = engine.Schedule(mod)
+        replay(again)
+        assert engine.structural_equal(again.mod, sch.mod)
+
+
+def test_blockize_refuses_blocks_that_are_not_consecutive_siblings():
+    import engine
+    sch = engine.Schedule(engine.parse('''
+@T.prim_func
+def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("X"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi]
+    for i in range(8):
+        with T.block("Y"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[vi]
+    for i in range(8):
+        with T.block("Z"):
+            vi = T.axis.spatial(8, i)
+            A[vi] = C[vi]
+'''))
+    before = sch.mod
+    with pytest.raises(engine.ScheduleError, match="follow one another"):
+        sch.blockize(["X", "Z"])
+    assert sch.mod is before

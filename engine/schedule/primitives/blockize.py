@@ -19,7 +19,7 @@ from engine.arith.simplify import Analyzer
 from engine.ir import expr as E
 from engine.ir.buffer import BufferRegion, Range
 from engine.ir.functor import Mutator, collect_vars, substitute, uses_var
-from engine.ir.stmt import Block, BlockRealize, For, IterType, IterVar
+from engine.ir.stmt import Block, BlockRealize, For, IterType, IterVar, seq
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import replace_stmts
@@ -188,6 +188,149 @@ def relax_regions(regions, ranges: dict) -> tuple:
     return tuple(out)
 
 
+def _without_unit_axes(realize: BlockRealize) -> BlockRealize:
+    """``realize`` with its block's axes of extent 1 replaced by their minimum (TVM's
+    blockize with ``preserve_unit_iters=False``)."""
+    blk = realize.block
+    units = {iv.var: iv.dom.min for iv in blk.iter_vars if E.is_const_int(iv.dom.extent, 1)}
+    if not units:
+        return realize
+    keep = [(iv, v) for iv, v in zip(blk.iter_vars, realize.iter_values) if iv.var not in units]
+    new = substitute(blk.replace(iter_vars=()), units).replace(
+        iter_vars=tuple(iv for iv, _ in keep))
+    return realize.replace(block=new, iter_values=tuple(v for _, v in keep))
+
+
+def blockize_blocks(ctx: Ctx, blocks: list, preserve_unit_iters: bool = True) -> Result:
+    """``blockize([b1, b2, ...])`` (TVM's blockize of blocks): the consecutive statements of
+    one sequence that hold the blocks — each statement exactly one of them — wrapped in one
+    new block ``outer_<names>_`` with a unit spatial axis per axis of the first block (as
+    TVM builds it), reading and writing the union of what they read and write.
+
+    Before::
+
+        for m in range(6):
+            for i, j in T.grid(3, 1):
+                with T.block("B"): ...
+            for i, j in T.grid(128, 64):
+                with T.block("C"): ...
+
+    Call::
+
+        sch.blockize([sch.get_block("B"), sch.get_block("C")])
+
+    After::
+
+        for m in range(6):
+            with T.block("outer_B_C_"):
+                vi_o = T.axis.spatial(1, 0)
+                vj_o = T.axis.spatial(1, 0)
+                T.reads(A[0:128, 0:128])
+                T.writes(B[0:128, 0:128])
+                for i, j in T.grid(3, 1):
+                    with T.block("B"): ...
+                for i, j in T.grid(128, 64):
+                    with T.block("C"): ...
+    """
+    from engine.ir.stmt import SeqStmt
+    names = [b.name_hint if isinstance(b, Block) else "?" for b in blocks]
+    hl = [n for n in names if n != "?"]
+    if not blocks or not all(isinstance(b, Block) for b in blocks):
+        raise ctx.error("target", "blockize takes a loop or a list of blocks", "", highlight=hl)
+    if len({id(b) for b in blocks}) != len(blocks):
+        raise ctx.error("target", "a block is given twice", "", highlight=hl)
+    # the statement of the enclosing sequence that holds each block
+    holders = []
+    parent = None
+    for b in blocks:
+        realize = ctx.index.realize[id(b)]
+        top, up = realize, ctx.index.parent.get(id(realize))
+        while up is not None and not isinstance(up, SeqStmt):
+            if isinstance(up, Block):
+                raise ctx.error(f"block {b.name_hint}", "the blocks must be statements of "
+                                "one sequence (siblings under one loop or block)", "",
+                                highlight=hl)
+            top, up = up, ctx.index.parent.get(id(up))
+        if up is None or (parent is not None and up is not parent):
+            raise ctx.error(f"block {b.name_hint}", "the blocks must be statements of one "
+                            "sequence (siblings under one loop or block)", "", highlight=hl)
+        parent = up
+        holders.append(top)
+    seq_items = list(parent.seq)
+    pos = sorted(seq_items.index(h) for h in holders)
+    if pos != list(range(pos[0], pos[0] + len(pos))):
+        raise ctx.error("target", "the blocks must follow one another, with nothing between "
+                        "them", "", highlight=hl)
+    for h, b in zip(holders, blocks):
+        inside = [x for x in ctx.index.blocks_under(h) if x is not b] \
+            if not isinstance(h, BlockRealize) else []
+        if inside:
+            raise ctx.error(f"block {b.name_hint}", f"its loops also hold block "
+                            f"{inside[0].name_hint}, which is not in the list", "",
+                            highlight=[*hl, inside[0].name_hint])
+    reads, writes = [], []
+    for h, b in zip(holders, blocks):
+        realize = ctx.index.realize[id(b)]
+        ranges = _ranges([lp for lp in ctx.index.loops_above(realize)
+                          if lp is h or ctx.index.contains(h, lp)])
+        bind = dict(zip((iv.var for iv in b.iter_vars), realize.iter_values))
+
+        def at_loops(regions):
+            return [BufferRegion(r.buffer, tuple(
+                Range(simplify(substitute(g.min, bind)), g.extent) for g in r.region))
+                for r in regions]
+        reads += relax_regions(at_loops(b.reads), ranges)
+        writes += relax_regions(at_loops(b.writes), ranges)
+    first = blocks[0]
+    ivs = tuple(IterVar(E.Var(iv.var.name + "_o", iv.var.dtype),
+                        Range(E.const(0, iv.var.dtype), E.const(1, iv.var.dtype)),
+                        IterType.SPATIAL) for iv in first.iter_vars)
+    ordered = [seq_items[p] for p in pos]
+    if not preserve_unit_iters:
+        mapping = {}
+        for b in blocks:
+            realize = ctx.index.realize[id(b)]
+            mapping[realize] = _without_unit_axes(realize)
+        ordered = [_replaced(s, mapping) for s in ordered]
+    outer = Block(ivs, union_regions(reads), union_regions(writes),
+                  "outer_" + "".join(n + "_" for n in names), seq(*ordered))
+    realize = BlockRealize(tuple(E.const(0, iv.var.dtype) for iv in ivs), true_const(), outer)
+    new_seq = seq_items[:pos[0]] + [realize] + seq_items[pos[-1] + 1:]
+    func = replace_stmts(ctx.func, {parent: seq(*new_seq)})
+    return Result(func, [outer])
+
+
+def _replaced(stmt, mapping: dict):
+    """``stmt`` with the statements of ``mapping`` (by identity) replaced."""
+    by_id = {id(k): v for k, v in mapping.items()}
+
+    class SwapById(Mutator):
+        def visit(self, n):
+            if isinstance(n, BlockRealize) and id(n) in by_id:
+                return by_id[id(n)]
+            return super().visit(n)
+    return SwapById().visit(stmt)
+
+
+def union_regions(regions) -> tuple:
+    """One region per buffer: the bounding box of its regions (TVM's UnionRegions)."""
+    from engine.arith import Analyzer
+    an = Analyzer()
+    out: dict = {}
+    for r in regions:
+        key = id(r.buffer)
+        if key not in out:
+            out[key] = r
+            continue
+        old, dims = out[key], []
+        for a, b in zip(old.region, r.region):
+            lo = an.simplify(E.Min(a.min, b.min))
+            hi = an.simplify(E.Max(a.min + a.extent, b.min + b.extent))
+            dims.append(Range(lo, an.simplify(hi - lo)))
+        out[key] = BufferRegion(r.buffer, tuple(dims))
+    return tuple(out.values())
+
+
 def blockize_loop(ctx: Ctx, loop: For, preserve_unit_iters: bool, method: str
                   ) -> tuple[BlockRealize, Block]:
     """The outer block realize that replaces ``loop`` (and the new inner block)."""
@@ -273,6 +416,7 @@ class Blockize(Primitive):
     required_attrs = 0
     method = "blockize"
     returns = "one"
+    list_inputs = (0,)          # TVM's target: a loop, or a list of blocks
 
     def call(self, sch, target, preserve_unit_iters: bool = True):
         """Convert the subtree rooted at a loop into a block: a new outer block whose
@@ -314,14 +458,14 @@ class Blockize(Primitive):
         stay valid.
         """
         if isinstance(target, (list, tuple)):
-            from ..error import ScheduleError
-            raise ScheduleError("blockize", "target", "blockize of a list of blocks is not "
-                                "supported here; give the loop whose subtree holds the block",
-                                "e.g. sch.blockize(i_1)")
+            target = list(target)
         return sch._run(self, [target], [bool(preserve_unit_iters)])[0]
 
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
         loop = inputs[0]
+        if isinstance(loop, list):
+            keep = as_bool(ctx, attrs[0], "preserve_unit_iters") if attrs else True
+            return blockize_blocks(ctx, loop, keep)
         if not isinstance(loop, For):
             raise ctx.error(subject_of(loop), "the target must be a loop handle",
                             "get loops with sch.get_loops(block)")
