@@ -1003,3 +1003,29 @@ def test_a_step_changing_a_parameters_layout_is_refused_by_the_explorer():
     page = client.get(f"/explore/matmul?m=16&n=16&k=16&t={sch.trace.encode()}")
     assert page.status_code == 400 and "cache_read A first" in page.get_data(as_text=True)
     assert r.status_code in (400, 422)
+
+
+def test_a_pasted_program_of_symbolic_sizes_is_refused_with_the_way_around():
+    """The engine builds programs of symbolic sizes and scalar parameters now; the explorer
+    measures programs of constant sizes, and says so (not a 500)."""
+    from app.web.session import encode_src
+    from inline_service import make_test_app
+    client = make_test_app().test_client()
+    for src in ('''@T.prim_func
+def f(a: T.handle, n: T.int32):
+    A = T.match_buffer(a, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            A[vi] = A[vi] + 1.0
+''', '''@T.prim_func
+def f(A: T.Buffer((8,), "float32"), x: T.float32):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            A[vi] = A[vi] + x
+'''):
+        r = client.get(f"/explore/custom?src={encode_src(src)}")
+        assert r.status_code == 400 and "constant sizes" in r.get_data(as_text=True)
+        r = client.post("/explore/custom", data={"program": src})
+        assert r.status_code == 400 and "constant sizes" in r.get_data(as_text=True)

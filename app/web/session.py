@@ -179,7 +179,7 @@ def buffer_bytes(mod) -> dict[str, int]:
     buffers its blocks allocate (those with a symbolic shape are not counted)."""
     out: dict[str, int] = {}
     for _, func in mod.items():
-        bufs = list(func.params)
+        bufs = [p for p in func.params if hasattr(p, "shape")]
         post_order_visit(func.body, lambda n: bufs.extend(n.alloc_buffers)
                          if isinstance(n, Block) else None)
         for b in bufs:
@@ -256,6 +256,12 @@ def parse_program(text: str):
     if not isinstance(mod, IRModule) or len(mod) == 0:
         raise AppError(400, "The program does not parse",
                        "The text holds no prim_func to explore.", back="/", back_label="the gallery")
+    unsized = _unsized(mod)
+    if unsized:
+        raise AppError(400, "The program has symbolic sizes",
+                       f"The explorer compiles, runs and measures programs of constant sizes; "
+                       f"this one has {unsized}. Write the sizes as numbers (bind them) and "
+                       "paste it again.", back="/", back_label="the gallery")
     cap = limits().max_program_nodes
     if tree_size(mod, cap) > cap:
         raise AppError(400, "Over a limit", f"The program has more than {cap} IR nodes "
@@ -555,6 +561,22 @@ class Session:
                 _STATE_CACHE.put(key, hit, _state_bytes(key, hit))
             self._mods[k] = hit
         return self._mods[k]
+
+
+def _unsized(mod) -> str | None:
+    """What makes ``mod`` a program of symbolic sizes (a scalar parameter, a buffer of a
+    symbolic shape), in words; None for a program of constant sizes."""
+    for _, func in mod.items():
+        if not isinstance(func, PrimFunc):
+            continue
+        for p in func.params:
+            if not hasattr(p, "shape"):
+                return f"the scalar parameter {p.name}"
+            try:
+                p.const_shape()
+            except ValueError:
+                return f"the buffer {p.name} of a symbolic shape"
+    return None
 
 
 def changed_parameter(mod0, mod) -> str | None:
