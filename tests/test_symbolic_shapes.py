@@ -466,3 +466,41 @@ def f(A: T.Buffer((4,), "float32"), flag: T.bool, h: T.float16, k: T.int8, u: T.
         rt["f"](a, True, 1.5, 200, 7, 0.25)
     with pytest.raises(ArgumentError, match=r"uint64 holds .* got -1"):
         rt["f"](a, True, 1.5, -3, -1, 0.25)
+
+
+def test_split_of_a_symbolic_loop_infers_ceildiv_and_guards_the_tail():
+    """TVM's split of a loop of extent n: [None, 4] gives (n + 3) // 4 outer iterations
+    and T.where(i_0 * 4 + i_1 < n); right at sizes that are and are not multiples of 4,
+    compiled and interpreted. Factors all given, or disable_predication, are refused."""
+    import numpy as np
+
+    import engine
+    mod = engine.parse('''
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n,), "float32")
+    B = T.match_buffer(b, (n,), "float32")
+    for i in range(n):
+        with T.block("B"):
+            vi = T.axis.spatial(n, i)
+            B[vi] = A[vi] * 2.0
+''')
+    sch = engine.Schedule(mod)
+    (i,) = sch.get_loops("B")
+    with pytest.raises(engine.ScheduleError, match="not a constant"):
+        sch.split(i, [2, 4])
+    with pytest.raises(engine.ScheduleError, match="disable_predication"):
+        sch.split(i, [None, 4], disable_predication=True)
+    _, i1 = sch.split(i, [None, 4])
+    sch.vectorize(i1)
+    assert "T.serial((n + 3) // 4)" in sch.mod.script() and "< n)" in sch.mod.script()
+    rt = engine.build(sch.mod)
+    for n in (1, 8, 13):
+        a = np.arange(n, dtype="float32")
+        b = np.zeros(n, "float32")
+        rt["f"](a, b)
+        np.testing.assert_array_equal(b, a * 2)
+        c = np.zeros(n, "float32")
+        engine.interpret(sch.mod, "f", a, c)
+        np.testing.assert_array_equal(c, a * 2)

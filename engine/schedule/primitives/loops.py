@@ -63,6 +63,45 @@ def _check_plain_loop(ctx: Ctx, loop: For, method: str) -> None:
                         highlight=[name])
 
 
+def _split_symbolic(ctx: Ctx, loop: For, factors: list, disable_pred: bool) -> Result:
+    """split of a loop whose extent ``n`` is symbolic, as TVM: every factor but one a
+    positive constant, the one given as None inferred as ``ceildiv(n, product)``, and the
+    tail guarded by ``T.where(fused < n)`` (``disable_predication`` cannot be proven safe
+    here, so it is refused)."""
+    subj, hl = subject_of(loop), [loop.loop_var.name]
+    dtype = loop.loop_var.dtype
+    if len(factors) < 2:
+        raise ctx.error(subj, f"split needs at least two factors, got {len(factors)}",
+                        "try factors=[None, 4]", highlight=hl)
+    given = [f.value if isinstance(f, E.IntImm) else f for f in factors]
+    if sum(f is None for f in given) != 1 or not all(
+            f is None or (is_int(f) and f > 0) for f in given):
+        raise ctx.error(subj, f"the loop's extent {loop.extent} is not a constant: give every "
+                        "factor but one as a positive integer, and None for the one to infer",
+                        "e.g. factors=[None, 4]", highlight=hl)
+    if disable_pred:
+        raise ctx.error(subj, f"the loop's extent {loop.extent} is not a constant, so it "
+                        "cannot be shown that the factors divide it: disable_predication=True "
+                        "could run the tail out of bounds", "leave the predicate on",
+                        highlight=hl)
+    known = math.prod(f for f in given if f is not None)
+    inferred = simplify(E.FloorDiv(loop.extent + E.const(known - 1, dtype),
+                                   E.const(known, dtype)))
+    sizes = [inferred if f is None else E.const(f, dtype) for f in given]
+    new_vars = [E.Var(name, dtype) for name in split_names(loop.loop_var.name, len(sizes))]
+    fused: E.PrimExpr = new_vars[0]
+    for v, f in zip(new_vars[1:], sizes[1:]):
+        fused = fused * f + v
+    body = _simplify_realizes(substitute(loop.body, {loop.loop_var: fused}))
+    body = _add_predicate(ctx, body, simplify(fused < loop.extent))
+    new_loops = []
+    for v, f in reversed(list(zip(new_vars, sizes))):
+        body = For(v, E.const(0, dtype), f, ForKind.SERIAL, body)
+        new_loops.append(body)
+    new_loops.reverse()
+    return Result(replace_stmts(ctx.func, {loop: new_loops[0]}), new_loops)
+
+
 @register
 class Split(Primitive):
     kind = "Split"
@@ -125,7 +164,8 @@ class Split(Primitive):
         disable_pred = as_bool(ctx, attrs[1], "disable_predication") if len(attrs) > 1 else False
         extent = E.as_const_int(loop.extent)
         if extent is None:
-            raise ctx.error(subj, "the loop's extent is not a constant", "", highlight=hl)
+            _check_plain_loop(ctx, loop, "split")
+            return _split_symbolic(ctx, loop, factors, disable_pred)
         _check_plain_loop(ctx, loop, "split")
         if len(factors) < 2:
             raise ctx.error(subj, f"split needs at least two factors, got {len(factors)}",
