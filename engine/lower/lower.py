@@ -50,6 +50,7 @@ from engine.ir.functor import Mutator, collect, collect_vars, substitute
 
 from .errors import BuildError
 from engine.arith import Analyzer
+from engine.arith.digits import digit_of
 from engine.arith.lower_simplify import lower_simplify
 
 
@@ -83,26 +84,9 @@ def _guard(cond: E.PrimExpr, body: S.Stmt | None) -> S.Stmt | None:
 
 
 def _digit(atom: E.PrimExpr):
-    """``(X, d, m)`` when ``atom`` is ``X // d % m`` (``d`` 1: no division; ``m`` None: no
-    modulo) with positive constants; else None."""
-    if isinstance(atom, E.FloorDiv) and isinstance(atom.a, E.FloorMod):
-        d, m = E.as_const_int(atom.b), E.as_const_int(atom.a.b)
-        if d and m and d > 0 and m > 0 and m % d == 0:  # X % m // d == X // d % (m / d)
-            return atom.a.a, d, m // d
-        return None
-    m = None
-    if isinstance(atom, E.FloorMod):
-        m = E.as_const_int(atom.b)
-        if m is None or m <= 0:
-            return None
-        atom = atom.a
-    d = 1
-    if isinstance(atom, E.FloorDiv):
-        d = E.as_const_int(atom.b)
-        if d is None or d <= 0:
-            return None
-        atom = atom.a
-    return (atom, d, m) if d > 1 or m is not None else None
+    """:func:`engine.arith.digits.digit_of`, None for a plain atom (no division, no modulo)."""
+    dig = digit_of(atom)
+    return dig if dig is not None and (dig[1] > 1 or dig[2] is not None) else None
 
 
 def _at_minimum_only_first(offsets: list, loops: list, first: dict) -> bool:

@@ -179,69 +179,96 @@ def checked_caller(plan, compile: bool = True) -> object | None:
         return checker.cfunc if checker is not None else None
 
 
+class _CheckWriter:
+    """Writes the LLVM IR of a check-and-call function line by line: each failed check
+    branches to ``needs_full_check``, which returns :data:`NEEDS_FULL_CHECK`."""
+
+    def __init__(self, layout: ArrayLayout, n: int):
+        self.layout = layout
+        self.lines: list[str] = []
+        self.head = ["@engine_ndarray_type = global i64 0"]
+        self.head += [f"@engine_descr_{k} = global i64 0" for k in range(n)]
+        self._label = iter(range(1, 1 << 30))
+        self.emit("define i32 @engine_checked_call(ptr %kernel, ptr %args) {")
+        self.emit("entry:")
+        self.emit("  %ndarray = load i64, ptr @engine_ndarray_type")
+        self.field_is("%args", layout.tuple_size, "i64", "nargs", str(n))
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def require(self, cond: str) -> None:
+        ok = f"ok{next(self._label)}"
+        self.emit(f"  br i1 {cond}, label %{ok}, label %needs_full_check")
+        self.emit(f"{ok}:")
+
+    def field(self, obj: str, offset: int, ty: str, name: str) -> str:
+        self.emit(f"  %{name}.at = getelementptr i8, ptr {obj}, i64 {offset}")
+        self.emit(f"  %{name} = load {ty}, ptr %{name}.at")
+        return f"%{name}"
+
+    def field_is(self, obj: str, offset: int, ty: str, name: str, want: str) -> None:
+        """Require the field at ``offset`` of ``obj`` to equal ``want``."""
+        got = self.field(obj, offset, ty, name)
+        self.emit(f"  %{name}.ok = icmp eq {ty} {got}, {want}")
+        self.require(f"%{name}.ok")
+
+    def array(self, k: int, ndim: int, need: int) -> str:
+        """Read argument ``k``; require an ndarray of the expected dtype, ``ndim``
+        dimensions and the ``need`` flags. Returns the array's register."""
+        lay = self.layout
+        a = self.field("%args", lay.tuple_items + 8 * k, "ptr", f"a{k}")
+        self.field_is(a, lay.type, "i64", f"a{k}.type", "%ndarray")
+        self.emit(f"  %a{k}.want = load i64, ptr @engine_descr_{k}")
+        self.field_is(a, lay.descr, "i64", f"a{k}.descr", f"%a{k}.want")
+        self.field_is(a, lay.nd, "i32", f"a{k}.nd", str(ndim))
+        fl = self.field(a, lay.flags, "i32", f"a{k}.flags")
+        self.emit(f"  %a{k}.need = and i32 {fl}, {need}")
+        self.emit(f"  %a{k}.flags.ok = icmp eq i32 %a{k}.need, {need}")
+        self.require(f"%a{k}.flags.ok")
+        return a
+
+    def data(self, k: int, a: str) -> None:
+        """Read argument ``k``'s data pointer into ``%a{k}.data`` and its address into
+        ``%a{k}.begin``."""
+        self.field(a, self.layout.data, "ptr", f"a{k}.data")
+        self.emit(f"  %a{k}.begin = ptrtoint ptr %a{k}.data to i64")
+
+    def finish(self, args: list[str]) -> str:
+        """Call the kernel with ``args``; the module's text."""
+        self.emit(f"  %rc = call i32 %kernel({', '.join(args)})")
+        self.emit("  ret i32 %rc")
+        self.emit("needs_full_check:")
+        self.emit(f"  ret i32 {NEEDS_FULL_CHECK}")
+        self.emit("}")
+        return "\n".join(self.head + [""] + self.lines) + "\n"
+
+
 def wrapper_ir(plan, layout: ArrayLayout) -> str:
     """LLVM IR text of the check-and-call function for a quick-pass ``plan``.
 
     ``i32 @engine_checked_call(ptr %kernel, ptr %args)``: ``args`` is the tuple of arrays
     the kernel was called with. The addresses of the ndarray type and of the dtypes are
     globals, filled in after loading."""
-    lines: list[str] = []
-    emit = lines.append
-    label = iter(range(1, 1 << 30))
-
-    def require(cond: str) -> None:
-        ok = f"ok{next(label)}"
-        emit(f"  br i1 {cond}, label %{ok}, label %needs_full_check")
-        emit(f"{ok}:")
-
-    def field(obj: str, offset: int, ty: str, name: str) -> str:
-        emit(f"  %{name}.at = getelementptr i8, ptr {obj}, i64 {offset}")
-        emit(f"  %{name} = load {ty}, ptr %{name}.at")
-        return f"%{name}"
-
-    def field_is(obj: str, offset: int, ty: str, name: str, want: str) -> None:
-        """Require the field at ``offset`` of ``obj`` to equal ``want``."""
-        got = field(obj, offset, ty, name)
-        emit(f"  %{name}.ok = icmp eq {ty} {got}, {want}")
-        require(f"%{name}.ok")
-
     per_arg, pairs = plan
     n = len(per_arg)
-    head = [f"@engine_descr_{k} = global i64 0" for k in range(n)]
-    emit("define i32 @engine_checked_call(ptr %kernel, ptr %args) {")
-    emit("entry:")
-    emit("  %ndarray = load i64, ptr @engine_ndarray_type")
-    field_is("%args", layout.tuple_size, "i64", "nargs", str(n))
+    w = _CheckWriter(layout, n)
+    emit = w.emit
     for k, (_, shape, need) in enumerate(per_arg):
-        a = field("%args", layout.tuple_items + 8 * k, "ptr", f"a{k}")
-        field_is(a, layout.type, "i64", f"a{k}.type", "%ndarray")
-        emit(f"  %a{k}.want = load i64, ptr @engine_descr_{k}")
-        field_is(a, layout.descr, "i64", f"a{k}.descr", f"%a{k}.want")
-        field_is(a, layout.nd, "i32", f"a{k}.nd", str(len(shape)))
-        fl = field(a, layout.flags, "i32", f"a{k}.flags")
-        emit(f"  %a{k}.need = and i32 {fl}, {need}")
-        emit(f"  %a{k}.flags.ok = icmp eq i32 %a{k}.need, {need}")
-        require(f"%a{k}.flags.ok")
+        a = w.array(k, len(shape), need)
         if shape:
-            dims = field(a, layout.dims, "ptr", f"a{k}.dims")
+            dims = w.field(a, layout.dims, "ptr", f"a{k}.dims")
             for d_i, extent in enumerate(shape):
-                field_is(dims, 8 * d_i, "i64", f"a{k}.dim{d_i}", str(extent))
-        field(a, layout.data, "ptr", f"a{k}.data")
-        emit(f"  %a{k}.begin = ptrtoint ptr %a{k}.data to i64")
+                w.field_is(dims, 8 * d_i, "i64", f"a{k}.dim{d_i}", str(extent))
+        w.data(k, a)
     for i, j, size_i, size_j in pairs:          # disjoint: one ends before the other
         emit(f"  %a{i}.end.{j} = add i64 %a{i}.begin, {size_i}")
         emit(f"  %a{j}.end.{i} = add i64 %a{j}.begin, {size_j}")
         emit(f"  %apart{i}.{j}.ij = icmp ule i64 %a{i}.end.{j}, %a{j}.begin")
         emit(f"  %apart{i}.{j}.ji = icmp ule i64 %a{j}.end.{i}, %a{i}.begin")
         emit(f"  %apart{i}.{j} = or i1 %apart{i}.{j}.ij, %apart{i}.{j}.ji")
-        require(f"%apart{i}.{j}")
-    data = ", ".join(f"ptr %a{k}.data" for k in range(n))
-    emit(f"  %rc = call i32 %kernel({data})")
-    emit("  ret i32 %rc")
-    emit("needs_full_check:")
-    emit(f"  ret i32 {NEEDS_FULL_CHECK}")
-    emit("}")
-    return "\n".join(["@engine_ndarray_type = global i64 0"] + head + [""] + lines) + "\n"
+        w.require(f"%apart{i}.{j}")
+    return w.finish([f"ptr %a{k}.data" for k in range(n)])
 
 
 def symbolic_wrapper_ir(plan, layout: ArrayLayout) -> str:
@@ -253,68 +280,37 @@ def symbolic_wrapper_ir(plan, layout: ArrayLayout) -> str:
     computed from their shapes, and the kernel is called with the sizes after the
     pointers."""
     _, per_arg, pairs, size_dtypes = plan
-    lines: list[str] = []
-    emit = lines.append
-    label = iter(range(1, 1 << 30))
-
-    def require(cond: str) -> None:
-        ok = f"ok{next(label)}"
-        emit(f"  br i1 {cond}, label %{ok}, label %needs_full_check")
-        emit(f"{ok}:")
-
-    def field(obj: str, offset: int, ty: str, name: str) -> str:
-        emit(f"  %{name}.at = getelementptr i8, ptr {obj}, i64 {offset}")
-        emit(f"  %{name} = load {ty}, ptr %{name}.at")
-        return f"%{name}"
-
-    def field_is(obj: str, offset: int, ty: str, name: str, want: str) -> None:
-        got = field(obj, offset, ty, name)
-        emit(f"  %{name}.ok = icmp eq {ty} {got}, {want}")
-        require(f"%{name}.ok")
-
     n = len(per_arg)
-    head = [f"@engine_descr_{k} = global i64 0" for k in range(n)]
-    emit("define i32 @engine_checked_call(ptr %kernel, ptr %args) {")
-    emit("entry:")
-    emit("  %ndarray = load i64, ptr @engine_ndarray_type")
-    field_is("%args", layout.tuple_size, "i64", "nargs", str(n))
+    w = _CheckWriter(layout, n)
+    emit = w.emit
     size_value: dict[int, str] = {}
     for k, (dtype, dims, need, cap) in enumerate(per_arg):
-        a = field("%args", layout.tuple_items + 8 * k, "ptr", f"a{k}")
-        field_is(a, layout.type, "i64", f"a{k}.type", "%ndarray")
-        emit(f"  %a{k}.want = load i64, ptr @engine_descr_{k}")
-        field_is(a, layout.descr, "i64", f"a{k}.descr", f"%a{k}.want")
-        field_is(a, layout.nd, "i32", f"a{k}.nd", str(len(dims)))
-        fl = field(a, layout.flags, "i32", f"a{k}.flags")
-        emit(f"  %a{k}.need = and i32 {fl}, {need}")
-        emit(f"  %a{k}.flags.ok = icmp eq i32 %a{k}.need, {need}")
-        require(f"%a{k}.flags.ok")
+        a = w.array(k, len(dims), need)
         count = "1"
         if dims:
-            dp = field(a, layout.dims, "ptr", f"a{k}.dims")
+            dp = w.field(a, layout.dims, "ptr", f"a{k}.dims")
         for d_i, c in enumerate(dims):
-            got = field(dp, 8 * d_i, "i64", f"a{k}.dim{d_i}")
+            got = w.field(dp, 8 * d_i, "i64", f"a{k}.dim{d_i}")
             if c >= 0:
                 emit(f"  %a{k}.dim{d_i}.ok = icmp eq i64 {got}, {c}")
-                require(f"%a{k}.dim{d_i}.ok")
+                w.require(f"%a{k}.dim{d_i}.ok")
             else:
                 slot = -c - 1
                 if slot not in size_value:
                     size_value[slot] = got
                     if size_dtypes[slot] == "int32":
                         emit(f"  %a{k}.dim{d_i}.fits = icmp ule i64 {got}, {2**31 - 1}")
-                        require(f"%a{k}.dim{d_i}.fits")
+                        w.require(f"%a{k}.dim{d_i}.fits")
                 else:
                     emit(f"  %a{k}.dim{d_i}.ok = icmp eq i64 {got}, {size_value[slot]}")
-                    require(f"%a{k}.dim{d_i}.ok")
+                    w.require(f"%a{k}.dim{d_i}.ok")
             emit(f"  %a{k}.count{d_i} = mul i64 {count}, {got}")
             count = f"%a{k}.count{d_i}"
         if cap:
             emit(f"  %a{k}.cap.ok = icmp ule i64 {count}, {cap}")
-            require(f"%a{k}.cap.ok")
+            w.require(f"%a{k}.cap.ok")
         emit(f"  %a{k}.bytes = mul i64 {count}, {np.dtype(dtype).itemsize}")
-        field(a, layout.data, "ptr", f"a{k}.data")
-        emit(f"  %a{k}.begin = ptrtoint ptr %a{k}.data to i64")
+        w.data(k, a)
     for i, j in pairs:   # disjoint: one ends before the other (or one is empty)
         emit(f"  %a{i}.end.{j} = add i64 %a{i}.begin, %a{i}.bytes")
         emit(f"  %a{j}.end.{i} = add i64 %a{j}.begin, %a{j}.bytes")
@@ -325,7 +321,7 @@ def symbolic_wrapper_ir(plan, layout: ArrayLayout) -> str:
         emit(f"  %apart{i}.{j}.a = or i1 %apart{i}.{j}.ij, %apart{i}.{j}.ji")
         emit(f"  %apart{i}.{j}.b = or i1 %empty{i}.{j}.i, %empty{i}.{j}.j")
         emit(f"  %apart{i}.{j} = or i1 %apart{i}.{j}.a, %apart{i}.{j}.b")
-        require(f"%apart{i}.{j}")
+        w.require(f"%apart{i}.{j}")
     args = [f"ptr %a{k}.data" for k in range(n)]
     for slot, dt in enumerate(size_dtypes):
         if dt == "int32":
@@ -333,12 +329,7 @@ def symbolic_wrapper_ir(plan, layout: ArrayLayout) -> str:
             args.append(f"i32 %size{slot}")
         else:
             args.append(f"i64 {size_value[slot]}")
-    emit(f"  %rc = call i32 %kernel({', '.join(args)})")
-    emit("  ret i32 %rc")
-    emit("needs_full_check:")
-    emit(f"  ret i32 {NEEDS_FULL_CHECK}")
-    emit("}")
-    return "\n".join(["@engine_ndarray_type = global i64 0"] + head + [""] + lines) + "\n"
+    return w.finish(args)
 
 
 def _compile(plan, layout: ArrayLayout) -> _Checker:

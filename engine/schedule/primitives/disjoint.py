@@ -26,6 +26,7 @@ with it, narrower than 7: iterations of ``i_0`` write different rows.
 """
 from __future__ import annotations
 
+from engine.arith.digits import digit_of
 from engine.arith.guarded import GuardedBounds
 from engine.ir import expr as E
 from engine.ir.functor import substitute, uses_var
@@ -79,7 +80,7 @@ def values_recover_loop(index, loop, realize, values, pred) -> bool:
             continue
         val = substitute(val, units) if units else val
         for atom in _readable_atoms(an.linear(val), [lv] + inner, width_of):
-            digit = _digit(atom) if uses_var(atom, lv) else None
+            digit = digit_of(atom) if uses_var(atom, lv) else None
             if digit is None:
                 continue
             x, d, m = digit
@@ -104,29 +105,6 @@ def _readable_atoms(lin, varying, width_of) -> list:
             break
         out.append(atom)
     return out
-
-
-def _digit(atom):
-    """``(X, d, m)`` when ``atom`` is ``X // d % m`` (``d`` 1: no division; ``m`` None: no
-    modulo); None for other atoms."""
-    if isinstance(atom, E.FloorDiv) and isinstance(atom.a, E.FloorMod):
-        d, m = E.as_const_int(atom.b), E.as_const_int(atom.a.b)
-        if d and m and d > 0 and m > 0 and m % d == 0:  # X % m // d  ==  X // d % (m / d)
-            return atom.a.a, d, m // d
-        return None
-    m = None
-    if isinstance(atom, E.FloorMod):
-        m = E.as_const_int(atom.b)
-        if m is None or m <= 0:
-            return None
-        atom = atom.a
-    d = 1
-    if isinstance(atom, E.FloorDiv):
-        d = E.as_const_int(atom.b)
-        if d is None or d <= 0:
-            return None
-        atom = atom.a
-    return atom, d, m
 
 
 def _recovers(an, x_lin, digits) -> bool:
