@@ -9,6 +9,7 @@ or lands out of place shows), and compares every parameter afterwards.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import engine
 
@@ -56,3 +57,51 @@ def assert_same_meaning(before, after, name: str | None = None, seeds=(0, 1),
             for p, w, g in zip(func.params, want, got):
                 np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5,
                                            err_msg=f"{p.name} (compiled) differs")
+
+
+def small_integer_args(func, seed: int = 0, low: int = -4, high: int = 5) -> list[np.ndarray]:
+    """Random integers in ``[low, high)`` for every parameter, in its dtype: held in float32
+    their sums are exact whatever the order, so a reordered reduction compares bit for bit."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(low, high, tuple(int(s) for s in p.const_shape())).astype(p.dtype)
+            for p in func.params]
+
+
+def assert_computes_exactly(before, after, name: str | None = None, seeds=(0, 1),
+                            compiled: bool = True, low: int = -4, high: int = 5,
+                            reference=None) -> list[np.ndarray]:
+    """``after`` computes exactly what ``before`` computes: the interpreter on ``before`` ==
+    the interpreter on ``after`` == the compiled ``after`` (``compiled``), on every
+    parameter, on small random integers of every ``seeds`` (see
+    :func:`small_integer_args`); and the last parameter == ``reference(*inputs)`` when a
+    numpy ``reference`` is given. Returns the original's results for the first seed."""
+    name = name or before.prim_func_names()[0]
+    func = before[name]
+    first = None
+    for seed in seeds:
+        args = small_integer_args(func, seed, low, high)
+        want = run_interpreted(before, name, args)
+        first = want if first is None else first
+        runs = [("interpreted", run_interpreted(after, name, args))]
+        if compiled:
+            runs.append(("compiled", run_compiled(after, name, args)))
+        for how, got in runs:
+            for p, w, g in zip(func.params, want, got):
+                np.testing.assert_array_equal(g, w, err_msg=f"{p.name} ({how}) differs")
+        if reference is not None:
+            np.testing.assert_array_equal(want[-1], reference(*args[:-1]))
+    return first
+
+
+def assert_refused(sch, action, *needles, prefix: str = ""):
+    """``action()`` raises a ScheduleError whose message starts with ``prefix`` and holds
+    every one of ``needles``, and the schedule's program is unchanged. Returns the error."""
+    before = sch.mod
+    with pytest.raises(engine.ScheduleError) as info:
+        action()
+    assert sch.mod is before
+    msg = str(info.value)
+    assert msg.startswith(prefix), msg
+    for needle in needles:
+        assert needle in msg, msg
+    return info.value

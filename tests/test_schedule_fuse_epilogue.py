@@ -23,53 +23,34 @@ from hypothesis import event, given, strategies as st
 import engine
 from engine.schedule import Schedule, ScheduleError, Trace
 from engine.schedule.python_trace import apply_python_trace
+from semantics import (assert_computes_exactly, assert_refused, run_compiled,
+                       run_interpreted, small_integer_args)
 
 
 # ----------------------------------------------------------------------------- helpers
 def _args(mod, seed: int = 0) -> list:
-    """Random small integers for every parameter (the outputs' initial contents too, so a
-    store that is missing or lands elsewhere shows)."""
-    rng = np.random.default_rng(seed)
-    return [rng.integers(-4, 5, [int(s.value) for s in b.shape]).astype(b.dtype)
-            for b in mod["main"].params]
+    return small_integer_args(mod["main"], seed, -4, 5)
 
 
 def _interpret(mod, args) -> list:
-    a = [x.copy() for x in args]
-    engine.interpret(mod, "main", *a)
-    return a
+    return run_interpreted(mod, "main", args)
 
 
 def _compiled(mod, args) -> list:
-    a = [x.copy() for x in args]
-    engine.build(mod)["main"](*a)
-    return a
+    return run_compiled(mod, "main", args)
 
 
 def _computes_the_same(original, new, seed: int = 0, compiled: bool = True) -> list:
     """The interpreter on the original == the interpreter on the new program == the
     compiled new program, on every parameter; returns the original's results."""
-    args = _args(original, seed)
-    want = _interpret(original, args)
-    for p, w, g in zip(original["main"].params, want, _interpret(new, args)):
-        np.testing.assert_array_equal(g, w, err_msg=f"{p.name} (interpreted) differs")
-    if compiled:
-        for p, w, g in zip(original["main"].params, want, _compiled(new, args)):
-            np.testing.assert_array_equal(g, w, err_msg=f"{p.name} (compiled) differs")
-    return want
+    return assert_computes_exactly(original, new, "main", seeds=(seed,), compiled=compiled)
 
 
 def _refused(sch: Schedule, action, *needles) -> ScheduleError:
     """``action()`` raises a ScheduleError naming the rule, and the program is unchanged."""
-    mod = sch.mod
-    with pytest.raises(ScheduleError) as ei:
-        action()
-    assert sch.mod is mod
-    msg = str(ei.value)
-    assert msg.startswith("fuse_reduction_epilogue refused") and ei.value.rule
-    for needle in needles:
-        assert needle in msg, msg
-    return ei.value
+    err = assert_refused(sch, action, *needles, prefix="fuse_reduction_epilogue refused")
+    assert err.rule
+    return err
 
 
 def _fuse(sch: Schedule, red: str = "dot", epi: str = "epilogue") -> None:

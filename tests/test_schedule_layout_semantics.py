@@ -29,6 +29,7 @@ import engine
 from engine.schedule import ScheduleError
 from engine.schedule.primitives.index_map_check import _np_eval
 from engine.schedule.primitives.layout import parse_index_map
+from semantics import small_integer_args
 
 SENTINEL = {"float32": np.float32(1234.5), "int32": np.int32(-77)}
 
@@ -200,12 +201,7 @@ def _buffers(func) -> list:
 
 
 def _random_args(func, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for p in func.params:
-        shape = tuple(int(s) for s in p.const_shape())
-        out.append(rng.integers(-4, 5, shape).astype(p.dtype))
-    return out
+    return small_integer_args(func, seed)
 
 
 def _pre_schedule(sch, draw_choice):

@@ -15,43 +15,24 @@ import pytest
 
 import engine
 from engine.ir import structural_equal
+from semantics import assert_computes_exactly, assert_refused, small_integer_args
 
 
 def _args(func, seed):
-    rng = np.random.default_rng(seed)
-    out = []
-    for p in func.params:
-        shape = tuple(int(s) for s in p.const_shape())
-        # small integers: sums in any order are exact, so a reordered reduction compares
-        # bit for bit
-        out.append(rng.integers(-4, 5, shape).astype(p.dtype))
-    return out
+    # small integers: sums in any order are exact, so a reordered reduction compares
+    # bit for bit
+    return small_integer_args(func, seed)
 
 
 def assert_same_program_meaning(before, after, seeds=(0, 1)):
     """``engine.build(after)`` computes what ``engine.interpret(before)`` computes."""
-    name = before.prim_func_names()[0]
-    built = engine.build(after)[name]
-    for seed in seeds:
-        args = _args(before[name], seed)
-        want = [a.copy() for a in args]
-        engine.interpret(before, name, *want)
-        got = [a.copy() for a in args]
-        built(*got)
-        for p, w, g in zip(before[name].params, want, got):
-            np.testing.assert_array_equal(g, w, err_msg=f"{p.name} differs")
+    assert_computes_exactly(before, after, seeds=seeds)
 
 
 def refused(sch, fn, *words):
     """``fn()`` is refused with a sentence containing ``words``; the schedule is unchanged."""
-    before = sch.mod
-    with pytest.raises(engine.ScheduleError) as info:
-        fn()
-    msg = str(info.value)
+    msg = str(assert_refused(sch, fn, *words))
     assert msg.endswith("."), msg
-    for w in words:
-        assert w in msg, msg
-    assert sch.mod is before
     return msg
 
 

@@ -20,56 +20,35 @@ from engine.ir import stmt as S
 from engine.ir.functor import collect
 from engine.lower import lower
 from engine.schedule import Schedule, ScheduleError
+from semantics import (assert_computes_exactly, assert_refused, run_compiled,
+                       run_interpreted, small_integer_args)
 
 
 # ----------------------------------------------------------------------------- helpers
 def _args(mod, seed: int = 0) -> list:
-    """Random small integers (float32 holds their sums exactly) for every parameter."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for b in mod["main"].params:
-        shape = [int(s.value) for s in b.shape]
-        out.append(rng.integers(-8, 9, shape).astype(b.dtype))
-    return out
+    return small_integer_args(mod["main"], seed, -8, 9)
 
 
 def _interpret(mod, args) -> list:
-    a = [x.copy() for x in args]
-    engine.interpret(mod, "main", *a)
-    return a
+    return run_interpreted(mod, "main", args)
 
 
 def _compiled(mod, args) -> list:
-    a = [x.copy() for x in args]
-    engine.build(mod)["main"](*a)
-    return a
+    return run_compiled(mod, "main", args)
 
 
 def _computes_the_same(original, sch: Schedule, seed: int = 0, reference=None) -> None:
     """The scheduled program computes what the original computes: interpreter on the
     original == interpreter on the new program == compiled new program (== numpy)."""
-    args = _args(original, seed)
-    want = _interpret(original, args)
-    got = _interpret(sch.mod, args)
-    for w, g in zip(want, got):
-        np.testing.assert_array_equal(g, w)
-    for w, c in zip(want, _compiled(sch.mod, args)):
-        np.testing.assert_array_equal(c, w)
-    if reference is not None:
-        np.testing.assert_array_equal(want[-1], reference(*args[:-1]))
+    assert_computes_exactly(original, sch.mod, "main", seeds=(seed,), low=-8, high=9,
+                            reference=reference)
 
 
 def _refused(sch: Schedule, action, *needles) -> ScheduleError:
     """``action()`` raises a ScheduleError naming the rule, and the program is unchanged."""
-    mod = sch.mod
-    with pytest.raises(ScheduleError) as ei:
-        action()
-    assert sch.mod is mod
-    msg = str(ei.value)
-    assert msg.startswith("rfactor refused") and ei.value.rule
-    for needle in needles:
-        assert needle in msg, msg
-    return ei.value
+    err = assert_refused(sch, action, *needles, prefix="rfactor refused")
+    assert err.rule
+    return err
 
 
 def _loops(sch: Schedule, block: str = "B") -> list:
