@@ -297,6 +297,40 @@ def main(A: T.Buffer((10, 6), "float32"), B: T.Buffer((6, 10), "float32")):
     _same_meaning(mod, sch.mod)
 
 
+def test_reindex_of_an_int64_axis_gives_unit_extents_of_the_index_dtype():
+    """An axis of int64 domain beside int32 ones: every point region the copy and the
+    rewritten block get has extent 1 in its index's own dtype (as the parser reads
+    ``T.writes(C[i, j])``), so the printed program parses back equal, and both run exactly."""
+    src = '''
+@T.prim_func
+def main(A: T.Buffer((T.int64(3), 5), "float32"), B: T.Buffer((4, 5), "float32"),
+         C: T.Buffer((T.int64(3), 4), "float32")):
+    for i0, i1, i2 in T.grid(T.int64(3), 4, 5):
+        with T.block("C"):
+            i = T.axis.spatial(T.int64(3), i0)
+            j, k = T.axis.remap("SR", [i1, i2])
+            with T.init():
+                C[i, j] = T.float32(0)
+            C[i, j] = C[i, j] + A[i, k] * B[j, k]
+'''
+    from engine.ir import stmt as S
+    from engine.ir.functor import collect_stmts
+    mod = engine.parse(src)
+    sch = Schedule(mod)
+    sch.reindex(sch.get_block("C"), ("write", 0))
+    sch.reindex(sch.get_block("C"), ("read", 0))
+    func = sch.mod["main"]
+    regions = [r for b in collect_stmts(func.body, S.Block) for r in b.reads + b.writes]
+    assert any(rg.min.dtype == "int64" for r in regions for rg in r.region)
+    for r in regions:
+        for rg in r.region:
+            assert rg.extent.dtype == rg.min.dtype, (r.buffer.name, rg)
+    text = sch.mod.script()
+    assert "T.writes(C_reindex[i, j])" in text and "T.writes(C[v0, v1])" in text
+    assert structural_equal(engine.parse(text), sch.mod)
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
 # ---------------------------------------------------------------------------- reindex caches
 def test_reindex_cache_read_write_print_like_tvm_and_run():
     sch = fresh("matmul")

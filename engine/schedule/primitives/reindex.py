@@ -57,7 +57,7 @@ class _Reaccess(Mutator):
         return BufferStore(self.new, s.value, self.indices) if s.buffer is self.old else s
 
     def regions(self, regions: tuple) -> tuple:
-        point = tuple(Range(i, 1) for i in self.indices)
+        point = _point(self.indices)
         return tuple(BufferRegion(self.new, point) if r.buffer is self.old else r
                      for r in regions)
 
@@ -65,6 +65,12 @@ class _Reaccess(Mutator):
         init = None if b.init is None else self.visit(b.init)
         return b.replace(body=self.visit(b.body), init=init, reads=self.regions(b.reads),
                          writes=self.regions(b.writes))
+
+
+def _point(indices) -> tuple:
+    """The one-element region at ``indices``: each extent 1 of its index's dtype (an int64
+    index has an int64 extent, as TVM's and the parser's regions)."""
+    return tuple(Range(i, E.IntImm(i.dtype, 1)) for i in indices)
 
 
 def _same_index(a: E.PrimExpr, b: E.PrimExpr) -> bool:
@@ -320,8 +326,8 @@ class ReIndex(Primitive):
             point = tuple(vs)
             src, src_idx, dst, dst_idx = (buf, target, new, point) if btype == READ else \
                 (new, point, buf, target)
-            return ([BufferRegion(src, tuple(Range(i, 1) for i in src_idx))],
-                    [BufferRegion(dst, tuple(Range(i, 1) for i in dst_idx))],
+            return ([BufferRegion(src, _point(src_idx))],
+                    [BufferRegion(dst, _point(dst_idx))],
                     BufferStore(dst, E.BufferLoad(src, src_idx), dst_idx))
         nest, stage = grid_stage(stage_name, [iv.dom.extent for iv in covered], build)
         edits: dict = {}
@@ -497,8 +503,8 @@ def _reindex_cache(prim, ctx: Ctx, inputs, attrs, direction: str) -> Result:
         src, dst = buf, cache
         if direction == "write":
             src, src_idx, dst, dst_idx = cache, dst_idx, buf, src_idx
-        return ([BufferRegion(src, tuple(Range(i, 1) for i in src_idx))],
-                [BufferRegion(dst, tuple(Range(i, 1) for i in dst_idx))],
+        return ([BufferRegion(src, _point(src_idx))],
+                [BufferRegion(dst, _point(dst_idx))],
                 BufferStore(dst, E.BufferLoad(src, src_idx), dst_idx))
     parts = _cache_nest(ctx, blk, location, involved, body_of)
     nest, stage = _nest_of(fresh_name(cache.name, set(idx.blocks)), *parts)
