@@ -96,6 +96,10 @@ class IntImm(PrimExpr):
         check_dtype(self.dtype)
         object.__setattr__(self, "value", int(self.value))
 
+    def __int__(self) -> int:
+        """``int(IntImm)`` is its value, as TVM's (a buffer's constant shape read as ints)."""
+        return self.value
+
 
 @node
 class FloatImm(PrimExpr):
