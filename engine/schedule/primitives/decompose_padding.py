@@ -71,7 +71,9 @@ def _in_bound_box(ctx: Ctx, blk: Block, cond: E.PrimExpr) -> dict:
 
 def _positions(ctx: Ctx, blk: Block, loop: For):
     """The block's loops from ``loop`` inwards, and the outermost loop of its own chain
-    (single-child loops above the block) not above ``loop``."""
+    (loops above the block, from the innermost outwards, each with a single child: a loop
+    or the block itself) not above ``loop``; ``len(below)`` when even the innermost loop
+    holds other statements beside the block (TVM's in-bound filling position)."""
     idx = ctx.index
     realize = idx.realize[id(blk)]
     loops = idx.loops_above(realize)
@@ -81,10 +83,23 @@ def _positions(ctx: Ctx, blk: Block, loop: For):
                         "choose one of the block's loops", highlight=[loop.loop_var.name,
                                                                       blk.name_hint])
     below = loops[[i for i, lp in enumerate(loops) if lp is loop][0]:]
-    chain_top = len(below) - 1
+    chain_top = len(below)
     while chain_top > 0 and isinstance(below[chain_top - 1].body, (For, BlockRealize)):
         chain_top -= 1
     return below, chain_top
+
+
+def _unit_loops(loops, extents: dict) -> dict:
+    """Loop variable -> its only value, for the loops of extent 1 (TVM's analyzer binds such
+    a loop to its minimum, so bindings and predicates it simplifies read the constant)."""
+    return {lp.loop_var: lp.min for lp in loops
+            if E.as_const_int(extents.get(lp.loop_var, lp.extent)) == 1}
+
+
+def _strip_likely(c: E.PrimExpr) -> E.PrimExpr:
+    if isinstance(c, E.Call) and c.op == "likely":
+        return c.args[0]
+    return c
 
 
 def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
@@ -106,19 +121,26 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
     if not isinstance(pad_value, (E.IntImm, E.FloatImm)):
         raise _pattern_error(ctx, blk, "the pad value is not a constant")
     realize = ctx.index.realize[id(blk)]
-    if not is_true(realize.predicate):
-        raise _pattern_error(ctx, blk, "it has a T.where")
     box = _in_bound_box(ctx, blk, cond)
     if all([E.as_const_int(iv.dom.min), E.as_const_int(iv.dom.min) +
             E.as_const_int(iv.dom.extent) - 1] == box[iv.var] for iv in blk.iter_vars):
         raise _pattern_error(ctx, blk, "every element is in bounds (the condition is trivial)")
-    ranges = {lp.loop_var: (E.as_const_int(lp.min), E.as_const_int(lp.min) +
-                            E.as_const_int(lp.extent) - 1)
-              for lp in ctx.index.loops_above(realize)
-              if E.as_const_int(lp.min) is not None and E.as_const_int(lp.extent) is not None}
-    an = Analyzer(ranges)
-    # the fill block: the loops from `loop` inwards, copied, around a store of the constant
+    loops = ctx.index.loops_above(realize)
+
+    def const_ranges(extents):
+        out = {}
+        for lp in loops:
+            lo = E.as_const_int(lp.min)
+            ext = E.as_const_int(extents.get(lp.loop_var, lp.extent))
+            if lo is not None and ext is not None:
+                out[lp.loop_var] = (lo, lo + ext - 1) if lp.loop_var not in extents \
+                    else (0, ext - 1)
+        return out
+    an = Analyzer(const_ranges({}))
+    # the fill block: the loops from `loop` inwards, copied, around a store of the constant;
+    # it keeps the block's T.where (it fills exactly the elements the block wrote)
     lmap = {lp.loop_var: E.Var(lp.loop_var.name, lp.loop_var.dtype) for lp in below}
+    fill_subst = {**_unit_loops([lp for lp in loops if lp.loop_var not in lmap], {}), **lmap}
     fill_ivs = tuple(IterVar(E.Var(iv.var.name, iv.var.dtype), iv.dom, IterType.SPATIAL)
                      for iv in blk.iter_vars)
     fmap = {iv.var: n.var for iv, n in zip(blk.iter_vars, fill_ivs)}
@@ -127,17 +149,23 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
         Range(substitute(r.min, fmap), r.extent) for r in w.region)),),
         fresh_name(f"{name}_pad_const", set(ctx.index.blocks)),
         BufferStore(body.buffer, pad_value, tuple(substitute(i, fmap) for i in body.indices)))
-    fill_nest: Any = BlockRealize(tuple(substitute(an.simplify(v), lmap)
-                                        for v in realize.iter_values),
-                                  realize.predicate, fill)
+    fill_pred = realize.predicate if is_true(realize.predicate) else \
+        an.simplify(substitute(realize.predicate, fill_subst))
+    fill_nest: Any = BlockRealize(tuple(an.simplify(substitute(v, fill_subst))
+                                        for v in realize.iter_values), fill_pred, fill)
     for lp in reversed(below):
         fill_nest = For(lmap[lp.loop_var], lp.min, lp.extent, lp.kind, fill_nest)
-    # the in-bound block: axes over the box, shifted to start at 0
+    # the in-bound block: axes over the box, shifted to start at 0; a loop of the block's
+    # own chain bound directly (and only) to an axis shrinks to the box, other axes are
+    # guarded by the condition in the block's T.where
     shiftable = {lp.loop_var: lp for lp in below[chain_top:]}
-    new_ivs, bindings, axis_map, loop_shift, loop_ext, guards = [], [], {}, {}, {}, []
+    new_ivs, axis_map, loop_shift, loop_ext = [], {}, {}, {}
+    iter_of = dict(zip([iv.var for iv in blk.iter_vars], realize.iter_values))
     for iv, val in zip(blk.iter_vars, realize.iter_values):
         lo, hi = box[iv.var]
-        nv = IterVar(E.Var(iv.var.name, iv.var.dtype), Range(0, hi - lo + 1), IterType.SPATIAL)
+        dt = iv.var.dtype
+        nv = IterVar(E.Var(iv.var.name, dt), Range(E.const(0, dt), E.const(hi - lo + 1, dt)),
+                     IterType.SPATIAL)
         new_ivs.append(nv)
         axis_map[iv.var] = nv.var + lo if lo else nv.var
         direct = isinstance(val, E.Var) and val in shiftable and val not in loop_shift and \
@@ -146,20 +174,25 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
         if direct:
             loop_shift[val] = val + lo if lo else val
             loop_ext[val] = hi - lo + 1
+    an = Analyzer(const_ranges(loop_ext))
+    moved_subst = {**_unit_loops([lp for lp in loops if lp.loop_var not in loop_shift], {}),
+                   **{v: (substitute(e, {v: E.const(0, v.dtype)}) if loop_ext[v] == 1 else e)
+                      for v, e in loop_shift.items()}}
+
+    def moved(e):
+        return an.simplify(substitute(e, moved_subst))
+    bindings = []
     for iv, val in zip(blk.iter_vars, realize.iter_values):
-        lo, hi = box[iv.var]
+        lo = box[iv.var][0]
         if isinstance(val, E.Var) and val in loop_shift:
-            bindings.append(an.simplify(val))
-            continue
-        moved = substitute(val, loop_shift)
-        bindings.append(an.simplify(moved - lo) if lo else moved)
-        dom_lo = E.as_const_int(iv.dom.min)
-        if [lo, hi] != [dom_lo, dom_lo + E.as_const_int(iv.dom.extent) - 1]:
-            guards += [E.binary(E.LE, E.const(lo, "int32"), moved),
-                       E.binary(E.LE, moved, E.const(hi, "int32"))]
+            bindings.append(val)
+        else:
+            bindings.append(moved(val - lo if lo else val))
     pred: E.PrimExpr = E.IntImm("bool", 1)
-    for g in guards:
-        pred = conj(pred, g)
+    for c in conjuncts(substitute(cond, iter_of)) + conjuncts(realize.predicate):
+        g = moved(_strip_likely(c))
+        if not is_true(g):
+            pred = conj(pred, g)
 
     def remap(e):
         return an.simplify(substitute(e, axis_map))
@@ -175,7 +208,7 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
     for lp in below[chain_top:]:
         if lp.loop_var in loop_ext:
             compose(edits, id(lp), lambda s, e=loop_ext[lp.loop_var]:
-                    s.replace(extent=E.const(e, "int32")))
+                    s.replace(extent=E.const(e, s.loop_var.dtype)))
     compose(edits, id(loop), lambda s: _Before(fill_nest, s))
     return Result(rewrite_stmts(ctx.func, edits), [fill])
 
@@ -197,8 +230,11 @@ class DecomposePadding(Primitive):
         values, without the ``T.if_then_else``. Returns the fill block.
 
         The block's axes then cover just the in-bound box (starting at 0, shifted in its
-        indices); the loops bound to them in the block's own chain of loops shrink to the
-        box, other bindings get a ``T.where``.
+        indices); the loops bound to them in the block's own chain of loops (each loop's
+        only child is the next loop or the block) shrink to the box, the other bounds of
+        the condition become the block's ``T.where``. A block's own ``T.where`` (a tile
+        that overhangs the buffer) stays on both blocks: the fill writes exactly the
+        elements the block wrote. Loops of extent 1 above ``loop`` read as their value.
 
         It requires: 1) the block is a complete block (no reduction axis, no init); 2)
         ``loop`` is one of the block's loops; 3) the block stores
