@@ -205,7 +205,7 @@ def test_rolling_buffer_prints_like_tvm_and_runs(n):
     sch.rolling_buffer(sch.get_block("B"), 0)
     text = sch.mod.script()
     assert f"B = T.alloc_buffer((6, {n + 2}))" in text
-    assert "(i_0 < 1 or ax0 >= 2) and (j_0 < 1 or ax1 >= 2))" in text
+    assert "(i_0 < 1 or 2 <= ax0) and (j_0 < 1 or 2 <= ax1))" in text
     assert "B[vi % 6, vj] = B[vi % 6, vj] + A[vi + vri, vj + vrj]" in text
     assert "B[(vi + vri) % 6, vj + vrj]" in text
     a = np.random.default_rng(0).random((n + 4, n + 4)).astype("float32")

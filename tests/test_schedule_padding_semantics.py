@@ -126,3 +126,57 @@ def test_decompose_padding_refuses_a_trivial_condition():
     assert not sch.can_decompose_padding(pad, sch.get_loops(pad)[0])
     assert_refused(sch, lambda: sch.decompose_padding(pad, sch.get_loops(pad)[0]),
                    "condition is trivial", "requirement 3")
+
+
+# ---------------------------------------------------------------------------- rolling_buffer
+POOLS = '''
+@T.prim_func
+def pools(A: T.Buffer((1, 10, 10, 2), "int32"), C: T.Buffer((1, 6, 6, 2), "int32")):
+    B = T.alloc_buffer((1, 8, 8, 2), "int32")
+    for n, h, w, c, r, s in T.grid(1, 8, 8, 2, 3, 3):
+        with T.block("B"):
+            vn, vh, vw, vc, vr, vs = T.axis.remap("SSSSRR", [n, h, w, c, r, s])
+            with T.init():
+                B[vn, vh, vw, vc] = 0
+            B[vn, vh, vw, vc] = B[vn, vh, vw, vc] + A[vn, vh + vr, vw + vs, vc]
+    for n, h, w, c, r, s in T.grid(1, 6, 6, 2, 3, 3):
+        with T.block("C"):
+            vn, vh, vw, vc, vr, vs = T.axis.remap("SSSSRR", [n, h, w, c, r, s])
+            with T.init():
+                C[vn, vh, vw, vc] = 0
+            C[vn, vh, vw, vc] = C[vn, vh, vw, vc] + B[vn, vh + vr, vw + vs, vc] * 3
+'''
+
+
+def _pools_tiled(tile):
+    sch = Schedule(engine.parse(POOLS))
+    c = sch.get_block("C")
+    loops = sch.get_loops(c)
+    outer, inner = [], []
+    for lp, size in zip(loops, tile):
+        o, i = sch.split(lp, [None, size])
+        outer.append(o)
+        inner.append(i)
+    sch.reorder(*outer, *inner)
+    sch.compute_at(sch.get_block("B"), outer[-1])
+    return sch
+
+
+def test_rolling_buffer_ignores_a_tile_loop_of_extent_1():
+    # h is one tile (its tile loop has extent 1 and slides nothing): the ring is along w
+    sch = _pools_tiled([1, 6, 3, 2])
+    sch.rolling_buffer(sch.get_block("B"), 0)
+    text = sch.mod.script()
+    assert "B = T.alloc_buffer((1, 8, 5, 2)" in text
+    assert "% 5" in text and "% 8" not in text
+    assert_computes_exactly(engine.parse(POOLS), sch.mod)
+
+
+def test_rolling_buffer_of_tiles_that_overhang():
+    # 4 does not divide 6: the last tiles are cut by a T.where, kept and simplified
+    sch = _pools_tiled([1, 4, 4, 2])
+    sch.rolling_buffer(sch.get_block("B"), 0)
+    text = sch.mod.script()
+    assert "B = T.alloc_buffer((1, 6, 8, 2)" in text
+    assert "< 0 + " not in text and "T.where(h_0 * 4 + ax0 < 8 and w_0 * 4 + ax1 < 8 and" in text
+    assert_computes_exactly(engine.parse(POOLS), sch.mod)

@@ -116,7 +116,10 @@ class RollingBuffer(Primitive):
         consumer. For each dimension, the window the producer writes in one iteration of
         the loop shared with its consumers starts at ``v``, ``v * s`` or ``(v * s) // d``
         for a loop variable ``v``; where the window is longer than the stride it overlaps
-        the previous one. The outermost such loop picks the rolling dimension.
+        the previous one (a loop of extent 1 moves no window). The outermost such loop
+        picks the rolling dimension. The producer's ``T.where`` gets, per overlapping
+        dimension, ``v < 1 or overlap <= <offset in the window>``, simplified with the
+        ``T.where`` it had (TVM's form).
 
         It requires: 1) the buffer is allocated by the function (not an output) and the
         block is its only writer, the other blocks only read it; 2) ``write_buffer_index``
@@ -203,13 +206,15 @@ class RollingBuffer(Primitive):
         wreg = next(w for w in blk.writes if w.buffer is buf)
         bounds = access_bounds(ctx, blk, wreg, below)
         an = Analyzer()
+        # a loop of extent 1 moves nothing: its variable reads as its only value
+        unit = {lp.loop_var: lp.min for lp in mine if E.as_const_int(lp.extent) == 1}
         windows = []   # per dim: (var, stride, extent, overlap) or None
         for d in range(buf.ndim):
             b = bounds[d] if bounds is not None else None
             if b is None:
                 windows.append(None)
                 continue
-            lo, hi = an.simplify(b[0]), an.simplify(b[1])
+            lo, hi = an.simplify(substitute(b[0], unit)), an.simplify(substitute(b[1], unit))
             ext = E.as_const_int(an.simplify(hi - lo + 1))
             pat = _stride_of(lo)
             if ext is None or pat is None or pat[0] is None or ext - pat[1] <= 0:
@@ -247,7 +252,9 @@ class RollingBuffer(Primitive):
             var, _stride, _ext, overlap = w
             offset = an.simplify(substitute(substitute(store_idx[d], binding), {var: 0}))
             pred = conj(pred, E.Or(E.binary(E.LT, var, 1),
-                                   E.binary(E.GE, offset, E.const(overlap, "int32"))))
+                                   E.binary(E.LE, E.const(overlap, offset.dtype), offset)))
+        if pred is not realize.predicate:
+            pred = an.simplify(pred)
         roll = _Roll(buf, new, axis, size)
         rolled_realize = BlockRealize(realize.iter_values, pred, realize.block)
         func = replace_stmts(ctx.func, {realize: rolled_realize})
