@@ -214,3 +214,27 @@ def test_the_custom_program_page_shows_the_refusal_not_a_match():
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     assert "B[i] may write past the end of B (i reaches 71, B has 8 elements)" in text
     assert "matches numpy" not in text
+
+
+PADDED_ROWS = '''@T.prim_func
+def padded(A: T.Buffer((14,), "int32"), B: T.Buffer((4, 4), "int32")):
+    for i, j in T.grid(4, 4):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = T.if_then_else(vi == 3 and 2 <= vj, -1, A[vi * 4 + vj])
+'''
+
+
+def test_the_false_branch_of_a_conjunction_is_proven_case_by_case():
+    """``not (i == 3 and 2 <= j)``: either i <= 2 (then i * 4 + j <= 11) or j <= 1 (then
+    i * 4 + j <= 13) — each case in bounds, so the read of A[i * 4 + j] is."""
+    mod = parse(PADDED_ROWS)
+    a = np.arange(1, 15, dtype="int32")
+    b = np.zeros((4, 4), "int32")
+    engine.build(mod)["padded"](a, b)
+    np.testing.assert_array_equal(b, np.concatenate([a, [-1, -1]]).reshape(4, 4))
+    # one case short: j <= 2 leaves A[14] in reach, refused
+    assert "may read past the end of A" in _refusal(PADDED_ROWS.replace("2 <= vj", "3 <= vj"))
+    # an or-guard with one unsafe side is refused too
+    assert "may read past the end of A" in _refusal(PADDED_ROWS.replace(
+        "vi == 3 and 2 <= vj, -1,", "not (vi < 3 or vj < 3), -1,"))

@@ -13,6 +13,13 @@ conditions that enclose an expression (``if i * 4 + j < 70:``).
   integer loads (the range of their dtype, e.g. ``uint8`` in ``[0, 255]``, met with what
   the caller's ``load_bound`` knows of the loaded buffer).
 
+A *disjunction* (``a or b``, or the negation of ``a and b``: the false branch of
+``T.if_then_else(i == 3 and 2 <= j, pad, A[i * 4 + j])``) is kept as cases:
+:meth:`GuardedBounds.bound_tree` bounds the expression under each case in turn (a case that
+contradicts the ranges is skipped) and joins the results, for at most
+:data:`_MAX_CASE_SPLITS` disjunctions. ``v != c`` with ``c`` at an end of ``v``'s range
+narrows the range (``i != 3`` for ``i`` in 0..3 is ``i <= 2``).
+
 Facts and ranges are scoped by the caller: :meth:`GuardedBounds.scope` saves and restores.
 """
 from __future__ import annotations
@@ -30,7 +37,11 @@ _CMP_FACTS = {E.LT: (None, -1), E.LE: (None, 0), E.GT: (1, None), E.GE: (0, None
               E.EQ: (0, 0)}
 #: facts chained in one bound (each subset is tried once: 2**n work at most)
 _MAX_CHAINED_FACTS = 8
-_NEGATED = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.NE: E.EQ}
+_NEGATED = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.NE: E.EQ, E.EQ: E.NE}
+#: disjunctions split into cases in one bound (2 ** n cases at most for two-way ones)
+_MAX_CASE_SPLITS = 3
+#: alternatives of one disjunction kept as cases (a longer one is forgotten: still sound)
+_MAX_ALTERNATIVES = 4
 
 
 def dtype_range(dtype: str) -> tuple | None:
@@ -75,16 +86,19 @@ class GuardedBounds(Analyzer):
         #: lies in, or None (then only the dtype bounds a load)
         self.load_bound = load_bound
         self.facts: list[tuple] = []  # (linear form of d, lo, hi)
+        #: disjunctions: each a tuple of alternatives (cond, negate), one of which holds
+        self.cases: list[tuple] = []
         self._plain = False
+        self._splitting = False
 
     @contextmanager
     def scope(self) -> Iterator[None]:
         """Facts and ranges added inside the ``with`` are forgotten at its end."""
-        facts, ranges = list(self.facts), dict(self.ranges)
+        facts, ranges, cases = list(self.facts), dict(self.ranges), list(self.cases)
         try:
             yield
         finally:
-            self.facts, self.ranges = facts, ranges
+            self.facts, self.ranges, self.cases = facts, ranges, cases
 
     # ----------------------------------------------------------- facts
     def assume(self, cond: E.PrimExpr, negate: bool = False) -> None:
@@ -100,14 +114,43 @@ class GuardedBounds(Analyzer):
             self.assume(cond.a, True)
             self.assume(cond.b, True)
             return
+        if isinstance(cond, (E.Or, E.And)):     # a or b / not (a and b): cases
+            alternatives = _alternatives(cond, negate)
+            if len(alternatives) <= _MAX_ALTERNATIVES:
+                self.cases.append(alternatives)
+            return
         t = type(cond)
         if negate:
             t = _NEGATED.get(t)
+        if t is E.NE and _scalar_int(cond.a) and _scalar_int(cond.b):
+            self._exclude(_lin_add(self.linear(cond.a), self.linear(cond.b), -1))
+            return
         if t not in _CMP_FACTS or not (_scalar_int(cond.a) and _scalar_int(cond.b)):
             return
         lo, hi = _CMP_FACTS[t]
         lin = _lin_add(self.linear(cond.a), self.linear(cond.b), -1)
         self._add_fact(lin, lo, hi)
+
+    def _exclude(self, lin: tuple) -> None:
+        """``lin != 0``: a variable ``v`` (``lin`` is ``±v + c``) whose range ends at the
+        excluded value loses that end."""
+        terms, const = lin
+        if len(terms) != 1:
+            return
+        (atom, coef), = terms.values()
+        if not isinstance(atom, E.Var) or coef not in (1, -1):
+            return
+        value = -const * coef      # coef * v + const == 0
+        lo, hi = self.ranges.get(atom) or (None, None)
+        if lo is not None and lo == value:
+            self.ranges[atom] = (lo + 1, hi)
+        elif hi is not None and hi == value:
+            self.ranges[atom] = (lo, hi - 1)
+
+    def infeasible(self) -> bool:
+        """Do the ranges learnt contradict one another (a variable with no value left)?"""
+        return any(r is not None and r[0] is not None and r[1] is not None and r[0] > r[1]
+                   for r in self.ranges.values())
 
     def _add_fact(self, lin: tuple, lo, hi) -> None:
         terms, const = lin
@@ -209,11 +252,35 @@ class GuardedBounds(Analyzer):
     def bound_tree(self, e: E.PrimExpr) -> tuple:
         """:meth:`bound` met with the interval computed on the expression as written, so a
         guard on ``j`` still bounds ``j // 2`` when the canonical form has split ``j``
-        (``(i * 4 + k) // 2 -> i * 2 + k // 2``)."""
+        (``(i * 4 + k) // 2 -> i * 2 + k // 2``); under disjunctions, the join of the
+        bounds under each of their cases (see the module docstring)."""
+        if self.cases and not self._splitting:
+            return _meet(self._tree(e), self._split_cases(e, self.cases[-_MAX_CASE_SPLITS:]))
+        return self._tree(e)
+
+    def _split_cases(self, e: E.PrimExpr, pending: list) -> tuple:
+        if not pending:
+            self._splitting = True
+            try:
+                return self._tree(e)
+            finally:
+                self._splitting = False
+        out: tuple | None = None
+        for cond, negate in pending[0]:
+            with self.scope():
+                self.cases = []
+                self.assume(cond, negate)
+                if self.infeasible():
+                    continue
+                got = self._split_cases(e, pending[1:])
+            out = got if out is None else _join(out, got)
+        return (None, None) if out is None else out
+
+    def _tree(self, e: E.PrimExpr) -> tuple:
         got = self.bound(e) if _scalar_int(e) else None
         got = (None, None) if got is None else got
         if isinstance(e, (E.Add, E.Sub)):
-            a, b = self.bound_tree(e.a), self.bound_tree(e.b)
+            a, b = self._tree(e.a), self._tree(e.b)
             if isinstance(e, E.Sub):
                 b = (None if b[1] is None else -b[1], None if b[0] is None else -b[0])
             return _meet(got, (None if a[0] is None or b[0] is None else a[0] + b[0],
@@ -221,16 +288,26 @@ class GuardedBounds(Analyzer):
         if isinstance(e, E.Mul):
             k = E.as_const_int(e.b)
             if k is not None:
-                return _meet(got, _scaled(k, *self.bound_tree(e.a)))
+                return _meet(got, _scaled(k, *self._tree(e.a)))
             return got
         if isinstance(e, (E.FloorDiv, E.FloorMod)):
             c = E.as_const_int(e.b)
             if c is None or c <= 0:
                 return got
-            lo, hi = self.bound_tree(e.a)
+            lo, hi = self._tree(e.a)
             if isinstance(e, E.FloorDiv):
                 return _meet(got, (None if lo is None else lo // c, None if hi is None else hi // c))
             if lo is not None and hi is not None and lo // c == hi // c:
                 return _meet(got, (lo % c, hi % c))
             return _meet(got, (0, c - 1))
         return got
+
+
+def _alternatives(cond: E.PrimExpr, negate: bool) -> tuple:
+    """The alternatives ``(cond, negate)`` of a disjunction: ``a or b`` (or ``not (a and
+    b)``, whose alternatives are ``not a``, ``not b``), nested ones flattened."""
+    if isinstance(cond, E.Not):
+        return _alternatives(cond.a, not negate)
+    if isinstance(cond, E.Or) and not negate or isinstance(cond, E.And) and negate:
+        return _alternatives(cond.a, negate) + _alternatives(cond.b, negate)
+    return ((cond, negate),)
