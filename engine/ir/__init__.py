@@ -19,5 +19,5 @@ from .function import IRModule, PrimFunc
 from .functor import (Mutator, collect, collect_vars, post_order_visit, pre_order_visit,
                       substitute, uses_var)
 from .structural import structural_equal, structural_hash
-from .node import Node
+from .node import AttrMap, Node
 from . import display

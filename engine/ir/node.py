@@ -36,6 +36,69 @@ class Node:
             return f"<{type(self).__name__} at {id(self):#x}>"
 
 
+class AttrMap:
+    """A dict as an annotation value (``{"arr": [0, 0], "key": 3}``, TVM's ``Map``): its
+    ``(key, value)`` pairs, in order, immutable — as the annotations themselves are pairs
+    (a list value is a tuple). Reads like a dict (``m["key"]``, ``keys()``, ``items()``,
+    ``dict(m)``, ``len(m)``, iteration over the keys); structural equality and hashing
+    compare it pair by pair, and it differs from a tuple of pairs (a list of lists)."""
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self, pairs: Any = ()):
+        items = pairs.items() if isinstance(pairs, (dict, AttrMap)) else pairs
+        out = []
+        for k, v in items:
+            if any(k == q for q, _ in out):
+                raise ValueError(f"the key {k!r} appears twice in an annotation dict")
+            out.append((k, v))
+        object.__setattr__(self, "_pairs", tuple(out))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an AttrMap cannot be changed")
+
+    def items(self) -> tuple:
+        return self._pairs
+
+    def keys(self) -> tuple:
+        return tuple(k for k, _ in self._pairs)
+
+    def values(self) -> tuple:
+        return tuple(v for _, v in self._pairs)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        for k, v in self._pairs:
+            if k == key:
+                return v
+        return default
+
+    def __getitem__(self, key: Any) -> Any:
+        for k, v in self._pairs:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return any(k == key for k, _ in self._pairs)
+
+    def __iter__(self) -> Iterator:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, dict):
+            other = AttrMap(other)
+        return isinstance(other, AttrMap) and dict(self._pairs) == dict(other._pairs)
+
+    def __hash__(self) -> int:
+        return hash(("AttrMap", frozenset(self._pairs)))
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self._pairs) + "}"
+
+
 def node(cls):
     """Class decorator: frozen, identity-compared dataclass."""
     return dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)

@@ -23,7 +23,7 @@ from typing import Any
 from .buffer import Buffer
 from .expr import Var
 from .functor import field_names
-from .node import Node
+from .node import AttrMap, Node
 
 
 #: the field of each node class that defines a variable (its first field: defined before
@@ -87,6 +87,13 @@ class _Equal:
             return (a.dtype == b.dtype and a.scope == b.scope
                     and a.elem_offset == b.elem_offset and a.align == b.align
                     and self.eq(a.shape, b.shape) and self.eq(a.strides, b.strides))
+        if isinstance(a, AttrMap) or isinstance(b, AttrMap):
+            # a dict annotation value: the same keys (in any order, as TVM's Map), values
+            # equal structurally
+            if not (isinstance(a, AttrMap) and isinstance(b, AttrMap)) or \
+                    len(a) != len(b) or set(a.keys()) != set(b.keys()):
+                return False
+            return all(self.eq(a[k], b[k]) for k in a.keys())
         if isinstance(a, tuple) or isinstance(b, tuple):
             if not (isinstance(a, tuple) and isinstance(b, tuple)) or len(a) != len(b):
                 return False
@@ -168,6 +175,12 @@ class _Hasher:
             self.put(f"Bdef:{v.dtype}:{v.scope}:{v.elem_offset}:{v.align}")
             self.walk(v.shape)
             self.walk(v.strides)
+            return
+        if isinstance(v, AttrMap):
+            self.put(f"M{len(v)}")
+            for k in sorted(v.keys(), key=repr):
+                self.put(f"K{k!r}")
+                self.walk(v[k])
             return
         if isinstance(v, tuple):
             self.put(f"T{len(v)}")

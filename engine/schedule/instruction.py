@@ -30,6 +30,8 @@ import re
 import tokenize
 from typing import Any
 
+from engine.ir.node import AttrMap
+
 from .error import TraceError
 from .literals import SCRIPT_NAMES, is_handle_name, is_param_name, py_literal, py_name, short
 from .registry import REGISTRY
@@ -134,6 +136,8 @@ def dead_code_free(insts: list, pure: Any, defines: Any, uses: Any) -> list[int]
 def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
+    if isinstance(v, AttrMap):
+        return {k: _jsonable(x) for k, x in v.items()}
     return v
 
 
@@ -261,6 +265,40 @@ def _check_value(v: Any, where: str) -> Any:
     raise TraceError(f"{where}: unsupported value {v!r}")
 
 
+#: how deep and how long a plain input's lists and dicts may be (an annotation value)
+_LITERAL_DEPTH = 8
+_LITERAL_ITEMS = 256
+
+
+def _check_literal(v: Any, where: str, depth: int = 0, quoted: bool = True) -> Any:
+    """A plain input (a position of ``literal_inputs``: an annotation's value) checked and
+    frozen: strings written with their quotes (``quoted``; a dict's strings are as they
+    are, TVM's form), numbers, bools, None, lists (tuples) and dicts with string keys
+    (:class:`~engine.ir.AttrMap`), at most :data:`_LITERAL_DEPTH` deep."""
+    if depth > _LITERAL_DEPTH:
+        raise TraceError(f"{where}: a value nested more than {_LITERAL_DEPTH} deep")
+    if isinstance(v, str):
+        if quoted:
+            try:
+                if not isinstance(json.loads(v), str):
+                    raise ValueError
+            except ValueError:
+                raise TraceError(f"{where}: {short(v)} is a handle name or a bad string "
+                                 "literal where a value is expected") from None
+        return v
+    if isinstance(v, (list, tuple)):
+        if len(v) > _LITERAL_ITEMS:
+            raise TraceError(f"{where}: a list of more than {_LITERAL_ITEMS} values")
+        return tuple(_check_literal(x, where, depth + 1, quoted) for x in v)
+    if isinstance(v, (dict, AttrMap)):
+        if len(v) > _LITERAL_ITEMS:
+            raise TraceError(f"{where}: a dict of more than {_LITERAL_ITEMS} values")
+        if not all(isinstance(k, str) for k in v.keys()):
+            raise TraceError(f"{where}: dict keys must be strings")
+        return AttrMap((k, _check_literal(x, where, depth + 1, False)) for k, x in v.items())
+    return _check_value(v, where)
+
+
 def check_insts(insts: list, tvm: bool) -> list[Instruction]:
     """Read and check a raw instruction list (ours, or TVM's with ``tvm=True``)."""
     out = []
@@ -281,6 +319,9 @@ def check_insts(insts: list, tvm: bool) -> list[Instruction]:
         for x in inputs:
             if tvm and x == "None":
                 x = None
+            if len(ins) in prim.literal_inputs:
+                ins.append(_check_literal(x, f"instruction {n} ({kind})"))
+                continue
             if isinstance(x, str) and not x.startswith('"'):
                 if x not in defined:
                     raise TraceError(f"instruction {n} ({kind}) refers to {x!r}, which no "

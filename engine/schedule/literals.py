@@ -137,6 +137,42 @@ def py_number_list(v: Any, what: str) -> str:
     return "[" + ", ".join(out) + "]"
 
 
+def fmt_literal(v: Any, what: str = "an annotation value") -> str:
+    """Python source for a trace input that holds a plain value, never a handle (an
+    annotation's value): a string literal written with its quotes, a number, a bool, None,
+    a list of those, or a dict (string keys) whose values are plain, written as they are
+    (TVM keeps a dict input as it is: its strings have no quotes)."""
+    if isinstance(v, str):
+        if not v.startswith('"'):
+            raise TraceError(f"{what} must be a value, not the handle {short(v)}")
+        return fmt(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(fmt_literal(x, what) for x in v) + "]"
+    if hasattr(v, "items") and not isinstance(v, (str, bytes)):
+        return _plain_dict(v, what)
+    return py_literal(v, what)
+
+
+def _plain_dict(v: Any, what: str) -> str:
+    parts = []
+    for k, x in v.items():
+        if not isinstance(k, str):
+            raise TraceError(f"{what}: dict keys must be strings, got {short(k)}")
+        if hasattr(x, "items") and not isinstance(x, (str, bytes)):
+            text = _plain_dict(x, what)
+        elif isinstance(x, (list, tuple)):
+            text = "[" + ", ".join(_plain_dict(y, what) if hasattr(y, "items")
+                                   else py_literal(_listed(y), what) for y in x) + "]"
+        else:
+            text = py_literal(x, what)
+        parts.append(f"{py_str(k)}: {text}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _listed(v: Any) -> Any:
+    return [_listed(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
 def fmt(v: Any) -> str:
     """Python source for a trace input value: handle names bare, string literals (written
     in the trace with their quotes) re-quoted from their value, numbers, None, lists."""

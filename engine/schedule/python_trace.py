@@ -9,7 +9,8 @@ call is applied to the schedule, its results bound to the names on the left::
 
 Only that shape is read: assignments of a call's results to names (or a tuple of names),
 calls on ``sch`` of the schedule's primitives (TVM 0.27's names too: ``get_sblock``), and
-arguments that are constants, names bound earlier, lists and tuples of those, a negative
+arguments that are constants, names bound earlier, lists and tuples of those, dicts with
+string keys (an annotation's value), a negative
 number, ``T.<dtype>(constant)``, and a ``lambda`` for an index map (handed over as its text,
 which the primitive parses itself). Anything else is a :class:`TraceError` naming the line:
 the text is data, never executed.
@@ -66,6 +67,13 @@ class _Reader:
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [self.value(x) for x in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
+        if isinstance(node, ast.Dict):   # an annotation's value: string keys, plain values
+            out = {}
+            for k, v in zip(node.keys, node.values):
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                    raise self.fail(node, "a dict of a trace has string keys")
+                out[k.value] = self.value(v)
+            return out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
                 isinstance(node.operand, ast.Constant) and \
                 isinstance(node.operand.value, (int, float)) and \

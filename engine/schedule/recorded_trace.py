@@ -34,7 +34,7 @@ from .instruction import (POSTPROC_KIND, TVM_TRACE, Instruction, InstructionKind
                           check_workload_params, dead_code_free, is_ref, norm_workload,
                           python_line)
 from .literals import is_param_name, py_literal, py_str, short
-from .registry import REGISTRY
+from .registry import REGISTRY, decode_literal
 
 FORMAT = "schedule-explorer/trace"
 SINGLE = "'"  # the engine script's header quotes as Python's repr does
@@ -399,7 +399,9 @@ class Trace:
                 raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from None
             inputs = []
             for pos, x in enumerate(inst.inputs):
-                if isinstance(x, (list, tuple)) and pos in prim.int_list_inputs:
+                if pos in prim.literal_inputs:
+                    inputs.append(decode_literal(x))   # a plain value (an annotation's)
+                elif isinstance(x, (list, tuple)) and pos in prim.int_list_inputs:
                     inputs.append(list(x))  # a list of integers (ReorderBlockIterVar)
                 elif isinstance(x, (list, tuple)):  # a list of handles (consumer_blocks)
                     for y in x:

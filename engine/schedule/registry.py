@@ -29,7 +29,7 @@ from typing import Any
 
 from .error import ScheduleError, TraceError
 # fmt is imported by the primitives from here
-from .literals import (fmt, py_bool, py_int, py_int_list, py_literal,  # noqa: F401
+from .literals import (fmt, fmt_literal, py_bool, py_int, py_int_list, py_literal,  # noqa: F401
                        py_number_list, py_number_or_none, py_str)
 
 REGISTRY: dict[str, "Primitive"] = {}   # kind (and aliases) -> primitive
@@ -115,6 +115,10 @@ class Primitive:
     # Positions in inputs that hold a list of integers (TVM's ReorderBlockIterVar
     # ``new_order``: ``["ReorderBlockIterVar", ["b0", [2, 0, 1]], [], []]``).
     int_list_inputs: tuple = ()
+    # Positions in inputs that hold a plain value, never a handle (Annotate's ``ann_val``:
+    # a string, a number, a list of them or a dict): recorded with :func:`encode_literal`,
+    # given back to the primitive with :func:`decode_literal`.
+    literal_inputs: tuple = ()
 
     # The attributes: (name, kind) pairs, kinds from ATTR_KINDS; None: not declared (any
     # plain values, still written only by the literal writer). ``required_attrs``: how many
@@ -190,6 +194,50 @@ def quote(s: str) -> str:
 def unquote(s: str) -> str:
     import json
     return json.loads(s)
+
+
+def encode_literal(v: Any) -> Any:
+    """A plain input value in trace form (TVM's): a string quoted, lists (tuples) item by
+    item, a dict as it is (an :class:`~engine.ir.AttrMap`, hashable: its lists tuples)."""
+    from engine.ir.node import AttrMap
+    if isinstance(v, str):
+        return quote(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(encode_literal(x) for x in v)
+    if isinstance(v, (dict, AttrMap)):
+        return _frozen_plain(v)
+    return v
+
+
+def _frozen_plain(v: Any) -> Any:
+    from engine.ir.node import AttrMap
+    if isinstance(v, (dict, AttrMap)):
+        return AttrMap((k, _frozen_plain(x)) for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return tuple(_frozen_plain(x) for x in v)
+    return v
+
+
+def decode_literal(v: Any) -> Any:
+    """The value of a plain input in trace form (:func:`encode_literal`'s inverse): quoted
+    strings unquoted, lists as lists, a dict as a dict (its strings as they are)."""
+    from engine.ir.node import AttrMap
+    if isinstance(v, str):
+        return unquote(v)
+    if isinstance(v, (list, tuple)):
+        return [decode_literal(x) for x in v]
+    if isinstance(v, (dict, AttrMap)):
+        return _plain(v)
+    return v
+
+
+def _plain(v: Any) -> Any:
+    from engine.ir.node import AttrMap
+    if isinstance(v, (dict, AttrMap)):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
 
 
 def register(cls: type) -> type:

@@ -489,11 +489,12 @@ class Schedule:
         self._dead = dead
         for cls, key in pending:
             out_rvs.append(self._new_rv(cls, key))
-        enc_inputs = [self._names[x] if isinstance(x, _RV)
+        enc_inputs = [registry.encode_literal(x) if pos in prim.literal_inputs
+                      else self._names[x] if isinstance(x, _RV)
                       else (registry.quote(x) if isinstance(x, str) else
                             (tuple(self._names[y] if isinstance(y, _RV) else y for y in x)
                              if isinstance(x, (list, tuple))
-                             else x)) for x in inputs]
+                             else x)) for pos, x in enumerate(inputs)]
         if prim.has_decision:
             self._decisions[len(self._insts)] = result.decision
         self._insts.append(Instruction(prim.kind, tuple(enc_inputs), tuple(_frozen(attrs)),

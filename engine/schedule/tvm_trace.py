@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 from engine.ir.expr import FloatImm, IntImm, PrimExpr, Var
 from engine.ir.functor import post_order_visit
+from engine.ir.node import AttrMap
 
 from .error import TraceError
 from .instruction import Instruction, InstructionKind, check_insts, dead_code_free, python_line
@@ -138,6 +139,8 @@ class _Names:
             return self.value(float(v.value), literal_strings)
         if isinstance(v, (list, tuple)):
             return tuple(self.value(x, literal_strings) for x in v)
+        if isinstance(v, (dict, AttrMap)):   # a dict (an annotation's value): as it is
+            return AttrMap((k, self.value(x, False)) for k, x in v.items())
         if isinstance(v, PrimExpr):
             raise TraceError(f"an expression ({v!r}) cannot be an instruction's input here; "
                              "give the handle or the number itself")
@@ -384,6 +387,8 @@ def _json_input(x: Any, names: _Names) -> Any:
         return names.ref(x)
     if isinstance(x, (list, tuple)):
         return [_json_input(y, names) for y in x]
+    if isinstance(x, (dict, AttrMap)):
+        return {k: _json_attr(v) for k, v in x.items()}
     if isinstance(x, (bool, int, float, IntImm, FloatImm)):
         return x
     raise TraceError(f"{type(x).__name__} {x!r} cannot be written in a trace document"[:200])

@@ -14,6 +14,13 @@ the script parser; the body is never executed.  Every other name (``T.Buffer``, 
 ``T.float32``, ...) is a harmless placeholder here: the real meaning comes from the parser.
 They exist so that the decorated code imports cleanly (parameter annotations such as
 ``T.Buffer((8,), "float32")`` are evaluated by Python when the ``def`` runs).
+
+A name the function's text uses without defining it may come from its Python
+surroundings, as in TVM: a variable of an enclosing function (a closure's cell) or of the
+module, when its value is a plain constant — a number, a string (``T.Buffer(14, dtype)``
+with ``dtype = "int8"`` outside), a constant ``IntImm``/``FloatImm``, or a tuple/list of
+those (a shape). The parser looks such a name up in that table of values; nothing is
+evaluated.
 """
 from __future__ import annotations
 
@@ -82,6 +89,44 @@ def _namespaces(func: Any) -> set[str]:
     return {k for k, v in g.items() if v is me}
 
 
+#: how deep and how long a captured tuple/list may be (a shape, a list of sizes)
+_CAPTURE_DEPTH = 3
+_CAPTURE_ITEMS = 64
+
+
+def _plain(v: Any, depth: int = 0) -> bool:
+    """Is ``v`` a constant the parser may use for a captured name?"""
+    if isinstance(v, (bool, int, float, str)):
+        return True
+    if isinstance(v, (tuple, list)):
+        return depth < _CAPTURE_DEPTH and len(v) <= _CAPTURE_ITEMS and \
+            all(_plain(x, depth + 1) for x in v)
+    from engine.ir import expr as E
+    return type(v) in (E.IntImm, E.FloatImm, E.StringImm)
+
+
+def captured_names(func: Any) -> dict[str, Any]:
+    """The plain constants (:func:`_plain`) ``func``'s text may name from outside: the
+    variables of the enclosing functions it uses (its closure), over the module's
+    globals."""
+    out: dict[str, Any] = {}
+    for k, v in (getattr(func, "__globals__", None) or {}).items():
+        if isinstance(k, str) and _plain(v):
+            out[k] = v
+    code = getattr(func, "__code__", None)
+    cells = getattr(func, "__closure__", None) or ()
+    for name, cell in zip(getattr(code, "co_freevars", ()), cells):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            continue
+        if _plain(v):
+            out[name] = v
+        else:
+            out.pop(name, None)   # the closure's variable hides a global of that name
+    return out
+
+
 def prim_func(func: Any = None, **options: Any) -> Any:
     """Decorator: the decorated Python function's TVMScript body as a ``PrimFunc``.
 
@@ -92,7 +137,8 @@ def prim_func(func: Any = None, **options: Any) -> Any:
         return lambda f: prim_func(f, **options)
     from .parser import parse_function_source
     text, line_offset, indent, filename = _source_of(func)
-    return parse_function_source(text, _namespaces(func), line_offset, indent, filename)
+    return parse_function_source(text, _namespaces(func), line_offset, indent, filename,
+                                 captured=captured_names(func))
 
 
 _SCALARS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -4,9 +4,10 @@ from __future__ import annotations
 from engine.arith import is_quasi_affine
 from engine.ir import expr as E
 from engine.ir.functor import uses_var
+from engine.ir.node import AttrMap
 from engine.ir.stmt import Block, For, ForKind, IterType
 
-from ..registry import Ctx, Primitive, Result, fmt, register
+from ..registry import Ctx, Primitive, Result, fmt, fmt_literal, register
 from ..tree import replace_stmts
 from ._common import expect_loop, is_reduction_block, name_of, subject_of
 from .disjoint import cells_disjoint, iterations_disjoint
@@ -230,10 +231,28 @@ class Unroll(Primitive):
         return _set_kind(ctx, loop, ForKind.UNROLLED)
 
 
-def _check_ann_value(ctx: Ctx, v):
+#: how deep and how long an annotation value's lists and dicts may be
+_ANN_DEPTH = 8
+_ANN_ITEMS = 256
+
+
+def _check_ann_value(ctx: Ctx, v, depth: int = 0):
+    """An annotation value in its IR form: a str, int, float or bool, a list of values (a
+    tuple) or a dict of them with string keys (an :class:`~engine.ir.AttrMap`), as TVM's
+    ``sch.annotate(loop, "k", {"arr": [0, 0], "key": 3})``."""
     if isinstance(v, (bool, int, float, str)):
+        if isinstance(v, float) and v != v:
+            raise ctx.error("", "an annotation value cannot be NaN", "")
         return v
-    raise ctx.error("", f"annotation values must be str, int, float or bool, got {v!r}", "")
+    if depth < _ANN_DEPTH and isinstance(v, (list, tuple)) and len(v) <= _ANN_ITEMS:
+        return tuple(_check_ann_value(ctx, x, depth + 1) for x in v)
+    if depth < _ANN_DEPTH and isinstance(v, (dict, AttrMap)) and len(v) <= _ANN_ITEMS:
+        if not all(isinstance(k, str) for k in v.keys()):
+            raise ctx.error("", "the keys of an annotation dict must be strings, got "
+                            f"{list(v.keys())!r}"[:200], "")
+        return AttrMap((k, _check_ann_value(ctx, x, depth + 1)) for k, x in v.items())
+    raise ctx.error("", "annotation values must be str, int, float or bool, or lists and "
+                    f"dicts of them, got {v!r}"[:300], "")
 
 
 def _target(ctx: Ctx, node):
@@ -249,12 +268,14 @@ class Annotate(Primitive):
     kind = "Annotate"
     attr_kinds = (("ann_key", "str"),)
     method = "annotate"
+    literal_inputs = (1,)
 
     def call(self, sch, block_or_loop, ann_key: str, ann_val):
         """Annotate a block or a loop with a key/value pair (shown in the script).
 
         It requires: 1) ``ann_key`` is a non-empty string; 2) ``ann_val`` is a str,
-        int, float or bool. An existing value for the key is replaced.
+        int, float or bool, or a list or dict (string keys) of such values. An existing
+        value for the key is replaced.
 
         Before::
 
@@ -289,9 +310,9 @@ class Annotate(Primitive):
 
     def python_args(self, inputs, attrs, dialect):
         if dialect == "engine":
-            return [fmt(inputs[0]), self.attr(attrs, 0), fmt(inputs[1])]
+            return [fmt(inputs[0]), self.attr(attrs, 0), fmt_literal(inputs[1])]
         return [f"block_or_loop={fmt(inputs[0])}", f"ann_key={self.attr(attrs, 0)}",
-                f"ann_val={fmt(inputs[1])}"]
+                f"ann_val={fmt_literal(inputs[1])}"]
 
 
 @register

@@ -19,10 +19,13 @@ class BufferParser(ParserContext):
     """Buffer declarations and regions (mixed into the parser; see :mod:`.module`)."""
 
     def shape(self, node: ast.AST) -> tuple:
-        items = list(node.elts) if type(node) in (ast.Tuple, ast.List) else [node]
+        if type(node) in (ast.Tuple, ast.List):
+            pairs = [(it, self.expr(it)) for it in node.elts]
+        else:
+            v = self.expr(node)   # a name from outside the text may be a whole shape
+            pairs = [(node, x) for x in v] if isinstance(v, list) else [(node, v)]
         out = []
-        for it in items:
-            v = self.expr(it)
+        for it, v in pairs:
             if isinstance(v, bool) or isinstance(v, (float, str)):
                 raise self.err(it, f"buffer shapes must be integers, got {v!r}")
             if isinstance(v, int):

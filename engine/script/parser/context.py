@@ -109,8 +109,10 @@ class ParserContext:
     """
 
     def __init__(self, source: str, namespaces: set | None = None, line_offset: int = 0,
-                 col_offset: int = 0, filename: str | None = None):
+                 col_offset: int = 0, filename: str | None = None,
+                 captured: dict | None = None):
         self.source = source
+        self.captured = dict(captured or {})  # name -> plain constant from outside the text
         self.lines = source.splitlines()
         self.ns = {"T", "tir"} | set(namespaces or ())
         self.relax_ns = {"R", "relax"}  # the names of Relax's namespace (``engine.relax``)
@@ -148,6 +150,13 @@ class ParserContext:
 
     def declare(self, name: str, value: Any) -> None:
         self.scopes[-1][name] = value
+
+    def outside(self, name: str) -> Any:
+        """The constant a name undefined in the text has outside it (a closure's or the
+        module's variable, see ``captured``), or None."""
+        if name in self.ns or self.lookup(name) is not None:
+            return None
+        return self.captured.get(name)
 
     # ------------------------------------------------------------------ namespace
     def tname(self, node: Any) -> str | None:
@@ -202,6 +211,8 @@ class ParserContext:
         """A dtype written as "float32" or as T.float32."""
         if type(node) is ast.Constant:
             return self.dtype(node, node.value)
+        if type(node) is ast.Name and isinstance(self.outside(node.id), str):
+            return self.dtype(node, self.outside(node.id))
         f = self.tname(node)
         if f is not None:
             return self.dtype(node, f)

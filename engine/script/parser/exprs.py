@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer
+from engine.ir.node import AttrMap
 from engine.ir.dtype import SCALAR_DTYPES, is_bool, is_float, is_int
 
 from ..errors import ScriptError
@@ -88,6 +89,9 @@ class ExprParser(ParserContext):
             if v is None:
                 if n.id in self.ns:
                     raise self.err(n, f"{n.id!r} is the TVMScript namespace, not a value")
+                v = self.outside(n.id)
+                if v is not None:
+                    return list(v) if isinstance(v, tuple) else v
                 raise self.err(n, f"undefined name {n.id!r}")
             if isinstance(v, Handle):
                 raise self.err(n, f"{n.id!r} is a T.handle; use the buffer from T.match_buffer")
@@ -317,8 +321,8 @@ class ExprParser(ParserContext):
             raise self.err(node, f"unsupported constant {node.value!r}")
         if t in (ast.List, ast.Tuple):
             return tuple(self.literal(x) for x in node.elts)
-        if t is ast.Dict:
-            raise self.err(node, "nested dicts are not supported as attribute values")
+        if t is ast.Dict:   # a dict value ({"arr": [0, 0], "key": 3}): an AttrMap
+            return AttrMap(self.dict_pairs(node))
         if t is ast.UnaryOp and type(node.op) is ast.USub and type(node.operand) is \
                 ast.Constant and isinstance(node.operand.value, (int, float)) and \
                 not isinstance(node.operand.value, bool):
@@ -332,12 +336,19 @@ class ExprParser(ParserContext):
     def attr_dict(self, node: ast.AST, fname: str) -> tuple:
         if type(node) is not ast.Dict:
             raise self.err(node, f"T.{fname} expects a dict such as {{\"key\": value}}")
+        return self.dict_pairs(node)
+
+    def dict_pairs(self, node: ast.Dict) -> tuple:
+        """The ``(key, value)`` pairs of a dict literal of attributes (string keys, each
+        once; values as :meth:`literal` reads them)."""
         out = []
         for k, v in zip(node.keys, node.values):
             if k is None:
                 raise self.err(v, "**unpacking is not supported in attribute dicts")
             if type(k) is not ast.Constant or not isinstance(k.value, str):
                 raise self.err(k, "attribute keys must be strings")
+            if any(k.value == q for q, _ in out):
+                raise self.err(k, f"the key {k.value!r} appears twice in this dict")
             out.append((k.value, self.literal(v)))
         return tuple(out)
 

@@ -309,9 +309,13 @@ def parse(text: str, relax_hook: Any = None) -> IRModule:
 
 
 def parse_function_source(text: str, namespaces: set | None = None, line_offset: int = 0,
-                          col_offset: int = 0, filename: str | None = None) -> PrimFunc:
-    """Parse the source of one decorated Python function (used by ``@T.prim_func``)."""
-    p = Parser(text, namespaces, line_offset, col_offset, filename)
+                          col_offset: int = 0, filename: str | None = None,
+                          captured: dict | None = None) -> PrimFunc:
+    """Parse the source of one decorated Python function (used by ``@T.prim_func``).
+    ``captured``: the plain constants the text may name from its Python surroundings
+    (``engine.script.tir.captured_names``: closure and module variables), looked up when
+    a name is not defined in the text."""
+    p = Parser(text, namespaces, line_offset, col_offset, filename, captured)
 
     def go() -> PrimFunc:
         try:

@@ -10,6 +10,7 @@ from typing import Any
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.dtype import is_float
+from engine.ir.node import AttrMap
 
 from .names import NameTable
 
@@ -212,6 +213,8 @@ class ExprPrinter(NameTable):
             return "None"
         if isinstance(v, (tuple, list)):
             return "[" + ", ".join(self.literal(x) for x in v) + "]"
+        if isinstance(v, AttrMap):
+            return self.dict_literal(v.items())
         if isinstance(v, dict):
             return self.dict_literal(tuple(v.items()))
         if isinstance(v, E.PrimExpr):
