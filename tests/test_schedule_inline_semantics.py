@@ -6,16 +6,19 @@ the inlined buffer (the predicate kept reading a buffer that no longer existed),
 consumer that reads less than its producer computes (the guard was dropped: the last row
 was written out of bounds). Then a differential property test: random two-stage programs,
 each primitive tried; accepted means the interpreter and the compiled code agree with the
-interpreter on the original program.
+interpreter on the original program. Then reverse_compute_inline's newer cases: axes
+rebuilt through a map written as TVM writes them (and that inverse checked on random
+maps), a copy of a reduction's result taken into the reduction, and the refusals of a
+store that would move past an access of the same data (each a wrong result before).
 """
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import engine
 from engine.schedule import Schedule, ScheduleError
-from semantics import assert_same_meaning
+from semantics import assert_computes_exactly, assert_refused, assert_same_meaning
 
 
 def prog(text: str):
@@ -287,3 +290,269 @@ def main(A: T.Buffer((8, 10), "float32"), C: T.Buffer((8, 8), "float32")):
     sch.compute_inline(sch.get_block("B"))
     assert "T.reads(A[vi, vj:vj + 3])" in sch.mod.script()
     assert_same_meaning(mod, sch.mod)
+
+
+# ---------------------------------------------------------------------------- TVM's form
+def test_reverse_inlining_through_a_fused_read_writes_the_fused_index_as_tvm():
+    """A consumer reading B[f // 12, f % 12] of its fused axes f: the store's indices are
+    the fused producer index cut again, as TVM's inverse writes them (not simplified), the
+    T.writes line the same; the program parses back equal and computes the same."""
+    from engine.ir import structural_equal
+    mod = prog('''
+@T.prim_func
+def main(A: T.Buffer((4, 12), "float32"), C: T.Buffer((2, 4, 6), "float32")):
+    B = T.alloc_buffer((4, 12))
+    for i, j in T.grid(4, 12):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j, k in T.grid(2, 4, 6):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            C[vi, vj, vk] = B[(vi * 24 + vj * 6 + vk) // 12, (vi * 24 + vj * 6 + vk) % 12]
+''')
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    text = sch.mod.script()
+    idx = "(vj + vi * 12) // 24, (vj + vi * 12) // 6 % 4, (vj + vi * 12) % 6"
+    assert f"T.writes(C[{idx}])" in text and f"C[{idx}] = A[vi, vj]" in text, text
+    assert structural_equal(engine.parse(text), sch.mod)
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
+def test_reverse_inlining_a_tiled_read_writes_each_axis_as_tvm():
+    """Each consumer axis rebuilt from its digits, the lower digit first (TVM's
+    ``vm + vi * 8``); the guard of the padded axes stays simplified."""
+    text = TILED.replace("CR", "15").replace("CC", "16").replace(
+        "LOAD", "ci // 8, cj // 8, ci % 8, cj % 8")
+    mod = prog(text)
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    out = sch.mod.script()
+    assert "C[vm + vi * 8, vn + vj * 8] = A[vi * 8 + vm, vj * 8 + vn]" in out, out
+    assert "T.where(i0 * 8 + i1 < 15)" in out, out
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
+def _value(e, env: dict) -> int:
+    from engine.arith import simplify
+    from engine.ir import expr as E
+    from engine.ir.functor import substitute
+    got = simplify(substitute(e, {v: E.const(x, v.dtype) for v, x in env.items()}))
+    assert isinstance(got, E.IntImm), got
+    return got.value
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_tvm_shaped_inverse_undoes_random_one_to_one_reads(data):
+    """The inverse written as TVM writes it (inline_inverse.tvm_inverse) is the inverse:
+    random maps of 2-3 axes — each axis either cut into digits spread over the buffer's
+    dimensions, or all of them fused and the fused number cut into the buffer's
+    dimensions — every element of the buffer taken back to the axes that read it."""
+    import itertools
+    import math
+
+    from engine.ir import expr as E
+    from engine.schedule.primitives.inline_inverse import tvm_inverse
+    exts = data.draw(st.lists(st.sampled_from([2, 3, 4, 6]), min_size=2, max_size=3))
+    axes = [E.Var(f"u{k}", "int32") for k in range(len(exts))]
+    if data.draw(st.booleans()):        # fused, in a random order, cut into dimensions
+        order = data.draw(st.permutations(range(len(axes))))
+        fused, scale = None, 1
+        for k in reversed(order):
+            term = axes[k] if scale == 1 else axes[k] * E.const(scale, "int32")
+            fused = term if fused is None else term + fused
+            scale *= exts[k]
+        total = scale
+        dims, rest = [], total
+        while rest > 1:
+            d = data.draw(st.sampled_from([c for c in range(2, rest + 1) if rest % c == 0]))
+            dims.append(d)
+            rest //= d
+        indices, below = [], total
+        for d in dims:
+            below //= d
+            e = fused if below == 1 else E.FloorDiv(fused, E.const(below, "int32"))
+            indices.append(e if below * d == total else E.FloorMod(e, E.const(d, "int32")))
+    else:                               # every axis cut into two digits (or kept)
+        pieces = []
+        for a, n in zip(axes, exts):
+            low = data.draw(st.sampled_from([c for c in range(1, n + 1) if n % c == 0]))
+            if low in (1, n):
+                pieces.append((a, n))
+            else:
+                pieces += [(E.FloorDiv(a, E.const(low, "int32")), n // low),
+                           (E.FloorMod(a, E.const(low, "int32")), low)]
+        pieces = data.draw(st.permutations(pieces))
+        indices, dims = [p for p, _ in pieces], [n for _, n in pieces]
+    outs = [E.Var(f"o{k}", "int32") for k in range(len(indices))]
+    inv = tvm_inverse(axes, exts, indices, outs)
+    assert inv is not None and set(inv) == set(axes)
+    assert math.prod(dims) == math.prod(exts)
+    for point in itertools.product(*(range(d) for d in dims)):
+        env = dict(zip(outs, point))
+        at = {a: _value(inv[a], env) for a in axes}
+        assert all(0 <= at[a] < n for a, n in zip(axes, exts))
+        assert tuple(_value(i, at) for i in indices) == point
+
+
+# ---------------------------------------------------------------------------- reductions
+MATMUL_COPY = '''
+@T.prim_func
+def main(A: T.Buffer((6, 5), "float32"), W: T.Buffer((5, 4), "float32"),
+         C: T.Buffer((CR, CC), "float32")):
+    B = T.alloc_buffer((6, 4))
+    for i, j, k in T.grid(6, 4, 5):
+        with T.block("B"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                B[vi, vj] = T.float32(0)
+            B[vi, vj] = B[vi, vj] + A[vi, vk] * W[vk, vj]
+    for i, j in T.grid(CI, CJ):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[STORE] = VALUE
+'''
+
+
+def _matmul_copy(store="vi, vj", value="B[vi, vj]", c="6, 4", loops="6, 4"):
+    cr, cc = c.split(", ")
+    ci, cj = loops.split(", ")
+    return prog(MATMUL_COPY.replace("CR", cr).replace("CC", cc).replace("CI", ci)
+                .replace("CJ", cj).replace("STORE", store).replace("VALUE", value))
+
+
+@pytest.mark.parametrize("store,c,loops,reorder", [
+    ("vi, vj", "6, 4", "6, 4", False),
+    ("vj, vi", "4, 6", "6, 4", False),        # transposed
+    ("vi, vj", "5, 3", "5, 3", False),        # a part of the result: guarded
+    ("vj, vi", "3, 5", "5, 3", True),         # the reduction loop outermost
+])
+def test_a_copy_of_a_reduction_is_reverse_inlined_into_it(store, c, loops, reorder):
+    """TVM's test_inline_with_reduction, and more: a block copying a reduction's result
+    (unchanged, any one-to-one placement) becomes the reduction's output: its init and
+    every step store the output element. The same results, interpreted and compiled,
+    whatever the loop order."""
+    mod = _matmul_copy(store=store, c=c, loops=loops)
+    sch = Schedule(mod)
+    if reorder:
+        i, j, k = sch.get_loops(sch.get_block("B"))
+        sch.reorder(k, i, j)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    text = sch.mod.script()
+    out = "C[vi, vj]" if store == "vi, vj" else "C[vj, vi]"
+    assert f"with T.init():\n                    {out} = T.float32(0)" in text, text
+    assert f"{out} = {out} + A[vi, vk] * W[vk, vj]" in text, text
+    assert [b.name_hint for b in sch.index().all_blocks()] == ["B"]
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
+def test_a_reduction_with_an_init_and_no_reduction_axis_takes_in_its_copy():
+    """TVM's case exactly: the producer has an init but only spatial axes (each instance
+    initialises, then adds once), and a unit dimension indexed by a constant."""
+    mod = prog('''
+@T.prim_func
+def main(S: T.Buffer((T.int64(3), T.int64(1)), "float32"),
+         R: T.Buffer((T.int64(3), T.int64(1), T.int64(4)), "float32"),
+         C: T.Buffer((T.int64(1), T.int64(3), T.int64(4)), "float32")):
+    B = T.alloc_buffer((T.int64(3), T.int64(1), T.int64(4)))
+    for a0, a1 in T.grid(T.int64(3), T.int64(4)):
+        with T.block("bmm"):
+            v0, v1 = T.axis.remap("SS", [a0, a1])
+            T.reads(S[v0, T.int64(0)], R[v0, T.int64(0), v1])
+            T.writes(B[v0, T.int64(0), v1])
+            with T.init():
+                B[v0, T.int64(0), v1] = T.float32(0)
+            B[v0, T.int64(0), v1] = B[v0, T.int64(0), v1] + S[v0, T.int64(0)] * R[v0, T.int64(0), v1]
+    for a0, a1 in T.grid(T.int64(3), T.int64(4)):
+        with T.block("t"):
+            v0, v1 = T.axis.remap("SS", [a0, a1])
+            C[T.int64(0), v0, v1] = B[v0, T.int64(0), v1]
+''')
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("t"))
+    text = sch.mod.script()
+    assert "T.writes(C[T.int64(0), v0, v1])" in text, text
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("B[vi, vj] + T.float32(1)", "only a block copying B unchanged"),
+    ("B[vi, vj] * B[vi, vj]", "only a block copying B unchanged"),
+])
+def test_a_block_computing_on_a_reduction_result_is_not_reverse_inlined(value, needle):
+    """Put into the reduction, the block would be applied to the init and to every
+    partial sum (TVM does so; its result then differs)."""
+    sch = Schedule(_matmul_copy(value=value))
+    assert_refused(sch, lambda: sch.reverse_compute_inline(sch.get_block("C")),
+                   "producer B is a reduction block", needle)
+
+
+def test_a_copy_of_a_reduction_without_an_init_is_not_reverse_inlined():
+    """Without an init the reduction adds onto B's contents, which C's are not."""
+    text = MATMUL_COPY.replace("            with T.init():\n"
+                               "                B[vi, vj] = T.float32(0)\n", "")
+    sch = Schedule(prog(text.replace("CR", "6").replace("CC", "4").replace("CI", "6")
+                        .replace("CJ", "4").replace("STORE", "vi, vj")
+                        .replace("VALUE", "B[vi, vj]")))
+    assert_refused(sch, lambda: sch.reverse_compute_inline(sch.get_block("C")),
+                   "must initialise B with one store")
+
+
+# ---------------------------------------------------------------------------- moved stores
+HAZARD = '''
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), D: T.Buffer((8,), "float32"),
+         C: T.Buffer((8,), "float32"), E: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((8,))
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = PRODUCED
+MIDDLE    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = CONSUMED
+LAST'''
+
+
+def _hazard(produced="A[vi] * T.float32(2)", consumed="B[vi] + T.float32(1)", middle="",
+            last=""):
+    block = '''    for i in range(8):
+        with T.block("X"):
+            vi = T.axis.spatial(8, i)
+            {}
+'''
+    return prog(HAZARD.replace("PRODUCED", produced).replace("CONSUMED", consumed)
+                .replace("MIDDLE", block.format(middle) if middle else "")
+                .replace("LAST", block.format(last) if last else ""))
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"produced": "C[(vi + 7) % 8] * T.float32(2)"}, "producer B reads C"),
+    ({"middle": "E[vi] = C[vi] + T.float32(1)"}, "block X runs between producer B and "
+                                                  "block C and accesses C"),
+    ({"middle": "C[vi] = T.float32(5)"}, "accesses C"),
+    ({"consumed": "B[vi] + D[vi]", "middle": "D[vi] = A[vi] + T.float32(1)"},
+     "writes D, which block C reads"),
+    ({"consumed": "B[vi] + C[(vi + 1) % 8]"}, "reads C elsewhere than the element"),
+])
+def test_reverse_inlining_that_would_reorder_accesses_is_refused(kw, needle):
+    """The store moves to where the producer runs: refused when the producer reads the
+    output, a block in between reads or writes it or writes what the block reads, or the
+    block reads other elements of its output (each one a wrong result if accepted)."""
+    sch = Schedule(_hazard(**kw))
+    assert_refused(sch, lambda: sch.reverse_compute_inline(sch.get_block("C")), needle)
+
+
+@pytest.mark.parametrize("kw", [
+    {"consumed": "B[vi] + C[vi]"},                                   # its own element
+    {"consumed": "B[vi] + D[vi]", "middle": "E[vi] = D[vi] + A[vi]"},  # reads only
+    {"consumed": "B[vi] + D[vi]", "last": "D[vi] = C[vi] + T.float32(1)"},  # after
+])
+def test_reverse_inlining_past_harmless_blocks_keeps_the_meaning(kw):
+    mod = _hazard(**kw)
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert_computes_exactly(mod, sch.mod, "main")

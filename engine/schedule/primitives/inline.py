@@ -56,10 +56,12 @@ def _at_own_axes(indices, blk: Block, skip: set = frozenset()) -> bool:
         all(isinstance(i, E.Var) for i in indices) and {id(i) for i in indices} == ivars
 
 
-def _substituted(region: BufferRegion, vmap: dict) -> BufferRegion:
-    """``region`` with ``vmap`` substituted into (and simplified in) each range's start."""
+def _substituted(region: BufferRegion, vmap: dict, raw: bool = False) -> BufferRegion:
+    """``region`` with ``vmap`` substituted into (and, unless ``raw``, simplified in) each
+    range's start."""
     return BufferRegion(region.buffer, tuple(
-        Range(simplify(substitute(rg.min, vmap)), rg.extent) for rg in region.region))
+        Range(substitute(rg.min, vmap) if raw else simplify(substitute(rg.min, vmap)),
+              rg.extent) for rg in region.region))
 
 
 def _drop_alloc(ctx: Ctx, func, buf):
@@ -252,10 +254,17 @@ class ReverseComputeInline(Primitive):
         directly, and the block (and the intermediate buffer) disappear.
 
         It requires: 1) the block's axes are all spatial and its body is a single store;
-        2) it reads exactly one intermediate buffer ``B`` produced by one block, and only
-        at its own axes ``B[v0, v1, ...]`` (each axis once, all axes used); 3) that
-        producer is not a reduction block, stores ``B`` with a single store, and the
-        block is the only reader of ``B``.
+        2) it reads exactly one intermediate buffer ``B`` produced by one block, at its own
+        axes ``B[v0, v1, ...]`` or through a one-to-one affine map of them
+        (``B[v // 16, v % 16]``; the producer's extra instances are then guarded away);
+        3) that producer stores ``B`` with a single store, and the block is the only
+        reader of ``B``; 4) the producer is not a reduction block, or the block copies
+        its result unchanged (``C[vj, vi] = B[vi, vj]``: the reduction's init and steps
+        then store ``C``); 5) moving the store to where the producer runs changes nothing
+        else: the producer does not read ``C``, the block reads ``C`` only at the element
+        it stores, and no block in between reads or writes ``C`` or writes what the block
+        reads. Axes rebuilt through a map are written as TVM writes them
+        (``C[vm + vi * 16]``, unsimplified).
 
         Before::
 
@@ -298,19 +307,18 @@ class ReverseComputeInline(Primitive):
             raise ctx.error(f"block {bname}", f"{buf.name} is written by "
                             f"{len(writers)} blocks", "", highlight=[bname])
         prod = writers[0]
-        readers = _readers(ctx, buf)
+        # (a reduction reading the element it updates is checked below)
+        readers = [r for r in _readers(ctx, buf) if not (r is prod and _reduces(prod))]
         if readers != [blk]:
             others = [r.name_hint for r in readers if r is not blk]
             raise ctx.error(f"block {bname}", f"{buf.name} is also read by block "
                             f"{', '.join(others)}", "", highlight=[bname, *others])
-        if _reduces(prod):
-            raise ctx.error(f"block {bname}", f"its producer {prod.name_hint} is a reduction "
-                            "block, and inlining would apply the block to partial results",
-                            "decompose the reduction and reverse_compute_at instead",
-                            highlight=[bname, prod.name_hint])
         if not isinstance(prod.body, BufferStore) or prod.body.buffer is not buf:
             raise ctx.error(f"block {bname}", f"producer {prod.name_hint} is not a single "
                             "store", "", highlight=[bname, prod.name_hint])
+        reduction = _reduces(prod)
+        if reduction:
+            _check_copy_of_reduction(ctx, blk, store, prod, buf)
         loads = [x for x in collect(store.value, E.BufferLoad) if x.buffer is buf] + \
             [x for i in store.indices for x in collect(i, E.BufferLoad) if x.buffer is buf]
         first = loads[0].indices if loads else ()
@@ -329,35 +337,152 @@ class ReverseComputeInline(Primitive):
         units = {iv.var: iv.dom.min for iv in blk.iter_vars
                  if E.is_const_int(iv.dom.extent, 1) and not any(
                      x is iv.var for i in first for x in collect(i, E.Var))}
+        raw = False          # substitute without simplifying (TVM's inverse's form)
         if _at_own_axes(first, blk, set(map(id, units))):
             vmap = dict(zip(first, pstore.indices))
             guard = _in_consumer_domain(ctx, blk, prod, prod_realize, vmap, buf)
             vmap.update(units)
         else:
-            vmap, guard = _inverse_of_load(ctx, blk, prod, prod_realize, first, buf)
+            vmap, guard, raw = _inverse_of_load(ctx, blk, prod, prod_realize, first, buf)
+
+        _check_nothing_between(ctx, blk, prod, buf, store.buffer)
 
         class Repl(Mutator):
+            def __init__(self, by):
+                self.by = by
+
             def visit_BufferLoad(self, e):
                 if e.buffer is buf:
-                    return pstore.value
+                    return self.by
                 idxs = tuple(self.visit(i) for i in e.indices)
                 return e if all(a is b for a, b in zip(idxs, e.indices)) else \
                     E.BufferLoad(e.buffer, idxs)
 
-        new_value = substitute(Repl().visit(store.value), vmap)
-        new_idx = tuple(simplify(substitute(i, vmap)) for i in store.indices)
-        new_store = BufferStore(store.buffer, new_value, new_idx)
-        writes = tuple(_substituted(w, vmap) for w in blk.writes)
-        reads = list(prod.reads) + [_substituted(r, vmap) for r in blk.reads
-                                    if r.buffer is not buf]
-        new_prod = prod.replace(body=new_store, writes=writes, reads=_dedup(reads))
+        new_idx = tuple(substitute(i, vmap) if raw else simplify(substitute(i, vmap))
+                        for i in store.indices)
+        writes = tuple(_substituted(w, vmap, raw) for w in blk.writes)
+        if reduction:
+            # the block copies the result unchanged: the reduction's init and update
+            # store (and read) the block's output element in place of the buffer's
+            out = Repl(E.BufferLoad(store.buffer, new_idx))
+            new_prod = prod.replace(
+                body=BufferStore(store.buffer, out.visit(pstore.value), new_idx),
+                init=BufferStore(store.buffer, out.visit(prod.init.value), new_idx),
+                writes=writes, reads=_dedup(r for r in prod.reads if r.buffer is not buf))
+        else:
+            new_value = substitute(Repl(pstore.value).visit(store.value), vmap)
+            reads = list(prod.reads) + [_substituted(r, vmap, raw) for r in blk.reads
+                                        if r.buffer is not buf]
+            new_prod = prod.replace(body=BufferStore(store.buffer, new_value, new_idx),
+                                    writes=writes, reads=_dedup(reads))
         new_realize = prod_realize.replace(
             block=new_prod, predicate=simplify(conj(prod_realize.predicate, guard)))
         return _remove_inlined(ctx, blk, buf, {prod_realize: new_realize})
 
 
+def _check_copy_of_reduction(ctx: Ctx, blk: Block, store: BufferStore, prod: Block,
+                             buf) -> None:
+    """A reduction producer (an init, reduction axes) may take in a block that copies its
+    result unchanged (``C[...] = B[...]``, the same dtype): its init and every step then
+    work on the block's output element instead of ``B``'s, each element still reduced by
+    the same instances in the same order. Any other block would be applied to the init and
+    to every partial result. The init must be one store of ``B``, and the reduction must
+    read ``B`` only at the element it stores."""
+    from engine.ir import structural_equal
+    bname, pname = blk.name_hint, prod.name_hint
+    if not (isinstance(store.value, E.BufferLoad) and store.value.buffer is buf
+            and store.buffer.dtype == buf.dtype):
+        raise ctx.error(f"block {bname}", f"its producer {pname} is a reduction block, and "
+                        f"inlining would apply block {bname} to the init and to every "
+                        f"partial result (only a block copying {buf.name} unchanged may be "
+                        "inlined into a reduction)", "decompose the reduction and "
+                        "reverse_compute_at instead", highlight=[bname, pname])
+    pstore, init = prod.body, prod.init
+    at = pstore.indices
+    loads = [x for p in (pstore.value, getattr(init, "value", None)) if p is not None
+             for x in collect(p, E.BufferLoad) if x.buffer is buf]
+    if not (isinstance(init, BufferStore) and init.buffer is buf
+            and structural_equal(init.indices, at)) or \
+            not all(structural_equal(x.indices, at) for x in loads):
+        raise ctx.error(f"block {bname}", f"reduction {pname} must initialise {buf.name} "
+                        "with one store and read it only at the element it stores, for its "
+                        f"result to be reduced in place into the output of {bname}", "",
+                        highlight=[bname, pname])
+
+
+def _top_of(ctx: Ctx, s, below) -> object:
+    """The ancestor of ``s`` (or ``s``) directly under ``below``."""
+    cur = s
+    while ctx.index.parent.get(id(cur)) is not below:
+        cur = ctx.index.parent[id(cur)]
+    return cur
+
+
+def _check_nothing_between(ctx: Ctx, blk: Block, prod: Block, buf, out) -> None:
+    """The block's store moves to where its producer runs: refused when that changes what
+    is read or written. The producer must not read ``out`` (the block's output), nor may
+    the block read it elsewhere than the element it stores; and no other block may run
+    between the two while reading or writing ``out`` or writing another buffer the block
+    reads. "Between" is judged conservatively: a block inside the loop nest of either
+    (or of both, under a loop they share) counts as between."""
+    from engine.ir import structural_equal
+    from engine.ir.stmt import For
+    bname, pname = blk.name_hint, prod.name_hint
+    idx = ctx.index
+    store = blk.body
+    p_reads = [x for part in (prod.body, prod.init) if part is not None
+               for x in collect(part, E.BufferLoad, into_expressions=True)
+               if x.buffer is out]
+    if p_reads:
+        raise ctx.error(f"block {bname}", f"producer {pname} reads {out.name}, which it "
+                        f"would also write once block {bname} is inlined into it", "",
+                        highlight=[bname, pname])
+    if any(x.buffer is out and not structural_equal(x.indices, store.indices)
+           for x in collect(store, E.BufferLoad, into_expressions=True)):
+        raise ctx.error(f"block {bname}", f"block {bname} reads {out.name} elsewhere than "
+                        "the element it stores; run where its producer runs, it would read "
+                        "other elements' new values", "", highlight=[bname])
+    others = {id(r.buffer) for r in blk.reads if r.buffer is not buf}
+    for r in collect(store, E.BufferLoad, into_expressions=True):
+        if r.buffer is not buf and r.buffer is not out:
+            others.add(id(r.buffer))
+    p_real, c_real = idx.realize[id(prod)], idx.realize[id(blk)]
+    p_path = [p_real, *idx.ancestors(p_real)]
+    c_ids = {id(a) for a in [c_real, *idx.ancestors(c_real)]}
+    lca = next(a for a in p_path if id(a) in c_ids)
+    outer = None                    # the outermost loop around both, inside their scope
+    for a in [lca, *idx.ancestors(lca)]:
+        if isinstance(a, Block):
+            break
+        if isinstance(a, For):
+            outer = a
+    if outer is not None:
+        lo, hi = idx.order[id(outer)], idx.end[id(outer)]
+    else:
+        lo = idx.order[id(_top_of(ctx, p_real, lca))]
+        hi = idx.end[id(_top_of(ctx, c_real, lca))]
+    for x in idx.all_blocks():
+        if x is blk or x is prod or not lo <= idx.order[id(x)] < hi or \
+                idx.contains(x, p_real) or idx.contains(x, c_real):
+            continue
+        xr = idx.realize[id(x)]
+        parts = [p for p in (x.body, x.init, xr.predicate, *xr.iter_values) if p is not None]
+        acc = [a for p in parts
+               for a in collect(p, (E.BufferLoad, BufferStore), into_expressions=True)]
+        bad = [a for a in acc if a.buffer is out or
+               (isinstance(a, BufferStore) and id(a.buffer) in others)]
+        if bad:
+            what = f"accesses {out.name}, which inlining would write before it" \
+                if bad[0].buffer is out else f"writes {bad[0].buffer.name}, which block " \
+                f"{bname} reads: inlined, that read would come before this write"
+            raise ctx.error(f"block {bname}", f"block {x.name_hint} runs between producer "
+                            f"{pname} and block {bname} and {what}",
+                            f"move block {x.name_hint} out of the way first",
+                            highlight=[bname, pname, x.name_hint])
+
+
 def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, buf
-                     ) -> tuple[dict, E.PrimExpr]:
+                     ) -> tuple[dict, E.PrimExpr, bool]:
     """For a consumer reading ``buf`` at a bijective affine map of its axes (split with
     ``//`` ``%``, fused, permuted: ``B[i // 16, j // 16, i % 16, j % 16]``): each consumer
     axis as an expression of the producer's axes (the map inverted), and the guard keeping
@@ -365,10 +490,14 @@ def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, b
 
     The producer must store at its own axes over the whole of ``buf``; the consumer's
     axes may be padded up to the map's natural extents (a 127-wide axis read as
-    ``i // 16, i % 16`` ranges over 128 values, the last one guarded away)."""
+    ``i // 16, i % 16`` ranges over 128 values, the last one guarded away).
+
+    The third value is True when the axes are written in TVM's form
+    (:mod:`inline_inverse`), which TVM substitutes into the block without simplifying."""
     from engine.ir.functor import collect_vars, uses_var
 
     from .index_map_inverse import NotBijective, invert
+    from .inline_inverse import tvm_inverse
 
     bname, pname = blk.name_hint, prod.name_hint
     refuse = ctx.error(f"block {bname}", f"block {bname} reads {buf.name} at indices that "
@@ -377,9 +506,14 @@ def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, b
     shape = [E.as_const_int(s) for s in buf.shape]
     pstore = prod.body
     pvars = {id(iv.var): iv for iv in prod.iter_vars}
-    own = [pvars.get(id(s)) if isinstance(s, E.Var) else None for s in pstore.indices]
+    # the producer's store: an axis of its own over each dimension (each once), or the
+    # constant 0 on a dimension of extent 1 (``B[v0, T.int64(0), v1]``)
+    unit = [n == 1 and E.is_const_int(s, 0) for s, n in zip(pstore.indices, shape)]
+    own = [pvars.get(id(s)) if isinstance(s, E.Var) else None
+           for s, u in zip(pstore.indices, unit) if not u]
     if None in shape or any(iv is None or not E.is_const_int(iv.dom.min, 0) or
-                            E.as_const_int(iv.dom.extent) != n for iv, n in zip(own, shape)) \
+                            E.as_const_int(iv.dom.extent) != n
+                            for iv, n in zip(own, [n for n, u in zip(shape, unit) if not u])) \
             or len({id(iv) for iv in own}) != len(own):
         raise refuse
     uvars = [iv.var for iv in blk.iter_vars]
@@ -402,15 +536,21 @@ def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, b
             break
     else:
         raise refuse
-    olds = build(list(pstore.indices))
+    stand_in = [E.Var("unit", s.dtype) if u else s for s, u in zip(pstore.indices, unit)]
+    olds = build(stand_in)      # (a variable for each constant 0, put back after)
+    zero = {v: s for v, s, u in zip(stand_in, pstore.indices, unit) if u}
+    olds = [substitute(o, zero) for o in olds]
     vmap = dict(zip(uvars, olds))
+    shaped = tvm_inverse(uvars, attempt, list(indices), list(pstore.indices))
+    if shaped is not None:       # the same values, written as TVM writes them
+        vmap.update(shaped)
     bindings = {iv.var: v for iv, v in zip(prod.iter_vars, prod_realize.iter_values)}
     guard: E.PrimExpr = true_const()
     for old, a, e in zip(olds, attempt, exts):
         if a > e:
             at = substitute(old, bindings)
             guard = conj(guard, E.LT(at, E.const(e, at.dtype)))
-    return vmap, guard
+    return vmap, guard, shaped is not None
 
 
 def _in_consumer_domain_of_map(ctx: Ctx, blk: Block, prod: Block, prod_realize, vmap: dict,
