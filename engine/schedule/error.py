@@ -24,8 +24,11 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, RuntimeError):
     """A schedule primitive refused its arguments; the schedule is unchanged.
+
+    A ``ValueError`` (a bad argument) and, as TVM's ``ScheduleError``, a ``RuntimeError``:
+    code written for TVM that catches ``RuntimeError`` around a schedule catches it too.
 
     Attributes:
         primitive: the method name (``"split"``, ``"compute_at"``, ...).

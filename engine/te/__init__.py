@@ -11,7 +11,9 @@ The course's mm_relu, written with te::
     func = te.create_prim_func([A, B, C], name="mm_relu")
 
 ``te.sum/max/min(expr, axis=...)`` are reductions; ``te.max(a, b)`` / ``te.min(a, b)``
-with two expressions are element-wise (as in TVM).  Like TVM's te, this module
+with two expressions are element-wise (as in TVM); ``te.comm_reducer(fcombine,
+fidentity)`` makes a reduction of one or several values (argmax: an index and a value, a
+stage of two outputs).  Like TVM's te, this module
 deliberately shadows the builtins ``sum``, ``max``, ``min``, ``abs``, ``round``, ``all`` and
 ``any``; use it as ``te.sum(...)``.  Intrinsics (``te.exp``, ``te.sqrt``,
 ...) build :class:`engine.ir.Call` nodes.
@@ -25,11 +27,13 @@ from engine.ir.dtype import is_float as _is_float
 
 from .create import create_prim_func
 from .regions import access_region, infer_block_regions
-from .tensor import (ComputeOp, PlaceholderOp, Reduce, ReduceAxis, TeError, Tensor, _as_expr,
-                     compute, identity_value, placeholder, reduce_axis, reduction, var)
+from .tensor import (CommReducer, ComputeOp, PlaceholderOp, Reduce, ReduceAxis, TeError, Tensor,
+                     _as_expr, comm_reducer, compute, identity_value, placeholder, reduce_axis,
+                     reduction, var)
 
 __all__ = [
-    "placeholder", "compute", "reduce_axis", "sum", "max", "min", "create_prim_func",
+    "placeholder", "compute", "reduce_axis", "sum", "max", "min", "comm_reducer", "CommReducer",
+    "create_prim_func",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "fabs", "floor",
     "ceil", "round", "trunc", "sin", "cos", "erf", "power", "if_then_else", "const", "cast",
     "max_value", "min_value", "all", "any", "Tensor", "ReduceAxis", "Reduce", "TeError", "ComputeOp",

@@ -27,9 +27,9 @@ from typing import Any, Sequence
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, Range
 from engine.ir.function import PrimFunc
-from engine.ir.functor import Mutator
+from engine.ir.functor import Mutator, substitute
 from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IfThenElse, IterType,
-                            IterVar, seq)
+                            IterVar, LetStmt, seq)
 
 from .regions import infer_block_regions
 from .tensor import (ComputeOp, PlaceholderOp, Reduce, ReduceAxis, TeError, Tensor,
@@ -67,8 +67,10 @@ def _topo_order(outputs: Sequence[Tensor]) -> list[Tensor]:
         state[id(t)] = 1
         for inp in t.op.inputs:
             visit(inp)
-        state[id(t)] = 2
-        order.append(t)
+        # the outputs of one stage together (a te.comm_reducer over several values)
+        for u in getattr(t.op, "outputs", ()) or (t,):
+            state[id(u)] = 2
+            order.append(u)
 
     for t in outputs:
         visit(t)
@@ -91,7 +93,7 @@ def _stage(t: Tensor, buffers: dict) -> Any:
     """The loop nest + block computing tensor ``t``."""
     op: ComputeOp = t.op
     body = op.body
-    red = body.axes if isinstance(body, Reduce) else ()
+    red = op.reduce_axis
     used: set[str] = set()
     loop_names = [_unique(v.name, used) for v in op.axis] + [_unique(a.name, used) for a in red]
     # extents and minimums as expressions: a symbolic size (te.var) stays one, and its
@@ -110,7 +112,11 @@ def _stage(t: Tensor, buffers: dict) -> Any:
     rw = _Rewriter(buffers, vmap)
     out_buf = buffers[t.buffer]
     out_idx = tuple(iv.var for iv in iter_vars[:len(t.shape)])
-    if isinstance(body, Reduce):
+    reds = op.reductions
+    if reds and not isinstance(reds[0].combiner, str):
+        outs = op.outputs if len(reds) > 1 else (t,)
+        block_body, init = _comm_reduce(reds, [buffers[u.buffer] for u in outs], out_idx, rw)
+    elif isinstance(body, Reduce):
         src = rw.visit(body.source)
         old = E.BufferLoad(out_buf, out_idx)
         if body.combiner == "sum":
@@ -130,12 +136,36 @@ def _stage(t: Tensor, buffers: dict) -> Any:
         init = None
         block_body = BufferStore(out_buf, rw.visit(body), out_idx)
     reads, writes = infer_block_regions(block_body, iter_vars, init)
-    block = Block(iter_vars=tuple(iter_vars), reads=reads, writes=writes, name_hint=t.name,
+    block = Block(iter_vars=tuple(iter_vars), reads=reads, writes=writes, name_hint=op.name,
                   body=block_body, init=init)
     stmt: Any = BlockRealize(tuple(loop_vars), E.IntImm("bool", 1), block)
     for lv, lo, ext in reversed(list(zip(loop_vars, mins, extents))):
         stmt = For(lv, lo, ext, ForKind.SERIAL, stmt)
     return stmt
+
+
+def _comm_reduce(reds: tuple, bufs: list, idx: tuple, rw: _Rewriter) -> tuple:
+    """``(update, init)`` of a :func:`~engine.te.comm_reducer` reduction into ``bufs``, as
+    TVM writes it: one value — ``B[i] = combine(B[i], src)``; several — every combined
+    value bound first (``v_<buffer>``), then each stored into its buffer."""
+    first = reds[0]
+    comb = first.combiner
+    xs = [E.BufferLoad(b, idx) for b in bufs]
+    ys = [rw.visit(s) for s in first.sources]
+    vmap = {**dict(zip(comb.lhs, xs)), **dict(zip(comb.rhs, ys))}
+    values = [substitute(r, vmap) for r in comb.result]
+    if len(bufs) == 1:
+        update: Any = BufferStore(bufs[0], values[0], idx)
+    else:
+        lets = [E.Var("v_" + b.name, v.dtype) for b, v in zip(bufs, values)]
+        update = seq(*[BufferStore(b, v, idx) for b, v in zip(bufs, lets)])
+        for var, v in reversed(list(zip(lets, values))):
+            update = LetStmt(var, v, update)
+    if first.condition is not None:
+        update = IfThenElse(rw.visit(first.condition), update, None)
+    starts = [rw.visit(first.init)] if first.init is not None else list(comb.identity)
+    init = seq(*[BufferStore(b, v, idx) for b, v in zip(bufs, starts)])
+    return update, init
 
 
 def _dim_expr(s: Any) -> E.PrimExpr:
@@ -180,8 +210,13 @@ def create_prim_func(args: Sequence[Tensor], name: str = "main") -> PrimFunc:
     used: set[str] = set()
     buffers: dict[Buffer, Buffer] = {}
     for t in list(args) + [t for t in order if id(t) not in arg_ids]:
-        buffers[t.buffer] = Buffer(_unique(t.name, used), t.shape, t.dtype)
-    stages = [_stage(t, buffers) for t in order if isinstance(t.op, ComputeOp)]
+        buffers[t.buffer] = Buffer(_unique(t.buffer.name, used), t.shape, t.dtype)
+    staged: set = set()
+    stages = []
+    for t in order:
+        if isinstance(t.op, ComputeOp) and id(t.op) not in staged:
+            staged.add(id(t.op))
+            stages.append(_stage(t, buffers))
     if not stages:
         raise TeError("create_prim_func: nothing to compute — the arguments are all "
                       "placeholders; pass the te.compute outputs as well")

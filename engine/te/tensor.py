@@ -6,8 +6,10 @@ A :class:`Tensor` is either an input (:func:`placeholder`) or the result of a
 are plain IR expressions.  :func:`create_prim_func` (in :mod:`engine.te.create`)
 turns a set of tensors into a TensorIR :class:`~engine.ir.PrimFunc`.
 
-Reductions (``te.sum``, ``te.max``, ``te.min`` with ``axis=``) return a
-:class:`Reduce`, which is only allowed as the *whole* body of a compute stage — as in TVM.
+Reductions (``te.sum``, ``te.max``, ``te.min`` with ``axis=``, and the reducers made by
+:func:`comm_reducer`) return a :class:`Reduce`, which is only allowed as the *whole* body
+of a compute stage — as in TVM. A reducer over several values (argmax: an index and a
+value) returns one per value, and the stage has one output tensor per value.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from engine.ir.dtype import (DTypeError, check_dtype, element_of, is_bool, is_fl
 from engine.ir.functor import post_order_visit
 from engine.ir.node import node
 
-__all__ = ["TeError", "Tensor", "ReduceAxis", "Reduce", "PlaceholderOp", "ComputeOp",
-           "placeholder", "compute", "reduce_axis", "reduction", "identity_value"]
+__all__ = ["TeError", "Tensor", "ReduceAxis", "Reduce", "CommReducer", "PlaceholderOp",
+           "ComputeOp", "placeholder", "compute", "reduce_axis", "reduction", "comm_reducer",
+           "identity_value"]
 
 
 class TeError(ValueError):
@@ -196,27 +199,36 @@ def identity_value(combiner: str, dtype: str) -> E.PrimExpr:
 class Reduce:
     """``te.sum(expr, axis=k)`` and friends: a commutative reduction of ``source`` over
     ``axes``, starting from ``init`` (the combiner's identity when ``None``), counting only
-    iterations where ``condition`` holds (when given).  Only valid as a compute body."""
+    iterations where ``condition`` holds (when given).  Only valid as a compute body.
 
-    __slots__ = ("combiner", "source", "axes", "init", "condition")
+    ``combiner`` is "sum", "max" or "min", or a :class:`CommReducer` (``te.comm_reducer``):
+    then ``sources`` are the values it reduces together (one per output of the compute
+    stage) and this is output ``value_index`` of them."""
 
-    def __init__(self, combiner: str, source: E.PrimExpr, axes: tuple, init, condition):
+    __slots__ = ("combiner", "source", "axes", "init", "condition", "sources", "value_index")
+
+    def __init__(self, combiner, source: E.PrimExpr, axes: tuple, init, condition,
+                 sources: tuple | None = None, value_index: int = 0):
         self.combiner = combiner
         self.source = source
         self.axes = axes
         self.init = init
         self.condition = condition
+        self.sources = (source,) if sources is None else tuple(sources)
+        self.value_index = value_index
 
     @property
     def dtype(self) -> str:
         return self.source.dtype
 
     def __repr__(self) -> str:
-        return f"te.{self.combiner}({self.source!r}, axis={list(self.axes)!r})"
+        name = self.combiner if isinstance(self.combiner, str) else self.combiner.name
+        return f"te.{name}({self.source!r}, axis={list(self.axes)!r})"
 
     def _nested(self, *_a):
+        name = self.combiner if isinstance(self.combiner, str) else self.combiner.name
         raise TeError(
-            f"a reduction (te.{self.combiner}) must be the whole body of a te.compute; "
+            f"a reduction (te.{name}) must be the whole body of a te.compute; "
             "to combine it with other arithmetic, compute the reduction in its own stage "
             "and use that tensor in the next stage")
 
@@ -228,9 +240,72 @@ class Reduce:
         self._nested()
 
 
-def reduction(combiner: str, source: Any, axis: Any, where: Any = None,
-              init: Any = None) -> Reduce:
-    """Build a :class:`Reduce` (shared by ``te.sum``, ``te.max``, ``te.min``)."""
+class CommReducer:
+    """A commutative reducer over one or more values (TVM's ``CommReducer``): ``result[i]``
+    combines the accumulated values ``lhs`` with the new ones ``rhs``; ``identity[i]`` is
+    where output ``i`` starts. Made by :func:`comm_reducer`."""
+
+    def __init__(self, lhs: tuple, rhs: tuple, result: tuple, identity: tuple, name: str):
+        self.lhs, self.rhs, self.result, self.identity = lhs, rhs, result, identity
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"CommReducer({self.name!r}, {len(self.lhs)} value(s))"
+
+
+def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") -> Callable:
+    """A reduction of one or more values, as TVM's ``te.comm_reducer``::
+
+        argmax = te.comm_reducer(
+            lambda x, y: (T.Select(x[1] >= y[1], x[0], y[0]),
+                          T.Select(x[1] >= y[1], x[1], y[1])),
+            lambda t0, t1: (te.const(-1, t0), te.min_value(t1)), name="argmax")
+        idx, val = te.compute((n,), lambda i: argmax((k, A[i, k]), axis=k), name="T")
+
+    ``fcombine(x, y)`` gets the accumulated and the new values (tuples when several, single
+    variables when one) and returns the combined ones; ``fidentity(*dtypes)`` the starting
+    values. Called as ``reducer(expr or tuple of exprs, axis=, where=, init=)``: a
+    reduction, or one per value (the outputs of one compute stage)."""
+    if not callable(fcombine) or not callable(fidentity):
+        raise TeError("te.comm_reducer(fcombine, fidentity): both must be functions")
+
+    def reducer(expr: Any, axis: Any = None, where: Any = None, init: Any = None):
+        many = isinstance(expr, (list, tuple))
+        exprs = tuple(expr) if many else (expr,)
+        if not exprs:
+            raise TeError(f"te.comm_reducer {name!r}: nothing to reduce")
+        srcs = tuple(_as_expr(e, f"argument of the reducer {name!r}") for e in exprs)
+        if many and init is not None:
+            raise TeError(f"te.comm_reducer {name!r}: init= is supported for one value only")
+        dtypes = [s.dtype for s in srcs]
+        lhs = tuple(E.Var(f"x_{i}" if many else "x", d) for i, d in enumerate(dtypes))
+        rhs = tuple(E.Var(f"y_{i}" if many else "y", d) for i, d in enumerate(dtypes))
+        res = fcombine(lhs, rhs) if many else fcombine(lhs[0], rhs[0])
+        ident = fidentity(*dtypes)
+        res = tuple(res) if isinstance(res, (list, tuple)) else (res,)
+        ident = tuple(ident) if isinstance(ident, (list, tuple)) else (ident,)
+        if len(res) != len(srcs) or len(ident) != len(srcs):
+            raise TeError(f"te.comm_reducer {name!r}: fcombine and fidentity must return "
+                          f"{len(srcs)} value(s), one per reduced value")
+        res = tuple(_as_expr(r, f"result of the reducer {name!r}", d).astype(d)
+                    for r, d in zip(res, dtypes))
+        ident = tuple(_as_expr(v, f"identity of the reducer {name!r}", d).astype(d)
+                      for v, d in zip(ident, dtypes))
+        comb = CommReducer(lhs, rhs, res, ident, name)
+        outs = tuple(reduction(comb, s, axis, where, init, srcs, i)
+                     for i, s in enumerate(srcs))
+        return outs if many else outs[0]
+
+    reducer.__name__ = name
+    return reducer
+
+
+def reduction(combiner: Any, source: Any, axis: Any, where: Any = None,
+              init: Any = None, sources: tuple | None = None, value_index: int = 0) -> Reduce:
+    """Build a :class:`Reduce` (shared by ``te.sum``, ``te.max``, ``te.min`` and the
+    reducers of :func:`comm_reducer`)."""
+    comb = combiner
+    combiner = comb if isinstance(comb, str) else comb.name
     src = _as_expr(source, f"argument of te.{combiner}")
     if lanes_of(src.dtype) != 1:
         raise TeError(f"te.{combiner}: the reduced value must be a scalar, got {src.dtype}")
@@ -250,7 +325,7 @@ def reduction(combiner: str, source: Any, axis: Any, where: Any = None,
     ini = None if init is None else _as_expr(init, f"init= of te.{combiner}", src.dtype)
     if ini is not None and ini.dtype != src.dtype:
         ini = ini.astype(src.dtype)
-    return Reduce(combiner, src, axes, ini, cond)
+    return Reduce(comb, src, axes, ini, cond, sources, value_index)
 
 
 # ---------------------------------------------------------------------------
@@ -267,8 +342,9 @@ class PlaceholderOp:
 
 class ComputeOp:
     """The operation of a compute stage: ``axis`` (one Var per output dimension, named
-    after fcompute's parameters), ``body`` (a PrimExpr or a :class:`Reduce`) and the
-    tensors it reads (``inputs``, in first-use order)."""
+    after fcompute's parameters), ``body`` (a PrimExpr, a :class:`Reduce`, or a tuple of
+    the reductions of one :func:`comm_reducer` — a stage of several outputs) and the
+    tensors it reads (``inputs``, in first-use order). ``outputs``: its tensors."""
 
     def __init__(self, name: str, axis: tuple, body, inputs: tuple, tag: str = "",
                  attrs: dict | None = None):
@@ -278,10 +354,19 @@ class ComputeOp:
         self.inputs = inputs
         self.tag = tag
         self.attrs = dict(attrs or {})
+        self.outputs: tuple = ()
+
+    @property
+    def reductions(self) -> tuple:
+        """The body's reductions (one per output), or () when it is no reduction."""
+        if isinstance(self.body, Reduce):
+            return (self.body,)
+        return self.body if isinstance(self.body, tuple) else ()
 
     @property
     def reduce_axis(self) -> tuple:
-        return self.body.axes if isinstance(self.body, Reduce) else ()
+        red = self.reductions
+        return red[0].axes if red else ()
 
     def __repr__(self) -> str:
         return f"ComputeOp({self.name!r})"
@@ -293,14 +378,16 @@ class Tensor:
     ``A[i, j]`` (or ``A(i, j)``) reads an element and builds an IR expression.
     """
 
-    __slots__ = ("op", "shape", "dtype", "name", "buffer", "__weakref__")
+    __slots__ = ("op", "shape", "dtype", "name", "buffer", "value_index", "__weakref__")
 
-    def __init__(self, op, shape: tuple, dtype: str, name: str):
+    def __init__(self, op, shape: tuple, dtype: str, name: str, value_index: int = 0,
+                 buffer_name: str | None = None):
         self.op = op
         self.shape = shape
         self.dtype = dtype
         self.name = name
-        self.buffer = Buffer(name, shape, dtype)
+        self.value_index = value_index
+        self.buffer = Buffer(buffer_name or name, shape, dtype)
         _TENSOR_OF_BUFFER[self.buffer] = self
 
     @property
@@ -390,8 +477,7 @@ def compute(shape: Any, fcompute: Callable, name: str = "compute", tag: str = ""
                  for n, ext in zip(names, shp))
     body = fcompute(*axis)
     if isinstance(body, (list, tuple)):
-        raise TeError(f"te.compute(name={name!r}): fcompute returned {len(body)} values; "
-                      "only single-output compute stages are supported")
+        return _multi_output(shp, axis, tuple(body), name, tag, attrs)
     if not isinstance(body, Reduce):
         body = _as_expr(body, f"result of te.compute(name={name!r})")
         if lanes_of(body.dtype) != 1 or body.dtype == "handle":
@@ -400,12 +486,36 @@ def compute(shape: Any, fcompute: Callable, name: str = "compute", tag: str = ""
     inputs = _find_inputs(body)
     _check_vars(body, axis, name)
     op = ComputeOp(name, axis, body, inputs, tag, attrs)
-    return Tensor(op, shp, body.dtype, name)
+    out = Tensor(op, shp, body.dtype, name)
+    op.outputs = (out,)
+    return out
+
+
+def _multi_output(shp: tuple, axis: tuple, body: tuple, name: str, tag: str,
+                  attrs: dict | None) -> list:
+    """The outputs of a compute stage whose fcompute returned the reductions of one
+    :func:`comm_reducer` over several values (TVM's multi-output compute): tensors
+    ``<name>.v0``, ``<name>.v1``, ... (buffers ``<name>_v0``, ...)."""
+    first = body[0] if body else None
+    if not isinstance(first, Reduce) or isinstance(first.combiner, str) or \
+            len(body) != len(first.sources) or \
+            any(not isinstance(r, Reduce) or r.combiner is not first.combiner or
+                r.value_index != i for i, r in enumerate(body)):
+        raise TeError(f"te.compute(name={name!r}): fcompute returned {len(body)} values; "
+                      "several outputs are supported only as the values of one "
+                      "te.comm_reducer reduction, in order")
+    inputs = _find_inputs(first)
+    _check_vars(first, axis, name)
+    op = ComputeOp(name, axis, body, inputs, tag, attrs)
+    outs = [Tensor(op, shp, r.dtype, f"{name}.v{i}", i, f"{name}_v{i}")
+            for i, r in enumerate(body)]
+    op.outputs = tuple(outs)
+    return outs
 
 
 def _exprs_of(body) -> list:
     if isinstance(body, Reduce):
-        out = [body.source]
+        out = list(body.sources)
         if body.init is not None:
             out.append(body.init)
         if body.condition is not None:

@@ -14,6 +14,7 @@ Relax operator            topi                                   blocks (TVM's n
 ``R.nn.softmax``          :func:`softmax`                        ``T_softmax_maxelem``, ``_exp``, ``_expsum``, ``_norm``
 ``R.permute_dims``        :func:`permute_dims`                   ``T_transpose``
 ``R.reshape``             :func:`reshape`                        ``T_reshape``
+``R.argmax``/``argmin``   :func:`argmax`, :func:`argmin`         ``<data>_red_temp``, ``<data>_red``
 the course's ``linear``   :func:`linear` (``X @ W.T + B``)       ``Y``, ``Z``
 ========================  =====================================  ======================
 
@@ -24,8 +25,9 @@ from __future__ import annotations
 from .broadcast import TopiError, add, binary, broadcast_shape, divide, multiply, subtract
 from .linalg import linear, matmul, matmul_shape
 from .nn import conv2d_nchw, conv2d_shape, relu, softmax
+from .reduction import argmax, argmin
 from .transform import permute_dims, reshape, reshape_shape
 
 __all__ = ["TopiError", "add", "subtract", "multiply", "divide", "binary", "broadcast_shape", "matmul", "matmul_shape", "linear", "relu",
            "conv2d_nchw", "conv2d_shape", "softmax", "permute_dims", "reshape",
-           "reshape_shape"]
+           "reshape_shape", "argmax", "argmin"]

@@ -31,96 +31,17 @@ from typing import Any
 from engine.arith import is_quasi_affine, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
-from engine.ir.functor import collect_vars, substitute, uses_var
+from engine.ir.functor import collect_stmts, collect_vars, substitute, uses_var
 from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
                              LetStmt, seq)
-from engine.ir.structural import structural_equal
 
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
 from ._common import expect_loop, fresh_name, is_int, is_true
 from .buffers import buffer_names, compose, rewrite_stmts, writes_buf
 from .index_map_inverse import NotBijective, _digits
+from .reducers import ReductionMatch, match_reduction
 from .region_inference import access_bounds
-
-
-def _float_limits(dtype: str):
-    import numpy as np
-    if dtype.startswith("float"):
-        fi = np.finfo(dtype)
-        return float(fi.min), float(fi.max)
-    ii = np.iinfo(dtype)
-    return int(ii.min), int(ii.max)
-
-
-def _const_value(e: Any):
-    if isinstance(e, (E.IntImm, E.FloatImm)):
-        return e.value
-    if isinstance(e, E.Cast):
-        return _const_value(e.value)
-    return None
-
-
-def update_store(block: Block) -> BufferStore | None:
-    """The store of a reduction block's update: its body, or — TVM's let form —
-    ``v = <value>`` then ``buf[idx] = v`` (read as ``buf[idx] = <value>``); else None."""
-    body = block.body
-    if isinstance(body, LetStmt) and isinstance(body.body, BufferStore) and \
-            body.body.value is body.var:
-        return BufferStore(body.body.buffer, body.value, body.body.indices)
-    return body if isinstance(body, BufferStore) else None
-
-
-def match_combiner(block: Block):
-    """Recognise ``init`` / update of a reduction block as a commutative reducer.
-
-    Returns ``(kind, store, lhs, rhs)`` with kind "sum", "max" or "min", where the update is
-    ``store.buffer[idx] = combine(lhs, rhs)`` and ``lhs`` loads ``store.buffer[idx]``; or a
-    string explaining why not."""
-    body = update_store(block)
-    if body is None:
-        return "its body is not a single store (only single-buffer reductions are supported)"
-    init = block.init
-    if not isinstance(init, BufferStore) or init.buffer is not body.buffer:
-        return "its T.init() does not initialise the buffer it updates"
-    v = body.value
-    buf, idx = body.buffer, body.indices
-
-    def is_self(x):
-        return isinstance(x, E.BufferLoad) and x.buffer is buf and \
-            structural_equal(tuple(x.indices), tuple(idx))
-
-    kind = None
-    if isinstance(v, E.Add):
-        kind = "sum"
-    elif isinstance(v, E.Max):
-        kind = "max"
-    elif isinstance(v, E.Min):
-        kind = "min"
-    if kind is None:
-        return "its update is not a sum, max or min of the buffer's old value"
-    if is_self(v.a) and not uses_load(v.b, buf):
-        lhs, rhs = v.a, v.b
-    elif is_self(v.b) and not uses_load(v.a, buf):
-        lhs, rhs = v.b, v.a
-    else:
-        return "its update does not combine the buffer's old value with a new term"
-    if not structural_equal(tuple(init.indices), tuple(idx)):
-        return "its T.init() writes other elements than the update"
-    val = _const_value(init.value)
-    lo, hi = _float_limits(buf.dtype)
-    ok = {"sum": (0,), "max": (lo, float("-inf")), "min": (hi, float("inf"))}[kind]
-    if val is None or val not in ok:
-        want = {"sum": "0", "max": "the smallest value of the type (or -inf)",
-                "min": "the largest value of the type (or inf)"}[kind]
-        return (f"its T.init() value is not the identity of a {kind} ({want}), so partial "
-                "results could not be combined")
-    return kind, body, lhs, rhs
-
-
-def uses_load(e: Any, buf: Buffer) -> bool:
-    from engine.ir.functor import collect
-    return any(x.buffer is buf for x in collect(e, E.BufferLoad))
 
 
 def _points(indices) -> tuple:
@@ -129,8 +50,48 @@ def _points(indices) -> tuple:
     return tuple(Range(i, E.const(1, i.dtype)) for i in indices)
 
 
-def _combine(kind: str, a, b):
-    return {"sum": E.Add, "max": E.Max, "min": E.Min}[kind](a, b)
+def _update(m: ReductionMatch, bufs: list, idx: tuple, xs: list, ys: list) -> Any:
+    """The update of a new block: ``bufs[i][idx] = combine(xs, ys)[i]``; over several
+    buffers, as TVM writes it: every combined value bound first (``v_<buffer>``), then
+    stored, so that each is computed from the old values."""
+    values = m.reducer.combine(xs, ys)
+    if len(bufs) == 1:
+        return BufferStore(bufs[0], values[0], idx)
+    lets = [E.Var("v_" + b.name, v.dtype) for b, v in zip(bufs, values)]
+    body: Any = seq(*[BufferStore(b, v, idx) for b, v in zip(bufs, lets)])
+    for var, v in reversed(list(zip(lets, values))):
+        body = LetStmt(var, v, body)
+    return body
+
+
+def _write_order(blk: Block, stores: list) -> list:
+    """The reduced buffers in the order the block declares its writes (TVM's regions)."""
+    mine = {id(st.buffer): st.buffer for st in stores}
+    out = [w.buffer for w in blk.writes if id(w.buffer) in mine]
+    out = list({id(b): b for b in out}.values())
+    return out + [b for b in mine.values() if all(b is not o for o in out)]
+
+
+def _check_order_kept(ctx: Ctx, blk: Block, m: ReductionMatch, loop: For, loops: list,
+                      rd_vars: set, hl: list) -> None:
+    """An argmax or argmin whose ties keep the pair met first gives the index of the first
+    best element in the order of the reduction. Factored over ``loop``, the elements are
+    met partial result by partial result: the order of the loops with ``loop`` outermost.
+    That is the original order only when no reduction loop of more than one iteration runs
+    outside ``loop``."""
+    for lp in loops:
+        if lp is loop:
+            return
+        if id(lp.loop_var) in rd_vars and not E.is_const_int(lp.extent, 1):
+            bname, lname = blk.name_hint, loop.loop_var.name
+            raise ctx.error(
+                f"block {bname}", f"block {bname} is an {m.reducer.name}: when values tie, "
+                "the result depends on the order the elements are met in, and factoring "
+                f"over loop {lname}, inside the reduction loop {lp.loop_var.name}, would meet "
+                f"them partial result by partial result — a tie could give another index",
+                f"rfactor the outermost reduction loop ({lp.loop_var.name}), or break ties by "
+                "the smaller index as topi.argmax does (T.Select(acc > v or (acc == v and "
+                "acc_index < index), ...))", highlight=hl + [lp.loop_var.name])
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,9 +291,8 @@ def _check_dominant_and_output(ctx: Ctx, blk: Block, scope_blk: Block, hl: list)
                             "reduction block must be its output's only writer",
                             "", highlight=hl + others[:1])
     red = {id(iv.var) for iv in blk.iter_vars if iv.iter_type is IterType.REDUCE}
-    for st in (update_store(blk), blk.init):
-        if isinstance(st, BufferStore) and any(id(x) in red for i in st.indices
-                                                for x in collect_vars(i)):
+    for st in collect_stmts((blk.body, blk.init), BufferStore):
+        if any(id(x) in red for i in st.indices for x in collect_vars(i)):
             raise ctx.error(subject, f"the output index of block {bname} depends on a "
                             "reduction axis, so it is not a reduction", "", highlight=hl)
     for w in blk.writes:
@@ -606,12 +566,14 @@ class RFactor(Primitive):
                             f"outermost loop {outer.loop_var.name}",
                             "move the blocks before it out of that loop first", highlight=hl)
         _reduction_digits(ctx, blk, bind, loops, hl)
-        m = match_combiner(blk)
+        m = match_reduction(blk)
         if isinstance(m, str):
             raise ctx.error(f"block {bname}", f"block {bname} is not a reduction rfactor can "
-                            f"factor: {m}", "only sums, maxima and minima that start from "
-                            "the identity can be factored", highlight=hl)
-        kind, store, lhs, rhs = m
+                            f"factor: {m}", "only sums, maxima and minima, and TVM's "
+                            "argmax, argmin and pair-of-sums reductions over two buffers, "
+                            "each starting from its identity, can be factored", highlight=hl)
+        stores = m.stores
+        store = stores[0]
         buf = store.buffer
         nd = buf.ndim
         if not is_int(factor_axis) or not -(nd + 1) <= factor_axis <= nd:
@@ -619,6 +581,8 @@ class RFactor(Primitive):
                             f"{buf.name}, which has {nd} dimension(s)",
                             f"use an integer from {-(nd + 1)} to {nd}", highlight=hl)
         fa = factor_axis + nd + 1 if factor_axis < 0 else factor_axis
+        if m.reducer.order_sensitive:
+            _check_order_kept(ctx, blk, m, loop, loops, rd_vars, hl)
         _check_interleaved_outputs(ctx, blk, bind, loops, store, rd_vars, sp_vars, hl)
         loop_var_ids = {id(lp.loop_var) for lp in loops}
         used = [x for x in collect_vars((blk.body, blk.init, blk.reads, blk.writes))
@@ -629,10 +593,16 @@ class RFactor(Primitive):
                             "and rebinds the axes", "bind a block axis to the loop and use the "
                             "axis", highlight=hl + [used[0].name])
 
-        # --- the rfactor buffer
-        rf_buf = Buffer(fresh_name(f"{buf.name}_rf", buffer_names(ctx.func)),
-                        buf.shape[:fa] + (loop.extent,) + buf.shape[fa:], buf.dtype, buf.scope,
-                        (), 0, buf.align)
+        # --- the rfactor buffers (one per reduced buffer, in the reducer's order)
+        taken = buffer_names(ctx.func)
+        rf_bufs = []
+        for st in stores:
+            b = st.buffer
+            rf_bufs.append(Buffer(fresh_name(f"{b.name}_rf", taken),
+                                  b.shape[:fa] + (loop.extent,) + b.shape[fa:], b.dtype,
+                                  b.scope, (), 0, b.align))
+            taken = taken | {rf_bufs[-1].name}
+        rf_of = {id(st.buffer): rb for st, rb in zip(stores, rf_bufs)}
 
         # --- the rfactor block (iterators as TVM builds them)
         rf_var = E.Var("v" + lname, loop.loop_var.dtype)
@@ -659,18 +629,20 @@ class RFactor(Primitive):
         rf_pos = rf_var if E.is_const_int(loop.min, 0) else simplify(rf_var - loop.min)
         rf_idx = tuple(store.indices[:fa]) + (rf_pos,) + tuple(store.indices[fa:])
         rf_idx = tuple(substitute(i, var_map) for i in rf_idx)
-        rf_load = E.BufferLoad(rf_buf, rf_idx)
+        rf_rhs = [substitute(r, var_map) for r in m.rhs]
         if any(iv.iter_type is IterType.REDUCE for iv in rf_ivs):
-            rf_body = BufferStore(rf_buf, _combine(kind, rf_load, substitute(rhs, var_map)),
-                                  rf_idx)
-            rf_init = BufferStore(rf_buf, blk.init.value, rf_idx)
+            rf_loads = [E.BufferLoad(rb, rf_idx) for rb in rf_bufs]
+            rf_body = _update(m, rf_bufs, rf_idx, rf_loads, rf_rhs)
+            rf_init = seq(*[BufferStore(rb, v, rf_idx) for rb, v in zip(rf_bufs, m.inits)])
         else:  # nothing left to reduce: each partial result is a single term (as TVM)
-            rf_body, rf_init = BufferStore(rf_buf, substitute(rhs, var_map), rf_idx), None
+            rf_body = seq(*[BufferStore(rb, r, rf_idx) for rb, r in zip(rf_bufs, rf_rhs)])
+            rf_init = None
         point = _points(rf_idx)
         rf_reads = tuple(BufferRegion(r.buffer, tuple(substitute(rg, var_map) for rg in r.region))
-                         for r in blk.reads if r.buffer is not buf)
+                         for r in blk.reads if id(r.buffer) not in rf_of)
+        rf_writes = tuple(BufferRegion(rf_of[id(b)], point) for b in _write_order(blk, stores))
         rf_name = fresh_name(bname + "_rf", set(idx.blocks))
-        rf_block = Block(tuple(rf_ivs), rf_reads, (BufferRegion(rf_buf, point),), rf_name,
+        rf_block = Block(tuple(rf_ivs), rf_reads, rf_writes, rf_name,
                          rf_body, rf_init, (), blk.annotations)
         # copies of all the loops, with new variables of the same names
         new_loop_vars = {lp.loop_var: E.Var(lp.loop_var.name, lp.loop_var.dtype)
@@ -694,12 +666,15 @@ class RFactor(Primitive):
                 wb_vals.append(v)
         wb_out_idx = tuple(substitute(i, wb_map) for i in store.indices)
         wb_rf_idx = tuple(substitute(i, wb_map) for i in rf_idx)
-        wb_load = E.BufferLoad(rf_buf, wb_rf_idx)
-        wb_body = BufferStore(buf, _combine(kind, E.BufferLoad(buf, wb_out_idx), wb_load),
-                              wb_out_idx)
-        wb_init = BufferStore(buf, blk.init.value, wb_out_idx)
-        wb_block = Block(tuple(wb_ivs), (BufferRegion(rf_buf, _points(wb_rf_idx)),),
-                         (BufferRegion(buf, _points(wb_out_idx)),), bname,
+        outs = [st.buffer for st in stores]
+        wb_body = _update(m, outs, wb_out_idx, [E.BufferLoad(b, wb_out_idx) for b in outs],
+                          [E.BufferLoad(rb, wb_rf_idx) for rb in rf_bufs])
+        wb_init = seq(*[BufferStore(b, v, wb_out_idx) for b, v in zip(outs, m.inits)])
+        wb_block = Block(tuple(wb_ivs),
+                         tuple(BufferRegion(rf_of[id(b)], _points(wb_rf_idx))
+                               for b in _write_order(blk, stores)),
+                         tuple(BufferRegion(b, _points(wb_out_idx))
+                               for b in _write_order(blk, stores)), bname,
                          wb_body, wb_init, (), blk.annotations)
         wb_realize = BlockRealize(tuple(wb_vals), E.IntImm("bool", 1), wb_block)
 
@@ -718,7 +693,7 @@ class RFactor(Primitive):
         edits: dict = {}
         compose(edits, id(outer), lambda s: seq(rf_nest, new_outer))
         compose(edits, id(scope_blk),
-                lambda b: b.replace(alloc_buffers=b.alloc_buffers + (rf_buf,)))
+                lambda b: b.replace(alloc_buffers=b.alloc_buffers + tuple(rf_bufs)))
         return Result(rewrite_stmts(ctx.func, edits), [rf_block])
 
     def python_args(self, inputs, attrs, dialect):
