@@ -556,3 +556,46 @@ def test_reverse_inlining_past_harmless_blocks_keeps_the_meaning(kw):
     sch = Schedule(mod)
     sch.reverse_compute_inline(sch.get_block("C"))
     assert_computes_exactly(mod, sch.mod, "main")
+
+
+INPUT_OVERWRITTEN = '''
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"),
+         D: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((8,))
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(8):
+        with T.block("X"):
+            vi = T.axis.spatial(8, i)
+            MIDDLE
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            CONSUMER
+'''
+
+
+@pytest.mark.parametrize("middle,consumer,needle", [
+    ("A[vi] = T.float32(3)", "C[vi] = B[vi] + A[vi]",
+     "block X runs between it and its consumers and writes A"),
+    ("D[vi] = A[vi]", "A[vi] = B[(vi + 1) % 8] + T.float32(1)",
+     "block C reads its result and writes A"),
+])
+def test_inlining_a_block_whose_input_is_overwritten_before_its_use_is_refused(
+        middle, consumer, needle):
+    """compute_inline moves the block's reads of A to where its consumers run: refused
+    when A is written in between (each was a wrong result)."""
+    sch = Schedule(prog(INPUT_OVERWRITTEN.replace("MIDDLE", middle)
+                        .replace("CONSUMER", consumer)))
+    assert_refused(sch, lambda: sch.compute_inline(sch.get_block("B")), needle)
+
+
+def test_inlining_past_a_block_that_only_reads_the_input_keeps_the_meaning():
+    mod = prog(INPUT_OVERWRITTEN.replace("MIDDLE", "D[vi] = A[vi] + T.float32(1)")
+               .replace("CONSUMER", "C[vi] = B[vi] + A[vi]"))
+    sch = Schedule(mod)
+    sch.compute_inline(sch.get_block("B"))
+    assert_computes_exactly(mod, sch.mod, "main")

@@ -106,7 +106,9 @@ class ComputeInline(Primitive):
         It requires: 1) the block's axes are all spatial (no reduction, no init);
         2) its body is a single store ``B[v0, v1, ...] = expr`` whose indices are its
         axes, each used once; 3) it is the only block writing ``B``, and ``B`` is not a
-        function parameter (the block is not an output block).
+        function parameter (the block is not an output block); 4) no buffer it reads is
+        written after it runs and before its consumers read ``B`` (by a block in between
+        or by a consumer), since the inlined reads happen there.
 
         Before::
 
@@ -167,6 +169,7 @@ class ComputeInline(Primitive):
                 return e if all(a is b for a, b in zip(idxs, e.indices)) else \
                     E.BufferLoad(e.buffer, idxs)
 
+        _check_inputs_kept(ctx, blk, consumers)
         mapping = {}
         for c in consumers:
             realize = ctx.index.realize[id(c)]
@@ -418,17 +421,53 @@ def _top_of(ctx: Ctx, s, below) -> object:
     return cur
 
 
+def _between(ctx: Ctx, first: Block, lasts: list) -> list[Block]:
+    """The blocks that may run between ``first`` and the blocks ``lasts`` (conservatively:
+    every block inside the loop nest of any of them, or under a loop they all share),
+    ``first``, ``lasts`` and the blocks around them left out."""
+    from engine.ir.stmt import For
+    if not lasts:
+        return []
+    idx = ctx.index
+    reals = [idx.realize[id(b)] for b in [first, *lasts]]
+    common = None
+    for r in reals:
+        ids = [id(a) for a in [r, *idx.ancestors(r)]]
+        common = ids if common is None else [a for a in common if a in set(ids)]
+    by_id = {id(a): a for r in reals for a in [r, *idx.ancestors(r)]}
+    lca = by_id[common[0]]
+    outer = None                    # the outermost loop around all, inside their scope
+    for a in [lca, *idx.ancestors(lca)]:
+        if isinstance(a, Block):
+            break
+        if isinstance(a, For):
+            outer = a
+    if outer is not None:
+        lo, hi = idx.order[id(outer)], idx.end[id(outer)]
+    else:
+        tops = [_top_of(ctx, r, lca) for r in reals]
+        lo, hi = idx.order[id(tops[0])], max(idx.end[id(t)] for t in tops)
+    return [x for x in idx.all_blocks()
+            if lo <= idx.order[id(x)] < hi and x is not first and x not in lasts and
+            not any(idx.contains(x, r) for r in reals)]
+
+
+def _accesses(ctx: Ctx, blk: Block) -> list:
+    """Every load and store of ``blk`` (body, init, predicate, bindings)."""
+    r = ctx.index.realize[id(blk)]
+    parts = [p for p in (blk.body, blk.init, r.predicate, *r.iter_values) if p is not None]
+    return [a for p in parts
+            for a in collect(p, (E.BufferLoad, BufferStore), into_expressions=True)]
+
+
 def _check_nothing_between(ctx: Ctx, blk: Block, prod: Block, buf, out) -> None:
     """The block's store moves to where its producer runs: refused when that changes what
     is read or written. The producer must not read ``out`` (the block's output), nor may
     the block read it elsewhere than the element it stores; and no other block may run
     between the two while reading or writing ``out`` or writing another buffer the block
-    reads. "Between" is judged conservatively: a block inside the loop nest of either
-    (or of both, under a loop they share) counts as between."""
+    reads (:func:`_between`)."""
     from engine.ir import structural_equal
-    from engine.ir.stmt import For
     bname, pname = blk.name_hint, prod.name_hint
-    idx = ctx.index
     store = blk.body
     p_reads = [x for part in (prod.body, prod.init) if part is not None
                for x in collect(part, E.BufferLoad, into_expressions=True)
@@ -446,30 +485,8 @@ def _check_nothing_between(ctx: Ctx, blk: Block, prod: Block, buf, out) -> None:
     for r in collect(store, E.BufferLoad, into_expressions=True):
         if r.buffer is not buf and r.buffer is not out:
             others.add(id(r.buffer))
-    p_real, c_real = idx.realize[id(prod)], idx.realize[id(blk)]
-    p_path = [p_real, *idx.ancestors(p_real)]
-    c_ids = {id(a) for a in [c_real, *idx.ancestors(c_real)]}
-    lca = next(a for a in p_path if id(a) in c_ids)
-    outer = None                    # the outermost loop around both, inside their scope
-    for a in [lca, *idx.ancestors(lca)]:
-        if isinstance(a, Block):
-            break
-        if isinstance(a, For):
-            outer = a
-    if outer is not None:
-        lo, hi = idx.order[id(outer)], idx.end[id(outer)]
-    else:
-        lo = idx.order[id(_top_of(ctx, p_real, lca))]
-        hi = idx.end[id(_top_of(ctx, c_real, lca))]
-    for x in idx.all_blocks():
-        if x is blk or x is prod or not lo <= idx.order[id(x)] < hi or \
-                idx.contains(x, p_real) or idx.contains(x, c_real):
-            continue
-        xr = idx.realize[id(x)]
-        parts = [p for p in (x.body, x.init, xr.predicate, *xr.iter_values) if p is not None]
-        acc = [a for p in parts
-               for a in collect(p, (E.BufferLoad, BufferStore), into_expressions=True)]
-        bad = [a for a in acc if a.buffer is out or
+    for x in _between(ctx, prod, [blk]):
+        bad = [a for a in _accesses(ctx, x) if a.buffer is out or
                (isinstance(a, BufferStore) and id(a.buffer) in others)]
         if bad:
             what = f"accesses {out.name}, which inlining would write before it" \
@@ -479,6 +496,26 @@ def _check_nothing_between(ctx: Ctx, blk: Block, prod: Block, buf, out) -> None:
                             f"{pname} and block {bname} and {what}",
                             f"move block {x.name_hint} out of the way first",
                             highlight=[bname, pname, x.name_hint])
+
+
+def _check_inputs_kept(ctx: Ctx, blk: Block, consumers: list) -> None:
+    """compute_inline moves the block's reads to where its consumers run: refused when a
+    buffer it reads is written from the block's run to the consumers' (by a block in
+    between, :func:`_between`, or by a consumer itself), since the moved reads would see
+    the new values."""
+    bname = blk.name_hint
+    read = {id(a.buffer) for a in _accesses(ctx, blk) if isinstance(a, E.BufferLoad)}
+    read |= {id(r.buffer) for r in blk.reads}
+    for x in [*consumers, *_between(ctx, blk, consumers)]:
+        bad = [a for a in _accesses(ctx, x)
+               if isinstance(a, BufferStore) and id(a.buffer) in read]
+        if bad:
+            where = "reads its result and" if x in consumers else \
+                "runs between it and its consumers and"
+            raise ctx.error(f"block {bname}", f"block {x.name_hint} {where} writes "
+                            f"{bad[0].buffer.name}, which block {bname} reads: inlined, "
+                            "that read would come after this write", "",
+                            highlight=[bname, x.name_hint])
 
 
 def _inverse_of_load(ctx: Ctx, blk: Block, prod: Block, prod_realize, indices, buf
