@@ -39,6 +39,11 @@ class ExprCompiler(Scope):
                                  f"{kind}{self.where()}")
         return meth(e)
 
+    def e_BufferField(self, e: E.BufferField) -> Fn:
+        raise InterpretError(f"{e.buffer.name}.{e.field} is used{self.where()}: the address "
+                             "of a buffer is for opaque code, which the interpreter cannot "
+                             "run")
+
     def e_Var(self, v: E.Var) -> Fn:
         if id(v) not in self.scope:
             raise InterpretError(
@@ -228,6 +233,12 @@ class ExprCompiler(Scope):
 
     def e_Call(self, e: E.Call):
         op = e.op
+        if op == "assume":   # a fact the program may rely on: nothing to compute
+            return lambda env: True
+        if op in E.OPAQUE_CALLS:
+            raise InterpretError(f"T.{op}{self.where()} is opaque code (one of TVM's "
+                                 "builtins for code outside TensorIR), which the "
+                                 "interpreter cannot run")
         if op not in E.INTRINSICS:
             raise InterpretError(f"unknown intrinsic T.{op}{self.where()}; known: "
                                  f"{', '.join(sorted(E.INTRINSICS))}")

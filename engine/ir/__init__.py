@@ -8,7 +8,8 @@ printer, the notebook view) is registered from above through :mod:`.display`.
 """
 from .dtype import (DTypeError, bits_of, bytes_of, check_dtype, element_of, is_bool, is_float,
                     is_int, is_uint, lanes_of, split_lanes, with_lanes)
-from .expr import (EQ, GE, GT, INTRINSICS, LE, LT, NE, Add, And, BinaryOp, Broadcast, BufferLoad,
+from .expr import (EQ, GE, GT, INTRINSICS, LE, LT, NE, Add, And, BinaryOp, Broadcast, BufferField,
+                   BufferLoad,
                    Call, Cast, CmpOp, Div, FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min,
                    Mod, Mul, Not, Or, PrimExpr, Ramp, Select, StringImm, Sub, Var, as_const_int,
                    binary, const, convert, is_const_int)

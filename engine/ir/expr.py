@@ -22,8 +22,8 @@ from .node import Node, node
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "Add", "Sub", "Mul", "Div", "Mod",
     "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or",
-    "Not", "Select", "Cast", "Call", "BufferLoad", "Ramp", "Broadcast", "Let",
-    "BinaryOp", "CmpOp", "const", "convert", "INTRINSICS",
+    "Not", "Select", "Cast", "Call", "BufferLoad", "BufferField", "Ramp", "Broadcast", "Let",
+    "BinaryOp", "CmpOp", "const", "convert", "INTRINSICS", "OPAQUE_CALLS",
 ]
 
 
@@ -307,6 +307,18 @@ INTRINSICS: dict[str, int] = {
 }
 
 
+#: TVM's builtins that opaque code uses -> the dtype of their result (None: given by the
+#: call, ``T.type_annotation("float32")``). The engine reads, prints, compares and
+#: schedules them; of them it compiles only ``assume`` (a fact about the inputs the
+#: program may rely on: it computes nothing). ``tvm_access_ptr(type_annotation, B.data,
+#: offset, extent, mask)`` is a pointer into B's storage for mask 1 (read), 2 (write) or 3.
+OPAQUE_CALLS: dict[str, str | None] = {
+    "tvm_access_ptr": "handle", "type_annotation": None, "tvm_mma_sync": "handle",
+    "tvm_bmma_sync": "handle", "tvm_fill_fragment": "handle",
+    "tvm_load_matrix_sync": "handle", "tvm_store_matrix_sync": "handle", "assume": "bool",
+}
+
+
 @node
 class Call(PrimExpr):
     """Intrinsic call, e.g. ``T.exp(x)``: ``op`` names an entry of :data:`INTRINSICS`."""
@@ -336,6 +348,37 @@ class BufferLoad(PrimExpr):
         for idx in self.indices:
             lanes = max(lanes, lanes_of(idx.dtype))
         return with_lanes(self.buffer.dtype, lanes)
+
+
+@node
+class BufferField(PrimExpr):
+    """``B.data`` (the address of the buffer's storage: a ``handle``) or ``B.elem_offset``
+    (the offset of its first element in that storage), as opaque code uses them:
+    ``T.tvm_access_ptr(T.type_annotation("float32"), B.data, 0, 128, 1)`` (what
+    ``B.access_ptr("r")`` builds), ``T.call_extern("f", C.data, C.elem_offset, ...)``.
+
+    A buffer used so is *opaquely* accessed: nothing says which elements the code behind
+    the address reads or writes, so the schedule treats the whole buffer as read and
+    written (unless a ``T.tvm_access_ptr`` says which), and refuses to inline it. The
+    engine compiles ``elem_offset`` (a constant, or the offset of a ``T.match_buffer``
+    view) but not ``data``: only opaque calls take it, which it cannot compile."""
+
+    buffer: Any  # engine.ir.buffer.Buffer
+    field: str   # "data" | "elem_offset"
+
+    FIELDS = ("data", "elem_offset")
+
+    def __post_init__(self):
+        if self.field not in self.FIELDS:
+            raise ValueError(f"a buffer has no field {self.field!r} here (only "
+                             f"{', '.join(self.FIELDS)})")
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        if self.field == "data":
+            return "handle"
+        return "int64" if any(getattr(d, "dtype", "int32") == "int64"
+                              for d in self.buffer.shape) else "int32"
 
 
 @node

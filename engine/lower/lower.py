@@ -159,13 +159,25 @@ class _BlockLowerer:
         return f"in function {self.func_name!r}"
 
     def check(self, e: Any) -> None:
-        """Refuse calls the backend cannot compile, naming the block."""
-        for c in collect(e, E.Call):
+        """Refuse calls the backend cannot compile (opaque code: TVM's builtins, extern
+        calls, a buffer's address), naming the block."""
+        for c in collect(e, (E.Call, E.BufferField)):
+            if type(c) is E.BufferField:
+                raise BuildError(f"{c.buffer.name}.{c.field} is used {self.where()}: the "
+                                 "address of a buffer is for opaque code (an extern call, "
+                                 "T.tvm_access_ptr), which this engine cannot compile")
             if c.op in ("address_of", "call_extern"):
                 continue
+            if c.op in E.OPAQUE_CALLS:
+                raise BuildError(f"T.{c.op} {self.where()} is opaque code (one of TVM's "
+                                 "builtins for code outside TensorIR: tensor-core, "
+                                 "pointer or extern calls); this engine's LLVM backend "
+                                 "cannot compile it — the program can be scheduled and "
+                                 "printed, not built")
             if c.op not in E.INTRINSICS:
                 known = ", ".join(sorted(E.INTRINSICS))
-                raise BuildError(f"unsupported intrinsic {c.op!r} {self.where()}; "
+                raise BuildError(f"unsupported intrinsic {c.op!r} {self.where()} (an extern "
+                                 "call is opaque code this engine cannot compile); "
                                  f"the LLVM backend knows: {known}")
             if len(c.args) != E.INTRINSICS[c.op]:
                 raise BuildError(f"intrinsic {c.op!r} takes {E.INTRINSICS[c.op]} argument(s) "
@@ -194,6 +206,8 @@ class _BlockLowerer:
                              tuple(self.sub(i, vmap) for i in s.indices))
 
     def s_Evaluate(self, s: S.Evaluate, vmap: dict):
+        if type(s.value) is E.Call and s.value.op == "assume":
+            return None    # T.assume: a fact the program may rely on, no code
         return S.Evaluate(self.sub(s.value, vmap))
 
     def s_IfThenElse(self, s: S.IfThenElse, vmap: dict):

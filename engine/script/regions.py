@@ -11,7 +11,11 @@ TVM completes such blocks from their bodies; this module does the same, simply:
   constants (``vi`` and ``vi + 1`` give ``vi:vi + 2``); otherwise, or for a non-affine
   index that involves a relaxed loop variable, the whole dimension is used;
 * buffers appear in order of first access, and (as TVM does) when the block has an
-  ``init`` statement, the written buffers are not listed as reads.
+  ``init`` statement, the written buffers are not listed as reads;
+* opaque accesses, as TVM's detector reads them: ``T.tvm_access_ptr(..., B.data, ..., mask)``
+  (``B.access_ptr("r")``) reads (mask 1) or writes (mask 2) the whole of ``B``; any other
+  use of ``B.data`` (mask 3, an extern call's argument) may do both: ``B`` is then left out
+  of the element-wise regions and its whole region is both read and written.
 """
 from __future__ import annotations
 
@@ -85,6 +89,7 @@ class _Collector:
     def __init__(self):
         self.reads: dict[int, _Access] = {}
         self.writes: dict[int, _Access] = {}
+        self.opaque: dict[int, Buffer] = {}   # buffers whose data opaque code may touch
         self.relax: dict[int, tuple[int, int] | None] = {}  # loop var id -> (lo, hi) or None
 
     def add(self, table: dict, buffer: Buffer, per_dim: list) -> None:
@@ -101,9 +106,26 @@ class _Collector:
         if e is None or not isinstance(e, E.PrimExpr):
             return
 
-        def fn(x: Any) -> None:
-            if type(x) is E.BufferLoad:
+        def fn(x: Any) -> Any:
+            t = type(x)
+            if t is E.BufferLoad:
                 self.add(self.reads, x.buffer, [_index_access(i) for i in x.indices])
+            elif t is E.Call and x.op == "tvm_access_ptr" and len(x.args) == 5 and \
+                    type(x.args[1]) is E.BufferField and type(x.args[4]) is E.IntImm:
+                buf, mask = x.args[1].buffer, x.args[4].value
+                whole = [(None, None)] * len(buf.shape)
+                for a in x.args[2:4]:
+                    pre_order_visit(a, fn)
+                if mask & 1 and mask & 2:
+                    self.opaque.setdefault(id(buf), buf)
+                elif mask & 1:
+                    self.add(self.reads, buf, whole)
+                elif mask & 2:
+                    self.add(self.writes, buf, whole)
+                return False
+            elif t is E.BufferField and x.field == "data":
+                self.opaque.setdefault(id(x.buffer), x.buffer)
+            return None
 
         pre_order_visit(e, fn)
 
@@ -239,11 +261,12 @@ def infer_block_regions(body: Any, init: Any = None,
     c.stmt(body)
     c.stmt(init)
     local = {id(b) for b in alloc_buffers}
-    for table in (c.reads, c.writes):
+    for table in (c.reads, c.writes, c.opaque):
         for key in list(table):
-            if key in local:
+            if key in local or (table is not c.opaque and key in c.opaque):
                 del table[key]
     if init is not None:
         for key in c.writes:
             c.reads.pop(key, None)
-    return c.regions(c.reads), c.regions(c.writes)
+    whole = tuple(BufferRegion.full(b) for b in c.opaque.values())
+    return c.regions(c.reads) + whole, c.regions(c.writes) + whole

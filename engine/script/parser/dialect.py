@@ -36,7 +36,14 @@ STMT_FUNCS = {
 }
 #: function attributes TVM 0.27 spells differently -> the course-2022 name the IR keeps
 FUNC_ATTR_2022 = {"tirx.noalias": "tir.noalias"}
-KNOWN_T = set(EXPR_FUNCS) | STMT_FUNCS | set(E.INTRINSICS) | set(SCALAR_DTYPES)
+KNOWN_T = set(EXPR_FUNCS) | STMT_FUNCS | set(E.INTRINSICS) | set(SCALAR_DTYPES) | \
+    set(E.OPAQUE_CALLS)
+
+#: the access masks of ``B.access_ptr("r")`` (TVM's letters)
+ACCESS_MASK = {"r": 1, "w": 2}
+#: the operations of the engine's lowered code that text may not name (an extern call of
+#: the cache simulator's instrumentation, an address): a T.call_extern of one is refused
+RESERVED_CALLS = frozenset({"call_extern", "address_of"})
 
 BUFFER_KWARGS = {"dtype", "scope", "strides", "elem_offset", "align", "offset_factor",
                  "buffer_type", "axis_separators", "data"}

@@ -130,6 +130,12 @@ class ExprParser(ParserContext):
         if t is ast.Subscript:
             return self.load(n)
         if t is ast.Attribute:
+            if type(n.value) is ast.Name and isinstance(self.lookup(n.value.id), Buffer):
+                buf = self.lookup(n.value.id)
+                if n.attr in E.BufferField.FIELDS:     # B.data, B.elem_offset
+                    return E.BufferField(buf, n.attr)
+                raise self.err(n, f"buffer {buf.name!r} has no field {n.attr!r} here (only "
+                                  f"{', '.join(E.BufferField.FIELDS)})")
             f = self.tname(n)
             if f is not None:
                 if f in SCALAR_DTYPES:
@@ -219,6 +225,9 @@ class ExprParser(ParserContext):
 
     def call(self, n: ast.Call) -> Any:
         f = self.tname(n.func)
+        if f is None and type(n.func) is ast.Attribute and type(n.func.value) is ast.Name \
+                and isinstance(self.lookup(n.func.value.id), Buffer):
+            return self.buffer_method(n, self.lookup(n.func.value.id))   # B.access_ptr(..)
         if f is None:
             name = self.dotted(n.func)
             if type(n.func) is ast.Name:
@@ -250,6 +259,8 @@ class ExprParser(ParserContext):
             return self.intrin(n, f, args, kw)
         if f in EXPR_FUNCS:
             return getattr(self, "f_" + f)(n, f)
+        if f in E.OPAQUE_CALLS:
+            return self.opaque_call(n, f)
         if f in STMT_FUNCS:
             raise self.err(n, f"T.{f}(...) cannot be used inside an expression")
         raise self.unknown_t(n.func, f)

@@ -13,6 +13,7 @@ from engine.ir import expr as E
 from engine.ir.dtype import is_float, is_int, split_lanes
 
 from .context import ParserContext
+from .dialect import ACCESS_MASK, RESERVED_CALLS
 from .exprs import branch_hint
 
 
@@ -104,12 +105,27 @@ class IntrinsicParser(ParserContext):
         return lanes
 
     def _extern(self, n, f):
-        args, _ = self.call_args(n, f, 2, None)
-        dtype = self.dtype_arg(args[0])
-        if type(args[1]) is not ast.Constant or not isinstance(args[1].value, str):
-            raise self.err(args[1], f"T.{f} needs the function name as a string")
-        vals = tuple(self.prim(a) for a in args[2:])
-        return E.Call(dtype, args[1].value, vals)
+        """``T.call_extern(dtype, "name", *args)`` or TVM 0.27's ``T.call_extern("name",
+        *args, dtype=...)`` (``dtype=""``: no value, a handle here): a Call of the function
+        by its name, which the engine cannot compile (an opaque call)."""
+        args, kw = self.call_args(n, f, 1 if "dtype" in {k.arg for k in n.keywords} else 2,
+                                  None, {"dtype"})
+        if "dtype" in kw:
+            d = kw["dtype"]
+            empty = type(d) is ast.Constant and d.value == ""
+            dtype = "handle" if empty else self.dtype_arg(d)
+            name_node, rest = args[0], args[1:]
+        else:
+            dtype = self.dtype_arg(args[0])
+            name_node, rest = args[1], args[2:]
+        if type(name_node) is not ast.Constant or not isinstance(name_node.value, str) or \
+                not name_node.value:
+            raise self.err(name_node, f"T.{f} needs the function name as a string")
+        if name_node.value in RESERVED_CALLS:
+            raise self.err(name_node, f"T.{f} cannot call {name_node.value!r}: the name is "
+                                      "one of the engine's own operations")
+        vals = tuple(self.prim(a) for a in rest)
+        return E.Call(dtype, name_node.value, vals)
 
     f_call_extern = f_call_intrin = f_call_pure_extern = _extern
 
@@ -148,3 +164,91 @@ class IntrinsicParser(ParserContext):
         raise self.err(n, f"T.{f} needs a numeric dtype, got {dtype}")
 
     f_max_value = f_min_value = f_infinity = _limit
+
+    # ------------------------------------------------------------------ opaque code
+    def opaque_call(self, n: ast.Call, f: str) -> E.Call:
+        """``T.<builtin>(...)`` of :data:`engine.ir.expr.OPAQUE_CALLS`: ``T.tvm_access_ptr``,
+        ``T.type_annotation``, ``T.tvm_mma_sync`` and friends, ``T.assume``."""
+        if f == "type_annotation":
+            args, kw = self.call_args(n, f, 0, 1, {"dtype"})
+            if bool(args) == ("dtype" in kw):
+                raise self.err(n, "T.type_annotation takes one dtype")
+            return E.Call(self.dtype_arg(args[0] if args else kw["dtype"]), f, ())
+        if f == "assume":
+            args, _ = self.call_args(n, f, 1, 1)
+            cond = self.prim(args[0], "bool")
+            if cond.dtype != "bool":
+                raise self.err(args[0], "T.assume needs a condition (a bool)")
+            return E.Call("bool", f, (cond,))
+        args, kw = self.call_args(n, f, 0, None, {"dtype"})
+        vals = tuple(self.prim(a) for a in args)
+        dtype = self.dtype_arg(kw["dtype"]) if "dtype" in kw else E.OPAQUE_CALLS[f]
+        if f == "tvm_access_ptr":
+            self.check_access_ptr(n, vals)
+        return E.Call(dtype, f, vals)
+
+    def check_access_ptr(self, n: ast.Call, vals: tuple) -> None:
+        if len(vals) != 5:
+            raise self.err(n, "T.tvm_access_ptr takes (T.type_annotation(dtype), B.data, "
+                              f"offset, extent, mask), got {len(vals)} argument(s)")
+        ptype, data, _, _, mask = vals
+        if not (type(ptype) is E.Call and ptype.op == "type_annotation"):
+            raise self.err(n.args[0], "the first argument of T.tvm_access_ptr is "
+                                      "T.type_annotation(dtype)")
+        if type(data) is not E.BufferField or data.field != "data":
+            raise self.err(n.args[1], "the second argument of T.tvm_access_ptr is a "
+                                      "buffer's data (B.data)")
+        if type(mask) is not E.IntImm or mask.value not in (1, 2, 3):
+            raise self.err(n.args[4], "the mask of T.tvm_access_ptr is 1 (read), 2 (write) "
+                                      "or 3 (both)")
+
+    def buffer_method(self, n: ast.Call, buf) -> E.Call:
+        """``B.access_ptr(mask, ptr_type="handle", content_lanes=1, offset=0,
+        extent=None)``: TVM's ``T.tvm_access_ptr(T.type_annotation(B.dtype), B.data,
+        offset, extent, mask)``, the extent the rest of the buffer by default."""
+        attr = n.func.attr
+        if attr != "access_ptr":
+            raise self.err(n, f"buffer {buf.name!r} has no method {attr!r} (only "
+                              "access_ptr)")
+        args, kw = self.call_args(n, f"{buf.name}.access_ptr", 1, 2,
+                                  {"ptr_type", "content_lanes", "offset", "extent"})
+        mnode = args[0]
+        if type(mnode) is ast.Constant and isinstance(mnode.value, str):
+            mask = 0
+            for c in mnode.value:
+                if c not in ACCESS_MASK:
+                    raise self.err(mnode, "an access mask is made of 'r' and 'w'")
+                mask |= ACCESS_MASK[c]
+        else:
+            mask = self.int_const(mnode, "the access mask")
+        if mask not in (1, 2, 3):
+            raise self.err(mnode, "the access mask is \"r\", \"w\" or \"rw\" (1, 2 or 3)")
+        ptr = kw.get("ptr_type", args[1] if len(args) > 1 else None)
+        ptr_type = "handle" if ptr is None else self.dtype_arg(ptr)
+        if "content_lanes" in kw and self.int_const(kw["content_lanes"], "content_lanes") != 1:
+            raise self.err(kw["content_lanes"], "access_ptr with content_lanes other than 1 "
+                                                "is not supported")
+        idt = "int64" if any(d.dtype == "int64" for d in buf.shape) else "int32"
+        offset = self.prim(kw["offset"], idt) if "offset" in kw else E.IntImm(idt, 0)
+        if "extent" in kw:
+            extent = self.prim(kw["extent"], idt)
+        else:
+            size = E.IntImm(idt, 1)
+            for d in buf.shape:
+                size = E.binary(E.Mul, size, d) if type(size) is not E.IntImm or \
+                    type(d) is not E.IntImm else E.IntImm(idt, size.value * d.value)
+            extent = size if E.is_const_int(offset, 0) else E.binary(E.Sub, size, offset)
+        if type(offset) is E.IntImm and buf.elem_offset:
+            offset = E.IntImm(offset.dtype, offset.value + int(buf.elem_offset))
+        elif buf.elem_offset:
+            offset = E.binary(E.Add, offset, int(buf.elem_offset))
+        if self.is_view(buf):       # a T.match_buffer view: its offset is the region's
+            field = E.BufferField(buf, "elem_offset")
+            offset = field if E.is_const_int(offset, 0) else E.binary(E.Add, field, offset)
+        return E.Call(ptr_type, "tvm_access_ptr", (
+            E.Call(buf.dtype, "type_annotation", ()), E.BufferField(buf, "data"), offset,
+            extent, E.IntImm("int32", mask)))
+
+    def is_view(self, buf) -> bool:
+        """Is ``buf`` a ``T.match_buffer`` view of a region (declared inside a block)?"""
+        return id(buf) in getattr(self, "views", ())

@@ -66,7 +66,7 @@ class ExprPrinter(NameTable):
             E.GT: self._cmp, E.GE: self._cmp, E.And: self._boolop, E.Or: self._boolop,
             E.Not: self._not, E.Select: self._select, E.Cast: self._cast, E.Call: self._call,
             E.BufferLoad: self._load, E.Ramp: self._ramp, E.Broadcast: self._broadcast,
-            E.Let: self._let_expr,
+            E.Let: self._let_expr, E.BufferField: self._field,
         }
 
     # ------------------------------------------------------------------ expressions
@@ -159,6 +159,13 @@ class ExprPrinter(NameTable):
 
     def _call(self, e):
         args = e.args
+        if e.op in E.OPAQUE_CALLS:
+            if e.op == "type_annotation" and not args:
+                return f'T.type_annotation("{e.dtype}")', _P_ATOM
+            text = ", ".join(self.ex(a) for a in args)
+            if e.dtype != E.OPAQUE_CALLS[e.op]:
+                text += (", " if text else "") + f'dtype="{e.dtype}"'
+            return f"T.{e.op}({text})", _P_ATOM
         arity = E.INTRINSICS.get(e.op)
         if arity is None or arity != len(args) or not all(
                 isinstance(a, E.PrimExpr) for a in args):
@@ -175,6 +182,13 @@ class ExprPrinter(NameTable):
         if n is None:
             n = self.name(buf)
         return subscript(n, [self.ex(i) for i in e.indices]), _P_ATOM
+
+    def _field(self, e):
+        buf = e.buffer
+        n = self.name_of.get(id(buf))
+        if n is None:
+            n = self.name(buf)
+        return f"{n}.{e.field}", _P_ATOM
 
     def _ramp(self, e):
         return f"T.Ramp({self.ex(e.base)}, {self.ex(e.stride)}, {e.lanes})", _P_ATOM
