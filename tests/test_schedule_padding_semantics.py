@@ -180,3 +180,128 @@ def test_rolling_buffer_of_tiles_that_overhang():
     assert "B = T.alloc_buffer((1, 6, 8, 2)" in text
     assert "< 0 + " not in text and "T.where(h_0 * 4 + ax0 < 8 and w_0 * 4 + ax1 < 8 and" in text
     assert_computes_exactly(engine.parse(POOLS), sch.mod)
+
+
+# ---------------------------------------------------------------------------- transform_layout
+# padding a buffer whose writer traverses it row-major: the writer is rewritten to traverse
+# the new shape and stores the pad value in the padding (TVM's replacement), else a block
+# after the last write fills it (TVM's epilogue)
+ROWSUM = '''
+@T.prim_func
+def rowsum(A: T.Buffer((14, 8), "int32"), B: T.Buffer((14,), "int32")):
+    for i, k in T.grid(14, 8):
+        with T.block("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = 0
+            B[vi] = B[vi] + A[vi, vk]
+'''
+
+OPAQUE = '''
+@T.prim_func
+def rowsum(A: T.Buffer((14, 8), "int32"), B: T.Buffer((14,), "int32")):
+    for i in T.serial(14):
+        B[i] = 0
+        for k in T.serial(8):
+            with T.block("B"):
+                B[i] = B[i] + A[i, k]
+'''
+
+
+def _run_both(mod, *arrays):
+    """The interpreter's and the compiled code's results (they must agree)."""
+    import numpy as np
+    got = []
+    for run in (lambda m, a: engine.interpret(m, "rowsum", *a),
+                lambda m, a: engine.build(m)["rowsum"](*a)):
+        copies = [a.copy() for a in arrays]
+        run(mod, copies)
+        got.append(copies)
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    return got[0]
+
+
+def test_transform_layout_pads_a_reduction_where_it_is_written():
+    import numpy as np
+    for src in (ROWSUM, OPAQUE):
+        sch = Schedule(engine.parse(src))
+        sch.transform_layout("B", "B", lambda i: (i // 4, i % 4), pad_value=-7)
+        text = sch.mod.script()
+        assert "padding" not in text
+        assert "T.if_then_else(" in text and "== 3 and 2 <= " in text
+        a = np.random.default_rng(0).integers(-4, 5, (14, 8)).astype("int32")
+        _a, b = _run_both(sch.mod, a, np.full((4, 4), 99, "int32"))
+        want = np.concatenate([a.sum(axis=1), [-7, -7]]).astype("int32").reshape(4, 4)
+        np.testing.assert_array_equal(b, want)
+
+
+SCAN = '''
+@T.prim_func
+def scan(A: T.Buffer((10,), "int32"), C: T.Buffer((10,), "int32")):
+    B = T.alloc_buffer((10,), "int32")
+    for i in T.serial(10):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] + T.if_then_else(vi > 0, B[T.max(vi - 1, 0)], 0)
+    for i in T.serial(10):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = B[vi]
+'''
+
+SIDE = '''
+@T.prim_func
+def side(A: T.Buffer((10,), "int32"), C: T.Buffer((10,), "int32"), D: T.Buffer((10,), "int32")):
+    B = T.alloc_buffer((10,), "int32")
+    for i in T.serial(10):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * 2
+            D[vi] = A[vi] + 1
+    for i in T.serial(10):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = B[vi] - A[vi]
+'''
+
+
+def test_transform_layout_keeps_the_epilogue_where_replacing_the_writer_is_unsafe():
+    # the writer reads another element of B (a scan), or also writes D, or is tiled with
+    # a T.where: a block after the last write fills the padding instead
+    tiled = Schedule(engine.parse(SIDE.replace("D[vi] = A[vi] + 1", "")
+                                  .replace(', D: T.Buffer((10,), "int32")', "")))
+    i, = tiled.get_loops(tiled.get_block("B"))
+    tiled.split(i, [None, 4])
+    for src, sch in ((SCAN, None), (SIDE, None), (None, tiled)):
+        sch = sch or Schedule(engine.parse(src))
+        before = sch.mod
+        sch.transform_layout("B", "B", lambda i: (i // 4, i % 4), pad_value=5)
+        text = sch.mod.script()
+        assert 'T.block("buffer_B_padding")' in text and "T.if_then_else(vi_0" not in text
+        assert_computes_exactly(before, sch.mod)
+
+
+PERMUTED = '''
+@T.prim_func
+def perm(A: T.Buffer((3, 5), "int32"), C: T.Buffer((3, 5), "int32")):
+    B = T.alloc_buffer((3, 5), "int32")
+    for i, j in T.grid(3, 5):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 3 + vi
+    for i, j in T.grid(3, 5):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] - vj
+'''
+
+
+def test_transform_layout_replaces_a_writer_under_a_permuting_padded_map():
+    sch = Schedule(engine.parse(PERMUTED))
+    sch.transform_layout("B", "B", lambda i, j: (j // 2, i, j % 2), pad_value=0)
+    text = sch.mod.script()
+    assert 'B = T.alloc_buffer((3, 3, 2), dtype="int32")' in text
+    assert "B[v0, v1, v2] = T.if_then_else(v0 == 2 and 1 <= v2, 0, A[v1, v0 * 2 + v2]" in text
+    assert "for ax0, ax1, ax2 in T.grid(3, 3, 2):" in text and "padding" not in text
+    assert_computes_exactly(engine.parse(PERMUTED), sch.mod)

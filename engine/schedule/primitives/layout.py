@@ -9,9 +9,10 @@ stores, block read/write regions) is rewritten through the map.
 A parameter can be transformed too, as in TVM: the function's signature changes, and its
 caller passes arrays of the new layout (to keep the caller's arrays, ``cache_read`` the
 input and transform the cache: the usual packing of ``B`` in a fast matmul). Where the new
-shape has room no old element fills (*padding*), a ``pad_value`` is required and a block
-after the buffer's last write fills the padding with it (TVM's rules, see
-:meth:`TransformLayout.call`).
+shape has room no old element fills (*padding*), a ``pad_value`` is required; the padding
+is filled where the buffer is written when a writer traverses the whole buffer row-major
+(the writer then traverses the new shape, storing ``T.if_then_else(<padding>, pad, value)``),
+else by a block after the buffer's last write (TVM's rules, see :meth:`TransformLayout.call`).
 """
 from __future__ import annotations
 
@@ -464,9 +465,13 @@ class TransformLayout(Primitive):
         ``i -> (i // 4, i % 4)`` over 14 elements onto (4, 4) — needs ``pad_value``: a
         number of the buffer's type (``0`` for integers, ``0.0`` for floats) or a lambda
         over the new indices (``lambda i, j: i + j``, index arithmetic only, no buffer
-        reads). A block after the buffer's last write fills the padding (TVM's
-        ``T.where`` form); an input, which no block writes, cannot be padded (TVM states
-        the padding with ``T.assume``, which the engine does not have).
+        reads). Where a loop nest writes the whole buffer row-major (``for i: B[i] =
+        ...``, a reduction's init and update too) and its iterations are independent, it
+        is rewritten to traverse the new shape and store
+        ``T.if_then_else(<padding>, pad_value, <value>)`` (TVM's replacement); otherwise
+        a block after the buffer's last write fills the padding (TVM's ``T.where`` form,
+        shown below). An input, which no block writes, cannot be padded (TVM states the
+        padding with ``T.assume``, which the engine does not have).
         ``assume_injective_transform=True`` is TVM's flag: no padding is filled, no
         pad_value needed, and the one-to-one check is skipped when it is over its budget
         (a map it finds not one-to-one is still refused).
@@ -501,7 +506,11 @@ class TransformLayout(Primitive):
             ...
                     C[vi, vj] = C[vi, vj] + A[vi, vk] * B_global[vj // 16, vk, vj % 16]
 
-        With padding, on an output parameter ``A`` of 14 elements (``A[vi] = ...``)::
+        With padding, on an output parameter ``A`` of 14 elements (``A[vi] = ...``)
+        by a block that also writes ``D`` (so its loop cannot run over the padding); a
+        writer of ``A`` alone, ``for i in range(14): A[i] = f(i)``, instead becomes ``for
+        i_0, i_1 in T.grid(4, 4): A[vi_0, vi_1] = T.if_then_else(vi_0 == 3 and 2 <= vi_1,
+        0, f(vi_0 * 4 + vi_1))``::
 
             sch.transform_layout("block", "A", lambda i: (i // 4, i % 4), pad_value=0)
 
@@ -510,6 +519,7 @@ class TransformLayout(Primitive):
                     with T.block("block"):
                         vi = T.axis.remap("S", [i])
                         A[vi // 4, vi % 4] = ...
+                        D[vi] = ...
                 for ax0, ax1 in T.grid(4, 4):
                     with T.block("buffer_A_padding"):
                         v0, v1 = T.axis.remap("SS", [ax0, ax1])
@@ -619,10 +629,14 @@ class TransformLayout(Primitive):
                             highlight=hl)
         new = Buffer(buf.name, tuple(E.const(n, idx_dtype) for n in new_shape), buf.dtype,
                      buf.scope, (), 0, buf.align)
-        body = _Remap(buf, new, params, exprs).visit(func.body)
+        source, replaced = func, False
+        if padded:
+            source, replaced = _replace_writers(func, buf, new, params, exprs, shape,
+                                                new_shape, pad_fn)
+        body = _Remap(buf, new, params, exprs).visit(source.body)
         new_params = tuple(new if p is buf else p for p in func.params)
         out = func.replace(params=new_params, body=body)
-        if padded:
+        if padded and not replaced:
             out = _fill_padding(ctx, subj, hl, out, buf, new, params, exprs, shape,
                                 new_shape, pad_fn)
         return Result(out, [])
@@ -798,6 +812,209 @@ def _pad_arg(method: str, pad_value: Any, ndim: int, buf: Buffer | None) -> Any:
     return value
 
 
+def _padding_condition(params: list, exprs: list, shape: tuple, new_shape: list,
+                       new_vars: list) -> tuple[E.PrimExpr, list]:
+    """(the condition that the new index ``new_vars`` is padding, the old indices rebuilt
+    from it); IndexMapError when the map's padding cannot be described."""
+    padded_ext, build = invert_padded(params, exprs, list(shape), list(new_shape))
+    ranges = {v: (0, n - 1) for v, n in zip(new_vars, new_shape)}
+    olds = build(new_vars)
+    conds = [_past(o, n, ranges) for o, n, m in zip(olds, shape, padded_ext) if m > n]
+    pred = conds[0]
+    for c in conds[1:]:
+        pred = E.Or(pred, c)
+    return pred, olds
+
+
+def _replace_writers(func: Any, old: Buffer, new: Buffer, params: list, exprs: list,
+                     shape: tuple, new_shape: list, pad_fn: Any) -> tuple[Any, bool]:
+    """TVM's ReplacementPlan: each loop nest that writes ``old`` in a row-major traversal
+    of its whole shape — loops ``i0 .. i(n-1)`` (from 0 over each dimension, serial, each
+    the only child of the one above) and a store ``old[i0, .., i(n-1)]`` (directly, or
+    through the spatial axes of the block holding the store, bound to the loops in order)
+    — is rewritten to traverse the new shape, its stores becoming
+    ``new[...] = T.if_then_else(<padding>, <pad value>, <value>)``: the padding is filled
+    where the buffer is written, and no block is added.
+
+    A nest qualifies only when its iterations are independent and the padding iterations
+    do nothing but store the pad value: every store in it is that store (same indices),
+    every load of ``old`` in it reads that element, no other load lies outside the stored
+    values (the padding iterations' out-of-range indices are read only in the branch
+    ``T.if_then_else`` does not take), no block in it has a ``T.where`` and no block but
+    the store's binds the loops. Returns (the function, whether a nest was rewritten)."""
+    index = FuncIndex(func)
+    ndim = len(shape)
+    dtype = new.shape[0].dtype
+    stores = [s for s in iter_stmts(func.body) if isinstance(s, BufferStore) and s.buffer is old]
+    replacements: dict = {}
+    for st in stores:
+        plan = _row_major_nest(index, st, old, shape)
+        if plan is None:
+            continue
+        nest, blk_realize, positions = plan
+        if any(index.contains(r, nest[0]) or index.contains(nest[0], r)
+               for r in replacements):
+            continue
+        body = nest[-1].body
+        if not _replaceable_body(body, st, old, blk_realize, nest):
+            continue
+        base = nest[0].loop_var.name if ndim == 1 else "ax"
+        loops = [E.Var(f"{base}_{k}" if ndim == 1 else f"ax{k}", dtype)
+                 for k in range(len(new_shape))]
+        try:
+            pred_l, olds_l = _padding_condition(params, exprs, shape, new_shape, loops)
+        except IndexMapError:
+            return func, False
+        if blk_realize is not None:
+            blk = blk_realize.block
+            ivs = [E.Var(f"v{lv.name}" if ndim == 1 else f"v{k}", dtype)
+                   for k, lv in enumerate(loops)]
+            pred_v, olds_v = _padding_condition(params, exprs, shape, new_shape, ivs)
+            first = positions[0]
+            new_ivs = (blk.iter_vars[:first] + tuple(
+                IterVar(v, Range(E.const(0, dtype), E.const(n, dtype)), IterType.SPATIAL)
+                for v, n in zip(ivs, new_shape)) + blk.iter_vars[first + ndim:])
+            values = (blk_realize.iter_values[:first] + tuple(loops) +
+                      blk_realize.iter_values[first + ndim:])
+            vmap = {blk.iter_vars[p].var: o for p, o in zip(positions, olds_v)}
+            put = _PadStores(old, new, tuple(ivs), pred_v, pad_fn)
+            new_blk = blk.replace(
+                iter_vars=new_ivs, body=put.visit(substitute(blk.body, vmap)),
+                init=None if blk.init is None else put.visit(substitute(blk.init, vmap)),
+                reads=substitute(blk.reads, vmap), writes=substitute(blk.writes, vmap))
+            body = _swap(body, blk_realize, BlockRealize(values, blk_realize.predicate,
+                                                         new_blk))
+        else:
+            body = _PadStores(old, new, tuple(loops), pred_l, pad_fn).visit(body)
+        body = substitute(body, {lp.loop_var: o for lp, o in zip(nest, olds_l)})
+        for lv, n in reversed(list(zip(loops, new_shape))):
+            body = For(lv, E.const(0, dtype), E.const(n, dtype), ForKind.SERIAL, body)
+        replacements[nest[0]] = body
+    if not replacements:
+        return func, False
+    return replace_stmts(func, replacements), True
+
+
+def _row_major_nest(index: FuncIndex, st: BufferStore, old: Buffer, shape: tuple):
+    """(the loops ``i0 .. i(n-1)`` the store's indices are, the realize of the block whose
+    axes the indices are — None when they are the loops themselves —, those axes'
+    positions), or None when the store is no row-major traversal of the whole buffer."""
+    anc = index.ancestors(st)[::-1]          # outermost first
+    loops = [a for a in anc if isinstance(a, For)]
+    realizes = [a for a in anc if isinstance(a, BlockRealize)]
+    inner = realizes[-1] if realizes else None
+    positions: list = []
+    loop_of = []
+    for i in st.indices:
+        if not isinstance(i, E.Var):
+            return None
+        lp = index.loops.get(i)
+        if lp is not None and any(x is lp for x in loops):
+            loop_of.append(lp)
+            continue
+        if inner is None:
+            return None
+        pos = next((k for k, iv in enumerate(inner.block.iter_vars) if iv.var is i), None)
+        if pos is None:
+            return None
+        iv, val = inner.block.iter_vars[pos], inner.iter_values[pos]
+        lp = index.loops.get(val) if isinstance(val, E.Var) else None
+        if iv.iter_type is not IterType.SPATIAL or lp is None or \
+                not any(x is lp for x in loops):
+            return None
+        positions.append(pos)
+        loop_of.append(lp)
+    if positions and (len(positions) != len(st.indices) or
+                      positions != list(range(positions[0], positions[0] + len(positions)))):
+        return None
+    if not loop_of or len(loop_of) != len(shape):
+        return None
+    start = next(k for k, lp in enumerate(loops) if lp is loop_of[0])
+    if [id(lp) for lp in loops[start:start + len(shape)]] != [id(lp) for lp in loop_of]:
+        return None
+    for k, (lp, n) in enumerate(zip(loop_of, shape)):
+        if not (E.is_const_int(lp.min, 0) and E.as_const_int(lp.extent) == n and
+                lp.kind is ForKind.SERIAL and not lp.annotations):
+            return None
+        if k + 1 < len(loop_of) and lp.body is not loop_of[k + 1]:
+            return None
+        if positions:
+            iv = inner.block.iter_vars[positions[k]]
+            if not (E.is_const_int(iv.dom.min, 0) and E.as_const_int(iv.dom.extent) == n):
+                return None
+    return loop_of, (inner if positions else None), positions
+
+
+def _replaceable_body(body: Any, st: BufferStore, old: Buffer, blk_realize: Any,
+                      nest: list) -> bool:
+    """Is the body of a row-major writer nest one whose iterations are independent and
+    do nothing at the padding but store there (see :func:`_replace_writers`)?"""
+    nest_vars = {lp.loop_var for lp in nest}
+    same = lambda idx: len(idx) == len(st.indices) and all(  # noqa: E731
+        a is b for a, b in zip(idx, st.indices))
+    values: list = []
+    for s in iter_stmts(body):
+        if isinstance(s, BufferStore):
+            if s.buffer is not old or not same(s.indices):
+                return False
+            values.append(s.value)
+        elif isinstance(s, BlockRealize):
+            if not (isinstance(s.predicate, E.IntImm) and s.predicate.value == 1):
+                return False
+            if s is blk_realize:
+                continue
+            if any(isinstance(v, E.Var) and v in nest_vars or
+                   any(x in nest_vars for x in collect(v, E.Var)) for v in s.iter_values):
+                return False
+    if blk_realize is not None and not any(s is blk_realize for s in iter_stmts(body)):
+        return False
+    inside = [ld for v in values for ld in collect(v, E.BufferLoad)]
+    if any(ld.buffer is old and not same(ld.indices) for ld in inside):
+        return False
+    everywhere = _loads_outside_blocks_regions(body)
+    return len(everywhere) == len(inside)
+
+
+def _loads_outside_blocks_regions(body: Any) -> list:
+    """Every load in ``body`` (block read/write regions, which are no accesses, left out)."""
+    out: list = []
+
+    class _Walk(Mutator):
+        def visit_BufferLoad(self, e):
+            out.append(e)
+            for i in e.indices:
+                self.visit(i)
+            return e
+
+        def visit_BufferRegion(self, r):
+            return r
+    _Walk().visit(body)
+    return out
+
+
+class _PadStores(Mutator):
+    """Stores to ``old`` become ``new[idx] = T.if_then_else(pred, pad, value)``."""
+
+    def __init__(self, old: Buffer, new: Buffer, idx: tuple, pred: E.PrimExpr, pad_fn: Any):
+        self.old, self.new, self.idx, self.pred = old, new, idx, pred
+        self.pad = pad_fn(list(idx))
+
+    def visit_BufferStore(self, s):
+        if s.buffer is not self.old:
+            return self.generic_visit(s)
+        value = self.visit(s.value)
+        return BufferStore(self.new, E.Call(value.dtype, "if_then_else",
+                                            (self.pred, self.pad, value)), self.idx)
+
+
+def _swap(body: Any, old: Any, new: Any) -> Any:
+    """``body`` with the statement ``old`` (by identity) replaced by ``new``."""
+    from ..tree import map_children
+    if body is old:
+        return new
+    return map_children(body, lambda c: _swap(c, old, new))
+
+
 def _fill_padding(ctx: Ctx, subj: str, hl: list, func: Any, old: Buffer, new: Buffer,
                   params: list, exprs: list, shape: tuple, new_shape: list,
                   pad_fn: Any) -> Any:
@@ -813,8 +1030,10 @@ def _fill_padding(ctx: Ctx, subj: str, hl: list, func: Any, old: Buffer, new: Bu
                         "engine cannot express", "transform without padding (a map whose "
                         "factors divide the shape), or cache_read the input and pad the "
                         "cache", highlight=hl)
+    dtype = new.shape[0].dtype
+    loops = [E.Var(f"ax{d}", dtype) for d in range(len(new_shape))]
     try:
-        padded_ext, build = invert_padded(params, exprs, list(shape), list(new_shape))
+        pred, _olds = _padding_condition(params, exprs, shape, new_shape, loops)
     except IndexMapError as e:
         raise ctx.error(subj, f"the padding of {new.name} cannot be described by a split, "
                         f"fuse or permutation of its axes ({e})", "use a map such as "
@@ -828,15 +1047,7 @@ def _fill_padding(ctx: Ctx, subj: str, hl: list, func: Any, old: Buffer, new: Bu
             break
     children = flatten_seq(scope.body)
     at = next(k for k, c in enumerate(children) if index.contains(c, last))
-    dtype = new.shape[0].dtype
-    loops = [E.Var(f"ax{d}", dtype) for d in range(len(new_shape))]
     axes = [E.Var(f"v{d}", dtype) for d in range(len(new_shape))]
-    ranges = {v: (0, n - 1) for v, n in zip(loops, new_shape)}
-    olds = build(loops)
-    conds = [_past(o, n, ranges) for o, n, m in zip(olds, shape, padded_ext) if m > n]
-    pred = conds[0]
-    for c in conds[1:]:
-        pred = E.Or(pred, c)
     used = set(ctx.index.blocks)
     name = fresh_name(f"buffer_{new.name}_padding", used)
     ivs = tuple(IterVar(v, Range(E.const(0, dtype), E.const(n, dtype)), IterType.SPATIAL)
