@@ -305,3 +305,92 @@ def test_transform_layout_replaces_a_writer_under_a_permuting_padded_map():
     assert "B[v0, v1, v2] = T.if_then_else(v0 == 2 and 1 <= v2, 0, A[v1, v0 * 2 + v2]" in text
     assert "for ax0, ax1, ax2 in T.grid(3, 3, 2):" in text and "padding" not in text
     assert_computes_exactly(engine.parse(PERMUTED), sch.mod)
+
+
+# ---------------------------------------------------------------------------- pad_einsum
+SYM_MATMUL = '''
+@T.prim_func
+def mm(a: T.handle, b: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (6, 5), "int32")
+    B = T.match_buffer(b, (n, 5), "int32")
+    C = T.match_buffer(c, (6, n), "int32")
+    for i, j, k in T.grid(6, n, 5):
+        with T.block("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = 0
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+'''
+
+
+def _run_sizes(before, after, name, shapes_of_n, sizes=(1, 4, 7)):
+    """``after`` computes exactly what ``before`` computes at each size ``n``
+    (interpreted and compiled), on small random integers."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    built = engine.build(after)
+    for n in sizes:
+        args = [rng.integers(-4, 5, s).astype("int32") for s in shapes_of_n(n)]
+        want = [a.copy() for a in args]
+        engine.interpret(before, name, *want)
+        for run in (lambda xs: engine.interpret(after, name, *xs),
+                    lambda xs: built[name](*xs)):
+            got = [a.copy() for a in args]
+            run(got)
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(g, w)
+
+
+def test_pad_einsum_of_a_symbolic_extent():
+    before = engine.parse(SYM_MATMUL)
+    sch = Schedule(before)
+    sch.pad_einsum(sch.get_block("C"), [4, 4, 4])
+    text = sch.mod.script()
+    assert "B_pad = T.alloc_buffer(((n + 3) // 4 * 4, 8)" in text
+    assert "C_pad = T.alloc_buffer((8, (n + 3) // 4 * 4)" in text
+    assert "T.if_then_else(v0 < n and v1 < 5, B[v0, v1], 0)" in text
+    assert "for i, j, k in T.grid(8, (n + 3) // 4 * 4, 8):" in text
+    _run_sizes(before, sch.mod, "mm", lambda n: [(6, 5), (n, 5), (6, n)])
+    # the padded loops split evenly now
+    j = sch.get_loops(sch.get_block("C"))[1]
+    sch.split(j, [None, 4])
+    assert "T.where" not in sch.mod.script()
+    _run_sizes(before, sch.mod, "mm", lambda n: [(6, 5), (n, 5), (6, n)], sizes=(3, 8))
+
+
+def test_pad_einsum_of_a_symbolic_extent_the_loop_does_not_span():
+    # the loop of j runs to n - 1 only... here bound to vj through an offset: refused
+    src = SYM_MATMUL.replace("for i, j, k in T.grid(6, n, 5):",
+                             "for i, j, k in T.grid(6, n - 1, 5):").replace(
+        'vi, vj, vk = T.axis.remap("SSR", [i, j, k])',
+        'vi = T.axis.spatial(6, i)\n            vj = T.axis.spatial(n, j + 1)\n'
+        '            vk = T.axis.reduce(5, k)')
+    sch = Schedule(engine.parse(src))
+    assert_refused(sch, lambda: sch.pad_einsum(sch.get_block("C"), [1, 4, 1]),
+                   "does not write all of C", "requirement 5")
+
+
+def test_pad_einsum_refuses_an_output_its_loops_do_not_cover():
+    # vj = j + 1 never takes 0: the copy back would write C[:, 0] from an element the
+    # padded block never computed (the engine accepted this and changed C[:, 0])
+    src = '''
+@T.prim_func
+def mm(A: T.Buffer((6, 5), "int32"), B: T.Buffer((7, 5), "int32"), C: T.Buffer((6, 7), "int32")):
+    for i, j, k in T.grid(6, 6, 5):
+        with T.block("C"):
+            vi = T.axis.spatial(6, i)
+            vj = T.axis.spatial(7, j + 1)
+            vk = T.axis.reduce(5, k)
+            with T.init():
+                C[vi, vj] = 0
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+'''
+    sch = Schedule(engine.parse(src))
+    assert_refused(sch, lambda: sch.pad_einsum(sch.get_block("C"), [4, 4, 4]),
+                   "does not write all of C (index 1)", "requirement 5")
+    # the same block over all of C pads and keeps its meaning
+    whole = src.replace("T.grid(6, 6, 5)", "T.grid(6, 7, 5)").replace("j + 1", "j")
+    sch = Schedule(engine.parse(whole))
+    sch.pad_einsum(sch.get_block("C"), [4, 4, 4])
+    assert_computes_exactly(engine.parse(whole), sch.mod)

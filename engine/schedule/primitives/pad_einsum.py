@@ -13,8 +13,10 @@ from typing import Any
 
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
+from engine.ir.dtype import bits_of
 from engine.ir.functor import post_order_visit
 from engine.ir.stmt import Block, BufferStore, IterType, seq
+from engine.ir.structural import structural_equal
 
 from ..error import ScheduleError, TraceError
 from ..literals import short
@@ -99,8 +101,7 @@ def _padded_loops(ctx: Ctx, blk: Block, grown: dict) -> dict:
         loop = idx.loops[value]
         uses = sum(1 for v in realize.iter_values if value in _vars_of(v))
         others = [b.name_hint for b in idx.blocks_under(loop) if b is not blk]
-        spans = E.is_const_int(loop.min, 0) and E.as_const_int(loop.extent) == \
-            E.as_const_int(iv.dom.extent)
+        spans = E.is_const_int(loop.min, 0) and _same_extent(loop.extent, iv.dom.extent)
         if others or uses > 1 or not spans:
             why = (f"loop {value.name} also runs block {others[0]}" if others else
                    f"loop {value.name} is bound to several axes" if uses > 1 else
@@ -110,6 +111,38 @@ def _padded_loops(ctx: Ctx, blk: Block, grown: dict) -> dict:
                             "or fuse", highlight=[blk.name_hint, value.name])
         out[loop] = grown[iv.var]
     return out
+
+
+def _same_extent(a: E.PrimExpr, b: E.PrimExpr) -> bool:
+    """Are two extents the same number (equal constants, or the same expression of the
+    function's sizes)?"""
+    ia, ib = E.as_const_int(a), E.as_const_int(b)
+    if ia is not None or ib is not None:
+        return ia == ib
+    return structural_equal(a, b)
+
+
+def _rounded_up(ext: E.PrimExpr, p: int) -> E.PrimExpr | None:
+    """``ext`` rounded up to a multiple of ``p`` (TVM's ``(n + 31) // 32 * 32`` for a
+    symbolic extent), or None when it needs no padding (``p`` is 1, or divides it)."""
+    n = E.as_const_int(ext)
+    if n is not None:
+        new = -(-n // p) * p
+        return None if new == n else E.const(new, ext.dtype)
+    if p == 1:
+        return None
+    c = lambda v: E.const(v, ext.dtype)  # noqa: E731
+    return E.Mul(E.FloorDiv(E.Add(ext, c(p - 1)), c(p)), c(p))
+
+
+def _runs_whole_axis(ctx: Ctx, realize: Any, value: E.PrimExpr, extent: E.PrimExpr) -> bool:
+    """Do the block's instances take every value of an axis: bound to a loop of its extent
+    from 0, used by no other binding, and no ``T.where`` skipping instances?"""
+    loop = ctx.index.loops.get(value) if isinstance(value, E.Var) else None
+    return (loop is not None and E.is_const_int(loop.min, 0) and
+            _same_extent(loop.extent, extent) and
+            isinstance(realize.predicate, E.IntImm) and realize.predicate.value == 1 and
+            sum(1 for v in realize.iter_values if value in _vars_of(v)) == 1)
 
 
 def _vars_of(e: E.PrimExpr) -> set:
@@ -123,7 +156,7 @@ def _copy_in(name: str, buf: Buffer, padded: Buffer):
     def build(vs):
         cond: E.PrimExpr = E.IntImm("bool", 1)
         for v, s, ps in zip(vs, buf.shape, padded.shape):
-            if E.as_const_int(s) != E.as_const_int(ps):
+            if not _same_extent(s, ps):
                 cond = conj(cond, E.binary(E.LT, v, s))
         load = E.BufferLoad(buf, tuple(vs))
         value = load if isinstance(cond, E.IntImm) else \
@@ -165,7 +198,8 @@ class PadEinsum(Primitive):
         and spans the axis (or to an expression of loops, which then do not grow); 4) when a
         reduction axis grows, the update adds a product of the padded inputs
         (``C = C + A * B``), so the extra zero iterations add nothing; 5) a padded output is
-        written whole by the block (every index an axis spanning its dimension); 6) no other
+        written whole by the block (every index an axis spanning its dimension, bound to a
+        loop that runs over all of it, and no ``T.where``); 6) no other
         block in the same loop nest writes a padded input or accesses a padded output.
 
         Before::
@@ -230,16 +264,17 @@ class PadEinsum(Primitive):
         indices = _einsum_indices(ctx, blk)
         grown: dict = {}
         for iv, p in zip(blk.iter_vars, padding):
-            ext = E.as_const_int(iv.dom.extent)
-            if ext is None:
-                raise ctx.error(f"block {bname}", f"axis {iv.var.name} has no constant extent",
+            if not E.is_const_int(iv.dom.min, 0):
+                raise ctx.error(f"block {bname}", f"axis {iv.var.name} does not start at 0",
                                 "", highlight=[bname])
-            new = -(-ext // p) * p
-            if new >= 2 ** 31:
-                raise ctx.error(f"block {bname}", f"padding axis {iv.var.name} to {new} would "
-                                "not fit a 32-bit index (requirement 1)", "use a smaller "
-                                "factor", highlight=[bname])
-            if new != ext:
+            new = _rounded_up(iv.dom.extent, p)
+            if E.as_const_int(new) is not None and \
+                    E.as_const_int(new) >= 2 ** (bits_of(iv.var.dtype) - 1):
+                raise ctx.error(f"block {bname}", f"padding axis {iv.var.name} to "
+                                f"{E.as_const_int(new)} would not fit a "
+                                f"{bits_of(iv.var.dtype)}-bit index (requirement 1)",
+                                "use a smaller factor", highlight=[bname])
+            if new is not None:
                 grown[iv.var] = new
         if not grown:
             raise ctx.error(f"block {bname}", "every axis is already a multiple of its "
@@ -250,10 +285,13 @@ class PadEinsum(Primitive):
         dom = {iv.var: iv.dom for iv in blk.iter_vars}
         inputs_p = [r.buffer for r in blk.reads if any(i in grown for i in indices[r.buffer])]
         outputs_p = [w.buffer for w in blk.writes if any(i in grown for i in indices[w.buffer])]
+        realize = ctx.index.realize[id(blk)]
+        binding = dict(zip([iv.var for iv in blk.iter_vars], realize.iter_values))
         for buf in outputs_p:
             for d, i in enumerate(indices[buf]):
                 full = isinstance(i, E.Var) and E.is_const_int(dom[i].min, 0) and \
-                    E.as_const_int(dom[i].extent) == E.as_const_int(buf.shape[d])
+                    _same_extent(dom[i].extent, buf.shape[d]) and \
+                    _runs_whole_axis(ctx, realize, binding[i], dom[i].extent)
                 if not full:
                     raise ctx.error(f"block {bname}", f"block {bname} does not write all of "
                                     f"{buf.name} (index {d}), so the padded copy would write "
@@ -311,7 +349,9 @@ class PadEinsum(Primitive):
 
         compose(edits, id(blk), rewrite_block)
         for loop, ext in loops.items():
-            compose(edits, id(loop), lambda s, e=ext: s.replace(extent=E.const(e, "int32")))
+            compose(edits, id(loop), lambda s, e=ext: s.replace(
+                extent=E.const(E.as_const_int(e), s.loop_var.dtype)
+                if E.as_const_int(e) is not None else e))
 
         def rewrite_scope(s):
             kids = flatten_seq(s.body)
