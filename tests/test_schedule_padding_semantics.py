@@ -394,3 +394,14 @@ def mm(A: T.Buffer((6, 5), "int32"), B: T.Buffer((7, 5), "int32"), C: T.Buffer((
     sch = Schedule(engine.parse(whole))
     sch.pad_einsum(sch.get_block("C"), [4, 4, 4])
     assert_computes_exactly(engine.parse(whole), sch.mod)
+
+
+def test_transform_layout_replaces_a_writer_padded_along_two_axes():
+    # two padded axes: the padding is an `or` of two conditions, the bounds proof of the
+    # writer's read A[v0 * 2 + v2, v1 * 4 + v3] splits both into cases
+    src = PERMUTED.replace("(3, 5)", "(5, 6)").replace("T.grid(3, 5)", "T.grid(5, 6)")
+    sch = Schedule(engine.parse(src))
+    sch.transform_layout("B", "B", lambda i, j: (i // 2, j // 4, i % 2, j % 4), pad_value=0)
+    text = sch.mod.script()
+    assert "T.if_then_else(v0 == 2 and 1 <= v2 or v1 == 1 and 2 <= v3, 0, " in text
+    assert_computes_exactly(engine.parse(src), sch.mod)
