@@ -599,3 +599,37 @@ def test_inlining_past_a_block_that_only_reads_the_input_keeps_the_meaning():
     sch = Schedule(mod)
     sch.compute_inline(sch.get_block("B"))
     assert_computes_exactly(mod, sch.mod, "main")
+
+
+OPAQUE = '''
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32"),
+         D: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((8,))
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.spatial(8, i)
+            C[vi] = B[vi] + T.float32(1)
+    for i in range(8):
+        with T.block("X"):
+            vi = T.axis.spatial(8, i)
+            T.reads(A[vi])
+            T.writes(D[vi])
+            T.evaluate(B.access_ptr("r", extent=8))
+            D[vi] = A[vi]
+'''
+
+
+@pytest.mark.parametrize("how", ["compute", "reverse"])
+def test_a_buffer_whose_address_is_taken_is_not_inlined_away(how):
+    """Block X takes B's address (an opaque read it does not declare): B cannot disappear."""
+    sch = Schedule(prog(OPAQUE))
+    if how == "compute":
+        act = lambda: sch.compute_inline(sch.get_block("B"))   # noqa: E731
+    else:
+        act = lambda: sch.reverse_compute_inline(sch.get_block("C"))   # noqa: E731
+    assert_refused(sch, act, "block X accesses B opaquely")

@@ -186,15 +186,24 @@ class ComputeInline(Primitive):
             new_block = c.replace(body=body, init=init, reads=_dedup(reads))
             mapping[realize] = realize.replace(block=new_block,
                                                predicate=Inline().visit(realize.predicate))
-        result = _remove_inlined(ctx, blk, buf, mapping)
-        left = [n.name_hint for n in _accessing(result.func, buf)]
-        if left:
-            raise ctx.error(f"block {bname}", f"block{'s' * (len(left) > 1)} "
-                            f"{', '.join(left)} access{'es' * (len(left) == 1)} {buf.name} "
-                            f"without declaring the read (an opaque access), so its "
-                            "expression cannot be put in its place", "",
-                            highlight=[bname, *left])
-        return result
+        return _no_access_left(ctx, blk, buf, _remove_inlined(ctx, blk, buf, mapping),
+                               "its expression cannot be put in its place")
+
+
+def _no_access_left(ctx: Ctx, blk: Block, buf, result: Result, why: str) -> Result:
+    """``result``, unless a block still accesses the removed buffer ``buf`` (opaquely, in a
+    view or without declaring it)."""
+    found = _accessing(result.func, buf)
+    ids = {id(f) for f in found}
+    # named: the innermost (a block around one that is found, the root, is left out)
+    left = [n.name_hint for n in found
+            if not any(id(b) in ids for b in collect(n.body, Block))]
+    if left:
+        raise ctx.error(f"block {blk.name_hint}", f"block{'s' * (len(left) > 1)} "
+                        f"{', '.join(left)} access{'es' * (len(left) == 1)} {buf.name} "
+                        "opaquely (its address, a T.match_buffer view of it, or a read not "
+                        f"declared), so {why}", "", highlight=[blk.name_hint, *left])
+    return result
 
 
 def _read_through(produced, store_indices, consumed) -> BufferRegion:
@@ -227,15 +236,18 @@ def _loads(e, buf) -> bool:
 
 
 def _accessing(func, buf) -> list[Block]:
-    """The blocks of ``func`` whose body, init or predicate still loads or stores ``buf``."""
+    """The blocks of ``func`` whose body, init or predicate still loads or stores ``buf``,
+    takes its address (``B.data``, ``B.access_ptr(..)``: an opaque access) or views a
+    region of it (``T.match_buffer(B[..], ..)`` in the block)."""
     from engine.ir.stmt import BlockRealize
     out = []
+    kinds = (E.BufferLoad, BufferStore, E.BufferField)
     for r in collect(func.body, BlockRealize):
         b = r.block
         parts = [b.body, b.init, r.predicate, *r.iter_values]
         own = [x for p in parts if p is not None
-               for x in collect(p, (E.BufferLoad, BufferStore), into_expressions=True)
-               if x.buffer is buf]
+               for x in collect(p, kinds, into_expressions=True) if x.buffer is buf]
+        own += [m for m in getattr(b, "match_buffers", ()) if m.source.buffer is buf]
         if own:
             out.append(b)
     return out
@@ -380,7 +392,9 @@ class ReverseComputeInline(Primitive):
                                     writes=writes, reads=_dedup(reads))
         new_realize = prod_realize.replace(
             block=new_prod, predicate=simplify(conj(prod_realize.predicate, guard)))
-        return _remove_inlined(ctx, blk, buf, {prod_realize: new_realize})
+        return _no_access_left(ctx, blk, buf,
+                               _remove_inlined(ctx, blk, buf, {prod_realize: new_realize}),
+                               f"it cannot be replaced by {store.buffer.name}")
 
 
 def _check_copy_of_reduction(ctx: Ctx, blk: Block, store: BufferStore, prod: Block,
@@ -452,12 +466,21 @@ def _between(ctx: Ctx, first: Block, lasts: list) -> list[Block]:
             not any(idx.contains(x, r) for r in reals)]
 
 
-def _accesses(ctx: Ctx, blk: Block) -> list:
-    """Every load and store of ``blk`` (body, init, predicate, bindings)."""
+def _accesses(ctx: Ctx, blk: Block) -> list[tuple]:
+    """``(buffer, writes)`` for every load and store of ``blk`` (body, init, predicate,
+    bindings), every address it takes (``B.data``: read and written) and every region it
+    declares (an opaque access, ``B.access_ptr("w")``, is declared so)."""
     r = ctx.index.realize[id(blk)]
     parts = [p for p in (blk.body, blk.init, r.predicate, *r.iter_values) if p is not None]
-    return [a for p in parts
-            for a in collect(p, (E.BufferLoad, BufferStore), into_expressions=True)]
+    out = []
+    for p in parts:
+        for a in collect(p, (E.BufferLoad, BufferStore, E.BufferField),
+                         into_expressions=True):
+            out.append((a.buffer, not isinstance(a, E.BufferLoad)))
+    out += [(x.buffer, False) for x in blk.reads] + [(x.buffer, True) for x in blk.writes]
+    out += [(m.source.buffer, w) for m in getattr(blk, "match_buffers", ())
+            for w in (False, True)]
+    return out
 
 
 def _check_nothing_between(ctx: Ctx, blk: Block, prod: Block, buf, out) -> None:
@@ -486,11 +509,10 @@ def _check_nothing_between(ctx: Ctx, blk: Block, prod: Block, buf, out) -> None:
         if r.buffer is not buf and r.buffer is not out:
             others.add(id(r.buffer))
     for x in _between(ctx, prod, [blk]):
-        bad = [a for a in _accesses(ctx, x) if a.buffer is out or
-               (isinstance(a, BufferStore) and id(a.buffer) in others)]
+        bad = [b for b, w in _accesses(ctx, x) if b is out or (w and id(b) in others)]
         if bad:
             what = f"accesses {out.name}, which inlining would write before it" \
-                if bad[0].buffer is out else f"writes {bad[0].buffer.name}, which block " \
+                if bad[0] is out else f"writes {bad[0].name}, which block " \
                 f"{bname} reads: inlined, that read would come before this write"
             raise ctx.error(f"block {bname}", f"block {x.name_hint} runs between producer "
                             f"{pname} and block {bname} and {what}",
@@ -504,16 +526,14 @@ def _check_inputs_kept(ctx: Ctx, blk: Block, consumers: list) -> None:
     between, :func:`_between`, or by a consumer itself), since the moved reads would see
     the new values."""
     bname = blk.name_hint
-    read = {id(a.buffer) for a in _accesses(ctx, blk) if isinstance(a, E.BufferLoad)}
-    read |= {id(r.buffer) for r in blk.reads}
+    read = {id(b) for b, w in _accesses(ctx, blk) if not w}
     for x in [*consumers, *_between(ctx, blk, consumers)]:
-        bad = [a for a in _accesses(ctx, x)
-               if isinstance(a, BufferStore) and id(a.buffer) in read]
+        bad = [b for b, w in _accesses(ctx, x) if w and id(b) in read]
         if bad:
             where = "reads its result and" if x in consumers else \
                 "runs between it and its consumers and"
             raise ctx.error(f"block {bname}", f"block {x.name_hint} {where} writes "
-                            f"{bad[0].buffer.name}, which block {bname} reads: inlined, "
+                            f"{bad[0].name}, which block {bname} reads: inlined, "
                             "that read would come after this write", "",
                             highlight=[bname, x.name_hint])
 
