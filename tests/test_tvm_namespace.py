@@ -159,6 +159,20 @@ def test_tirx_names_are_the_engines_nodes():
     assert tvm.tirx.ForKind.SERIAL.name == "SERIAL"
 
 
+def test_tirx_primfunc_takes_tvms_constructor():
+    """TVM's ``PrimFunc(params, body)``: a nameless function (named main) around any
+    statement, compared structurally like any other."""
+    params = list(elementwise.params)
+    loop = elementwise.body.block.body
+    f = tvm.tirx.PrimFunc(params, loop)
+    g = tvm.tirx.PrimFunc(params, loop, attrs={"tirx.noalias": True})
+    assert isinstance(f, tvm.tirx.PrimFunc) and f.name == "main" and f.body is loop
+    assert g.attrs == (("tirx.noalias", True),)
+    tvm.ir.assert_structural_equal(f, tvm.tirx.PrimFunc(params, loop))
+    with pytest.raises(ValueError):
+        tvm.ir.assert_structural_equal(f, tvm.tirx.PrimFunc(params[::-1], loop))
+
+
 def test_te_create_prim_func_schedules_and_runs():
     A = tvm.te.placeholder((64,), "float32", name="A")
     B = tvm.te.compute((64,), lambda i: A[i] + 1.0, name="B")
