@@ -89,6 +89,20 @@ class PrimFunc(Node):
         return display.render("html", self)
 
 
+@dataclasses.dataclass(frozen=True)
+class GlobalVar:
+    """The name of a function in a module (TVM's ``GlobalVar``): ``mod.get_global_var("f")``;
+    ``mod[gv]`` is the function. Two are equal when they name the same function."""
+
+    name_hint: str
+
+    def same_as(self, other: Any) -> bool:
+        return self == other
+
+    def __repr__(self) -> str:
+        return f"I.GlobalVar({self.name_hint!r})"
+
+
 @node
 class IRModule(Node):
     """A module of named functions: ``mod["mm_relu"]``, ``mod.script()``.
@@ -127,15 +141,31 @@ class IRModule(Node):
                                               for k, v in named.attrs))
         return IRModule((("main", named),))
 
-    def __getitem__(self, name: str) -> PrimFunc:
+    def __getitem__(self, name: "str | GlobalVar") -> PrimFunc:
+        if isinstance(name, GlobalVar):
+            name = name.name_hint
         for n, f in self.functions:
             if n == name:
                 return f
         names = ", ".join(n for n, _ in self.functions)
         raise KeyError(f"no function named {name!r} in this module (it has: {names})")
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: "str | GlobalVar") -> bool:
+        if isinstance(name, GlobalVar):
+            name = name.name_hint
         return any(n == name for n, _ in self.functions)
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        """The :class:`GlobalVar` of the function ``name`` (TVM's ``get_global_var``);
+        ValueError when the module has none of that name."""
+        if name not in self:
+            raise ValueError(f"the module has no function named {name!r} (it has: "
+                             f"{', '.join(self.names())})")
+        return GlobalVar(name)
+
+    def get_global_vars(self) -> list:
+        """The :class:`GlobalVar` of every function, in order."""
+        return [GlobalVar(n) for n, _ in self.functions]
 
     def __iter__(self) -> Iterator[str]:
         return iter(n for n, _ in self.functions)

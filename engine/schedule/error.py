@@ -64,6 +64,12 @@ class ScheduleError(ValueError, RuntimeError):
                 "hint": self.hint, "highlight": list(self.highlight), "message": str(self)}
 
 
+class UnknownHandleError(ScheduleError, IndexError):
+    """A handle this schedule does not hold: forgotten with ``remove_rv``, or another
+    schedule's. Also an ``IndexError``, as TVM's error for a random variable missing from
+    the schedule's symbol table."""
+
+
 class TraceError(ValueError):
     """A trace document or replay is invalid (unknown version/kind, bad reference, ...).
 

@@ -35,10 +35,11 @@ import secrets
 from typing import Any
 
 from engine.ir import IRModule, PrimFunc, display
+from engine.ir.function import GlobalVar
 from engine.ir.stmt import Block, For
 
 from . import registry
-from .error import ScheduleError
+from .error import ScheduleError, UnknownHandleError
 from .instruction import Instruction, norm_workload
 from .recorded_trace import Trace
 from .registry import MARKS, Ctx, LocationMark, Primitive
@@ -253,7 +254,8 @@ class Schedule:
     def _clone(self) -> "Schedule":
         """A copy that also continues this one's random generator from the same state
         (replays work on one and commit it back)."""
-        new = Schedule.__new__(Schedule)
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)  # a subclass's settings too; the tables below
         new._mod = self._mod
         new._orig_mod = self._orig_mod
         new.workload = self.workload
@@ -329,12 +331,12 @@ class Schedule:
         if key is None:
             dead = self._dead.get(rv)
             if dead is not None:
-                rule, hint, subject = dead
-                raise ScheduleError(method, subject, rule, hint,
-                                    highlight=[subject.split(" ", 1)[-1]])
-            raise ScheduleError(method, f"{rv.kind} handle", "this handle belongs to another "
-                                "schedule", "get it again from this schedule with "
-                                "get_block/get_loops")
+                rule, hint, subject = dead[:3]
+                cls = dead[3] if len(dead) > 3 else ScheduleError
+                raise cls(method, subject, rule, hint, highlight=[subject.split(" ", 1)[-1]])
+            raise UnknownHandleError(method, f"{rv.kind} handle", "this handle belongs to "
+                                     "another schedule", "get it again from this schedule "
+                                     "with get_block/get_loops")
         kind, fn, k = key
         if kind == "mark":
             return fn, MARKS[k]
@@ -364,12 +366,58 @@ class Schedule:
     def _value_of(self, rv: "ExprRV", method: str) -> int:
         key = self._symbols.get(rv)
         if key is None:
-            raise ScheduleError(method, f"sampled value {rv!r}", "this value belongs to another "
-                                "schedule", "sample it again on this schedule")
+            dead = self._dead.get(rv)
+            if dead is not None:
+                raise UnknownHandleError(method, dead[2], dead[0], dead[1])
+            raise UnknownHandleError(method, f"sampled value {rv!r}", "this value belongs to "
+                                     "another schedule", "sample it again on this schedule")
         return key[2]
 
     def is_alive(self, rv: Any) -> bool:
         return rv in self._symbols
+
+    def remove_rv(self, rv: Any) -> None:
+        """Forget a handle (TVM's ``Schedule.remove_rv``): the block, loop or sampled value
+        stays in the program and in the trace, but this handle no longer refers to it —
+        using it again raises an :class:`UnknownHandleError` (an ``IndexError``, as TVM's)
+        saying so. Not a step of the trace (TVM records none either).
+
+        Before::
+
+            b = sch.get_block("C")
+            sch.get(b)             # the block C
+
+        After ``sch.remove_rv(b)``::
+
+            sch.get(b)             # UnknownHandleError: ... removed with remove_rv
+            b = sch.get_block("C") # a new handle of the same block
+        """
+        if not isinstance(rv, _RV):
+            raise ScheduleError("remove_rv", repr(rv), "expected a handle (BlockRV, LoopRV or "
+                                f"ExprRV), got {type(rv).__name__}", "")
+        if rv not in self._symbols:  # removed, dead, or another schedule's: say which
+            if isinstance(rv, ExprRV):
+                self._value_of(rv, "remove_rv")
+            self._lookup(rv, "remove_rv")
+        subject = self._describe(rv)
+        symbols = dict(self._symbols)
+        del symbols[rv]
+        self._symbols = symbols
+        self._dead = {**self._dead, rv: (
+            f"this handle ({self._names.get(rv, rv)}) was removed from the schedule with "
+            "remove_rv", "get the block or loop again with get_block/get_loops, or sample "
+            "again", subject, UnknownHandleError)}
+
+    @property
+    def func_working_on(self) -> GlobalVar | None:
+        """The function primitives act on when not told (TVM's ``func_working_on``): set by
+        ``work_on`` or ``func_name=``, else the module's only function; None when the module
+        has several and none was chosen."""
+        name = self._default_func
+        if name is None:
+            names = self._mod.prim_func_names()
+            name = names[0] if len(names) == 1 else None
+        return None if name is None else self._mod.get_global_var(name)
 
     def handles(self) -> dict:
         """Live handles: {name: (kind, func_name, loop var name or block name)}."""

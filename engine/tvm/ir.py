@@ -8,8 +8,9 @@ import re
 from typing import Any
 
 from engine.ir import IRModule, PrimExpr, PrimFunc, Range, structural_equal, structural_hash
+from engine.ir.function import GlobalVar
 
-__all__ = ["IRModule", "PrimExpr", "Range", "structural_equal", "structural_hash",
+__all__ = ["IRModule", "GlobalVar", "PrimExpr", "Range", "structural_equal", "structural_hash",
            "assert_structural_equal"]
 
 #: lines of unified diff shown at most in the error message
