@@ -15,16 +15,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.ir import expr as E
 from engine.ir.buffer import Buffer
-from engine.ir.stmt import Block
+from engine.ir.stmt import Block, For
+from engine.ir.structural import structural_equal
 
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, register
 from ..tree import flatten_seq
-from ._common import expect_block
-from .buffers import (buffer_index_of, check_scope, loads_buf, need_attrs, nth_buffer, reads_buf,
-                      writes_buf)
-from .cache_stage import add_cache_stage, common_location, scope_children
+from ._common import conjuncts, expect_block, is_true
+from .buffers import buffer_index_of, check_scope, need_attrs, nth_buffer, reads_buf, writes_buf
+from .cache_regions import (Opaque, access_sites, box_within, dense_box, relaxed_box,
+                            union_box)
+from .cache_stage import (add_cache_stage, box_region, common_location, location_analyzer,
+                          loops_between, nested_alternatives, region_box, scope_children,
+                          stage_region)
 
 
 def _consumer_blocks(ctx: Ctx, items: Any, scope_blk: Block, buf: Buffer, what: str) -> list:
@@ -84,6 +89,201 @@ def _cache_subject(ctx: Ctx, inputs, attrs, direction: str) -> tuple:
     buf = nth_buffer(ctx, blk, index, direction, f"{direction}_buffer_index")
     scope_blk = ctx.index.scope_block(ctx.index.realize[id(blk)])
     return blk, scope, buf, scope_blk, scope_children(ctx, scope_blk)
+
+
+# ---------------------------------------------------------------------------
+# what the cache must hold (see .cache_regions)
+# ---------------------------------------------------------------------------
+def _sites(ctx: Ctx, blk: Block, buf: Buffer, keep_axes: bool = False):
+    """The loads and stores of ``buf`` in ``blk`` (:func:`.cache_regions.access_sites`),
+    in the variables outside ``blk`` (its bindings and ``T.where``), or with ``keep_axes``
+    in ``blk``'s own axes; a statement the analysis does not follow is refused."""
+    r = ctx.index.realize[id(blk)]
+    try:
+        if keep_axes:
+            return access_sites(blk, buf, {})
+        vmap = {iv.var: v for iv, v in zip(blk.iter_vars, r.iter_values)}
+        conds = [c for c in conjuncts(r.predicate) if not is_true(c)]
+        return access_sites(blk, buf, vmap, conds)
+    except Opaque as e:
+        raise ctx.error(f"block {blk.name_hint}", f"cannot follow the accesses of block "
+                        f"{blk.name_hint} to {buf.name} (it holds {e})",
+                        "cache a block made of loops, blocks and stores",
+                        highlight=[blk.name_hint]) from None
+
+
+def _box(sites: list, loops: list, an) -> list | None:
+    """The union of the boxes of ``sites`` over ``loops`` (and each site's own)."""
+    boxes = [relaxed_box([(i, i) for i in s.indices], s.conds, loops + s.loops, an)
+             for s in sites]
+    return union_box(boxes, an) if boxes else []
+
+
+def _level(ctx: Ctx, blk: Block, node, scope_blk: Block):
+    """Where ``blk`` meets the stage: ``node`` when it is inside it, else the scope."""
+    return node if ctx.index.contains(node, ctx.index.realize[id(blk)]) else scope_blk
+
+
+def _tiled_union(ctx: Ctx, region: list, node, an) -> list | None:
+    """The box every iteration of the loops from ``node`` up to the scope copies
+    together, when the boxes they copy (``region`` in those loops' variables) tile it
+    without a gap: each dimension moved by at most one loop, by at most its extent. None
+    when that is not shown."""
+    loops = {lp.loop_var: lp for lp in [node] + ctx.index.ancestors(node)
+             if isinstance(lp, For)}
+    used: set = set()
+    out = []
+    for mn, ext in region:
+        terms, const = an.linear(mn)
+        moving = [(a, k) for a, k in terms.values()
+                  if any(v in loops for v in _vars(a))]
+        if not moving:
+            out.append((mn, an.simplify(mn + ext - 1)))
+            continue
+        e = E.as_const_int(ext)
+        if len(moving) != 1 or e is None:
+            return None
+        atom, k = moving[0]
+        lp = loops.get(atom) if isinstance(atom, E.Var) else None
+        lo, n = (E.as_const_int(lp.min), E.as_const_int(lp.extent)) if lp else (None, None)
+        if lp is None or atom in used or lo is None or n is None or n < 1 or not 0 < k <= e:
+            return None
+        used.add(atom)
+        rest = an.simplify(mn - atom * k)
+        out.append((an.simplify(rest + lo * k), an.simplify(rest + (lo + n - 1) * k + e - 1)))
+    return out
+
+
+def _vars(e) -> list:
+    from engine.ir.functor import collect_vars
+    return collect_vars(e)
+
+
+def _check_reads_covered(ctx: Ctx, readers: list, buf: Buffer, writer: Block, region: list,
+                         node, scope_blk: Block, what: str) -> None:
+    """Every element a block of ``readers`` loads from the cache is one the stage put
+    there: inside ``region`` (what the stage copies in each iteration of ``node``) for
+    the readers inside ``node``, inside what all its iterations copy for the others."""
+    an = location_analyzer(ctx, node)
+    union = None
+    for c in readers:
+        level = _level(ctx, c, node, scope_blk)
+        if level is node:
+            have = region_box(region)
+        else:
+            if union is None:
+                union = _tiled_union(ctx, region, node, location_analyzer(ctx, scope_blk))
+            have = union
+        loads, _stores = _sites(ctx, c, buf)
+        need = _box(loads, loops_between(ctx, c, level), location_analyzer(ctx, level))
+        if need == [] or box_within(need, have, location_analyzer(ctx, level)):
+            continue
+        raise ctx.error(f"block {c.name_hint}", f"block {c.name_hint} may read elements of "
+                        f"{buf.name} that {what}, so its cache would not hold them",
+                        f"read the cache only in blocks that read what block "
+                        f"{writer.name_hint} writes (consumer_blocks)",
+                        highlight=[c.name_hint, writer.name_hint])
+
+
+def _input_region(ctx: Ctx, blk: Block, buf: Buffer, scope_blk: Block, readers: list,
+                  writer: Block | None = None) -> list:
+    """The region cache_read copies, at the start of the scope, of a buffer no block of
+    the scope writes before the readers (TVM's: what ``blk`` reads under its nested
+    blocks' predicates, else what the scope block reads, else the whole buffer; with a
+    ``writer`` after the readers, what it writes) — the whole buffer when some reader may
+    load outside it."""
+    full = box_region(None, buf, location_analyzer(ctx, scope_blk))
+    alts = nested_alternatives(blk, buf, "read")
+    rreg = next((r for r in blk.reads if r.buffer is buf), None)
+    sreg = next((r for r in scope_blk.reads if r.buffer is buf), None)
+    if writer is not None:
+        wreg = next(w for w in writer.writes if w.buffer is buf)
+        region = stage_region(ctx, writer, wreg, scope_blk)
+    elif rreg is not None and alts != [[]]:
+        region = stage_region(ctx, blk, rreg, scope_blk, alts)
+    elif sreg is not None:
+        region = box_region([(rg.min, rg.min + rg.extent - 1) for rg in sreg.region], buf,
+                            location_analyzer(ctx, scope_blk))
+    else:
+        return full
+    an = location_analyzer(ctx, scope_blk)
+    for c in readers:
+        try:
+            loads, _stores = access_sites(c, buf, {iv.var: v for iv, v in zip(
+                c.iter_vars, ctx.index.realize[id(c)].iter_values)},
+                [x for x in conjuncts(ctx.index.realize[id(c)].predicate) if not is_true(x)])
+        except Opaque:
+            return full
+        need = _box(loads, loops_between(ctx, c, scope_blk), an)
+        if need != [] and not box_within(need, region_box(region), an):
+            return full
+    return region
+
+
+def _before(ctx: Ctx, blk: Block, writer: Block, scope_blk: Block) -> bool:
+    """``blk`` runs entirely before ``writer``: they are in different statements of the
+    scope, ``blk``'s first (not in one loop, where it would see earlier iterations)."""
+    node, _children, pos_w, pos_b = common_location(ctx, writer, blk, scope_blk)
+    return node is scope_blk and pos_b < pos_w
+
+
+def _closed(box: list) -> list:
+    """``(lo, extent)`` per dimension as inclusive ``(lo, hi)``."""
+    return [(lo, lo + ext - 1) for lo, ext in box]
+
+
+def _check_write_back(ctx: Ctx, blk: Block, buf: Buffer, region: list, node) -> None:
+    """cache_write copies ``region`` of the cache back to ``buf`` in each iteration of
+    ``node``: ``blk`` must store only inside it, and every element of it (a store whose
+    indices are an affine map of the loops onto a box holding the region)."""
+    bname = blk.name_hint
+    loops = loops_between(ctx, blk, node)
+    an = location_analyzer(ctx, node)
+    _loads, stores = _sites(ctx, blk, buf)
+    have = region_box(region)
+    for s in stores:
+        if not box_within(_box([s], loops, an), have, an):
+            raise ctx.error(f"block {bname}", f"block {bname} may store to {buf.name} "
+                            "outside the region its T.writes gives, which the cache would "
+                            "not hold", "give the block's T.writes the region it writes",
+                            highlight=[bname])
+    for s in stores:
+        box = dense_box(s, loops)
+        if box is not None and box_within(have, _closed(box), an):
+            return
+    raise ctx.error(f"block {bname}", f"cannot prove that block {bname} writes every element "
+                    f"of the region of {buf.name} the cache copies back (the copy would "
+                    "overwrite the elements it does not write with the cache's)",
+                    "cache a block whose stores cover a box: one store, its indices an affine "
+                    "map of the loops, a T.where only bounding them", highlight=[bname])
+
+
+def _check_reads_after_writes(ctx: Ctx, blk: Block, buf: Buffer) -> None:
+    """Each load of ``buf`` in ``blk`` reads an element ``blk`` has written before (the
+    cache starts without the buffer's contents): a reduction's own element after its
+    T.init, or an element an earlier statement of the block stores every element of."""
+    bname = blk.name_hint
+    loads, stores = _sites(ctx, blk, buf, keep_axes=True)
+    for ld in loads:
+        if ld.inits and any(st.in_init and st.inits and st.inits[-1] is ld.inits[-1] and
+                            all(structural_equal(a, b) for a, b in zip(st.indices,
+                                                                       ld.indices))
+                            for st in stores):
+            continue
+        need = relaxed_box([(i, i) for i in ld.indices], ld.conds, ld.loops)
+        ok = False
+        for st in stores:
+            if st.top >= ld.top:
+                continue
+            box = dense_box(st, [])
+            if box is not None and box_within(need, _closed(box), location_analyzer(ctx, blk)):
+                ok = True
+                break
+        if not ok:
+            raise ctx.error(f"block {bname}", f"block {bname} reads the old contents of "
+                            f"{buf.name} (it updates it without a T.init), which the new "
+                            "cache would not hold", "cache a block that initialises what "
+                            "it accumulates", highlight=[bname])
 
 
 # ---------------------------------------------------------------------------
@@ -180,16 +380,29 @@ class CacheRead(Primitive):
                             highlight=[bname])
         if writer is None:
             node, pos = scope_blk, 0
+            region = _input_region(ctx, blk, buf, scope_blk, consumers)
+        elif all(_before(ctx, c, writer, scope_blk) for c in consumers):
+            # the readers run before the writer: they read the buffer's old contents,
+            # copied at the start of the scope (TVM places the stage there too)
+            node, pos = scope_blk, 0
+            region = _input_region(ctx, blk, buf, scope_blk, consumers, writer)
         else:
             first = min(consumers, key=lambda b: idx.order[id(b)])
             if idx.order[id(first)] < idx.order[id(writer)]:
                 raise ctx.error(f"block {first.name_hint}", f"block {first.name_hint} reads "
-                                f"{buf.name} before block {writer.name_hint} writes it",
-                                "", highlight=[first.name_hint, writer.name_hint])
+                                f"{buf.name} before block {writer.name_hint} writes it, and "
+                                "other readers after", "list in consumer_blocks only the "
+                                f"blocks before {writer.name_hint}, or only those after it",
+                                highlight=[first.name_hint, writer.name_hint])
             node, _children, pos_w, pos = common_location(ctx, writer, first, scope_blk)
             if pos_w >= pos:  # pragma: no cover - guaranteed by the order check
                 raise ctx.error(f"block {bname}", "cannot find where to place the cache", "")
-        return add_cache_stage(ctx, "read", buf, scope, scope_blk, node, pos, writer, consumers)
+            wreg = next(w for w in writer.writes if w.buffer is buf)
+            region = stage_region(ctx, writer, wreg, node)
+            _check_reads_covered(ctx, consumers, buf, writer, region, node, scope_blk,
+                                 f"block {writer.name_hint} does not write")
+        return add_cache_stage(ctx, "read", buf, scope, scope_blk, node, pos, writer, consumers,
+                               region)
 
     def python_args(self, inputs, attrs, dialect):
         return _cache_python_args(self, inputs, attrs, dialect, "read_buffer_index")
@@ -272,11 +485,7 @@ class CacheWrite(Primitive):
                             f"{names}; cache_write needs the block to be its only writer",
                             "apply cache_write before decompose_reduction or rfactor",
                             highlight=[bname] + [b.name_hint for b in others])
-        if blk.init is None and (reads_buf(blk, buf) or loads_buf(blk.body, buf)):
-            raise ctx.error(f"block {bname}", f"block {bname} reads the old contents of "
-                            f"{buf.name} (it updates it without a T.init), which the new "
-                            "cache would not hold", "cache a block that initialises what "
-                            "it accumulates", highlight=[bname])
+        _check_reads_after_writes(ctx, blk, buf)
         listed = _consumer_blocks(ctx, inputs[1] if len(inputs) > 1 else None, scope_blk, buf,
                                   "read the cache")
         me = idx.order[id(blk)]
@@ -292,7 +501,13 @@ class CacheWrite(Primitive):
             node, _children, _pa, pos = common_location(ctx, blk, first, scope_blk)
         else:
             node, pos = scope_blk, len(flatten_seq(scope_blk.body))
-        return add_cache_stage(ctx, "write", buf, scope, scope_blk, node, pos, blk, listed)
+        wreg = next(w for w in blk.writes if w.buffer is buf)
+        region = stage_region(ctx, blk, wreg, node, nested_alternatives(blk, buf, "write"))
+        _check_write_back(ctx, blk, buf, region, node)
+        _check_reads_covered(ctx, listed, buf, blk, region, node, scope_blk,
+                             f"block {bname} does not write")
+        return add_cache_stage(ctx, "write", buf, scope, scope_blk, node, pos, blk, listed,
+                               region)
 
     def python_args(self, inputs, attrs, dialect):
         return _cache_python_args(self, inputs, attrs, dialect, "write_buffer_index")
