@@ -405,3 +405,31 @@ def test_transform_layout_replaces_a_writer_padded_along_two_axes():
     text = sch.mod.script()
     assert "T.if_then_else(v0 == 2 and 1 <= v2 or v1 == 1 and 2 <= v3, 0, " in text
     assert_computes_exactly(engine.parse(src), sch.mod)
+
+
+def test_transform_layout_pads_before_the_first_element_of_a_shifted_map():
+    # i -> (0, (i + 3) // 4, (i + 3) % 4): three places of padding before element 0 and
+    # three after element 9, filled where B is written (an output: the caller sees them)
+    import numpy as np
+    src = '''
+@T.prim_func
+def shifted(A: T.Buffer((10,), "int32"), B: T.Buffer((10,), "int32")):
+    for i in T.serial(10):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * 2
+'''
+    for split in (False, True):
+        sch = Schedule(engine.parse(src))
+        if split:       # no row-major writer any more: the epilogue block fills it
+            sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 3])
+        sch.transform_layout("B", "B", lambda i: (0, (i + 3) // 4, (i + 3) % 4), pad_value=-1)
+        text = sch.mod.script()
+        assert ("buffer_B_padding" in text) == split
+        a = np.random.default_rng(1).integers(-4, 5, 10).astype("int32")
+        want = np.concatenate([[-1] * 3, a * 2, [-1] * 3]).reshape(1, 4, 4)
+        for run in (lambda m, *x: engine.interpret(m, "shifted", *x),
+                    lambda m, *x: engine.build(m)["shifted"](*x)):
+            b = np.full((1, 4, 4), 77, "int32")
+            run(sch.mod, a, b)
+            np.testing.assert_array_equal(b, want)

@@ -233,3 +233,70 @@ def invert_padded(params: list, exprs: list, extents: list, new_shape: list
             return list(padded), build
     raise NotBijective("no padding of the old axes makes the map a split, fuse or "
                        "permutation onto the new shape")
+
+
+def _offsets(params: list, exprs: list) -> dict | None:
+    """``{p: c}`` for each parameter that the map reads only as ``p + c`` (one positive
+    constant ``c`` for all its uses: ``(i + 1) // 8``, ``(i + 1) % 8``); None when a
+    parameter is read both with and without an offset, or with two offsets."""
+    seen: dict = {}
+    plain: set = set()
+
+    def walk(e) -> None:
+        if isinstance(e, E.Add):
+            for a, b in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(a, E.Var) and isinstance(b, E.IntImm) and b.value > 0 and \
+                        any(a is p for p in params):
+                    seen.setdefault(a, set()).add(b.value)
+                    return
+        if isinstance(e, E.Var):
+            plain.add(e)
+            return
+        for child in (getattr(e, "a", None), getattr(e, "b", None)):
+            if isinstance(child, E.PrimExpr):
+                walk(child)
+    for x in exprs:
+        walk(x)
+    if any(len(cs) > 1 or p in plain for p, cs in seen.items()):
+        return None
+    return {p: next(iter(cs)) for p, cs in seen.items()}
+
+
+class _Shift:
+    """``p + c`` read as one variable ``p'`` (in ``[c, n + c)``)."""
+
+    def __init__(self, offsets: dict):
+        self.offsets = offsets
+        self.fresh = {p: E.Var(p.name, p.dtype) for p in offsets}
+
+    def expr(self, e):
+        if isinstance(e, E.Add):
+            for a, b in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(a, E.Var) and a in self.fresh and isinstance(b, E.IntImm):
+                    return self.fresh[a]
+        if isinstance(e, E.BinaryOp):
+            return type(e)(self.expr(e.a), self.expr(e.b))
+        return e
+
+
+def invert_padded_with_offsets(params: list, exprs: list, extents: list, new_shape: list
+                               ) -> tuple[Callable, list[bool], list[bool]]:
+    """:func:`invert_padded` for maps that also shift an axis by a constant (``i -> ((i +
+    1) // 8, (i + 1) % 8)``: the new shape has room below the first element too). Returns
+    (``build(new_vars)``: the old indices rebuilt from new ones, which lie outside
+    ``[0, n)`` exactly at the padding; per axis, whether the padding reaches below 0 and
+    whether past ``n``)."""
+    offsets = _offsets(params, exprs)
+    if not offsets:
+        padded, build = invert_padded(params, exprs, extents, new_shape)
+        return build, [False] * len(params), [m > n for m, n in zip(padded, extents)]
+    shift = _Shift(offsets)
+    shifted = [shift.fresh.get(p, p) for p in params]
+    ext = [n + offsets.get(p, 0) for p, n in zip(params, extents)]
+    padded, build0 = invert_padded(shifted, [shift.expr(x) for x in exprs], ext, new_shape)
+
+    def build(new_vars: list) -> list:
+        return [simplify(o - offsets[p]) if p in offsets else o
+                for p, o in zip(params, build0(new_vars))]
+    return (build, [p in offsets for p in params],
+            [m > n + offsets.get(p, 0) for p, m, n in zip(params, padded, extents)])

@@ -39,7 +39,7 @@ from .buffers import alloc_site, nth_buffer
 from .index_map_check import (MAX_CHECK, CheckBudget, CheckBudgetError,  # noqa: F401
                               IndexMapError, _injective, _injective_enum, _np_eval,
                               check_budget, expr_text, injective)
-from .index_map_inverse import invert_padded
+from .index_map_inverse import invert_padded_with_offsets
 
 READ, WRITE = 0, 1
 _TYPES = {"read": READ, "write": WRITE}
@@ -816,10 +816,16 @@ def _padding_condition(params: list, exprs: list, shape: tuple, new_shape: list,
                        new_vars: list) -> tuple[E.PrimExpr, list]:
     """(the condition that the new index ``new_vars`` is padding, the old indices rebuilt
     from it); IndexMapError when the map's padding cannot be described."""
-    padded_ext, build = invert_padded(params, exprs, list(shape), list(new_shape))
+    build, below, past = invert_padded_with_offsets(params, exprs, list(shape),
+                                                    list(new_shape))
     ranges = {v: (0, n - 1) for v, n in zip(new_vars, new_shape)}
     olds = build(new_vars)
-    conds = [_past(o, n, ranges) for o, n, m in zip(olds, shape, padded_ext) if m > n]
+    conds = []
+    for o, n, lo, hi in zip(olds, shape, below, past):
+        if lo:
+            conds.append(E.LT(o, E.const(0, o.dtype)))
+        if hi:
+            conds.append(_past(o, n, ranges))
     pred = conds[0]
     for c in conds[1:]:
         pred = E.Or(pred, c)
@@ -881,7 +887,9 @@ def _replace_writers(func: Any, old: Buffer, new: Buffer, params: list, exprs: l
             new_blk = blk.replace(
                 iter_vars=new_ivs, body=put.visit(substitute(blk.body, vmap)),
                 init=None if blk.init is None else put.visit(substitute(blk.init, vmap)),
-                reads=substitute(blk.reads, vmap), writes=substitute(blk.writes, vmap))
+                reads=substitute(blk.reads, vmap),
+                writes=tuple(BufferRegion(new, tuple(Range(v, E.const(1, dtype)) for v in ivs))
+                             if r.buffer is old else substitute(r, vmap) for r in blk.writes))
             body = _swap(body, blk_realize, BlockRealize(values, blk_realize.predicate,
                                                          new_blk))
         else:
