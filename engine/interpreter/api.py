@@ -22,6 +22,8 @@ class CompiledFunc:
     """A PrimFunc compiled for the interpreter: call it with numpy arrays."""
 
     def __init__(self, func: PrimFunc, vectorize: bool = True):
+        from engine.ir.views import inline_views
+        func = inline_views(func)   # T.match_buffer views: accesses of what they view
         comp = StmtCompiler(func, vectorize)
         self.vectorize = vectorize
         self.name = func.name

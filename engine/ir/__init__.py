@@ -15,7 +15,8 @@ from .expr import (EQ, GE, GT, INTRINSICS, LE, LT, NE, Add, And, BinaryOp, Broad
                    binary, const, convert, is_const_int)
 from .buffer import Buffer, BufferRegion, Range
 from .stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, ForKind,
-                   IfThenElse, IterType, IterVar, LetStmt, SeqStmt, Stmt, seq)
+                   IfThenElse, IterType, IterVar, LetStmt, MatchBufferRegion, SeqStmt, Stmt,
+                   seq)
 from .function import IRModule, PrimFunc
 from .functor import (Mutator, collect, collect_vars, post_order_visit, pre_order_visit,
                       substitute, uses_var)

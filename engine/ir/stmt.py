@@ -65,12 +65,28 @@ class IterVar(Node):
 
 
 @node
+class MatchBufferRegion(Node):
+    """``Bb = T.match_buffer(B[vi:vi + 4, vj], (4,))`` inside a block: ``buffer`` is a *view*
+    of the region ``source`` of another buffer — its element ``Bb[k]`` is ``B[vi + k, vj]``
+    (the source's trailing dimensions line up with the view's; leading ones of extent 1
+    stay at their start), its storage the source's, its strides the source's. The view's
+    shape is the region's extents, its dtype and scope the source's."""
+
+    buffer: Buffer
+    source: BufferRegion
+
+    __hash__ = object.__hash__
+
+
+@node
 class Block(Stmt):
     """``with T.block(name):`` — the unit of computation TensorIR schedules.
 
     Fields mirror TVM: block axes (``iter_vars``), ``reads``/``writes`` regions,
     ``init`` (the ``with T.init():`` statement of a reduction, or None), buffers
-    allocated inside (``alloc_buffers``) and ``annotations`` (pairs).
+    allocated inside (``alloc_buffers``), ``annotations`` (pairs) and the views of regions
+    the block declares with ``T.match_buffer`` (``match_buffers``,
+    :class:`MatchBufferRegion`; last, so that blocks built positionally need not name it).
     """
 
     iter_vars: tuple
@@ -81,6 +97,7 @@ class Block(Stmt):
     init: Stmt | None = None
     alloc_buffers: tuple = ()
     annotations: tuple = ()
+    match_buffers: tuple = ()
 
 
 @node

@@ -4,7 +4,9 @@
 function by function) and returns a *lowered* PrimFunc that the LLVM code generator
 (:mod:`engine.codegen`) consumes directly. The passes, in order:
 
-0. **Buffer placement, compaction and storage_align** (:mod:`.compact`): each buffer a
+0. **Views** (:func:`engine.ir.views.inline_views`): an access through a block's
+   ``T.match_buffer`` view becomes an access of the region of the buffer it views.
+   **Buffer placement, compaction and storage_align** (:mod:`.compact`): each buffer a
    block allocates moves to the innermost loop enclosing all its accesses (when provably
    safe), shrinks to the box one iteration touches, and gets the padded strides of a
    ``buffer_dim_align`` annotation.
@@ -535,6 +537,8 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     from .compact import compact_buffers
     from .legalize import legalize_loops
     from .tails import peel_vector_tails
+    from engine.ir.views import inline_views
+    func = inline_views(func)   # T.match_buffer views and B.elem_offset made plain first
     src = compact_buffers(func) if compact else func
     body = _BlockLowerer(func.name).stmt(src.body, {})
     if body is None:

@@ -500,6 +500,8 @@ class Schedule:
         if new_func is not func:
             new_mod = self._mod.with_function(func_name, new_func)
         new_idx = self._index_of(new_func)
+        if new_func is not func:
+            _refuse_lost_views(method, ctx.index, new_idx)
         renames = dict(result.renames)
         out_rvs: list[_RV] = []
         pending: list[tuple[type, tuple]] = []
@@ -600,6 +602,39 @@ def _refuse_unordered_axes(ctx: Ctx, method: str, resolved: list) -> None:
                                     f"{iv.iter_type.value} axis, "
                                     "and the schedule transforms blocks of spatial and "
                                     "reduction axes only", "", highlight=[b.name_hint])
+
+
+def _unlisted_views(index: Any) -> dict:
+    """``(block name, id(source)) -> (block, source)`` for every ``T.match_buffer`` view
+    whose source buffer the block leaves out of its ``T.reads``/``T.writes``."""
+    out = {}
+    for b in index.all_blocks():
+        if not b.match_buffers:
+            continue
+        listed = {id(r.buffer) for r in b.reads} | {id(w.buffer) for w in b.writes}
+        for m in b.match_buffers:
+            if id(m.source.buffer) not in listed:
+                out[(b.name_hint, id(m.source.buffer))] = (b, m.source.buffer)
+    return out
+
+
+def _refuse_lost_views(method: str, old_index: Any, new_index: Any) -> None:
+    """A block's ``T.match_buffer`` view is an access of its source that the block's
+    regions declare (as TVM's region detection makes them). The primitives rewrite the
+    accesses and regions they know of; one that left a view's source out of the regions
+    of a block that declared it (a cache stage in its place: the view would still read
+    or write the old buffer) changed what the block computes: refused."""
+    if not any(b.match_buffers for b in new_index.all_blocks()):
+        return
+    before = _unlisted_views(old_index)
+    for key, (b, src) in _unlisted_views(new_index).items():
+        if key not in before:
+            raise ScheduleError(method, f"block {b.name_hint}", f"block {b.name_hint} views a "
+                                f"region of {src.name} (T.match_buffer), which {method} "
+                                "leaves out of the block's T.reads/T.writes: the view would "
+                                "still access the old buffer", f"apply {method} before the "
+                                "regions are matched: it does not follow T.match_buffer "
+                                "views", highlight=[b.name_hint])
 
 
 def _is_step(prim: Any) -> bool:

@@ -15,7 +15,9 @@ TVM completes such blocks from their bodies; this module does the same, simply:
 * opaque accesses, as TVM's detector reads them: ``T.tvm_access_ptr(..., B.data, ..., mask)``
   (``B.access_ptr("r")``) reads (mask 1) or writes (mask 2) the whole of ``B``; any other
   use of ``B.data`` (mask 3, an extern call's argument) may do both: ``B`` is then left out
-  of the element-wise regions and its whole region is both read and written.
+  of the element-wise regions and its whole region is both read and written;
+* an access through a view the block declares (``Bb = T.match_buffer(B[vi, 0:4], (4,))``)
+  is an access of its source: ``Bb[k]`` reads ``B[vi, k]`` (TVM's ConvertMatchedRegion).
 """
 from __future__ import annotations
 
@@ -77,6 +79,17 @@ def _index_access(i: Any) -> tuple:
     return i, 1
 
 
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b`` with a zero or two constants folded (a view's offset plus an index)."""
+    if E.is_const_int(b, 0):
+        return a
+    if E.is_const_int(a, 0):
+        return b
+    if type(a) is E.IntImm and type(b) is E.IntImm:
+        return E.IntImm(a.dtype, a.value + b.value)
+    return E.binary(E.Add, a, b)
+
+
 class _Access:
     __slots__ = ("buffer", "dims")
 
@@ -86,13 +99,34 @@ class _Access:
 
 
 class _Collector:
-    def __init__(self):
+    def __init__(self, views: tuple = ()):
         self.reads: dict[int, _Access] = {}
         self.writes: dict[int, _Access] = {}
         self.opaque: dict[int, Buffer] = {}   # buffers whose data opaque code may touch
+        self.views = {id(m.buffer): m for m in views}   # the block's T.match_buffer views
         self.relax: dict[int, tuple[int, int] | None] = {}  # loop var id -> (lo, hi) or None
 
+    def source_of(self, buffer: Buffer, per_dim: list) -> tuple[Buffer, list]:
+        """An access of a view (``per_dim`` in its coordinates) as one of its source."""
+        while id(buffer) in self.views:
+            m = self.views[id(buffer)]
+            region = m.source.region
+            if len(per_dim) != len(m.buffer.shape):
+                per_dim = [(None, None)] * len(m.buffer.shape)
+            off = len(region) - len(per_dim)
+            out = [(rg.min, 1) for rg in region[:off]]
+            for rg, (x, ext) in zip(region[off:], per_dim):
+                if x is None or ext is None:
+                    full = rg.extent.value if type(rg.extent) is E.IntImm else None
+                    out.append((rg.min, full) if full is not None else (None, None))
+                else:
+                    out.append((_plus(rg.min, x), ext))
+            buffer, per_dim = m.source.buffer, out
+        return buffer, per_dim
+
     def add(self, table: dict, buffer: Buffer, per_dim: list) -> None:
+        if self.views:
+            buffer, per_dim = self.source_of(buffer, per_dim)
         acc = table.get(id(buffer))
         if acc is None:
             acc = table[id(buffer)] = _Access(buffer)
@@ -117,6 +151,8 @@ class _Collector:
                 for a in x.args[2:4]:
                     pre_order_visit(a, fn)
                 if mask & 1 and mask & 2:
+                    while id(buf) in self.views:
+                        buf = self.views[id(buf)].source.buffer
                     self.opaque.setdefault(id(buf), buf)
                 elif mask & 1:
                     self.add(self.reads, buf, whole)
@@ -124,7 +160,10 @@ class _Collector:
                     self.add(self.writes, buf, whole)
                 return False
             elif t is E.BufferField and x.field == "data":
-                self.opaque.setdefault(id(x.buffer), x.buffer)
+                buf = x.buffer
+                while id(buf) in self.views:
+                    buf = self.views[id(buf)].source.buffer
+                self.opaque.setdefault(id(buf), buf)
             return None
 
         pre_order_visit(e, fn)
@@ -254,10 +293,11 @@ class _Collector:
         return tuple(out)
 
 
-def infer_block_regions(body: Any, init: Any = None,
-                        alloc_buffers: tuple = ()) -> tuple[tuple, tuple]:
-    """``(reads, writes)`` BufferRegion tuples for a block with this body/init."""
-    c = _Collector()
+def infer_block_regions(body: Any, init: Any = None, alloc_buffers: tuple = (),
+                        match_buffers: tuple = ()) -> tuple[tuple, tuple]:
+    """``(reads, writes)`` BufferRegion tuples for a block with this body/init (and these
+    T.match_buffer views, whose accesses are accesses of their sources)."""
+    c = _Collector(match_buffers)
     c.stmt(body)
     c.stmt(init)
     local = {id(b) for b in alloc_buffers}

@@ -17,32 +17,36 @@ from ..error import ScheduleError, TraceError
 from ..registry import Ctx, Primitive, Result, fmt, py_int, py_str, register, unquote
 from ..tree import replace_stmts
 from ._common import expect_block
-from .buffers import alloc_site, buffer_index_of, nth_buffer
+from .buffers import alloc_site, buffer_index_of, nth_buffer, with_views
 from .index_map_check import IndexMapError
 from .layout import expr_text, parse_index_map, tvm_index_map_from_json
 
 
 class _SetDType(Mutator):
-    """Every access to ``old`` moved to ``new``: stores cast to the new type, loads cast
-    back to the type the expression had."""
+    """Every access to ``old`` (and to its ``T.match_buffer`` views, ``views``: old view
+    id -> the view of the new type) moved to the new buffer: stores cast to the new type,
+    loads cast back to the type the expression had."""
 
-    def __init__(self, old, new):
-        self.old, self.new = old, new
+    def __init__(self, old, new, views: dict | None = None):
+        self.old = old
+        self.map = {id(old): new, **(views or {})}
 
     def visit_buffer(self, buf):
-        return self.new if buf is self.old else buf
+        return self.map.get(id(buf), buf)
 
     def visit_BufferLoad(self, e):
         idx = tuple(self.visit(i) for i in e.indices)
-        if e.buffer is not self.old:
+        new = self.map.get(id(e.buffer))
+        if new is None:
             return E.BufferLoad(e.buffer, idx) if any(a is not b for a, b in
                                                       zip(idx, e.indices)) else e
-        return E.Cast(self.old.dtype, E.BufferLoad(self.new, idx))
+        return E.Cast(self.old.dtype, E.BufferLoad(new, idx))
 
     def visit_BufferStore(self, s):
-        if s.buffer is not self.old:
+        new = self.map.get(id(s.buffer))
+        if new is None:
             return self.generic_visit(s)
-        return BufferStore(self.new, E.Cast(self.new.dtype, self.visit(s.value)),
+        return BufferStore(new, E.Cast(new.dtype, self.visit(s.value)),
                            tuple(self.visit(i) for i in s.indices))
 
 
@@ -56,7 +60,8 @@ class UnsafeSetDType(Primitive):
         """Set the element type of a buffer a block writes. Every store to it casts the
         value to the new type and every load casts it back to the old one, so the
         program is the same up to the precision of the new type ("unsafe": no check
-        that the values fit).
+        that the values fit). The ``T.match_buffer`` views of the buffer take the new type
+        too (their accesses cast the same way).
 
         It requires: 1) ``buffer_index`` names a buffer the block writes (an index into
         ``T.writes`` or the buffer's name); 2) the buffer is allocated by the function,
@@ -112,7 +117,9 @@ class UnsafeSetDType(Primitive):
         if dtype == buf.dtype:
             return Result(None, [])
         new = buf.replace(dtype=dtype)
-        return Result(ctx.func.replace(body=_SetDType(buf, new).visit(ctx.func.body)), [])
+        views = with_views(ctx.func.body, buf, dtype=dtype)   # a view has its source's dtype
+        return Result(ctx.func.replace(body=_SetDType(buf, new, views).visit(ctx.func.body)),
+                      [])
 
     def check_attrs(self, attrs) -> None:
         super().check_attrs(attrs)

@@ -6,7 +6,8 @@ reduction and layout primitives.
 * which blocks read, write or load a buffer;
 * rewriting: :func:`rewrite_stmts` (post-order edits by statement identity, composed with
   :func:`compose`), :class:`BufferSwap` (one buffer for another in chosen accesses) and
-  :class:`ReplaceBuffer` (everywhere, allocations included).
+  :class:`ReplaceBuffer` (everywhere, allocations and the ``T.match_buffer`` views of it
+  — :func:`with_views` — included).
 """
 from __future__ import annotations
 
@@ -165,13 +166,33 @@ def _swap_regions(regions: tuple, old: Buffer, new: Buffer) -> tuple:
 
 
 class ReplaceBuffer(Mutator):
-    """Replace a buffer object everywhere (loads, stores, regions, alloc_buffers)."""
+    """Replace a buffer object everywhere (loads, stores, regions, alloc_buffers), and
+    with it the ``T.match_buffer`` views of it (``views``: old view id -> new view, see
+    :func:`with_views`)."""
 
-    def __init__(self, old: Buffer, new: Buffer):
+    def __init__(self, old: Buffer, new: Buffer, views: dict | None = None):
         self.old, self.new = old, new
+        self.views = views or {}
 
     def visit_buffer(self, buf):
-        return self.new if buf is self.old else buf
+        if buf is self.old:
+            return self.new
+        return self.views.get(id(buf), buf)
+
+
+def with_views(node: Any, old: Buffer, **changes) -> dict:
+    """The views of ``old`` under ``node`` (``T.match_buffer`` of a region of it, and views
+    of those) made anew with ``changes`` (a new dtype, a new scope: a view has its source's):
+    old view id -> new view. TVM's set_scope and unsafe_set_dtype change them so."""
+    from engine.ir.stmt import MatchBufferRegion
+    from engine.ir.functor import collect
+    sources = {id(old)}
+    out: dict = {}
+    for m in collect(node, MatchBufferRegion, into_expressions=False):
+        if id(m.source.buffer) in sources:
+            out[id(m.buffer)] = m.buffer.replace(**changes)
+            sources.add(id(m.buffer))
+    return out
 
 
 def reads_buf(blk: Block, buf: Buffer) -> bool:

@@ -16,7 +16,7 @@ from ..registry import Ctx, Primitive, Result, fmt, register
 from ._common import expect_block, fresh_name, is_int
 from .buffers import (BufferSwap, ReplaceBuffer, all_buffers, alloc_site, buffer_index_of,
                       buffer_names, check_scope, compose, loads_buf, need_attrs, nth_buffer,
-                      reads_buf, rewrite_stmts, writes_buf)
+                      reads_buf, rewrite_stmts, with_views, writes_buf)
 from .cache import CacheRead, CacheWrite
 from .cache_stage import (common_location, copy_stage, loops_between, relaxed_region,
                           scope_children)
@@ -62,6 +62,7 @@ class SetScope(Primitive):
         ``T.writes``, or the buffer's name); 2) the buffer is allocated by the function
         (not a parameter); 3) ``storage_scope`` is "global", "local" or "shared", optionally
         with a tag ("global.A_reg": the same memory under a name a tensor intrinsic asks for).
+        The ``T.match_buffer`` views of the buffer take the new scope too.
 
         Before::
 
@@ -87,7 +88,8 @@ class SetScope(Primitive):
         check_scope(ctx, f"block {blk.name_hint}", scope)
         buf, _site = _allocated_write_buffer(ctx, blk, index, "set_scope")
         new = buf.replace(scope=scope)
-        body = ReplaceBuffer(buf, new).visit(ctx.func.body)
+        views = with_views(ctx.func.body, buf, scope=scope)   # a view has its source's scope
+        body = ReplaceBuffer(buf, new, views).visit(ctx.func.body)
         return Result(ctx.func.replace(body=body), [])
 
     def python_args(self, inputs, attrs, dialect):

@@ -183,14 +183,17 @@ class BlockParser(ParserContext):
             self.blocks.pop()
         if ctx.iter_vars:
             self.check_no_outer_loop_var(n, name, outer_loops, (body, ctx.init, ctx.reads,
-                                                                ctx.writes))
+                                                                ctx.writes,
+                                                                tuple(ctx.match_buffers)))
         reads, writes = ctx.reads, ctx.writes
         if reads is None or writes is None:
-            r, w = infer_block_regions(body, ctx.init, tuple(ctx.alloc_buffers))
+            r, w = infer_block_regions(body, ctx.init, tuple(ctx.alloc_buffers),
+                                       tuple(ctx.match_buffers))
             reads = r if reads is None else reads
             writes = w if writes is None else writes
         block = S.Block(tuple(ctx.iter_vars), reads, writes, name, body, ctx.init,
-                        tuple(ctx.alloc_buffers), ctx.annotations or ())
+                        tuple(ctx.alloc_buffers), ctx.annotations or (),
+                        tuple(ctx.match_buffers))
         return S.BlockRealize(tuple(ctx.iter_values),
                               ctx.predicate if ctx.predicate is not None else const_true(), block)
 

@@ -8,6 +8,7 @@ import ast
 from typing import Any
 
 from engine.ir import expr as E
+from engine.ir import stmt as S
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.dtype import is_int
 
@@ -159,9 +160,13 @@ class BufferParser(ParserContext):
         return tuple(out)
 
     def match_buffer(self, n: ast.Assign, name: str, call: ast.Call) -> None:
+        if call.args and self.blocks and type(call.args[0]) in (ast.Subscript, ast.Name) \
+                and not isinstance(self.lookup(getattr(call.args[0], "id", "")), Handle):
+            return self.match_view(n, name, call)
         if self.depth != 0 or not call.args:
             raise self.err(n, "T.match_buffer(handle, shape, dtype) belongs at the top of "
-                              "the function")
+                              "the function, or inside a block as a view of a region: "
+                              "X = T.match_buffer(B[vi, 0:4], (4,))")
         h = call.args[0]
         hv = self.lookup(h.id) if type(h) is ast.Name else None
         if not isinstance(hv, Handle):
@@ -173,3 +178,55 @@ class BufferParser(ParserContext):
         self.declare(name, buf)
         return None
 
+
+    def match_view(self, n: ast.Assign, name: str, call: ast.Call) -> None:
+        """``X = T.match_buffer(B[vi, 0:4], (4,), ...)`` inside a block: ``X`` is a view of
+        the region (:class:`engine.ir.stmt.MatchBufferRegion`). Its shape must be the
+        region's extents (the trailing ones; the leading ones 1), its dtype and scope the
+        source's (they are the default); its strides and offset come from the region."""
+        ctx = self.blocks[-1]
+        source = self.region(call.args[0])
+        spec = self.buffer_spec(call, "match_buffer", skip_first=True)
+        src = source.buffer
+        for key in ("strides", "elem_offset"):
+            if key in spec:
+                raise self.err(call, f"a view takes its {key.replace('_', ' ')} from the "
+                                     "region it matches; leave out " + key + "=")
+        dtype = spec.get("dtype", src.dtype)
+        scope = spec.get("scope", src.scope)
+        if dtype != src.dtype:
+            raise self.err(call, f"the view {name!r} is {dtype} but {src.name} is "
+                                 f"{src.dtype}: a view has its source's dtype")
+        if scope != src.scope:
+            raise self.err(call, f"the view {name!r} is in scope {scope!r} but {src.name} is "
+                                 f"in {src.scope!r}: a view has its source's scope")
+        shape = spec["shape"]
+        region = source.region
+        offset = len(region) - len(shape)
+        if offset < 0:
+            raise self.err(call, f"the view {name!r} has {len(shape)} dimensions, more than "
+                                 f"the region of {src.name} ({len(region)})")
+        from engine.ir.structural import structural_equal
+        for d, rg in enumerate(region):
+            want = shape[d - offset] if d >= offset else E.IntImm(rg.extent.dtype, 1)
+            got = rg.extent
+            same = (type(got) is E.IntImm and type(want) is E.IntImm and
+                    got.value == want.value) or structural_equal(got, want)
+            if not same:
+                size = str(got.value) if type(got) is E.IntImm else "several"
+                if d < offset:
+                    why = (f"dimension {d} of the region spans {size} elements, and the "
+                           "view leaves it out (only leading dimensions of extent 1 can be "
+                           "left out: the view's dimensions are the region's last ones)")
+                else:
+                    why = (f"dimension {d - offset} of the view has "
+                           f"{getattr(want, 'value', 'other')} elements where the region "
+                           f"(its dimension {d}) spans {size}")
+                raise self.err(call, f"the view {name!r} does not fit the region of "
+                                     f"{src.name}: {why}")
+        buf = self.make_buffer(call, name, dict(spec, dtype=dtype, scope=scope))
+        ctx.match_buffers.append(S.MatchBufferRegion(buf, source))
+        self.views = getattr(self, "views", set()) | {id(buf)}
+        self.keep.append(buf)
+        self.declare(name, buf)
+        return None

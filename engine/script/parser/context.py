@@ -63,7 +63,7 @@ class BlockCtx:
     """What the statements inside a ``with T.block(...)`` declare about their block."""
 
     __slots__ = ("name", "iter_vars", "iter_values", "predicate", "reads", "writes",
-                 "annotations", "alloc_buffers", "init", "node")
+                 "annotations", "alloc_buffers", "init", "node", "match_buffers")
 
     def __init__(self, name: str, node: ast.AST):
         self.name = name
@@ -76,6 +76,7 @@ class BlockCtx:
         self.annotations = None
         self.alloc_buffers: list[Buffer] = []
         self.init = None
+        self.match_buffers: list[S.MatchBufferRegion] = []
 
 
 class Handle:

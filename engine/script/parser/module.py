@@ -39,6 +39,7 @@ class ModuleParser(ParserContext):
         self.loop_dom: dict[int, tuple] = {}
         self.keep: list = []
         self.symbolic: set[int] = set()
+        self.views: set[int] = set()      # ids of the T.match_buffer views of regions
         self.attrs: tuple = ()
         self.depth = 0
         self.saw_block = False

@@ -97,6 +97,17 @@ class StmtPrinter(ExprPrinter):
             text = self.alloc_text(buf)
             self.emit(ind, f"{self.define(buf, buf.name)} = {text}")
 
+    def match_text(self, m: S.MatchBufferRegion) -> str:
+        """``X = T.match_buffer(B[vi, 0:4], (4,), "float16", scope="local")`` (defining X;
+        the dtype and scope always the source's)."""
+        buf = m.buffer
+        parts = [self.region(m.source), self.shape(buf.shape)]
+        if buf.dtype != "float32":
+            parts.append(f'"{buf.dtype}"')
+        if buf.scope != "global":
+            parts.append(f'scope="{buf.scope}"')
+        return f"{self.define(buf, buf.name)} = T.match_buffer({', '.join(parts)})"
+
     # ------------------------------------------------------------------ statements
     def stmt(self, s: Any, ind: int) -> None:
         fn = self._stmt_fn.get(type(s))
@@ -296,6 +307,8 @@ class StmtPrinter(ExprPrinter):
             self.emit(body_ind, f"T.{self.spell['block_attr']}"
                                 f"({self.dict_literal(block.annotations)})")
         self.emit_allocs(block.alloc_buffers, body_ind)
+        for m in block.match_buffers:
+            self.emit(body_ind, self.match_text(m))
         if block.init is not None:
             self.emit(body_ind, "with T.init():")
             self.push()
