@@ -331,6 +331,14 @@ def union_regions(regions) -> tuple:
     return tuple(out.values())
 
 
+def _dom(extent: E.PrimExpr, dtype: str) -> Range:
+    """The domain ``[0, extent)`` of a new axis of ``dtype`` (an int64 axis: int64 bounds)."""
+    n = extent if isinstance(extent, int) else E.as_const_int(extent)
+    if n is not None:
+        extent = E.const(n, dtype)
+    return Range(E.const(0, dtype), extent if extent.dtype == dtype else extent.astype(dtype))
+
+
 def blockize_loop(ctx: Ctx, loop: For, preserve_unit_iters: bool, method: str
                   ) -> tuple[BlockRealize, Block]:
     """The outer block realize that replaces ``loop`` (and the new inner block)."""
@@ -350,16 +358,22 @@ def blockize_loop(ctx: Ctx, loop: For, preserve_unit_iters: bool, method: str
     outer_pred, inner_pred = split_predicate(ctx, realize, inner_vars, subject, hl)
     # the new axes: every axis gets an outer one; those with an inner extent > 1 an inner one
     outer_ivs, outer_vals, inner_ivs, inner_vals, vmap = [], [], [], [], {}
+    # without preserve_unit_iters a loop of one iteration is its minimum (TVM's iterator
+    # maps drop unit iterators): the outer binding ``i0`` becomes ``0``
+    units = {} if preserve_unit_iters else {
+        lp.loop_var: lp.min for lp in outer_loops if E.is_const_int(lp.extent, 1)}
     for iv, dv in zip(block.iter_vars, division):
         dtype = iv.var.dtype
-        o = IterVar(E.Var(f"{iv.var.name}_o", dtype), Range(0, dv.outer_extent), iv.iter_type)
+        o = IterVar(E.Var(f"{iv.var.name}_o", dtype), _dom(dv.outer_extent, dtype),
+                    iv.iter_type)
         outer_ivs.append(o)
-        outer_vals.append(simplify(dv.outer))
+        outer_vals.append(simplify(substitute(dv.outer, units) if units else dv.outer))
         if E.is_const_int(dv.inner_extent, 1):
             unit = E.is_const_int(dv.outer_extent, 1) and not preserve_unit_iters
             vmap[iv.var] = E.const(0, dtype) if unit else o.var
             continue
-        i = IterVar(E.Var(f"{iv.var.name}_i", dtype), Range(0, dv.inner_extent), iv.iter_type)
+        i = IterVar(E.Var(f"{iv.var.name}_i", dtype), _dom(dv.inner_extent, dtype),
+                    iv.iter_type)
         inner_ivs.append(i)
         inner_vals.append(dv.inner)
         vmap[iv.var] = i.var if E.is_const_int(dv.outer_extent, 1) else \

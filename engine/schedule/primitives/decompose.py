@@ -27,7 +27,8 @@ class DecomposeReduction(Primitive):
         is one of the block's loops; 3) every loop bound to a reduction axis of the
         block is ``loop`` or inside it; 4) no loop is bound to both a spatial and a
         reduction axis. The init block gets copies (``j_1_init``) of the loops between
-        ``loop`` and the block that index spatial axes. Handles to the block now refer
+        ``loop`` and the block that index spatial axes, and the block's annotations (as
+        TVM's). Handles to the block now refer
         to the update block; the init block's handle is returned.
 
         Before::
@@ -129,8 +130,9 @@ class DecomposeReduction(Primitive):
         init_name = fresh_name(bname + "_init", names)
         upd_name = fresh_name(bname + "_update", names | {init_name})
         writes = tuple(substitute(w, var_map) for w in blk.writes)
+        # the block's annotations go to the init block too, as TVM's
         init_block = Block(tuple(new_ivs), (), writes, init_name,
-                           substitute(blk.init, var_map), None, (), ())
+                           substitute(blk.init, var_map), None, (), blk.annotations)
         init_nest = BlockRealize(tuple(new_vals), pred, init_block)
         for lp, nv in reversed(init_loops):
             init_nest = For(nv, lp.min, lp.extent, lp.kind, init_nest, lp.annotations)

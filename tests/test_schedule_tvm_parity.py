@@ -1,0 +1,71 @@
+"""Small points where the engine's result now has TVM's shape, each run against the original
+program (interpreter on both, compiled new one) so the shape never changes the meaning:
+decompose_reduction keeps the block's annotations on the init block; blockize of int64
+loops gives int64 axis domains, and without preserve_unit_iters binds a unit loop's axis to
+its minimum."""
+from __future__ import annotations
+
+import engine
+from engine.ir import expr as E
+from engine.ir import stmt as S
+from engine.ir.functor import collect
+from engine.schedule import Schedule
+from semantics import assert_computes_exactly
+
+
+def _block(mod, name):
+    return next(b for b in collect(mod["main"].body, S.Block) if b.name_hint == name)
+
+
+def _realize(mod, name):
+    return next(r for r in collect(mod["main"].body, S.BlockRealize)
+                if r.block.name_hint == name)
+
+
+def test_decompose_reduction_keeps_the_annotations_on_the_init_block():
+    mod = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((6, 8), "float32"), B: T.Buffer((6,), "float32")):
+    for i, k in T.grid(6, 8):
+        with T.block("B"):
+            T.block_attr({"note": 1})
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = T.float32(0)
+            B[vi] = B[vi] + A[vi, vk]
+""")
+    sch = Schedule(mod)
+    b = sch.get_block("B")
+    init = sch.decompose_reduction(b, sch.get_loops(b)[1])
+    assert dict(sch.get(init).annotations) == {"note": 1}
+    assert dict(sch.get(b).annotations) == {"note": 1}
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
+INT64 = """
+@T.prim_func
+def main(A: T.Buffer((T.int64(16), T.int64(32)), "float32"),
+         B: T.Buffer((T.int64(16), T.int64(32)), "float32")):
+    for i0, j0, i1, j1 in T.grid(T.int64(1), T.int64(4), T.int64(16), T.int64(8)):
+        with T.block("B"):
+            vi = T.axis.spatial(T.int64(16), i0 * T.int64(16) + i1)
+            vj = T.axis.spatial(T.int64(32), j0 * T.int64(8) + j1)
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+"""
+
+
+def test_blockize_of_int64_loops_gives_int64_domains():
+    for keep in (True, False):
+        mod = engine.parse(INT64)
+        sch = Schedule(mod)
+        _, _, i1, _ = sch.get_loops(sch.get_block("B"))
+        outer = sch.blockize(i1, preserve_unit_iters=keep)
+        for blk in (sch.get(outer), _block(sch.mod, "B")):
+            for iv in blk.iter_vars:
+                assert iv.dom.min.dtype == iv.dom.extent.dtype == "int64", blk.name_hint
+        vi_o = _realize(sch.mod, sch.get(outer).name_hint).iter_values[0]
+        if keep:
+            assert isinstance(vi_o, E.Var) and vi_o.name == "i0"
+        else:  # the unit loop i0 is its minimum, as TVM's iterator maps make it
+            assert isinstance(vi_o, E.IntImm) and vi_o.value == 0 and vi_o.dtype == "int64"
+        assert_computes_exactly(mod, sch.mod, "main")
