@@ -69,3 +69,67 @@ def test_blockize_of_int64_loops_gives_int64_domains():
         else:  # the unit loop i0 is its minimum, as TVM's iterator maps make it
             assert isinstance(vi_o, E.IntImm) and vi_o.value == 0 and vi_o.dtype == "int64"
         assert_computes_exactly(mod, sch.mod, "main")
+
+
+SYMBOLIC_ROWS = """
+@T.prim_func
+def main(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, 8), "float32")
+    B = T.match_buffer(b, (n, 8), "float32")
+    for i, j in T.grid(n, 8):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(3)
+"""
+
+
+def _rows(mod, name_of_run, rows: int):
+    import numpy as np
+    a = np.arange(rows * 8, dtype="float32").reshape(rows, 8) - 7
+    b = np.zeros_like(a)
+    name_of_run(mod, a, b)
+    return a, b
+
+
+def test_perfect_tile_of_a_symbolic_loop_is_trivial_and_splits_as_tvm():
+    """A loop of extent n has no perfect tiling to draw: as TVM, the factors are
+    [None, 1, 1] (the decision [-1, 1, 1]), and the split they give computes the same."""
+    import numpy as np
+    from engine.schedule import Trace
+    from engine.schedule.python_trace import apply_python_trace
+    mod = engine.parse(SYMBOLIC_ROWS)
+    sch = Schedule(mod)
+    i, j = sch.get_loops(sch.get_block("B"))
+    factors = sch.sample_perfect_tile(i, n=3)
+    assert factors[0] is None and [sch.get(f) for f in factors[1:]] == [1, 1]
+    assert list(sch.trace.decisions[sch.trace.insts[-1]]) == [-1, 1, 1]
+    sch.split(i, factors)
+    for rows in (1, 5):
+        for run in (lambda m, *xs: engine.interpret(m, "main", *xs),
+                    lambda m, *xs: engine.build(m)["main"](*xs)):
+            a, b = _rows(sch.mod, run, rows)
+            np.testing.assert_array_equal(b, a * 3)
+    again = Schedule(mod)
+    Trace.from_json(sch.trace.as_json()).apply_to_schedule(again)
+    assert engine.structural_equal(again.mod, sch.mod)
+    again = Schedule(mod)
+    apply_python_trace(sch.trace.export("tvm"), again)
+    assert engine.structural_equal(again.mod, sch.mod)
+    # TVM's own JSON names the None output "_" and passes "None" to split
+    tvm_doc = [[["GetSBlock", [], ["B", "main"], ["b0"]],
+                ["GetLoops", ["b0"], [], ["l1", "l2"]],
+                ["SamplePerfectTile", ["l1"], [3, 16], ["_", "v4", "v5"]],
+                ["Split", ["l1", "None", "v4", "v5"], [1, 0], ["l6", "l7", "l8"]]],
+               [[2, [-1, 1, 1]]]]
+    again = Schedule(mod)
+    Trace.from_json(tvm_doc).apply_to_schedule(again)
+    assert engine.structural_equal(again.mod, sch.mod)
+
+
+def test_a_symbolic_tile_decision_on_a_constant_loop_is_refused():
+    from semantics import assert_refused
+    sch = Schedule(engine.parse(SYMBOLIC_ROWS))
+    _, j = sch.get_loops(sch.get_block("B"))
+    assert_refused(sch, lambda: sch.sample_perfect_tile(j, n=2, decision=[-1, 8]),
+                   "-1 is only for a loop of symbolic extent", prefix="sample_perfect_tile")

@@ -506,7 +506,9 @@ class Schedule:
         out_rvs: list[_RV] = []
         pending: list[tuple[type, tuple]] = []
         for node in result.outputs:
-            if isinstance(node, int) and not isinstance(node, bool):
+            if (isinstance(node, int) and not isinstance(node, bool)) or node is None:
+                # a sampled integer; None: a factor left to infer (a tile of a loop of
+                # symbolic extent, TVM's -1)
                 pending.append((ExprRV, ("expr", func_name, node)))
             elif isinstance(node, LocationMark):
                 pending.append((LoopRV, ("mark", func_name, node.name)))

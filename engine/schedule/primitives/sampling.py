@@ -93,11 +93,12 @@ def _tile_attrs(ctx: Ctx, subj: str, attrs) -> tuple[int, int]:
 
 
 def _check_tile_decision(decision, n) -> tuple:
-    """A perfect-tile decision's shape (without the loop): ``n`` positive integers."""
+    """A perfect-tile decision's shape (without the loop): ``n`` positive integers, the first
+    of them -1 for a loop of symbolic extent (TVM's: the factor to infer)."""
     if not isinstance(decision, (list, tuple)) or not all(
-            is_int(x) and x >= 1 for x in decision):
-        raise TraceError(f"a SamplePerfectTile decision is a list of positive integers, got "
-                         f"{decision!r}")
+            is_int(x) and (x >= 1 or (i == 0 and x == -1)) for i, x in enumerate(decision)):
+        raise TraceError(f"a SamplePerfectTile decision is a list of positive integers (the "
+                         f"first -1 for a loop of symbolic extent), got {decision!r}")
     if is_int(n) and len(decision) != n:
         raise TraceError(f"a SamplePerfectTile decision with n={n} has {n} factors, got "
                          f"{len(decision)} ({list(decision)})")
@@ -117,10 +118,12 @@ class SamplePerfectTile(Primitive):
         """Sample the factors of a perfect tiling of a loop: ``n`` integers whose product
         is the loop's extent, the innermost at most ``max_innermost_factor``.
 
-        It requires: 1) ``loop`` is a loop with a constant extent; 2) ``n`` is an integer
-        from 1 to 10; 3) ``max_innermost_factor`` is a positive integer or -1 (no bound);
-        4) a given ``decision`` is ``n`` positive integers whose product is the extent.
-        The program is unchanged; the factors (ExprRVs) are meant for :meth:`split`.
+        It requires: 1) ``loop`` is a loop with a positive or symbolic extent; 2) ``n`` is
+        an integer from 1 to 10; 3) ``max_innermost_factor`` is a positive integer or -1
+        (no bound); 4) a given ``decision`` is ``n`` positive integers whose product is the
+        extent. The program is unchanged; the factors (ExprRVs) are meant for :meth:`split`.
+        A loop of symbolic extent is tiled trivially, as TVM does: ``[None, 1, ..., 1]``
+        (the decision ``[-1, 1, ..., 1]``), the None left for split to infer.
 
         Before::
 
@@ -141,7 +144,9 @@ class SamplePerfectTile(Primitive):
         Returns the ``n`` sampled factors (ExprRVs, outermost first); ``sch.get(v)`` gives
         each one's value, and the trace records the decision (``decision=[8, 16]``).
         """
-        return list(sch._run(self, [loop], [n, max_innermost_factor], decision=decision))
+        outs = sch._run(self, [loop], [n, max_innermost_factor], decision=decision)
+        # a factor to infer (symbolic extent) is None, as TVM returns it
+        return [None if sch.get(v) is None else v for v in outs]
 
     def check_decision(self, attrs, decision):
         return _check_tile_decision(decision, attrs[0] if attrs else None)
@@ -151,10 +156,14 @@ class SamplePerfectTile(Primitive):
         subj, hl = subject_of(loop), [loop.loop_var.name]
         n, most = _tile_attrs(ctx, subj, attrs)
         extent = E.as_const_int(loop.extent)
-        if extent is None or extent < 1:
-            raise ctx.error(subj, "the loop's extent is not a positive constant, so it has no "
-                            "perfect tiling", "sample the tiles of a loop with a constant "
-                            "extent", highlight=hl)
+        if extent is None:
+            # TVM's trivial tiling of a loop of symbolic extent: [-1, 1, ..., 1], whatever
+            # the decision given (the -1, None, is the factor split infers)
+            return Result(None, [None] + [1] * (n - 1), decision=(-1,) + (1,) * (n - 1))
+        if extent < 1:
+            raise ctx.error(subj, "the loop's extent is not positive, so it has no perfect "
+                            "tiling", "sample the tiles of a loop with a positive extent",
+                            highlight=hl)
         if extent > MAX_SAMPLED_EXTENT:
             raise ctx.error(subj, f"the loop's extent {extent} is beyond int64 (at most "
                             f"{MAX_SAMPLED_EXTENT})", "tile a loop of an int64 extent",
@@ -164,6 +173,10 @@ class SamplePerfectTile(Primitive):
         else:
             try:
                 tile = list(_check_tile_decision(ctx.decision, n))
+                if tile[0] < 1:
+                    raise TraceError(f"a SamplePerfectTile decision is a list of positive "
+                                     f"integers here (-1 is only for a loop of symbolic "
+                                     f"extent; this one's is {extent}), got {tile}")
             except TraceError as e:
                 raise ctx.error(subj, str(e), "", highlight=hl) from None
             if math.prod(tile) != extent:
