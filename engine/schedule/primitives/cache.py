@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer
+from engine.ir.functor import collect_vars
 from engine.ir.stmt import Block, For
 from engine.ir.structural import structural_equal
 
@@ -114,8 +115,7 @@ def _sites(ctx: Ctx, blk: Block, buf: Buffer, keep_axes: bool = False):
 
 def _box(sites: list, loops: list, an) -> list | None:
     """The union of the boxes of ``sites`` over ``loops`` (and each site's own)."""
-    boxes = [relaxed_box([(i, i) for i in s.indices], s.conds, loops + s.loops, an)
-             for s in sites]
+    boxes = [relaxed_box(s.ranges(), s.conds, loops + s.loops, an) for s in sites]
     return union_box(boxes, an) if boxes else []
 
 
@@ -124,19 +124,23 @@ def _level(ctx: Ctx, blk: Block, node, scope_blk: Block):
     return node if ctx.index.contains(node, ctx.index.realize[id(blk)]) else scope_blk
 
 
-def _tiled_union(ctx: Ctx, region: list, node, an) -> list | None:
-    """The box every iteration of the loops from ``node`` up to the scope copies
+def _tiled_union(ctx: Ctx, region: list, node, scope_blk: Block, an) -> list | None:
+    """The box every iteration of the loops from ``node`` up to ``scope_blk`` copies
     together, when the boxes they copy (``region`` in those loops' variables) tile it
     without a gap: each dimension moved by at most one loop, by at most its extent. None
     when that is not shown."""
-    loops = {lp.loop_var: lp for lp in [node] + ctx.index.ancestors(node)
-             if isinstance(lp, For)}
+    chain = [node]
+    for a in ctx.index.ancestors(node):
+        if a is scope_blk:
+            break
+        chain.append(a)
+    loops = {lp.loop_var: lp for lp in chain if isinstance(lp, For)}
     used: set = set()
     out = []
     for mn, ext in region:
         terms, const = an.linear(mn)
         moving = [(a, k) for a, k in terms.values()
-                  if any(v in loops for v in _vars(a))]
+                  if any(v in loops for v in collect_vars(a))]
         if not moving:
             out.append((mn, an.simplify(mn + ext - 1)))
             continue
@@ -154,17 +158,11 @@ def _tiled_union(ctx: Ctx, region: list, node, an) -> list | None:
     return out
 
 
-def _vars(e) -> list:
-    from engine.ir.functor import collect_vars
-    return collect_vars(e)
-
-
 def _check_reads_covered(ctx: Ctx, readers: list, buf: Buffer, writer: Block, region: list,
                          node, scope_blk: Block, what: str) -> None:
     """Every element a block of ``readers`` loads from the cache is one the stage put
     there: inside ``region`` (what the stage copies in each iteration of ``node``) for
     the readers inside ``node``, inside what all its iterations copy for the others."""
-    an = location_analyzer(ctx, node)
     union = None
     for c in readers:
         level = _level(ctx, c, node, scope_blk)
@@ -172,11 +170,13 @@ def _check_reads_covered(ctx: Ctx, readers: list, buf: Buffer, writer: Block, re
             have = region_box(region)
         else:
             if union is None:
-                union = _tiled_union(ctx, region, node, location_analyzer(ctx, scope_blk))
+                union = _tiled_union(ctx, region, node, scope_blk,
+                                     location_analyzer(ctx, scope_blk))
             have = union
         loads, _stores = _sites(ctx, c, buf)
-        need = _box(loads, loops_between(ctx, c, level), location_analyzer(ctx, level))
-        if need == [] or box_within(need, have, location_analyzer(ctx, level)):
+        an = location_analyzer(ctx, level)
+        need = _box(loads, loops_between(ctx, c, level), an)
+        if need == [] or box_within(need, have, an):
             continue
         raise ctx.error(f"block {c.name_hint}", f"block {c.name_hint} may read elements of "
                         f"{buf.name} that {what}, so its cache would not hold them",
@@ -258,6 +258,14 @@ def _check_write_back(ctx: Ctx, blk: Block, buf: Buffer, region: list, node) -> 
                     "map of the loops, a T.where only bounding them", highlight=[bname])
 
 
+def _initialised_by(st, ld) -> bool:
+    """The load ``ld`` reads the element the T.init store ``st`` of its own reduction
+    block writes (a reduction reading its running value)."""
+    return (ld.inits and st.in_init and st.inits and st.inits[-1] is ld.inits[-1] and
+            ld.last is None and st.last is None and
+            all(structural_equal(a, b) for a, b in zip(st.indices, ld.indices)))
+
+
 def _check_reads_after_writes(ctx: Ctx, blk: Block, buf: Buffer) -> None:
     """Each load of ``buf`` in ``blk`` reads an element ``blk`` has written before (the
     cache starts without the buffer's contents): a reduction's own element after its
@@ -265,12 +273,9 @@ def _check_reads_after_writes(ctx: Ctx, blk: Block, buf: Buffer) -> None:
     bname = blk.name_hint
     loads, stores = _sites(ctx, blk, buf, keep_axes=True)
     for ld in loads:
-        if ld.inits and any(st.in_init and st.inits and st.inits[-1] is ld.inits[-1] and
-                            all(structural_equal(a, b) for a, b in zip(st.indices,
-                                                                       ld.indices))
-                            for st in stores):
+        if any(_initialised_by(st, ld) for st in stores):
             continue
-        need = relaxed_box([(i, i) for i in ld.indices], ld.conds, ld.loops)
+        need = relaxed_box(ld.ranges(), ld.conds, ld.loops)
         ok = False
         for st in stores:
             if st.top >= ld.top:

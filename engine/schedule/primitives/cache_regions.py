@@ -18,7 +18,7 @@ bound outside it), and at the boxes those accesses touch:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.arith import Analyzer, relax
@@ -44,7 +44,9 @@ class Site:
     and variables bound outside the block; ``certain`` is False under an ``if``; ``top``
     is the position, in the block's body, of the statement holding the access; ``inits``
     the nested blocks with a ``T.init`` on the way (the block itself included), and
-    ``in_init`` whether the access is inside one of their inits."""
+    ``in_init`` whether the access is inside one of their inits. A ``T.match_buffer``
+    view of a region of the buffer is a site of that whole region: ``last`` holds the
+    last index per dimension (``indices`` the first); it is never ``certain``."""
 
     indices: tuple
     loops: list
@@ -53,7 +55,11 @@ class Site:
     top: int
     inits: tuple = ()
     in_init: bool = False
-    store: Any = field(default=None, repr=False)
+    last: tuple | None = None
+
+    def ranges(self) -> list:
+        """The first and last index per dimension."""
+        return list(zip(self.indices, self.last if self.last is not None else self.indices))
 
 
 def access_sites(blk: Block, buf: Any, vmap: dict, conds: list | None = None
@@ -67,6 +73,7 @@ def access_sites(blk: Block, buf: Any, vmap: dict, conds: list | None = None
     stores: list[Site] = []
     conds = list(conds or [])
     inits = (blk,) if blk.init is not None else ()
+    _views(blk, buf, vmap, ([], conds, False, 0, inits, False), loads, stores)
     if blk.init is not None:
         _walk(blk.init, buf, dict(vmap), [], conds, True, 0, inits, True, loads, stores)
     for top, s in enumerate(flatten_seq(blk.body)):
@@ -87,6 +94,19 @@ def _expr_loads(e: Any, buf, vmap, site_args, loads: list) -> None:
     post_order_visit(e, fn)
     for ld in found:
         loads.append(Site(tuple(substitute(i, vmap) for i in ld.indices), *site_args))
+
+
+def _views(blk: Block, buf, vmap: dict, site_args: tuple, loads: list, stores: list) -> None:
+    """The ``T.match_buffer`` views ``blk`` declares of a region of ``buf``: a load and a
+    store of the whole region each (what goes through a view is not followed)."""
+    for m in getattr(blk, "match_buffers", ()):
+        if m.source.buffer is not buf:
+            continue
+        first = tuple(substitute(rg.min, vmap) for rg in m.source.region)
+        last = tuple(substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1), vmap)
+                     for rg in m.source.region)
+        loads.append(Site(first, *site_args, last=last))
+        stores.append(Site(first, *site_args, last=last))
 
 
 def _walk(s, buf, vmap, loops, conds, certain, top, inits, in_init, loads, stores) -> None:
@@ -114,6 +134,8 @@ def _walk(s, buf, vmap, loops, conds, certain, top, inits, in_init, loads, store
         more = [c for c in conjuncts(pred) if not is_true(c)]
         blk = s.block
         sub_inits = inits + ((blk,) if blk.init is not None else ())
+        _views(blk, buf, inner, (list(loops), conds + more, False, top, sub_inits, in_init),
+               loads, stores)
         if blk.init is not None:
             _walk(blk.init, buf, inner, loops, conds + more, certain, top, sub_inits, True,
                   loads, stores)
@@ -124,8 +146,7 @@ def _walk(s, buf, vmap, loops, conds, certain, top, inits, in_init, loads, store
         for i in s.indices:
             _expr_loads(i, buf, vmap, args(), loads)
         if s.buffer is buf:
-            stores.append(Site(tuple(substitute(i, vmap) for i in s.indices), *args(),
-                               store=s))
+            stores.append(Site(tuple(substitute(i, vmap) for i in s.indices), *args()))
     elif isinstance(s, IfThenElse):
         _expr_loads(s.condition, buf, vmap, args(), loads)
         cond = substitute(s.condition, vmap)
@@ -236,7 +257,7 @@ def dense_box(site: Site, loops: list) -> list | None:
     writes over the iterations of ``loops`` (the loops outside the block, then the site's
     own), ``lo`` in the variables outside them; None when that cannot be shown (an
     ``if``, a stride, a ``T.where`` that is not a bound of one index, ...)."""
-    if not site.certain or site.in_init:
+    if not site.certain or site.in_init or site.last is not None:
         return None
     all_loops = list(loops) + list(site.loops)
     loop_ids = {id(lp.loop_var) for lp in all_loops}

@@ -293,9 +293,10 @@ def compact_copy_stage(name: str, buf: Buffer, cache: Buffer, region: list, dire
 
 
 class ShiftedSwap(BufferSwap):
-    """:class:`.buffers.BufferSwap` onto a compact cache: the indices and regions of the
-    accesses moved to the cache lose the cache's offset (``A[vi] -> A_local[vi - i *
-    16]``)."""
+    """:class:`.buffers.BufferSwap` onto a cache that starts at ``mins`` of the buffer
+    (zeros for a cache of the buffer's shape): the indices and regions of the accesses
+    moved to it lose that offset (``A[vi] -> A_local[vi - i * 16]``), and so do the
+    regions of the ``T.match_buffer`` views of the buffer, which view the cache."""
 
     def __init__(self, old: Buffer, new: Buffer, mins: list, an: Analyzer, **kinds):
         super().__init__(old, new, **kinds)
@@ -325,6 +326,12 @@ class ShiftedSwap(BufferSwap):
             if on and any(r.buffer is self.old for r in regions):
                 changes[field] = tuple(self._region(r) if r.buffer is self.old else r
                                        for r in regions)
+        views = getattr(b2, "match_buffers", ())
+        if self.loads and any(m.source.buffer is self.old for m in views):
+            # a T.match_buffer view of the buffer now views the cache (TVM's too)
+            changes["match_buffers"] = tuple(
+                m.replace(source=self._region(m.source)) if m.source.buffer is self.old
+                else m for m in views)
         return b2.replace(**changes) if changes else b2
 
     def _region(self, r: BufferRegion) -> BufferRegion:
@@ -359,13 +366,10 @@ def add_cache_stage(ctx: Ctx, direction: str, buf: Buffer, scope: str, scope_blk
     else:
         src, dst = (buf, cache) if direction == "read" else (cache, buf)
         nest, stage = copy_stage(stage_name, src, dst, region, an)
-    mins = [mn for mn, _ext in region]
-    shifted = compact and not all(E.is_const_int(m, 0) for m in mins)
+    mins = [mn if compact else E.const(0, _index_dtype(mn)) for mn, _ext in region]
 
     def swap(**kinds):
-        if shifted:
-            return ShiftedSwap(buf, cache, mins, an, **kinds)
-        return BufferSwap(buf, cache, **kinds)
+        return ShiftedSwap(buf, cache, mins, an, **kinds)
     edits: dict = {}
     compose(edits, id(node), lambda s, p=pos, n=nest: _insert_at(s, p, n))
     if direction == "write":
