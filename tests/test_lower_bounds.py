@@ -238,3 +238,29 @@ def test_the_false_branch_of_a_conjunction_is_proven_case_by_case():
     # an or-guard with one unsafe side is refused too
     assert "may read past the end of A" in _refusal(PADDED_ROWS.replace(
         "vi == 3 and 2 <= vj, -1,", "not (vi < 3 or vj < 3), -1,"))
+
+
+FUSED_SIZES = '''@T.prim_func
+def fused(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (3, n), "int32")
+    B = T.match_buffer(b, (n * 3,), "int32")
+    for i, j in T.grid(3, n):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi * n + vj] = A[vi, vj]
+'''
+
+
+def test_a_loop_variable_times_a_size_is_bounded_by_its_last_value():
+    """``i * n + j`` over i < 3, j < n is below ``n * 3``: ``i * n`` is at most ``2 * n``."""
+    mod = parse(FUSED_SIZES)
+    a = np.arange(12, dtype="int32").reshape(3, 4)
+    b = np.zeros(12, "int32")
+    engine.build(mod)["fused"](a, b)
+    np.testing.assert_array_equal(b, a.ravel())
+    assert "may write past the end of B" in _refusal(FUSED_SIZES.replace("B[vi * n + vj]",
+                                                                         "B[vi * n + vj + n]"))
+    # a constant axis of a symbolic-shaped buffer read past its end is named with the shape
+    assert "A has 3 elements along axis 0 of its shape (3, n)" in _refusal(
+        FUSED_SIZES.replace("T.grid(3, n)", "T.grid(4, n)"))

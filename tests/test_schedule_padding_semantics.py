@@ -433,3 +433,41 @@ def shifted(A: T.Buffer((10,), "int32"), B: T.Buffer((10,), "int32")):
             b = np.full((1, 4, 4), 77, "int32")
             run(sch.mod, a, b)
             np.testing.assert_array_equal(b, want)
+
+
+# ---------------------------------------------------------------------------- symbolic layouts
+SYM_CHAIN = '''
+@T.prim_func
+def chain(a: T.handle, c: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (3, n), "int32")
+    C = T.match_buffer(c, (3, n), "int32")
+    B = T.alloc_buffer((3, n), "int32")
+    for i, j in T.grid(3, n):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * 2 + vj
+    for i, j in T.grid(3, n):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] - vi
+'''
+
+
+def test_transform_layout_of_a_symbolic_buffer():
+    before = engine.parse(SYM_CHAIN)
+    n = before["chain"].params[0].shape[1]
+    for index_map, shape, access in (
+            (lambda i, j: (i * n + j,), "B = T.alloc_buffer((n * 3,)", "B[vi * n + vj]"),
+            ("lambda i, j: (j, i)", "B = T.alloc_buffer((n, 3)", "B[vj, vi]")):
+        sch = Schedule(before)
+        sch.transform_layout("B", "B", index_map)
+        text = sch.mod.script()
+        assert shape in text and access in text
+        _run_sizes(before, sch.mod, "chain", lambda n: [(3, n), (3, n)], sizes=(1, 5))
+    # a split of the symbolic axis may pad (n % 4 != 0): refused, as an unknown name
+    sch = Schedule(before)
+    assert_refused(sch, lambda: sch.transform_layout("B", "B", "lambda i, j: (i, j // 4, j % 4)"),
+                   "symbolic shape", "cut by //")
+    assert_refused(sch, lambda: sch.transform_layout("B", "B", "lambda i, j: (i * m + j,)"),
+                   "unknown name 'm'", "the function's sizes n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import engine
 from engine import tvm
 from engine.tvm import testing as tvm_testing
 from engine.tvm.s_tir.schedule.testing import (assert_structural_equal_ignore_global_symbol,
@@ -171,6 +172,23 @@ def test_tirx_primfunc_takes_tvms_constructor():
     tvm.ir.assert_structural_equal(f, tvm.tirx.PrimFunc(params, loop))
     with pytest.raises(ValueError):
         tvm.ir.assert_structural_equal(f, tvm.tirx.PrimFunc(params[::-1], loop))
+
+
+def test_a_global_symbol_names_the_function_whatever_its_def():
+    texts = [f'''
+@T.prim_func
+def {name}(A: T.Buffer((4,), "float32")):
+    T.func_attr({{"global_symbol": "main"}})
+    for i in range(4):
+        with T.block("B"):
+            vi = T.axis.spatial(4, i)
+            A[vi] = T.float32({value})
+''' for name, value in (("before", 1), ("after", 1), ("other", 2))]
+    a, b, c = (engine.parse(t) for t in texts)
+    fa, fb, fc = a["before"], b["after"], c["other"]
+    tvm.ir.assert_structural_equal(fa, fb)
+    with pytest.raises(ValueError):
+        tvm.ir.assert_structural_equal(fa, fc)
 
 
 def test_te_create_prim_func_schedules_and_runs():

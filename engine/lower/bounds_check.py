@@ -350,10 +350,43 @@ class _Checker:
         # a size rounded up, (n + 31) // 32 * 32: written as (n + 31) - (n + 31) % 32 it is
         # at least n, so i < n proves i below it
         idx2, n2 = _expand_rounding(idx), _expand_rounding(n)
-        if idx2 is idx and n2 is n:
+        if idx2 is not idx or n2 is not n:
+            hi2 = self.an.bound_tree(E.Sub(idx2, n2))[1]
+            hi = hi2 if hi is None or (hi2 is not None and hi2 < hi) else hi
+        if hi is not None and hi <= -1:
             return hi
-        hi2 = self.an.bound_tree(E.Sub(idx2, n2))[1]
-        return hi2 if hi is None or (hi2 is not None and hi2 < hi) else hi
+        # a loop variable times a size, i * n + j below n * 3: i * n is at most 2 * n for
+        # i in 0 .. 2 (n >= 0), which leaves j - n, below 0 by the loop's fact j < n
+        lin = self.an.linear(E.Sub(idx2, n2))
+        relaxed = self._products_at_their_ends(lin, idx.dtype)
+        if relaxed is None:
+            return hi
+        hi3 = self.an.bound_tree(relaxed)[1]
+        return hi3 if hi is None or (hi3 is not None and hi3 < hi) else hi
+
+    def _products_at_their_ends(self, lin: tuple, dtype: str) -> E.PrimExpr | None:
+        """The linear form ``lin`` with each term ``c * (v * s)`` — ``v`` a variable of a
+        constant range, ``s`` a size provably at least 0 without ``v`` — written at its
+        largest, ``c * (v_max * s)`` (``v_min`` for ``c < 0``): an upper bound of ``lin``
+        that is linear in the sizes. None when there is no such term."""
+        terms, const = lin
+        out: E.PrimExpr = E.const(const, dtype)
+        changed = False
+        for atom, coef in terms.values():
+            term = atom
+            if isinstance(atom, E.Mul):
+                for v, size in ((atom.a, atom.b), (atom.b, atom.a)):
+                    r = self.an.ranges.get(v) if isinstance(v, E.Var) else None
+                    if r is None or r[0] is None or r[1] is None or \
+                            any(x is v for x in collect(size, E.Var)) or \
+                            not self.nonneg(size):
+                        continue
+                    end = r[1] if coef > 0 else r[0]
+                    term = E.binary(E.Mul, size, E.const(end, size.dtype))
+                    changed = True
+                    break
+            out = E.binary(E.Add, out, E.binary(E.Mul, term, E.const(coef, term.dtype)))
+        return out if changed else None
 
     def symbolic_refusal(self, buf, indices, kind, dim, idx, n, lo) -> AccessBoundsError:
         access = f"{buf.name}[{', '.join(repr_node(i) for i in indices)}]"
@@ -388,9 +421,11 @@ class _Checker:
     def refusal(self, buf, indices, kind, dim, idx, n, lo, hi) -> AccessBoundsError:
         access = f"{buf.name}[{', '.join(repr_node(i) for i in indices)}]"
         idx_text = repr_node(idx)
+        shape = _shape_of(buf)
+        shape_text = str(tuple(shape)) if shape is not None else \
+            "(" + ", ".join(repr_node(d) for d in buf.shape) + ")"
         size = (f"{buf.name} has {n} elements" if len(indices) == 1 else
-                f"{buf.name} has {n} elements along axis {dim} of its shape "
-                f"{tuple(_shape_of(buf))}")
+                f"{buf.name} has {n} elements along axis {dim} of its shape {shape_text}")
         past = hi is None or hi > n - 1
         where = "past the end of" if past else "before the start of"
         reach = hi if past else lo

@@ -29,8 +29,15 @@ def _plain_symbol(obj: Any) -> Any:
     The engine's PrimFunc *name* is TVM's ``global_symbol``: TVM gives every ``@T.prim_func``
     the attribute, the engine's parser none, and ``with_attr("global_symbol", n)`` renames
     the function and records the attribute as well; so an attribute equal to the name says
-    nothing the name does not (a different one still makes the functions differ)."""
+    nothing the name does not. A function whose attribute differs from its def's name (a
+    parsed ``def before`` with ``T.func_attr({"global_symbol": "main"})``) is TVM's
+    function ``main``: compared under that name."""
     if isinstance(obj, PrimFunc):
+        # TVM's function is named by its global_symbol, whatever its def's name: the
+        # attribute is the engine's name (the def's name only when there is none)
+        symbol = dict(obj.attrs).get("global_symbol")
+        if isinstance(symbol, str) and symbol != obj.name:
+            obj = obj.replace(name=symbol)
         attrs = tuple((k, v) for k, v in obj.attrs if not (k == "global_symbol"
                                                             and v == obj.name))
         return obj if attrs == obj.attrs else obj.replace(attrs=attrs)

@@ -13,6 +13,13 @@ index from its digits, each digit read off the new index that holds it.
 (``i -> (i // 4, i % 4)`` over 14 values onto (4, 4)): the old axes padded until the map
 is a bijection onto the new shape, so a new index is padding exactly when an old index
 rebuilt from it lies past its axis (transform_layout fills the padding there).
+
+Extents may be *symbolic* (a size ``n`` of the function): ``x * 32 * n + y * n + w`` over
+``(1, 32, n)`` is the number with digits ``y`` (extent 32) above ``w`` (extent ``n``), of
+extent ``n * 32``, inverted as ``y = v // n``, ``w = v % n``. Digits are then matched by
+the structural equality of their simplified sizes; a symbolic size is taken to be at least
+2 (a size of 1 makes its digit constant: the inverse still holds), and cuts ``//``, ``%`` of
+a number with a symbolic digit are not inverted.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from typing import Callable
 
 from engine.arith import simplify
 from engine.ir import expr as E
+from engine.ir.functor import collect_vars
 
 from .index_map_check import IndexMapError, expr_text
 
@@ -30,12 +38,56 @@ class NotBijective(IndexMapError):
     """The map is not a bijection this analysis can invert."""
 
 
+# sizes: a Python int, or an expression of the function's sizes (symbolic)
+def _sym(v) -> bool:
+    return not isinstance(v, int)
+
+
+def _as_expr(v, dtype: str) -> E.PrimExpr:
+    return E.const(v, dtype) if isinstance(v, int) else v
+
+
+def _dtype_of(*vs) -> str:
+    return next((v.dtype for v in vs if _sym(v)), "int32")
+
+
+def _times(a, b):
+    """``a * b`` of two sizes."""
+    if not _sym(a) and not _sym(b):
+        return a * b
+    if a == 1 if not _sym(a) else False:
+        return b
+    if b == 1 if not _sym(b) else False:
+        return a
+    dt = _dtype_of(a, b)
+    return simplify(E.binary(E.Mul, _as_expr(a, dt), _as_expr(b, dt)))
+
+
+def _same(a, b) -> bool:
+    """Are two sizes equal (the same number, or provably the same expression)?"""
+    if not _sym(a) and not _sym(b):
+        return a == b
+    dt = _dtype_of(a, b)
+    return E.is_const_int(simplify(E.binary(E.Sub, _as_expr(a, dt), _as_expr(b, dt))), 0)
+
+
+def _is_one(v) -> bool:
+    return not _sym(v) and v == 1
+
+
+def _more_than_one(v) -> bool:
+    """A digit's extent counts unless it is 1 (a symbolic one is taken to be larger)."""
+    return _sym(v) or v > 1
+
+
 def _digits(e: E.PrimExpr, extents: dict) -> list[tuple]:
     """``e`` as digits (var, lower, extent), most significant first (extent-1 digits
     dropped); NotBijective when it is not such a number."""
     if isinstance(e, E.Var):
+        if e not in extents:
+            raise NotBijective(f"{e.name} is a size, not an index")
         n = extents[e]
-        return [(e, 1, n)] if n > 1 else []
+        return [(e, 1, n)] if _more_than_one(n) else []
     if isinstance(e, E.IntImm):
         if e.value != 0:
             raise NotBijective(f"the constant offset {e.value} moves the indices off 0")
@@ -44,7 +96,7 @@ def _digits(e: E.PrimExpr, extents: dict) -> list[tuple]:
         return _div(_digits(e.a, extents), e.b.value)
     if isinstance(e, E.FloorMod) and isinstance(e.b, E.IntImm) and e.b.value > 0:
         return _mod(_digits(e.a, extents), e.b.value)
-    if isinstance(e, E.Add) or (isinstance(e, E.Mul) and _scale_of(e) is not None):
+    if isinstance(e, E.Add) or (isinstance(e, E.Mul) and _scale_of(e, extents) is not None):
         return _add(_terms(e, extents))
     raise NotBijective(f"the index {_show(e)} is not a split, fuse or permutation of the axes")
 
@@ -55,40 +107,56 @@ def _terms(e: E.PrimExpr, extents: dict) -> list[tuple]:
     terms at scales 8 and 2)."""
     if isinstance(e, E.Add):
         return _terms(e.a, extents) + _terms(e.b, extents)
-    scaled = _scale_of(e) if isinstance(e, E.Mul) else None
+    scaled = _scale_of(e, extents) if isinstance(e, E.Mul) else None
     if scaled is not None:
         a, c = scaled
-        return [(ds, s * c) for ds, s in _terms(a, extents)]
+        return [(ds, _times(s, c)) for ds, s in _terms(a, extents)]
     return [(_digits(e, extents), 1)]
 
 
-def _scale_of(e: E.Mul) -> tuple | None:
-    """``(x, c)`` for ``x * c`` or ``c * x`` with a positive constant ``c``, else None."""
+def _scale_of(e: E.Mul, extents: dict | None = None) -> tuple | None:
+    """``(x, c)`` for ``x * c`` or ``c * x`` with a positive constant ``c`` — or, given the
+    map's ``extents``, a size ``c`` using none of the map's indices (symbolic: ``y * n``) —,
+    else None."""
     for a, b in ((e.a, e.b), (e.b, e.a)):
         if isinstance(b, E.IntImm) and b.value > 0:
             return a, b.value
+    if extents is not None:
+        for a, b in ((e.a, e.b), (e.b, e.a)):
+            if not isinstance(b, E.IntImm) and collect_vars(b) and \
+                    not any(v in extents for v in collect_vars(b)) and \
+                    any(v in extents for v in collect_vars(a)):
+                return a, b
     return None
 
 
-def _span(ds: list) -> int:
-    return math.prod(d[2] for d in ds)
+def _span(ds: list):
+    out = 1
+    for d in ds:
+        out = _times(out, d[2])
+    return out
 
 
 def _add(terms: list) -> list:
-    terms = [(ds, s) for ds, s in terms if ds]
-    terms.sort(key=lambda t: -t[1])
+    """The digits of a sum: the terms chained from scale 1 up, each term's scale the span
+    of the digits below it."""
+    left = [(ds, s) for ds, s in terms if ds]
     out: list = []
     below = 1
-    for ds, s in reversed(terms):
-        if s != below:
+    while left:
+        k = next((k for k, (_ds, s) in enumerate(left) if _same(s, below)), None)
+        if k is None:
             raise NotBijective("the terms of a sum do not fit together as digits (a * n + b "
                                "needs b to range over exactly 0 .. n - 1)")
+        ds, s = left.pop(k)
         out = ds + out
-        below = s * _span(ds)
+        below = _times(s, _span(ds))
     return out
 
 
 def _div(ds: list, c: int) -> list:
+    if any(_sym(d[2]) for d in ds):
+        raise NotBijective("a number with a symbolic digit is cut by //")
     if c >= _span(ds):      # the number is below c: x // c is 0
         return []
     ds = list(ds)
@@ -107,6 +175,8 @@ def _div(ds: list, c: int) -> list:
 
 
 def _mod(ds: list, c: int) -> list:
+    if any(_sym(d[2]) for d in ds):
+        raise NotBijective("a number with a symbolic digit is cut by %")
     if c >= _span(ds):      # the number is below c: x % c is x
         return list(ds)
     out: list = []
@@ -143,17 +213,26 @@ def invert(params: list, exprs: list, extents: list) -> tuple[list[int], list]:
             pieces[x].append((lo, n, k, pos))
     for p, n in zip(params, extents):
         cover = 1
-        for lo, ext, _k, _pos in sorted(pieces[p]):
-            if lo != cover:
-                raise NotBijective(f"the map {'repeats' if lo < cover else 'skips'} part of "
-                                   f"axis {p.name}")
-            cover *= ext
-        if cover != max(n, 1) and not (n <= 1 and not pieces[p]):
+        left = list(pieces[p])
+        while left:
+            k = next((k for k, piece in enumerate(left) if _same(piece[0], cover)), None)
+            if k is None:
+                if not any(_sym(x[0]) for x in left) and not _sym(cover):
+                    lo = min(x[0] for x in left)
+                    raise NotBijective(f"the map {'repeats' if lo < cover else 'skips'} "
+                                       f"part of axis {p.name}")
+                raise NotBijective(f"the map repeats or skips part of axis {p.name}")
+            cover = _times(cover, left.pop(k)[1])
+        if _sym(n) or _sym(cover):
+            if not _same(cover, n):
+                raise NotBijective(f"the map does not cover the {n} values of axis {p.name} "
+                                   "exactly")
+        elif cover != max(n, 1) and not (n <= 1 and not pieces[p]):
             raise NotBijective(f"the map covers {cover} of the {n} values of axis {p.name}")
-    shape = [max(_span(ds), 1) for ds in per_output]
+    shape = [_span(ds) if ds else 1 for ds in per_output]
 
     def build(new_vars: list) -> list:
-        ranges = {v: (0, n - 1) for v, n in zip(new_vars, shape)}
+        ranges = {v: (0, n - 1) for v, n in zip(new_vars, shape) if not _sym(n)}
         olds = []
         for p in params:
             direct = [k for k, x in enumerate(exprs) if x is p]
@@ -165,11 +244,11 @@ def invert(params: list, exprs: list, extents: list) -> tuple[list[int], list]:
                 after = _span(per_output[k][pos + 1:])
                 v: E.PrimExpr = new_vars[k]
                 if pos > 0:      # TVM's order: the digit's span kept, then cut below
-                    v = E.FloorMod(v, E.const(ext * after, v.dtype))
-                if after > 1:
-                    v = E.FloorDiv(v, E.const(after, v.dtype))
-                if lo != 1:
-                    v = v * E.const(lo, v.dtype)
+                    v = E.FloorMod(v, _as_expr(_times(ext, after), v.dtype))
+                if not _is_one(after):
+                    v = E.FloorDiv(v, _as_expr(after, v.dtype))
+                if not _is_one(lo):
+                    v = v * _as_expr(lo, v.dtype)
                 total = v if total is None else total + v
             olds.append(E.const(0, p.dtype) if total is None else simplify(total, ranges))
         return olds

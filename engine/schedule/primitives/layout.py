@@ -39,7 +39,7 @@ from .buffers import alloc_site, nth_buffer
 from .index_map_check import (MAX_CHECK, CheckBudget, CheckBudgetError,  # noqa: F401
                               IndexMapError, _injective, _injective_enum, _np_eval,
                               check_budget, expr_text, injective)
-from .index_map_inverse import invert_padded_with_offsets
+from .index_map_inverse import invert, invert_padded_with_offsets
 
 READ, WRITE = 0, 1
 _TYPES = {"read": READ, "write": WRITE}
@@ -56,9 +56,14 @@ _BINOPS = {ast.Add: E.Add, ast.Sub: E.Sub, ast.Mult: E.Mul, ast.FloorDiv: E.Floo
 _EXAMPLE = 'e.g. "lambda i, j: (i // 16, j, i % 16)"'
 
 
-def parse_index_map(text: str) -> tuple[list[E.Var], list[E.PrimExpr]]:
+def parse_index_map(text: str, free: Any = None, dtype: str = "int32"
+                    ) -> tuple[list[E.Var], list[E.PrimExpr]]:
     """``"lambda i, j: (j, i)"`` -> ([Var i, Var j], [j, i]). Only integer constants, the
-    lambda's parameters, ``+ - * // %``, unary minus and parentheses are allowed."""
+    lambda's parameters, ``+ - * // %``, unary minus and parentheses are allowed — and,
+    with ``free`` (name -> variable: the function's sizes, as TVM's ``lambda i: (i // n,
+    i % n)``), those names; ``free="any"`` accepts any other name as a size to be found
+    later (a map checked before its function is known). Parameters and constants take
+    ``dtype`` (the index dtype of what the map applies to)."""
     if not isinstance(text, str):
         raise IndexMapError(f"an index map must be a lambda string, got {type(text).__name__}")
     try:
@@ -79,36 +84,64 @@ def parse_index_map(text: str) -> tuple[list[E.Var], list[E.PrimExpr]]:
                             f"{_EXAMPLE}")
     if len(set(names)) != len(names):
         raise IndexMapError("the index map's parameters must have different names")
-    params = [E.Var(n, "int32") for n in names]
+    params = [E.Var(n, dtype) for n in names]
     env = dict(zip(names, params))
     body = lam.body
     items = body.elts if isinstance(body, (ast.Tuple, ast.List)) else [body]
     if not items:
         raise IndexMapError("the index map must produce at least one index")
-    return params, [_to_expr(x, env) for x in items]
+    look = _FreeNames(env, free, dtype)
+    return params, [_to_expr(x, look, dtype) for x in items]
 
 
-def _to_expr(n: ast.AST, env: dict) -> E.PrimExpr:
+class _FreeNames:
+    """Names an index map may use: its parameters, then the sizes ``free`` offers."""
+
+    def __init__(self, env: dict, free: Any, dtype: str):
+        self.env, self.free, self.dtype = env, free, dtype
+        self.placeholders: dict = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.env
+
+    def get(self, name: str) -> E.PrimExpr:
+        if name in self.env:
+            return self.env[name]
+        if isinstance(self.free, dict) and name in self.free:
+            return self.free[name]
+        if self.free == "any":
+            return self.placeholders.setdefault(name, E.Var(name, self.dtype))
+        sizes = f" and the function's sizes {', '.join(self.free)}" \
+            if isinstance(self.free, dict) and self.free else ""
+        raise IndexMapError(f"unknown name {name!r} in the index map (only the lambda's "
+                            f"parameters {', '.join(self.env)}{sizes} may be used)")
+
+
+def _to_expr(n: ast.AST, env: Any, dtype: str = "int32") -> E.PrimExpr:
     if isinstance(n, ast.Name):
+        if isinstance(env, _FreeNames):
+            return env.get(n.id)
         if n.id not in env:
             raise IndexMapError(f"unknown name {n.id!r} in the index map (only the lambda's "
                                 f"parameters {', '.join(env)} may be used)")
         return env[n.id]
     if isinstance(n, ast.Constant) and isinstance(n.value, int) and \
             not isinstance(n.value, bool):
-        return E.const(n.value, "int32")
+        return E.const(n.value, dtype)
     if isinstance(n, ast.BinOp) and type(n.op) in _BINOPS:
-        a, b = _to_expr(n.left, env), _to_expr(n.right, env)
+        a, b = _to_expr(n.left, env, dtype), _to_expr(n.right, env, dtype)
         if isinstance(n.op, (ast.FloorDiv, ast.Mod)) and E.is_const_int(b, 0):
             raise IndexMapError("the index map divides by zero")
+        if a.dtype != b.dtype:
+            raise IndexMapError(f"the index map mixes {a.dtype} and {b.dtype} indices")
         return _BINOPS[type(n.op)](a, b)
     if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-        v = _to_expr(n.operand, env)
+        v = _to_expr(n.operand, env, dtype)
         if isinstance(v, E.IntImm):
-            return E.const(-v.value, "int32")
-        return E.Sub(E.const(0, "int32"), v)
+            return E.const(-v.value, v.dtype)
+        return E.Sub(E.const(0, v.dtype), v)
     if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.UAdd):
-        return _to_expr(n.operand, env)
+        return _to_expr(n.operand, env, dtype)
     what = type(n).__name__
     if isinstance(n, ast.BinOp):
         what = f"the operator {type(n.op).__name__}"
@@ -124,30 +157,33 @@ def map_text(params: list, exprs: list) -> str:
     return f"lambda {names}: ({outs})"
 
 
-def normalize_index_map(index_map: Any, ndim: int | None = None) -> str:
+def normalize_index_map(index_map: Any, ndim: int | None = None, dtype: str = "int32") -> str:
     """The canonical lambda string of an index map given as a string or a callable.
 
     A callable may take ``*args`` as TVM's ``IndexMap.from_func`` allows (``lambda *rest,
     k: (*rest, k // 4, k % 4)``): given the buffer's ``ndim``, the variadic part takes the
     dimensions the other parameters leave (named ``rest_0, rest_1, ...``), keyword-only
-    parameters the last ones."""
+    parameters the last ones; it is called with index variables of ``dtype``. Names other
+    than the parameters (the function's sizes) are kept: they are looked up when the map
+    is applied."""
     if isinstance(index_map, str):
         if index_map.lstrip().startswith("{"):
             return map_text(*tvm_index_map_from_json(index_map))
-        return map_text(*parse_index_map(index_map))
+        return map_text(*parse_index_map(index_map, free="any"))
     if callable(index_map):
-        params, exprs = _call_index_map(index_map, ndim, "index map")
+        params, exprs = _call_index_map(index_map, ndim, "index map", dtype)
         for o in exprs:
             if not isinstance(o, E.PrimExpr):
                 raise IndexMapError(f"the index map returned {o!r}, not an index expression")
         text = map_text(params, exprs)
-        parse_index_map(text)  # only the allowed operators
+        parse_index_map(text, free="any", dtype=dtype)  # only the allowed operators
         return text
     raise IndexMapError(f"index_map must be a lambda or a lambda string, got "
                         f"{type(index_map).__name__}; {_EXAMPLE}")
 
 
-def _call_index_map(fn: Any, ndim: int | None, what: str) -> tuple[list, list]:
+def _call_index_map(fn: Any, ndim: int | None, what: str, dtype: str = "int32"
+                    ) -> tuple[list, list]:
     """Call a Python index map (or pad value) on fresh index variables, as TVM's
     ``IndexMap.from_func``: (its variables, what it returned as a list, ints made
     constants)."""
@@ -181,15 +217,30 @@ def _call_index_map(fn: Any, ndim: int | None, what: str) -> tuple[list, list]:
         raise IndexMapError(f"the {what} must take one plain parameter per dimension")
     if len(set(names)) != len(names):
         raise IndexMapError(f"the {what}'s parameters must have different names")
-    env = {n: E.Var(n, "int32") for n in names}
+    env = {n: E.Var(n, dtype) for n in names}
     args = [env[n] for n in plain] + [env[f"{var_arg}_{k}"] for k in range(n_var)]
     try:
         out = fn(*args, **{n: env[n] for n in kw_only})
     except TypeError as e:
         raise IndexMapError(f"calling the {what} failed: {e}") from None
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    exprs = [E.const(o, "int32") if is_int(o) else o for o in outs]
+    exprs = [E.const(o, dtype) if is_int(o) else o for o in outs]
     return [env[n] for n in names], exprs
+
+
+def function_sizes(func: Any) -> dict:
+    """Name -> variable of the sizes an index map over ``func`` may use: the variables of
+    its buffers' shapes and its scalar parameters (TVM's ``lambda i: (i // n, i % n)``)."""
+    from .buffers import all_buffers
+    out: dict = {}
+    for p in func.params:
+        if isinstance(p, E.Var):
+            out.setdefault(p.name, p)
+    for b in all_buffers(func):
+        for d in b.shape:
+            for v in collect(d, E.Var) if isinstance(d, E.PrimExpr) else ():
+                out.setdefault(v.name, v)
+    return out
 
 
 # TVM's trace.as_json() stores the IndexMap attribute as a serialized object graph.
@@ -283,7 +334,16 @@ class _Remap(Mutator):
 
     def map_point(self, indices) -> tuple:
         vmap = dict(zip(self.params, indices))
-        return tuple(simplify(substitute(x, vmap), self.ranges) for x in self.exprs)
+        # inside a sum, an axis or loop of extent 1 is its value (TVM's iterator
+        # simplification: x * 32 * n + y * n + w is y * n + w for x of extent 1); an
+        # index that is the axis itself stays
+        unit = {v: E.const(lo, v.dtype) for v, (lo, hi) in self.ranges.items() if lo == hi}
+        out = []
+        for x in self.exprs:
+            x = substitute(x, vmap)
+            out.append(simplify(x if isinstance(x, E.Var) else substitute(x, unit),
+                                self.ranges))
+        return tuple(out)
 
     def _within(self, pairs, visit):
         saved = dict(self.ranges)
@@ -322,7 +382,7 @@ class _Remap(Mutator):
         if r.buffer is not self.old:
             return r
         if all(E.is_const_int(rg.extent, 1) for rg in r.region):
-            return BufferRegion(self.new, tuple(Range(x, 1)
+            return BufferRegion(self.new, tuple(Range(x, E.const(1, x.dtype))
                                                 for x in self.map_point([rg.min for rg in
                                                                          r.region])))
         # a box: relax the mapped indices over it (whole dimension when not bounded)
@@ -530,11 +590,12 @@ class TransformLayout(Primitive):
         btype, bindex = _buffer_arg(sch, block, buffer, method)
         buf = _buffer_of(sch, block, btype, bindex)
         ndim = buf.ndim if buf is not None else None
+        dtype = buf.shape[0].dtype if buf is not None and buf.shape else "int32"
         try:
-            text = normalize_index_map(_bind_sampled(index_map, sch), ndim)
+            text = normalize_index_map(_bind_sampled(index_map, sch), ndim, dtype)
         except IndexMapError as e:
             raise ScheduleError(method, "index_map", str(e), "") from None
-        new_ndim = len(parse_index_map(text)[1])
+        new_ndim = len(parse_index_map(text, free="any")[1])
         pad = _pad_arg(method, _bind_sampled(pad_value, sch), new_ndim, buf)
         if not isinstance(assume_injective_transform, bool):
             raise ScheduleError(method, "assume_injective_transform", "it must be True or "
@@ -571,11 +632,13 @@ class TransformLayout(Primitive):
                                 f"the module's Relax function {callers[0]} calls with "
                                 "arrays of its present shape", "transform the layout of a "
                                 f"cache_read copy of {buf.name} instead", highlight=hl)
+        idx_dtype = buf.shape[0].dtype if buf.shape else "int32"
         try:
             if isinstance(text, str) and text.lstrip().startswith("{"):
                 params, exprs = tvm_index_map_from_json(text)
             else:
-                params, exprs = parse_index_map(text)
+                params, exprs = parse_index_map(text, free=function_sizes(func),
+                                                dtype=idx_dtype)
         except IndexMapError as e:
             raise ctx.error(subj, str(e), "") from None
         if len(params) != buf.ndim:
@@ -585,10 +648,10 @@ class TransformLayout(Primitive):
         try:
             shape = buf.const_shape()
         except ValueError:
-            raise ctx.error(subj, f"{buf.name} has a symbolic shape", "") from None
+            return Result(_symbolic_transform(ctx, subj, hl, func, buf, params, exprs,
+                                              idx_dtype), [])
         if 0 in shape:
             raise ctx.error(subj, f"{buf.name} is empty", "")
-        idx_dtype = buf.shape[0].dtype if buf.shape else "int32"
         params, exprs = retype_map(params, exprs, idx_dtype)
         pad_fn = _pad_function(ctx, subj, buf, raw_pad, len(exprs), idx_dtype, hl)
         ranges = {p: (0, s - 1) for p, s in zip(params, shape)}
@@ -810,6 +873,29 @@ def _pad_arg(method: str, pad_value: Any, ndim: int, buf: Buffer | None) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         raise refuse(f"pad_value must be finite, got {value!r}")
     return value
+
+
+def _symbolic_transform(ctx: Ctx, subj: str, hl: list, func: Any, buf: Buffer, params: list,
+                        exprs: list, dtype: str) -> Any:
+    """transform_layout of a buffer of a symbolic shape (``(1, 32, 1, n)``): the map must be
+    a bijection onto a box — splits, fuses and permutations whose digits tile each axis
+    exactly (``x * 32 * n + y * n + z * n + w``) — which proves it one-to-one and without
+    padding; the new shape is that box (``(n * 32,)``)."""
+    params, exprs = retype_map(params, exprs, dtype)
+    extents = [E.as_const_int(d) if E.as_const_int(d) is not None else d for d in buf.shape]
+    try:
+        new_shape, _build = invert(params, exprs, extents)
+    except IndexMapError as e:
+        raise ctx.error(subj, f"{buf.name} has a symbolic shape {tuple(buf.shape)}: the map "
+                        f"must be a split, fuse or permutation of its axes that covers the "
+                        f"new shape exactly (so it is one-to-one and pads nothing for every "
+                        f"size), and {e}", "use a map such as lambda i, j: (i * n + j,)",
+                        highlight=hl) from None
+    new = Buffer(buf.name, tuple(E.const(n, dtype) if isinstance(n, int) else n
+                                 for n in new_shape), buf.dtype, buf.scope, (), 0, buf.align)
+    body = _Remap(buf, new, params, exprs).visit(func.body)
+    new_params = tuple(new if p is buf else p for p in func.params)
+    return func.replace(params=new_params, body=body)
 
 
 def _padding_condition(params: list, exprs: list, shape: tuple, new_shape: list,
@@ -1076,7 +1162,7 @@ def _index_map_text(text: str) -> str:
     printed from the map parsed back from that lambda (never the trace's own text: a TVM
     variable's name must be an identifier to parse); TraceError when it does not parse."""
     try:
-        return map_text(*parse_index_map(normalize_index_map(text)))
+        return map_text(*parse_index_map(normalize_index_map(text), free="any"))
     except IndexMapError as e:
         raise TraceError(f"TransformLayout's index_map: {e}") from None
     except RecursionError:
