@@ -264,3 +264,26 @@ def test_a_loop_variable_times_a_size_is_bounded_by_its_last_value():
     # a constant axis of a symbolic-shaped buffer read past its end is named with the shape
     assert "A has 3 elements along axis 0 of its shape (3, n)" in _refusal(
         FUSED_SIZES.replace("T.grid(3, n)", "T.grid(4, n)"))
+
+
+FUSED_READ = '''@T.prim_func
+def unfuse(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (3, n), "int32")
+    B = T.match_buffer(b, (n * 3,), "int32")
+    for f in range(n * 3):
+        with T.block("B"):
+            vf = T.axis.spatial(n * 3, f)
+            B[vf] = A[vf // n, vf % n]
+'''
+
+
+def test_a_fused_index_divided_by_a_size_is_bounded_along_a_constant_axis():
+    """``f // n`` for ``f < n * 3`` is at most 2: A's constant axis of 3 holds it."""
+    mod = parse(FUSED_READ)
+    a = np.arange(15, dtype="int32").reshape(3, 5)
+    b = np.zeros(15, "int32")
+    engine.build(mod)["unfuse"](a, b)
+    np.testing.assert_array_equal(b, a.ravel())
+    assert "may read past the end of A" in _refusal(FUSED_READ.replace("range(n * 3)",
+                                                                       "range(n * 3 + 1)"))

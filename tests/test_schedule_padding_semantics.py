@@ -471,3 +471,21 @@ def test_transform_layout_of_a_symbolic_buffer():
                    "symbolic shape", "cut by //")
     assert_refused(sch, lambda: sch.transform_layout("B", "B", "lambda i, j: (i * m + j,)"),
                    "unknown name 'm'", "the function's sizes n")
+
+
+def test_transform_block_layout_of_a_symbolic_block():
+    before = engine.parse(SYM_CHAIN)
+    n = before["chain"].params[0].shape[1]
+    for index_map, loops, body in (
+            (lambda i, j: (i * n + j,), "for ax0 in T.serial(n * 3):",
+             "B[v0 // n, v0 % n] = A[v0 // n, v0 % n] * 2 + v0 % n"),
+            ("lambda i, j: (j, i)", "for ax0, ax1 in T.grid(n, 3):",
+             "B[v1, v0] = A[v1, v0] * 2 + v0")):
+        sch = Schedule(before)
+        sch.transform_block_layout("B", index_map)
+        text = sch.mod.script()
+        assert loops in text and body in text, text
+        _run_sizes(before, sch.mod, "chain", lambda n: [(3, n), (3, n)], sizes=(1, 5))
+    sch = Schedule(before)
+    assert_refused(sch, lambda: sch.transform_block_layout("B", "lambda i, j: (i, j // 2, j % 2)"),
+                   "not bijective affine", "cut by //")

@@ -269,6 +269,11 @@ class _Checker:
             if nc is not None:
                 if lo is not None and hi is not None and 0 <= lo and hi <= nc - 1:
                     continue
+                # f // n over a fused loop f < n * 3, along an axis of 3
+                if _is_scalar_int(idx) and ((lo is not None and lo >= 0) or self.nonneg(idx)) \
+                        and (hi is None or hi > nc - 1) and \
+                        self.below(idx, E.const(nc, idx.dtype)):
+                    continue
                 raise self.refusal(buf, indices, kind, dim, idx, nc, lo, hi)
             if (lo is not None and lo >= 0) or self.nonneg(idx):
                 if self.below(idx, n):

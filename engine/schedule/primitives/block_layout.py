@@ -7,6 +7,7 @@ from engine.ir import expr as E
 from engine.ir.buffer import Range
 from engine.ir.functor import Mutator, collect_vars, substitute
 from engine.ir.stmt import BufferStore, For, ForKind, IterType, IterVar
+from engine.ir.structural import structural_equal
 
 from ..error import ScheduleError, TraceError
 from ..literals import py_literal
@@ -15,7 +16,8 @@ from ..tree import replace_stmts
 from ._common import expect_block, is_int, is_true
 from .index_map_check import IndexMapError
 from .index_map_inverse import invert
-from .layout import _bind_sampled, expr_text, map_text, normalize_index_map, parse_index_map
+from .layout import (_bind_sampled, expr_text, function_sizes, map_text, normalize_index_map,
+                     parse_index_map)
 
 
 @register
@@ -84,16 +86,33 @@ class _Simplify(Mutator):
     def __init__(self, ranges: dict):
         self.ranges = ranges
 
+    def index(self, i):
+        return _fold_divmod(simplify(self.visit(i), self.ranges))
+
     def visit_BufferLoad(self, e):
-        return E.BufferLoad(e.buffer, tuple(simplify(self.visit(i), self.ranges)
-                                            for i in e.indices))
+        return E.BufferLoad(e.buffer, tuple(self.index(i) for i in e.indices))
 
     def visit_BufferStore(self, s):
         return BufferStore(s.buffer, self.visit(s.value),
-                           tuple(simplify(self.visit(i), self.ranges) for i in s.indices))
+                           tuple(self.index(i) for i in s.indices))
 
     def visit_Range(self, r):
-        return Range(simplify(r.min, self.ranges), simplify(r.extent, self.ranges))
+        return Range(self.index(r.min), simplify(r.extent, self.ranges))
+
+
+def _fold_divmod(e: E.PrimExpr) -> E.PrimExpr:
+    """``x // d * d + x % d`` is ``x`` for a symbolic ``d`` too (floor division's identity;
+    the simplifier folds it for constants): the fused index an inverse rebuilds."""
+    if isinstance(e, E.Add):
+        a, b = _fold_divmod(e.a), _fold_divmod(e.b)
+        for q, r in ((a, b), (b, a)):
+            if isinstance(q, E.Mul) and isinstance(r, E.FloorMod):
+                for div, d in ((q.a, q.b), (q.b, q.a)):
+                    if isinstance(div, E.FloorDiv) and structural_equal(div.b, d) and \
+                            structural_equal(r.b, d) and structural_equal(div.a, r.a):
+                        return r.a
+        return e if a is e.a and b is e.b else E.Add(a, b)
+    return e
 
 
 @register
@@ -133,9 +152,10 @@ class TransformBlockLayout(Primitive):
                     v0, v1 = T.axis.remap("SS", [ax0, ax1])
                     B[v1, v0] = A[v1, v0] * T.float32(2)
         """
+        ivs = getattr(_block_of(sch, block), "iter_vars", ())
         try:
-            text = normalize_index_map(_bind_sampled(index_map, sch),
-                                       len(getattr(_block_of(sch, block), "iter_vars", ())) or None)
+            text = normalize_index_map(_bind_sampled(index_map, sch), len(ivs) or None,
+                                       ivs[0].var.dtype if ivs else "int32")
         except IndexMapError as e:
             raise ScheduleError(self.method, "index_map", str(e), "") from None
         sch._run(self, [block], [text])
@@ -144,8 +164,10 @@ class TransformBlockLayout(Primitive):
         blk = expect_block(ctx, inputs[0])
         subj, hl = f"block {blk.name_hint}", [blk.name_hint]
         text = attrs[0] if attrs else None
+        dtype = blk.iter_vars[0].var.dtype if blk.iter_vars else "int32"
         try:
-            params, exprs = parse_index_map(normalize_index_map(text))
+            params, exprs = parse_index_map(normalize_index_map(text),
+                                            free=function_sizes(ctx.func), dtype=dtype)
         except IndexMapError as e:
             raise ctx.error(subj, str(e), "") from None
         realize = ctx.index.realize[id(blk)]
@@ -177,11 +199,11 @@ class TransformBlockLayout(Primitive):
                             "per axis", highlight=hl)
         extents = []
         for iv in blk.iter_vars:
-            n = E.as_const_int(iv.dom.extent)
-            if n is None or not E.is_const_int(iv.dom.min, 0):
-                raise ctx.error(subj, f"axis {iv.var.name} has no constant range from 0", "",
+            if not E.is_const_int(iv.dom.min, 0):
+                raise ctx.error(subj, f"axis {iv.var.name} does not start at 0", "",
                                 highlight=hl)
-            extents.append(n)
+            n = E.as_const_int(iv.dom.extent)
+            extents.append(iv.dom.extent if n is None else n)   # a size (symbolic) too
         try:
             shape, build = invert(params, exprs, extents)
         except IndexMapError as e:
@@ -192,7 +214,7 @@ class TransformBlockLayout(Primitive):
         new_ivs, new_vars = [], []
         for k, (x, n) in enumerate(zip(exprs, shape)):
             used = {types[v] for v in collect_vars(x) if v in types}
-            if n == 1:
+            if isinstance(n, int) and n == 1:
                 kind = IterType.SPATIAL
             elif len(used) == 1:
                 kind = used.pop()
@@ -202,17 +224,17 @@ class TransformBlockLayout(Primitive):
                                 highlight=hl)
             var = E.Var(f"v{k}", blk.iter_vars[0].var.dtype if blk.iter_vars else "int32")
             new_vars.append(var)
-            new_ivs.append(IterVar(var, Range(E.const(0, var.dtype), E.const(n, var.dtype)),
+            new_ivs.append(IterVar(var, Range(E.const(0, var.dtype), _size(n, var.dtype)),
                                    kind))
         olds = build(new_vars)
         body_map = {iv.var: o for iv, o in zip(blk.iter_vars, olds)}
-        ranges = {v: (0, n - 1) for v, n in zip(new_vars, shape)}
+        ranges = {v: (0, n - 1) for v, n in zip(new_vars, shape) if isinstance(n, int)}
         new_blk = _Simplify(ranges).visit(substitute(blk, body_map)).replace(
             iter_vars=tuple(new_ivs))
         loop_vars = [E.Var(f"ax{k}", v.dtype) for k, v in enumerate(new_vars)]
         body = realize.replace(iter_values=tuple(loop_vars), block=new_blk)
         for v, n in reversed(list(zip(loop_vars, shape))):
-            body = For(v, E.const(0, v.dtype), E.const(n, v.dtype), ForKind.SERIAL, body)
+            body = For(v, E.const(0, v.dtype), _size(n, v.dtype), ForKind.SERIAL, body)
         target = loops[0] if loops else realize
         return Result(replace_stmts(ctx.func, {target: body}), [])
 
@@ -227,6 +249,11 @@ class TransformBlockLayout(Primitive):
         return [f"block={fmt(inputs[0])}", f"index_map={text}"]
 
 
+def _size(n, dtype: str) -> E.PrimExpr:
+    """An extent (an int, or an expression of the function's sizes) as an expression."""
+    return E.const(n, dtype) if isinstance(n, int) else n
+
+
 def _block_of(sch, block):
     """The block a handle stands for (None when it cannot be found here: ``apply`` says
     why)."""
@@ -238,7 +265,7 @@ def _block_of(sch, block):
 
 def _map_text(raw) -> str:
     try:
-        return map_text(*parse_index_map(normalize_index_map(raw)))
+        return map_text(*parse_index_map(normalize_index_map(raw), free="any"))
     except IndexMapError as e:
         raise TraceError(f"TransformBlockLayout's index_map: {e}") from None
     except RecursionError:
