@@ -310,13 +310,20 @@ class CacheRead(Primitive):
         the buffer's name, as newer TVM allows). The copy block, named like the cache
         buffer, copies the whole region its producer writes; it is placed at the outermost
         level right before the first consumer (at the start of the function for an input
-        buffer), so you then move it with ``compute_at`` to copy only what one tile needs.
+        buffer, or when every consumer runs before the producer), so you then move it with
+        ``compute_at`` to copy only what one tile needs. For an input the region is what
+        the block reads under its nested blocks' ``T.where`` (the union of siblings'), else
+        what the scope block reads, else the whole buffer. As in TVM, a stage placed in
+        the scope block (not in a loop) gets a cache of just that region — its shape the
+        region's extents, the consumers' indices shifted by its start (inside a tile
+        block: ``A_local[vi - i * 16, vj]``).
 
         It requires: 1) ``read_buffer_index`` names a buffer the block reads; 2) at most one
-        block writes that buffer in the scope, and it writes it before the consumers read
-        it; 3) ``storage_scope`` is "global", "local" or "shared"; 4) each block in
-        ``consumer_blocks`` (default: every block that reads the buffer) reads it and is in
-        the same scope. Returns the cache block.
+        block writes that buffer in the scope, and the consumers all read it after that
+        block writes it, or all before; 3) the consumers read only elements the stage
+        copies (what that block writes); 4) ``storage_scope`` is "global", "local" or
+        "shared"; 5) each block in ``consumer_blocks`` (default: every block that reads the
+        buffer) reads it and is in the same scope. Returns the cache block.
 
         Before::
 
@@ -432,14 +439,21 @@ class CacheWrite(Primitive):
         first block that reads the buffer (at the end of the function when nothing does);
         move it next to the computation with ``reverse_compute_at`` — with a "local" cache
         this is the register-blocked micro-kernel of a fast matmul. Blocks listed in
-        ``consumer_blocks`` read the cache directly.
+        ``consumer_blocks`` read the cache directly. The region copied back is what the
+        block writes, under its ``T.where`` and its nested blocks' (the union of
+        siblings'); in the scope block the cache holds just that region, as in TVM (see
+        ``cache_read``).
 
         It requires: 1) ``write_buffer_index`` names a buffer the block writes; 2) the block
         is the only block writing that buffer in its scope (cache before
-        decompose_reduction); 3) if the block reads the buffer it has a ``T.init()``
-        (otherwise the cache would start without the buffer's old contents); 4)
-        ``storage_scope`` is "global", "local" or "shared"; 5) each block in
-        ``consumer_blocks`` reads the buffer and is in the same scope. Returns the
+        decompose_reduction); 3) the block writes every element of the region copied back
+        (one store whose indices are an affine map of the loops onto it — a strided store,
+        or siblings leaving a corner unwritten, would copy back what the cache holds
+        there); 4) where the block reads the buffer it reads what it wrote first: its own
+        element after its ``T.init()``, or what an earlier statement of the block wrote
+        (the cache starts without the buffer's old contents); 5) ``storage_scope`` is
+        "global", "local" or "shared"; 6) each block in ``consumer_blocks`` reads the
+        buffer, only elements the block writes, and is in the same scope. Returns the
         write-back block.
 
         Before::
