@@ -489,3 +489,21 @@ def test_transform_block_layout_of_a_symbolic_block():
     sch = Schedule(before)
     assert_refused(sch, lambda: sch.transform_block_layout("B", "lambda i, j: (i, j // 2, j % 2)"),
                    "not bijective affine", "cut by //")
+
+
+def test_transform_layout_refuses_a_split_by_a_scalar_parameter():
+    # 16 split by a parameter n: the new shape ceil(16 / n) and its padding depend on n
+    src = '''
+@T.prim_func
+def split_by(A: T.Buffer((16,), "int32"), n: T.int32):
+    B = T.alloc_buffer((16,), "int32")
+    for i in T.serial(16):
+        with T.block("block"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi]
+'''
+    sch = Schedule(engine.parse(src))
+    n = sch.mod["split_by"].params[1]
+    assert_refused(sch, lambda: sch.transform_layout("block", "B", lambda i: (i // n, i % n),
+                                                     pad_value=0),
+                   "cannot bound new index 0 (i // n) of B", "depends on the size n")

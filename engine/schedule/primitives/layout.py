@@ -237,6 +237,8 @@ def function_sizes(func: Any) -> dict:
         if isinstance(p, E.Var):
             out.setdefault(p.name, p)
     for b in all_buffers(func):
+        if not isinstance(b, Buffer):
+            continue
         for d in b.shape:
             for v in collect(d, E.Var) if isinstance(d, E.PrimExpr) else ():
                 out.setdefault(v.name, v)
@@ -659,8 +661,13 @@ class TransformLayout(Primitive):
         for d, x in enumerate(exprs):
             lo, hi = bound_of(x, ranges)
             if lo is None or hi is None:
+                sizes = sorted({v.name for v in collect(x, E.Var)} - {p.name for p in params})
+                why = (f": it depends on the size {', '.join(sizes)}, so the new shape and "
+                       "its padding would too, which the engine does not describe" if sizes
+                       else "")
                 raise ctx.error(subj, f"cannot bound new index {d} "
-                                f"({expr_text(x)}) of {buf.name}", "", highlight=hl)
+                                f"({expr_text(x)}) of {buf.name}{why}",
+                                "use constant factors" if sizes else "", highlight=hl)
             if lo < 0:
                 raise ctx.error(subj, f"new index {d} ({expr_text(x)}) can be "
                                 f"negative ({lo}) for {buf.name} of shape {shape}",
