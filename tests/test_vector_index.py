@@ -31,11 +31,15 @@ TRANSFORMS = [
 # ------------------------------------------------------------------------ helpers
 def _schedule(m, n, k, c, f, transform=TRANSFORMS[0], consumer=False):
     """matmul with B cached in layout ``transform``; the copy's j loop split by ``f`` and
-    vectorized (and the consumer's j loop too when ``consumer``)."""
+    vectorized (and the consumer's j loop too when ``consumer``). A layout that pads (``c``
+    not dividing ``n``) is taken with ``assume_injective_transform``: its padding, which
+    the matmul never reads, stays unfilled, and the copy keeps its loops over B (with a
+    pad_value, TVM's rule rewrites the copy to run over the padded layout instead)."""
     sch = engine.Schedule(engine.workloads.get("matmul", m=m, n=n, k=k))
     b = sch.get_block("C", func_name="matmul")
     p = sch.cache_read(b, 1, "global")
-    sch.transform_layout(p, ("write", 0), transform.replace("C", str(c)), pad_value=0.0)
+    sch.transform_layout(p, ("write", 0), transform.replace("C", str(c)),
+                         assume_injective_transform=True)
     _k, j = sch.get_loops(p)
     _j0, j1 = sch.split(j, factors=[None, f])
     sch.vectorize(j1)

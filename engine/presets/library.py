@@ -96,10 +96,18 @@ def _best(block_name: str, func: str, relu: bool):
         pack = sch.cache_read(blk, 1, "global")
         sch.transform_layout(pack, ("write", 0), f"lambda k, j: (j // {tj}, k, j % {tj})",
                              pad_value=0.0)      # (pads when tj does not divide n)
-        pk, pj = sch.get_loops(pack)
-        # split by the panel width first, so each 16-lane vector provably stays in one
-        # panel and the packed store is one contiguous vector (not 16 scalar stores)
-        _, _, pj2 = sch.split(pj, factors=[None, max(1, tj // lanes), lanes])
+        loops = sch.get_loops(pack)
+        if len(loops) == 2:
+            pk, pj = loops
+            # split by the panel width first, so each 16-lane vector provably stays in one
+            # panel and the packed store is one contiguous vector (not 16 scalar stores)
+            _, _, pj2 = sch.split(pj, factors=[None, max(1, tj // lanes), lanes])
+        else:
+            # padded (TVM's rule): the copy runs over B_global's own shape (j // tj, k,
+            # j % tj), storing the padding's zeros itself; k outermost as above
+            pjo, pk, pji = loops
+            sch.reorder(pk, pjo)
+            _, pj2 = sch.split(pji, factors=[None, lanes])
         sch.vectorize(pj2)
         sch.parallel(pk)
         # 2. tiles and the register block
