@@ -507,3 +507,26 @@ def split_by(A: T.Buffer((16,), "int32"), n: T.int32):
     assert_refused(sch, lambda: sch.transform_layout("block", "B", lambda i: (i // n, i % n),
                                                      pad_value=0),
                    "cannot bound new index 0 (i // n) of B", "depends on the size n")
+
+
+def test_transform_layout_keeps_the_epilogue_when_another_axis_follows_the_loop():
+    # vx = i * 2 is bound to the writer's loop too: over the padding it would leave its
+    # domain, so the writer is left alone and a block fills the padding
+    src = '''
+@T.prim_func
+def two_axes(A: T.Buffer((20,), "int32"), C: T.Buffer((10,), "int32")):
+    B = T.alloc_buffer((10,), "int32")
+    for i in T.serial(10):
+        with T.block("B"):
+            vi = T.axis.spatial(10, i)
+            vx = T.axis.spatial(20, i * 2)
+            B[vi] = A[vx] + 1
+    for i in T.serial(10):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = B[vi]
+'''
+    sch = Schedule(engine.parse(src))
+    sch.transform_layout("B", "B", lambda i: (i // 4, i % 4), pad_value=0)
+    assert 'T.block("buffer_B_padding")' in sch.mod.script()
+    assert_computes_exactly(engine.parse(src), sch.mod)

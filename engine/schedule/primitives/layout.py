@@ -1062,10 +1062,11 @@ def _replaceable_body(body: Any, st: BufferStore, old: Buffer, blk_realize: Any,
         elif isinstance(s, BlockRealize):
             if not (isinstance(s.predicate, E.IntImm) and s.predicate.value == 1):
                 return False
-            if s is blk_realize:
-                continue
-            if any(isinstance(v, E.Var) and v in nest_vars or
-                   any(x in nest_vars for x in collect(v, E.Var)) for v in s.iter_values):
+            bound = s.iter_values
+            if s is blk_realize:     # its axes of the store's indices are replaced
+                bound = tuple(v for v, iv in zip(bound, s.block.iter_vars)
+                              if not any(iv.var is i for i in st.indices))
+            if any(x in nest_vars for v in bound for x in collect(v, E.Var)):
                 return False
     if blk_realize is not None and not any(s is blk_realize for s in iter_stmts(body)):
         return False
