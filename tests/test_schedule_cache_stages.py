@@ -345,3 +345,98 @@ def test_cache_write_consumers_reading_the_cache_must_read_what_is_written():
     sch.cache_write(b, 0, "local")
     assert _alloc_shape(sch, "B_local") == (8,)
     assert_computes_exactly(before, sch.mod)
+
+
+# ---------------------------------------------------------------------------
+# random sequences: tiles made into blocks (scopes where the caches are compact), caches
+# of every block and buffer, moved with compute_at; every accepted program is checked
+# ---------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from engine.schedule.primitives._common import is_true  # noqa: E402
+from test_schedule_primitives import _blocks, _random_step  # noqa: E402
+from test_schedule_support import SMALL, fresh, run_and_check, try_step  # noqa: E402
+
+_STEPS = ["split", "reorder", "compute_at", "reverse_compute_at", "blockize", "cache_read",
+          "cache_write", "cache_read", "cache_write"]
+
+
+def _step(sch, op, picks):
+    if op not in ("blockize", "cache_read", "cache_write"):
+        try:
+            return _random_step(sch, op, picks)
+        except ZeroDivisionError:      # a block with no loop (the inside of a blockize)
+            return lambda: None
+    blocks = _blocks(sch)
+    blk = sch.get_block(blocks[picks[0] % len(blocks)])
+    node = sch.get(blk)
+    scope = ["global", "local", "shared"][picks[2] % 3]
+    if op == "blockize":
+        loops = sch.get_loops(blk)
+        guarded = not is_true(sch.index().realize[id(node)].predicate)
+        if not loops or guarded:  # (blockize over a T.where: not what this test is about)
+            return lambda: None
+        return lambda: sch.blockize(loops[picks[1] % len(loops)])
+    regions = node.reads if op == "cache_read" else node.writes
+    n = max(len(regions), 1)
+    return lambda: getattr(sch, op)(blk, picks[1] % n, scope)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=60)
+@given(name=st.sampled_from(["matmul", "mm_relu", "window_sum", "softmax", "conv2d"]),
+       steps=st.lists(st.tuples(st.sampled_from(_STEPS),
+                                st.tuples(st.integers(0, 50), st.integers(0, 50),
+                                          st.integers(0, 50))), min_size=1, max_size=5))
+def test_random_caches_in_blocked_programs_keep_the_meaning(name, steps):
+    sch = fresh(name)
+    for op, picks in steps:
+        try_step(sch, op, _step(sch, op, picks))
+    run_and_check(sch.mod, name, SMALL[name], use_build=False)
+    run_and_check(sch.mod, name, SMALL[name])
+
+
+def test_cache_write_after_two_uneven_splits_counts_what_is_stored():
+    # i = (i0 * 5 + i1) * 2 + i2 under T.where(i0 * 5 + i1 < 12): every element of B once
+    sch = fresh("window_sum")
+    before = sch.mod
+    c = sch.get_block("C")
+    i0, _i1 = sch.split(sch.get_loops(c)[0], factors=[None, 2])
+    sch.split(i0, factors=[None, 5])
+    sch.cache_write(c, 0, "local")
+    assert_computes_exactly(before, sch.mod)
+
+
+PADDED = '''
+@T.prim_func
+def main(A: T.Buffer((8,), "float32"), C: T.Buffer((10,), "float32")):
+    B = T.alloc_buffer((8,))
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(10):
+        with T.block("C"):
+            vi = T.axis.spatial(10, i)
+            C[vi] = T.if_then_else(1 <= vi and vi < 9, B[vi - 1], T.float32(0))
+'''
+
+
+def test_a_read_under_if_then_else_needs_only_its_branch():
+    # C reads B[vi - 1] only where 1 <= vi < 9: inside what B writes
+    sch = _sch(PADDED)
+    before = sch.mod
+    sch.cache_read(sch.get_block("C"), 0, "local")
+    assert_computes_exactly(before, sch.mod)
+
+
+def test_cache_write_of_a_blocked_reduction_reads_after_its_init():
+    # the outer block of a blockized matmul: its T.init (a nested block) zeroes a row
+    # that its body then accumulates into
+    sch = fresh("matmul")
+    before = sch.mod
+    c = sch.get_block("C")
+    outer = sch.blockize(sch.get_loops(c)[1])
+    sch.cache_write(outer, 0, "local")
+    assert _alloc_shape(sch, "C_local") == (16, 16)
+    assert_computes_exactly(before, sch.mod)

@@ -113,10 +113,25 @@ def _sites(ctx: Ctx, blk: Block, buf: Buffer, keep_axes: bool = False):
                         highlight=[blk.name_hint]) from None
 
 
-def _box(sites: list, loops: list, an) -> list | None:
-    """The union of the boxes of ``sites`` over ``loops`` (and each site's own)."""
+def _box(sites: list, loops: list, an, buf: Buffer) -> list | None:
+    """The union of the boxes of ``sites`` over ``loops`` (and each site's own), met with
+    the buffer's bounds where they are constant (an access outside the buffer is not the
+    original program's: it does not build)."""
     boxes = [relaxed_box(s.ranges(), s.conds, loops + s.loops, an) for s in sites]
-    return union_box(boxes, an) if boxes else []
+    box = union_box(boxes, an) if boxes else []
+    if not box:
+        return box
+    out = []
+    for d, size in zip(box, buf.shape):
+        n, lo, hi = E.as_const_int(size), None, None
+        if d is not None:
+            lo, hi = E.as_const_int(d[0]), E.as_const_int(d[1])
+        if n is None or lo is None or hi is None:
+            out.append(d)
+        else:
+            dt = d[0].dtype
+            out.append((E.const(max(lo, 0), dt), E.const(min(hi, n - 1), dt)))
+    return out
 
 
 def _level(ctx: Ctx, blk: Block, node, scope_blk: Block):
@@ -175,7 +190,7 @@ def _check_reads_covered(ctx: Ctx, readers: list, buf: Buffer, writer: Block, re
             have = union
         loads, _stores = _sites(ctx, c, buf)
         an = location_analyzer(ctx, level)
-        need = _box(loads, loops_between(ctx, c, level), an)
+        need = _box(loads, loops_between(ctx, c, level), an, buf)
         if need == [] or box_within(need, have, an):
             continue
         raise ctx.error(f"block {c.name_hint}", f"block {c.name_hint} may read elements of "
@@ -214,7 +229,7 @@ def _input_region(ctx: Ctx, blk: Block, buf: Buffer, scope_blk: Block, readers: 
                 [x for x in conjuncts(ctx.index.realize[id(c)].predicate) if not is_true(x)])
         except Opaque:
             return full
-        need = _box(loads, loops_between(ctx, c, scope_blk), an)
+        need = _box(loads, loops_between(ctx, c, scope_blk), an, buf)
         if need != [] and not box_within(need, region_box(region), an):
             return full
     return region
@@ -242,7 +257,7 @@ def _check_write_back(ctx: Ctx, blk: Block, buf: Buffer, region: list, node) -> 
     _loads, stores = _sites(ctx, blk, buf)
     have = region_box(region)
     for s in stores:
-        if not box_within(_box([s], loops, an), have, an):
+        if not box_within(_box([s], loops, an, buf), have, an):
             raise ctx.error(f"block {bname}", f"block {bname} may store to {buf.name} "
                             "outside the region its T.writes gives, which the cache would "
                             "not hold", "give the block's T.writes the region it writes",
@@ -272,18 +287,20 @@ def _check_reads_after_writes(ctx: Ctx, blk: Block, buf: Buffer) -> None:
     T.init, or an element an earlier statement of the block stores every element of."""
     bname = blk.name_hint
     loads, stores = _sites(ctx, blk, buf, keep_axes=True)
+    an = location_analyzer(ctx, blk)
+    inits = [_closed(b) for b in (dense_box(st, [], init=True) for st in stores
+                                  if st.in_init is blk) if b is not None]
     for ld in loads:
         if any(_initialised_by(st, ld) for st in stores):
             continue
         need = relaxed_box(ld.ranges(), ld.conds, ld.loops)
-        ok = False
+        # the block's own T.init ran first (in the first reduction step of this element)
+        ok = not ld.in_init and any(box_within(need, b, an) for b in inits)
         for st in stores:
-            if st.top >= ld.top:
+            if ok or st.top >= ld.top:
                 continue
             box = dense_box(st, [])
-            if box is not None and box_within(need, _closed(box), location_analyzer(ctx, blk)):
-                ok = True
-                break
+            ok = box is not None and box_within(need, _closed(box), an)
         if not ok:
             raise ctx.error(f"block {bname}", f"block {bname} reads the old contents of "
                             f"{buf.name} (it updates it without a T.init), which the new "

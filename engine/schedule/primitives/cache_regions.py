@@ -5,14 +5,16 @@ holds one box of the buffer (:mod:`.cache_stage`). To know that the program stil
 the same thing they look at every load and store of the buffer inside a block, with the
 nested blocks' bindings and ``T.where`` predicates composed on the way (:func:`access_sites`:
 one :class:`Site` per access, its indices in the loops inside the block and the variables
-bound outside it), and at the boxes those accesses touch:
+bound outside it; a load in a branch of ``T.if_then_else`` under its condition), and at
+the boxes those accesses touch:
 
 * :func:`relaxed_box` — every element an access may touch over some loops, as a box
   ``(lo, hi)`` per dimension; a ``T.where`` conjunct that bounds one loop, or a whole
   index (``i * 8 + j < 120``), narrows it (TVM's region relaxation under the predicate);
 * :func:`dense_box` — the box an unconditional store *certainly* writes, every element of
   it (the store's indices an affine map of the loops onto a box, TVM's surjective
-  iterator maps: :func:`._common.affine_bindings`); None when that cannot be shown;
+  iterator maps: :func:`._common.affine_bindings`; else, for a few thousand iterations,
+  counted: every point of the box stored); None when that cannot be shown;
 * :func:`box_within` — is one box inside another, for every value of the outer
   variables (an analyzer that knows their ranges decides).
 """
@@ -21,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from engine.arith import Analyzer, relax
 from engine.ir import expr as E
-from engine.ir.functor import collect_vars, post_order_visit, substitute
+from engine.ir.functor import children, collect_vars, substitute
 from engine.ir.stmt import (Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                             SeqStmt)
 
@@ -44,7 +48,7 @@ class Site:
     and variables bound outside the block; ``certain`` is False under an ``if``; ``top``
     is the position, in the block's body, of the statement holding the access; ``inits``
     the nested blocks with a ``T.init`` on the way (the block itself included), and
-    ``in_init`` whether the access is inside one of their inits. A ``T.match_buffer``
+    ``in_init`` the block whose init holds the access (False: none). A ``T.match_buffer``
     view of a region of the buffer is a site of that whole region: ``last`` holds the
     last index per dimension (``indices`` the first); it is never ``certain``."""
 
@@ -54,7 +58,7 @@ class Site:
     certain: bool
     top: int
     inits: tuple = ()
-    in_init: bool = False
+    in_init: Any = False
     last: tuple | None = None
 
     def ranges(self) -> list:
@@ -75,25 +79,35 @@ def access_sites(blk: Block, buf: Any, vmap: dict, conds: list | None = None
     inits = (blk,) if blk.init is not None else ()
     _views(blk, buf, vmap, ([], conds, False, 0, inits, False), loads, stores)
     if blk.init is not None:
-        _walk(blk.init, buf, dict(vmap), [], conds, True, 0, inits, True, loads, stores)
+        _walk(blk.init, buf, dict(vmap), [], conds, True, 0, inits, blk, loads, stores)
     for top, s in enumerate(flatten_seq(blk.body)):
         _walk(s, buf, dict(vmap), [], conds, True, top, inits, False, loads, stores)
     return loads, stores
 
 
 def _expr_loads(e: Any, buf, vmap, site_args, loads: list) -> None:
+    """The loads of ``buf`` in the expression ``e``; one in a branch of
+    ``T.if_then_else(c, a, b)`` happens only where ``c`` holds (or fails)."""
     if e is None:
         return
-    found: list = []
-
-    def fn(x):
-        if isinstance(x, E.Let):
-            raise Opaque("a let expression")
-        if isinstance(x, E.BufferLoad) and x.buffer is buf:
-            found.append(x)
-    post_order_visit(e, fn)
-    for ld in found:
-        loads.append(Site(tuple(substitute(i, vmap) for i in ld.indices), *site_args))
+    if isinstance(e, E.Let):
+        raise Opaque("a let expression")
+    if isinstance(e, E.BufferLoad):
+        for i in e.indices:
+            _expr_loads(i, buf, vmap, site_args, loads)
+        if e.buffer is buf:
+            loads.append(Site(tuple(substitute(i, vmap) for i in e.indices), *site_args))
+        return
+    if isinstance(e, E.Call) and e.op == "if_then_else" and len(e.args) == 3:
+        cond, a, b = e.args
+        _expr_loads(cond, buf, vmap, site_args, loads)
+        loops, conds, _certain, *rest = site_args
+        c = substitute(cond, vmap)
+        _expr_loads(a, buf, vmap, (loops, conds + conjuncts(c), False, *rest), loads)
+        _expr_loads(b, buf, vmap, (loops, conds + [E.Not(c)], False, *rest), loads)
+        return
+    for k in children(e):
+        _expr_loads(k, buf, vmap, site_args, loads)
 
 
 def _views(blk: Block, buf, vmap: dict, site_args: tuple, loads: list, stores: list) -> None:
@@ -137,7 +151,7 @@ def _walk(s, buf, vmap, loops, conds, certain, top, inits, in_init, loads, store
         _views(blk, buf, inner, (list(loops), conds + more, False, top, sub_inits, in_init),
                loads, stores)
         if blk.init is not None:
-            _walk(blk.init, buf, inner, loops, conds + more, certain, top, sub_inits, True,
+            _walk(blk.init, buf, inner, loops, conds + more, certain, top, sub_inits, blk,
                   loads, stores)
         _walk(blk.body, buf, inner, loops, conds + more, certain, top, sub_inits, in_init,
               loads, stores)
@@ -252,12 +266,13 @@ def _cut(an: Analyzer, bound: E.PrimExpr, x: E.PrimExpr, cuts: list, side: int):
     return E.const(b, x.dtype)
 
 
-def dense_box(site: Site, loops: list) -> list | None:
+def dense_box(site: Site, loops: list, init: bool = False) -> list | None:
     """Per dimension ``(lo, extent)`` of a box every element of which the store ``site``
     writes over the iterations of ``loops`` (the loops outside the block, then the site's
     own), ``lo`` in the variables outside them; None when that cannot be shown (an
-    ``if``, a stride, a ``T.where`` that is not a bound of one index, ...)."""
-    if not site.certain or site.in_init or site.last is not None:
+    ``if``, a stride, a ``T.where`` that is not a bound of one index, ...). A store in a
+    ``T.init`` counts only with ``init`` (it runs in the first reduction step only)."""
+    if not site.certain or (site.in_init and not init) or site.last is not None:
         return None
     all_loops = list(loops) + list(site.loops)
     loop_ids = {id(lp.loop_var) for lp in all_loops}
@@ -284,6 +299,10 @@ def dense_box(site: Site, loops: list) -> list | None:
     if got.ok and all(r is not None for r in got.ranges):
         return [(an.simplify(rest + E.const(lo, rest.dtype)), E.const(ext, rest.dtype))
                 for rest, (lo, ext) in zip(rests, got.ranges)]
+    counted = _counted_box(parts, all_loops, site.conds)
+    if counted is not None:
+        return [(an.simplify(rest + E.const(lo, rest.dtype)), E.const(ext, rest.dtype))
+                for rest, (lo, ext) in zip(rests, counted)]
     # loops of symbolic extent: each index one loop of its own, plainly (``C[vi, vj]``
     # under ``for i in range(m)``), and no predicate
     if not is_true(pred):
@@ -349,3 +368,78 @@ def union_box(boxes: list, an: Analyzer) -> list | None:
                 break
         out.append(None if lo is None else (lo, hi))
     return out
+
+
+#: at most this many iterations are enumerated to show that stores fill a box
+COUNT_LIMIT = 1 << 15
+
+
+def _counted_box(parts: list, loops: list, conds: list) -> list | None:
+    """``(lo, extent)`` per dimension when the indices ``parts`` (of the loops alone) take,
+    over the iterations of ``loops`` where ``conds`` hold, every point of a box, found by
+    enumerating them all (constant ranges, at most :data:`COUNT_LIMIT` iterations); None
+    otherwise."""
+    shape = []
+    for lp in loops:
+        r = _loop_range(lp)
+        if r is None or r[0] > r[1]:
+            return None
+        shape.append(r[1] - r[0] + 1)
+    if int(np.prod(shape, dtype=np.int64)) > COUNT_LIMIT:
+        return None
+    env = {}
+    for d, lp in enumerate(loops):
+        view = [1] * len(loops)
+        view[d] = shape[d]
+        env[id(lp.loop_var)] = (np.arange(shape[d], dtype=np.int64)
+                                + E.as_const_int(lp.min)).reshape(view)
+    full = tuple(shape)
+    mask = np.ones(full, dtype=bool)
+    for c in conds:
+        m = _eval(c, env)
+        if m is None:
+            return None
+        mask &= np.broadcast_to(m, full).astype(bool)
+    cols = []
+    for p in parts:
+        v = _eval(p, env)
+        if v is None:
+            return None
+        cols.append(np.broadcast_to(v, full)[mask])
+    if not cols or not len(cols[0]):
+        return None
+    pts = np.stack(cols, axis=1)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    if len(np.unique(pts, axis=0)) != int(np.prod(hi - lo + 1)):
+        return None                               # a hole in the box
+    return [(int(a), int(b - a + 1)) for a, b in zip(lo, hi)]
+
+
+_NP_BIN = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b,
+           E.Mul: lambda a, b: a * b, E.FloorDiv: lambda a, b: a // b,
+           E.FloorMod: lambda a, b: a % b, E.Min: lambda a, b: np.minimum(a, b),
+           E.Max: lambda a, b: np.maximum(a, b), E.LT: lambda a, b: a < b,
+           E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b,
+           E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b,
+           E.And: lambda a, b: a & b, E.Or: lambda a, b: a | b}
+
+
+def _eval(e: E.PrimExpr, env: dict):
+    """``e`` over numpy arrays of the loops' values (``env``: loop variable id -> array);
+    None for anything but integer arithmetic, comparisons and logic of the loops."""
+    if isinstance(e, E.IntImm):
+        return e.value
+    if isinstance(e, E.Var):
+        return env.get(id(e))
+    if isinstance(e, E.Not):
+        a = _eval(e.a, env)
+        return None if a is None else ~np.asarray(a, dtype=bool)
+    fn = _NP_BIN.get(type(e))
+    if fn is None:
+        return None
+    if isinstance(e, (E.FloorDiv, E.FloorMod)) and not (E.as_const_int(e.b) or 0) > 0:
+        return None
+    a, b = _eval(e.a, env), _eval(e.b, env)
+    if a is None or b is None:
+        return None
+    return fn(a, b)
