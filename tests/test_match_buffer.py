@@ -202,10 +202,21 @@ def test_loop_primitives_keep_the_views():
     assert_computes_exactly(engine.parse(PLAIN), sch.mod)
 
 
-def test_a_primitive_that_would_leave_a_view_behind_is_refused():
-    sch = engine.Schedule(engine.parse(VIEWS))
-    assert_refused(sch, lambda: sch.cache_read(sch.get_block("C"), 0, "local"),
-                   "views a region of B", "T.match_buffer")
+def test_a_step_that_would_leave_a_view_behind_is_refused():
+    """A primitive that rewrote a block's regions (and accesses) to another buffer but not
+    its view — the view would still read the old buffer — is refused by the schedule."""
+    from engine.schedule.state import _refuse_lost_views
+    from engine.schedule.tree import FuncIndex
+    func = engine.parse(VIEWS)["f"]
+    c = _blocks(engine.parse(VIEWS))["C"]
+    c = next(b for b in engine.ir.collect(func.body, engine.ir.Block) if b.name_hint == "C")
+    other = engine.ir.Buffer("B_copy", c.reads[0].buffer.shape)
+    swapped = c.replace(reads=(engine.ir.BufferRegion(other, c.reads[0].region),))
+    from engine.schedule.tree import replace_stmts
+    new = replace_stmts(func, {c: swapped})
+    with pytest.raises(engine.ScheduleError, match="views a region of B"):
+        _refuse_lost_views("cache_read", FuncIndex(func), FuncIndex(new))
+    _refuse_lost_views("cache_read", FuncIndex(func), FuncIndex(func))   # nothing lost
 
 
 def test_a_buffer_viewed_by_a_consumer_is_not_inlined():
@@ -213,3 +224,98 @@ def test_a_buffer_viewed_by_a_consumer_is_not_inlined():
         "Bs[()]", "B[vi, vj]")
     sch = engine.Schedule(engine.parse(direct))
     assert_refused(sch, lambda: sch.compute_inline(sch.get_block("B")), "T.match_buffer")
+
+
+# ---------------------------------------------------------------- tensorize onto views
+DOT_DESC = '''
+@T.prim_func
+def desc(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (4,))
+    B = T.match_buffer(b, (4,))
+    C = T.match_buffer(c, ())
+    with T.block("root"):
+        T.reads(C[()], A[0:4], B[0:4])
+        T.writes(C[()])
+        for i in range(4):
+            with T.block("update"):
+                vi = T.axis.reduce(4, i)
+                C[()] = C[()] + A[vi] * B[vi]
+'''
+
+# the same computation, written through the views and using their offsets (which makes
+# it "opaque" enough for tensorize to bind views, as TVM always does), still TensorIR
+DOT_IMPL_VIEWS = '''
+@T.prim_func
+def impl(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (4,), offset_factor=1)
+    B = T.match_buffer(b, (4,), offset_factor=1)
+    C = T.match_buffer(c, (), offset_factor=1)
+    with T.block("root"):
+        T.reads(C[()], A[0:4], B[0:4])
+        T.writes(C[()])
+        T.evaluate(A.elem_offset + B.elem_offset + C.elem_offset)
+        for i in range(4):
+            C[()] = C[()] + A[i] * B[i]
+'''
+
+DOT_IMPL_EXTERN = '''
+@T.prim_func
+def impl(a: T.handle, b: T.handle, c: T.handle):
+    A = T.match_buffer(a, (4,), offset_factor=1)
+    B = T.match_buffer(b, (4,), offset_factor=1)
+    C = T.match_buffer(c, (), offset_factor=1)
+    with T.block("root"):
+        T.reads(C[()], A[0:4], B[0:4])
+        T.writes(C[()])
+        T.evaluate(T.call_extern("vec4add", C.data, C.elem_offset, A.data, A.elem_offset,
+                                 B.data, B.elem_offset, dtype="int32"))
+'''
+
+BMM = '''
+@T.prim_func
+def bmm(A: T.Buffer((2, 8, 8), "float32"), B: T.Buffer((2, 8, 8), "float32"),
+        C: T.Buffer((2, 8, 8), "float32")):
+    for n, i, j, k in T.grid(2, 8, 8, 8):
+        with T.block("update"):
+            vn, vi, vj, vk = T.axis.remap("SSSR", [n, i, j, k])
+            with T.init():
+                C[vn, vi, vj] = T.float32(0)
+            C[vn, vi, vj] = C[vn, vi, vj] + A[vn, vi, vk] * B[vn, vj, vk]
+'''
+
+
+def _tensorized(impl: str, name: str):
+    engine.TensorIntrin.register(name, engine.parse(DOT_DESC), engine.parse(impl),
+                                 override=True)
+    mod = engine.parse(BMM)
+    sch = engine.Schedule(mod)
+    blk = sch.get_block("update")
+    *_, k = sch.get_loops(blk)
+    ko, ki = sch.split(k, [None, 4])
+    sch.decompose_reduction(blk, ko)
+    sch.tensorize(ki, name)
+    return mod, sch
+
+
+def test_tensorize_binds_views_for_an_implementation_using_offsets():
+    mod, sch = _tensorized(DOT_IMPL_VIEWS, "test_views_dot4")
+    outer = [b for b in _blocks_of(sch.mod) if b.match_buffers]
+    assert len(outer) == 1
+    views = outer[0].match_buffers
+    assert [m.source.buffer.name for m in views] == ["A", "B", "C"]
+    assert [len(m.buffer.shape) for m in views] == [1, 1, 0]
+    assert structural_equal(engine.parse(sch.mod.script()), sch.mod)
+    assert_computes_exactly(mod, sch.mod)
+
+
+def test_tensorize_onto_an_extern_call_is_scheduled_not_built():
+    _, sch = _tensorized(DOT_IMPL_EXTERN, "test_extern_dot4")
+    text = sch.mod.script()
+    assert "T.match_buffer(C[" in text and '"vec4add"' in text
+    assert structural_equal(engine.parse(text), sch.mod)
+    with pytest.raises(engine.lower.BuildError, match="vec4add"):
+        engine.build(sch.mod)
+
+
+def _blocks_of(mod):
+    return engine.ir.collect(mod[mod.names()[0]].body, engine.ir.Block)

@@ -194,12 +194,16 @@ def test_annotation_values_that_are_not_plain_are_refused():
         sch.annotate(i, "bad", {1: 2})
 
 
-def test_a_trace_with_a_handle_where_a_value_belongs_is_refused():
+def test_a_trace_with_a_block_where_a_value_belongs_is_refused():
     sch = _annotated()
     doc = sch.trace.as_json()
     for inst in doc["insts"]:
         if inst[0] == "Annotate":
             inst[1][1] = inst[1][0]     # the handle itself as the value
             break
-    with pytest.raises(engine.TraceError, match="where a value is expected"):
+    trace = engine.Trace.from_json(doc)    # a handle may be a value: a sampled one
+    with pytest.raises(engine.TraceError, match="annotation values"):
+        trace.apply_to_schedule(engine.Schedule(engine.parse(MM)))
+    doc["insts"][-1][1][1] = "nowhere"     # a name no instruction defines
+    with pytest.raises(engine.TraceError, match="no earlier instruction defines"):
         engine.Trace.from_json(doc)

@@ -2,7 +2,8 @@
 
 Intrinsics (:data:`engine.ir.expr.INTRINSICS`) map to LLVM intrinsics (``llvm.exp``,
 ``llvm.sqrt``, ``llvm.fma``, ...), to libm (``tanh``, ``erf``) or to an expansion
-(``sigmoid``, ``rsqrt``); ``if_then_else`` evaluates only the chosen branch.
+(``sigmoid``, ``rsqrt``); the integer ones (``bitwise_*``, ``shift_*``) to LLVM's and,
+or, xor, shl, ashr/lshr; ``if_then_else`` evaluates only the chosen branch.
 ``address_of`` and ``call_extern`` are described in :mod:`engine.codegen.llvm`.
 """
 from __future__ import annotations
@@ -43,6 +44,8 @@ class IntrinsicMixin:
         if lanes > 1:
             args = [self.splat(a, lanes) for a in args]
         dt = e.args[0].dtype
+        if op in E.BITWISE:
+            return self._bitwise(op, args, e)
         if op in ("abs", "fabs") and not is_float(dt):
             x = args[0]
             if is_uint(dt) or is_bool(dt):
@@ -59,6 +62,26 @@ class IntrinsicMixin:
         if element_of(e.dtype) != element_of(dt):
             val = self.convert(val, dt, e.dtype)
         return val
+
+    def _bitwise(self, op: str, args: list, e: E.Call) -> ir.Value:
+        """Integer bits: and, or, xor, not, shl, and ashr (signed) / lshr (unsigned)."""
+        b = self.builder
+        if not all(a.dtype.startswith(("int", "uint")) for a in e.args):
+            raise self.err(f"T.{op} needs integers")
+        args = [self.convert(v, x.dtype, e.dtype) if element_of(x.dtype) !=
+                element_of(e.dtype) else v for v, x in zip(args, e.args)]
+        if op == "bitwise_not":
+            return b.not_(args[0])
+        x, y = args
+        if op == "bitwise_and":
+            return b.and_(x, y)
+        if op == "bitwise_or":
+            return b.or_(x, y)
+        if op == "bitwise_xor":
+            return b.xor(x, y)
+        if op == "shift_left":
+            return b.shl(x, y)
+        return b.lshr(x, y) if is_uint(e.dtype) else b.ashr(x, y)
 
     _LLVM_UNARY = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2",
                    "sqrt": "sqrt", "fabs": "fabs", "abs": "fabs", "floor": "floor",

@@ -265,11 +265,47 @@ class ExprCompiler(Scope):
         if op == "fma":
             a, b, c = fs
             return lambda env: a(env) * b(env) + c(env)
+        if op in E.BITWISE:
+            return self._bitwise(e, fs)
         if not is_float(e.dtype):
             raise InterpretError(f"T.{op} needs a float argument, got {e.dtype}{self.where()}")
         fn = safe_unary(UNARY[op], e.dtype)
         a = fs[0]
         return lambda env: fn(a(env))
+
+    def _bitwise(self, e: E.Call, fs: list) -> Fn:
+        """``T.bitwise_*`` and ``T.shift_*``: the operands as C integers of the call's
+        dtype; a shift by a negative amount or by the width or more is refused (C leaves it
+        undefined)."""
+        if not all(is_int(a.dtype) for a in e.args):
+            raise InterpretError(f"T.{e.op} needs integers, got "
+                                 f"{', '.join(a.dtype for a in e.args)}{self.where()}")
+        dt = np_dtype(e.dtype)
+        bits = dt.itemsize * 8
+        where = self.where()
+        op = e.op
+
+        def cast(v):
+            return v.astype(dt, copy=False) if isinstance(v, np.ndarray) else dt.type(v)
+
+        if op == "bitwise_not":
+            a = fs[0]
+            return lambda env: np.invert(cast(a(env)))
+        a, b = fs
+        if op in ("shift_left", "shift_right"):
+            fn = np.left_shift if op == "shift_left" else np.right_shift
+
+            def shift(env):
+                x, n = cast(a(env)), cast(b(env))
+                if np.any(n < 0) or np.any(n >= bits):
+                    raise InterpretError(f"T.{op} by {n} bits of a {e.dtype}{where}: a "
+                                         f"shift by less than 0 or {bits} or more bits is "
+                                         "undefined")
+                return fn(x, n)
+            return shift
+        fn = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+              "bitwise_xor": np.bitwise_xor}[op]
+        return lambda env: fn(cast(a(env)), cast(b(env)))
 
     def _if_then_else(self, e: E.Call):
         fc, fa, fb = (self.expr(a) for a in e.args)

@@ -23,7 +23,8 @@ __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "Add", "Sub", "Mul", "Div", "Mod",
     "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or",
     "Not", "Select", "Cast", "Call", "BufferLoad", "BufferField", "Ramp", "Broadcast", "Let",
-    "BinaryOp", "CmpOp", "const", "convert", "INTRINSICS", "OPAQUE_CALLS",
+    "BinaryOp", "CmpOp", "const", "convert", "INTRINSICS", "OPAQUE_CALLS", "BITWISE",
+    "bitwise",
 ]
 
 
@@ -61,11 +62,24 @@ class PrimExpr(Node):
     def __ge__(self, o): return _binary(GE, self, o)
     def __eq__(self, o): return _binary(EQ, self, o)  # type: ignore[override]
     def __ne__(self, o): return _binary(NE, self, o)  # type: ignore[override]
-    def __and__(self, o): return _binary(And, self, o)
-    def __rand__(self, o): return _binary(And, o, self)
-    def __or__(self, o): return _binary(Or, self, o)
-    def __ror__(self, o): return _binary(Or, o, self)
-    def __invert__(self): return Not(self)
+    def __and__(self, o): return _logic("bitwise_and", And, self, o)
+    def __rand__(self, o): return _logic("bitwise_and", And, o, self)
+    def __or__(self, o): return _logic("bitwise_or", Or, self, o)
+    def __ror__(self, o): return _logic("bitwise_or", Or, o, self)
+    def __xor__(self, o): return bitwise("bitwise_xor", self, o)
+    def __rxor__(self, o): return bitwise("bitwise_xor", o, self)
+    def __lshift__(self, o): return bitwise("shift_left", self, o)
+    def __rlshift__(self, o): return bitwise("shift_left", o, self)
+    def __rshift__(self, o): return bitwise("shift_right", self, o)
+    def __rrshift__(self, o): return bitwise("shift_right", o, self)
+
+    def __invert__(self):
+        return bitwise("bitwise_not", self) if is_int(self.dtype) else Not(self)
+
+    @property
+    def ty(self) -> Any:
+        """TVM 0.27's type of an expression (its ``dtype``)."""
+        return TypeInfo(self.dtype)
 
     def astype(self, dtype: str) -> "PrimExpr":
         return self if self.dtype == dtype else Cast(dtype, self)
@@ -211,8 +225,8 @@ class EQ(CmpOp):
     b: PrimExpr
     symbol = "=="
 
-    def __bool__(self):  # TVM: (x == y) is truthy iff same object
-        return self.a is self.b
+    def __bool__(self):  # TVM: (x == y) is truthy iff same object; constants fold
+        return _same(self.a, self.b)
 
 
 @node
@@ -222,7 +236,18 @@ class NE(CmpOp):
     symbol = "!="
 
     def __bool__(self):
-        return self.a is not self.b
+        return not _same(self.a, self.b)
+
+
+def _same(a: PrimExpr, b: PrimExpr) -> bool:
+    """The truth of ``a == b`` in Python: the same object, or two constants of the same
+    value (TVM folds ``IntImm(1) == T.bool(True)`` to true before asking)."""
+    if a is b:
+        return True
+    const = (IntImm, FloatImm)
+    a = a.value if type(a) is Cast and type(a.value) in const else a  # a constant widened
+    b = b.value if type(b) is Cast and type(b.value) in const else b  # by unification
+    return type(a) in const and type(b) in const and a.value == b.value
 
 
 @node
@@ -303,8 +328,15 @@ INTRINSICS: dict[str, int] = {
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
     "sigmoid": 1, "fabs": 1, "abs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
     "sin": 1, "cos": 1, "erf": 1, "pow": 2, "fma": 3, "if_then_else": 3,
-    "likely": 1,
+    "likely": 1, "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
+    "shift_left": 2, "shift_right": 2,
 }
+#: the integer intrinsics (TVM's ``T.bitwise_and`` .. ``T.shift_right``; ``a & b``, ``a << b``
+#: on integer expressions): two's-complement bits of one integer dtype; a shift by a
+#: negative amount or by the width or more is undefined (the interpreter refuses it),
+#: ``shift_right`` of a signed value is arithmetic
+BITWISE = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+                     "shift_left", "shift_right"})
 
 
 #: TVM's builtins that opaque code uses -> the dtype of their result (None: given by the
@@ -491,6 +523,33 @@ def _binary(cls, a, b) -> PrimExpr:
         b = convert(b, a.dtype)
     a, b = _unify(a, b)
     return cls(a, b)
+
+
+def bitwise(op: str, a: Any, b: Any = None) -> "Call":
+    """``T.<op>(a, b)`` of :data:`BITWISE` (``T.bitwise_not(a)`` with one operand): the
+    operands integers, unified to one dtype as arithmetic does."""
+    if b is None:
+        a = convert(a)
+        if not is_int(a.dtype):
+            raise TypeError(f"{op} needs an integer, got {a.dtype}")
+        return Call(a.dtype, op, (a,))
+    if not isinstance(a, PrimExpr):
+        a = convert(a, b.dtype if isinstance(b, PrimExpr) else None)
+    if not isinstance(b, PrimExpr):
+        b = convert(b, a.dtype)
+    a, b = _unify(a, b)
+    if not (is_int(a.dtype) and is_int(b.dtype)):
+        raise TypeError(f"{op} needs integers, got {a.dtype} and {b.dtype}")
+    return Call(a.dtype if lanes_of(a.dtype) >= lanes_of(b.dtype) else b.dtype, op, (a, b))
+
+
+def _logic(op: str, cls, a: Any, b: Any) -> PrimExpr:
+    """``a & b`` / ``a | b``: logical on booleans, bitwise on integers (as TVM)."""
+    da = a.dtype if isinstance(a, PrimExpr) else ("bool" if isinstance(a, bool) else "int32")
+    db = b.dtype if isinstance(b, PrimExpr) else ("bool" if isinstance(b, bool) else "int32")
+    if is_int(da) and is_int(db):
+        return bitwise(op, a, b)
+    return _binary(cls, a, b)
 
 
 def binary(cls, a, b) -> PrimExpr:

@@ -99,6 +99,37 @@ class AttrMap:
         return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self._pairs) + "}"
 
 
+class Pairs(tuple):
+    """Annotations: a tuple of ``(key, value)`` pairs, which also reads like a dict by
+    key, as TVM's annotations do (``block.annotations["k"]``, ``.get("k")``, ``.keys()``,
+    ``.items()``); an integer or a slice indexes the pairs."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, str):
+            for k, v in tuple.__iter__(self):
+                if k == i:
+                    return v
+            raise KeyError(i)
+        return tuple.__getitem__(self, i)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        for k, v in tuple.__iter__(self):
+            if k == key:
+                return v
+        return default
+
+    def keys(self) -> tuple:
+        return tuple(k for k, _ in tuple.__iter__(self))
+
+    def values(self) -> tuple:
+        return tuple(v for _, v in tuple.__iter__(self))
+
+    def items(self) -> tuple:
+        return tuple(self)
+
+
 def node(cls):
     """Class decorator: frozen, identity-compared dataclass."""
     return dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)

@@ -6,7 +6,7 @@ from typing import Any
 
 from .buffer import Buffer, BufferRegion, Range
 from .expr import PrimExpr, Var, convert
-from .node import Node, node
+from .node import Node, Pairs, node
 
 
 class Stmt(Node):
@@ -51,6 +51,8 @@ class For(Stmt):
     def __post_init__(self):
         object.__setattr__(self, "min", convert(self.min))
         object.__setattr__(self, "extent", convert(self.extent))
+        if type(self.annotations) is not Pairs:
+            object.__setattr__(self, "annotations", Pairs(self.annotations))
 
 
 @node
@@ -98,6 +100,10 @@ class Block(Stmt):
     alloc_buffers: tuple = ()
     annotations: tuple = ()
     match_buffers: tuple = ()
+
+    def __post_init__(self):
+        if type(self.annotations) is not Pairs:
+            object.__setattr__(self, "annotations", Pairs(self.annotations))
 
 
 @node

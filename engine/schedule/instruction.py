@@ -319,7 +319,8 @@ def check_insts(insts: list, tvm: bool) -> list[Instruction]:
         for x in inputs:
             if tvm and x == "None":
                 x = None
-            if len(ins) in prim.literal_inputs:
+            if len(ins) in prim.literal_inputs and not (isinstance(x, str) and
+                                                         not x.startswith('"')):
                 ins.append(_check_literal(x, f"instruction {n} ({kind})"))
                 continue
             if isinstance(x, str) and not x.startswith('"'):

@@ -138,14 +138,12 @@ def py_number_list(v: Any, what: str) -> str:
 
 
 def fmt_literal(v: Any, what: str = "an annotation value") -> str:
-    """Python source for a trace input that holds a plain value, never a handle (an
-    annotation's value): a string literal written with its quotes, a number, a bool, None,
-    a list of those, or a dict (string keys) whose values are plain, written as they are
-    (TVM keeps a dict input as it is: its strings have no quotes)."""
+    """Python source for a trace input that holds a plain value (an annotation's value): a
+    string literal written with its quotes, a number, a bool, None, a list of those, or a
+    dict (string keys) whose values are plain, written as they are (TVM keeps a dict input
+    as it is: its strings have no quotes) — or a handle's name (a sampled value)."""
     if isinstance(v, str):
-        if not v.startswith('"'):
-            raise TraceError(f"{what} must be a value, not the handle {short(v)}")
-        return fmt(v)
+        return fmt(v)    # a string literal, or a handle (a sampled value)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(fmt_literal(x, what) for x in v) + "]"
     if hasattr(v, "items") and not isinstance(v, (str, bytes)):

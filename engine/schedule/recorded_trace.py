@@ -399,7 +399,7 @@ class Trace:
                 raise TraceError(f"instruction {n} ({inst.kind}) is malformed: {e}") from None
             inputs = []
             for pos, x in enumerate(inst.inputs):
-                if pos in prim.literal_inputs:
+                if pos in prim.literal_inputs and not is_ref(x):
                     inputs.append(decode_literal(x))   # a plain value (an annotation's)
                 elif isinstance(x, (list, tuple)) and pos in prim.int_list_inputs:
                     inputs.append(list(x))  # a list of integers (ReorderBlockIterVar)

@@ -541,7 +541,8 @@ class Schedule:
         self._dead = dead
         for cls, key in pending:
             out_rvs.append(self._new_rv(cls, key))
-        enc_inputs = [registry.encode_literal(x) if pos in prim.literal_inputs
+        enc_inputs = [registry.encode_literal(x) if pos in prim.literal_inputs and
+                      not isinstance(x, _RV)
                       else self._names[x] if isinstance(x, _RV)
                       else (registry.quote(x) if isinstance(x, str) else
                             (tuple(self._names[y] if isinstance(y, _RV) else y for y in x)

@@ -19,13 +19,17 @@ A name the function's text uses without defining it may come from its Python
 surroundings, as in TVM: a variable of an enclosing function (a closure's cell) or of the
 module, when its value is a plain constant — a number, a string (``T.Buffer(14, dtype)``
 with ``dtype = "int8"`` outside), a constant ``IntImm``/``FloatImm``, or a tuple/list of
-those (a shape). The parser looks such a name up in that table of values; nothing is
-evaluated.
+those (a shape). The parser looks such a name up in that table of values; no text is
+evaluated. A Python function of the surroundings may be *called* in the text, as TVM
+allows: the parser calls it with the arguments' values (expressions, numbers, strings)
+and uses the expression it returns — code of the caller's own module, which the parser of
+a text (``engine.parse``: no surroundings) never runs.
 """
 from __future__ import annotations
 
 import inspect
 import sys
+import types
 import textwrap
 from typing import Any
 
@@ -95,8 +99,12 @@ _CAPTURE_ITEMS = 64
 
 
 def _plain(v: Any, depth: int = 0) -> bool:
-    """Is ``v`` a constant the parser may use for a captured name?"""
+    """Is ``v`` a value the parser may use for a captured name: a constant, or (at the top)
+    a Python function, which the text may call to build an expression (TVM's helpers
+    that return ``PrimExpr``s, ``f(4, A[vi], vi % 8, dtype="float16")``)?"""
     if isinstance(v, (bool, int, float, str)):
+        return True
+    if depth == 0 and isinstance(v, types.FunctionType):
         return True
     if isinstance(v, (tuple, list)):
         return depth < _CAPTURE_DEPTH and len(v) <= _CAPTURE_ITEMS and \

@@ -8,9 +8,12 @@ bodies are compared node by node: the same loops (extents), the same blocks (axe
 same extents and kinds, the same bindings), the same expressions, and every buffer access
 at the base indices plus the description's indices.
 
-TVM then binds each implementation buffer to its region with ``T.match_buffer``; this
-engine has no match buffers, so the implementation's accesses are rewritten in place onto
-the program's buffers at the base indices (the same program, flattened one step earlier).
+TVM then binds each implementation buffer to its region with ``T.match_buffer``. This
+engine does so when the implementation is opaque code (it takes a buffer's address or
+offset, ``C.data``, ``C.elem_offset``, or calls an extern function): the block gets one view
+per parameter, as TVM's (:func:`_views`). An implementation of TensorIR only has its
+accesses rewritten in place onto the program's buffers at the base indices instead — the
+same program, the views made plain one step earlier (what the lowering would do).
 """
 from __future__ import annotations
 
@@ -19,9 +22,9 @@ import dataclasses
 from engine.arith import simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
-from engine.ir.functor import Mutator, substitute
+from engine.ir.functor import Mutator, collect, substitute
 from engine.ir.node import Node
-from engine.ir.stmt import Block, BlockRealize, BufferStore, For, IterVar
+from engine.ir.stmt import Block, BlockRealize, BufferStore, For, IterVar, MatchBufferRegion
 
 from ..error import ScheduleError
 from ..registry import Ctx, Primitive, Result, fmt, py_str, register
@@ -280,6 +283,58 @@ class _Rebase(Mutator):
         return out.replace(iter_vars=tuple(ivs), name_hint=name)
 
 
+class _Fresh(_Rebase):
+    """The implementation's body as it is, on the views: fresh loop and axis variables,
+    fresh block names, each parameter buffer its view (``views``: id -> view)."""
+
+    def __init__(self, views: dict, used_blocks: set):
+        super().__init__({}, {}, used_blocks)
+        self.views = views
+
+    def visit_buffer(self, buf):
+        return self.views.get(id(buf), buf)
+
+    def visit_BufferRegion(self, r):
+        return self.generic_visit(r)
+
+
+def _opaque(node) -> bool:
+    """Does the implementation use opaque code (a buffer's address or offset, an extern
+    call, one of TVM's builtins)?"""
+    return bool(collect(node, E.BufferField)) or any(
+        c.op not in E.INTRINSICS for c in collect(node, E.Call))
+
+
+def _views(ctx: Ctx, cmp: Comparator, intrin: TensorIntrin, name: str, subject: str,
+           hl: list) -> tuple[dict, tuple]:
+    """TVM's views of an opaque implementation: for each parameter (in order) a new
+    buffer like it viewing the program's region it stands for — the base indices, one
+    element in the leading dimensions the description lacks, then the extents of the
+    implementation's region of it (its shape). ``(id(param) -> view, match_buffers)``."""
+    impl_block = intrin.impl.body.block
+    views, matches = {}, []
+    for dp, ip in zip(intrin.desc.params, intrin.impl.params):
+        prog = cmp.buffers[id(dp)]
+        base = cmp.base[id(prog)]
+        region = next((r.region for r in (*impl_block.reads, *impl_block.writes)
+                       if r.buffer is ip), None)
+        extents = [g.extent for g in region] if region is not None else list(ip.shape)
+        off = len(base) - len(extents)
+        if off < 0 or len(extents) != len(ip.shape) or \
+                any(not _same_int(x, n) for x, n in zip(extents, ip.shape)):
+            raise ctx.error(subject, f"tensor intrinsic {name!r}: its implementation's "
+                            f"region of {ip.name} is not the whole of {ip.name}, so it "
+                            "cannot view a region of the program", "", highlight=hl)
+        rng = [Range(b, E.IntImm(b.dtype, 1)) for b in base[:off]]
+        rng += [Range(b, x if x.dtype == b.dtype else E.IntImm(b.dtype, int(x.value))
+                      if type(x) is E.IntImm else E.Cast(b.dtype, x))
+                for b, x in zip(base[off:], extents)]
+        view = ip.replace(dtype=prog.dtype, scope=prog.scope, strides=(), elem_offset=0)
+        views[id(ip)] = view
+        matches.append(MatchBufferRegion(view, BufferRegion(prog, tuple(rng))))
+    return views, tuple(matches)
+
+
 def tensorize_block(ctx: Ctx, realize: BlockRealize, intrin: TensorIntrin, name: str,
                     subject: str, hl: list) -> Block:
     """The block of ``realize`` with its body replaced by the intrinsic's implementation."""
@@ -315,7 +370,12 @@ def tensorize_block(ctx: Ctx, realize: BlockRealize, intrin: TensorIntrin, name:
         bases[id(ip)] = cmp.base[id(prog)]
     used = {b.name_hint for bs in ctx.index.blocks.values() for b in bs}
     impl_block = impl.body.block
-    body = _Rebase(targets, bases, used).visit(impl_block.body)
+    matches = ()
+    if _opaque(impl_block):
+        views, matches = _views(ctx, cmp, intrin, name, subject, hl)
+        body = _Fresh(views, used).visit(impl_block.body)
+    else:
+        body = _Rebase(targets, bases, used).visit(impl_block.body)
     allocs = block.alloc_buffers
     if impl_block.alloc_buffers:
         raise ctx.error(subject, f"tensor intrinsic {name!r} allocates buffers in its root "
@@ -323,7 +383,8 @@ def tensorize_block(ctx: Ctx, realize: BlockRealize, intrin: TensorIntrin, name:
     ann = dict(block.annotations)
     for k, v in impl_block.annotations:
         ann.setdefault(k, v)
-    return block.replace(body=body, alloc_buffers=allocs, annotations=tuple(ann.items()))
+    return block.replace(body=body, alloc_buffers=allocs, annotations=tuple(ann.items()),
+                         match_buffers=block.match_buffers + matches)
 
 
 @register
@@ -345,7 +406,10 @@ class Tensorize(Primitive):
         in order, as tiles of the same extents at some base indices (same dtypes and
         storage scopes), and its body has the same loops, blocks (axes, bindings) and
         expressions, every access at the base plus the description's indices; 4) it
-        has no ``T.where`` guard (unless the description has the same).
+        has no ``T.where`` guard (unless the description has the same). An implementation
+        of opaque code (``C.data``, ``C.elem_offset``, an extern call) is bound to the tiles
+        by one ``T.match_buffer`` view per parameter, as TVM does (the program can then be
+        scheduled and printed, not built); the After below is a TensorIR implementation's.
 
         Before::
 

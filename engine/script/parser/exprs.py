@@ -112,9 +112,10 @@ class ExprParser(ParserContext):
                 raise self.err(n, "unary + needs a number")
             if op is ast.Not or op is ast.Invert:
                 v = self.to_prim(n.operand, v)  # `not False` stays a Not node (no folding)
+                if op is ast.Invert and is_int(v.dtype):
+                    return E.bitwise("bitwise_not", v)
                 if op is ast.Invert and not is_bool(v.dtype):
-                    raise self.err(n, "~ is only supported on booleans (bitwise not is not "
-                                      "supported)")
+                    raise self.err(n, "~ needs an integer or a boolean")
                 return E.Not(v)
         if t is ast.BoolOp:
             cls = E.And if type(n.op) is ast.And else E.Or
@@ -153,14 +154,21 @@ class ExprParser(ParserContext):
         op = type(n.op)
         cls = BINOPS.get(op)
         if cls is None:
-            if op in (ast.BitAnd, ast.BitOr):
-                cls = E.And if op is ast.BitAnd else E.Or
-                a, b = self.to_prim(n.left, a), self.to_prim(n.right, b)
-                if not (is_bool(a.dtype) and is_bool(b.dtype)):
-                    raise self.err(n, "& and | are only supported on booleans")
-                return E.binary(cls, a, b)
-            sym = {ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitXor: "^",
-                   ast.MatMult: "@"}.get(op, "?")
+            bits = {ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or",
+                    ast.BitXor: "bitwise_xor", ast.LShift: "shift_left",
+                    ast.RShift: "shift_right"}.get(op)
+            if bits is not None:
+                if isinstance(a, (int, bool)) and isinstance(b, (int, bool)) and \
+                        not isinstance(a, E.PrimExpr):
+                    a = self.to_prim(n.left, a)
+                a, b = self.to_prim(n.left, a), self.to_prim(n.right, b, a.dtype)
+                if op in (ast.BitAnd, ast.BitOr) and is_bool(a.dtype) and is_bool(b.dtype):
+                    return E.binary(E.And if op is ast.BitAnd else E.Or, a, b)
+                if not (is_int(a.dtype) and is_int(b.dtype)):
+                    raise self.err(n, "& | ^ << >> need integers (or, for & and |, two "
+                                      f"booleans), got {a.dtype} and {b.dtype}")
+                return E.bitwise(bits, a, b)
+            sym = {ast.Pow: "**", ast.MatMult: "@"}.get(op, "?")
             raise self.err(n, f"the operator {sym} is not supported")
         for v, nd in ((a, n.left), (b, n.right)):
             if isinstance(v, str):
@@ -228,6 +236,9 @@ class ExprParser(ParserContext):
         if f is None and type(n.func) is ast.Attribute and type(n.func.value) is ast.Name \
                 and isinstance(self.lookup(n.func.value.id), Buffer):
             return self.buffer_method(n, self.lookup(n.func.value.id))   # B.access_ptr(..)
+        if f is None and (type(n.func) is ast.Call or (
+                type(n.func) is ast.Name and callable(self.outside(n.func.id)))):
+            return self.python_call(n)
         if f is None:
             name = self.dotted(n.func)
             if type(n.func) is ast.Name:
@@ -264,6 +275,42 @@ class ExprParser(ParserContext):
         if f in STMT_FUNCS:
             raise self.err(n, f"T.{f}(...) cannot be used inside an expression")
         raise self.unknown_t(n.func, f)
+
+    def python_call(self, n: ast.Call, callee: bool = False) -> Any:
+        """A call of a Python function of the ``@T.prim_func``'s surroundings (a captured
+        name, or what such a call returned): called with the values of its arguments, its
+        result an expression, a number, a string — or, called in turn (``f(32)(x)``), a
+        function."""
+        if type(n.func) is ast.Call:
+            fn = self.python_call(n.func, callee=True)
+            label = ast.unparse(n.func) if hasattr(ast, "unparse") else "the function"
+        else:
+            fn = self.outside(n.func.id) if type(n.func) is ast.Name else None
+            label = getattr(n.func, "id", "the function")
+        if not callable(fn):
+            raise self.err(n, f"{label!r} is not a function of this module; TVMScript "
+                              "functions are spelled T.<name>")
+        for a in n.args:
+            if type(a) is ast.Starred:
+                raise self.err(a, "*arguments are not read")
+        args = [self.expr(a) for a in n.args]
+        kwargs = {}
+        for k in n.keywords:
+            if k.arg is None:
+                raise self.err(k, "**arguments are not read")
+            kwargs[k.arg] = self.expr(k.value)
+        try:
+            out = fn(*args, **kwargs)
+        except ScriptError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the helper's own failure, named
+            raise self.err(n, f"calling {label}(...) failed: {type(e).__name__}: {e}") \
+                from None
+        if callee and callable(out) and not isinstance(out, E.PrimExpr):
+            return out
+        if isinstance(out, (E.PrimExpr, bool, int, float, str)):
+            return out
+        raise self.err(n, f"{label}(...) gave {type(out).__name__}, not an expression")
 
     def constant(self, node: ast.AST, dtype: str) -> E.PrimExpr:
         v = self.expr(node)
