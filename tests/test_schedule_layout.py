@@ -418,16 +418,20 @@ def test_transform_parameters_rewrites_the_signature():
     assert "C[vj, vi] = C[vj, vi] + A[vi, vk] * B[vj // 4, vk, vj % 4]" in sch.mod.script()
 
 
-def test_padded_output_parameter_is_filled_and_padded_input_refused():
+def test_padded_output_parameter_is_filled_and_padded_input_assumed():
     """An output's padding holds the pad value after the call (stored by its writer, TVM's
     replacement, or by TVM's epilogue block after the last write when the write is no loop
-    nest); an input's would need TVM's T.assume
-    (test_padded_transform_of_input_creates_assumption), which the engine cannot state:
-    refused."""
+    nest); an input's is the caller's promise, TVM's first block of
+    ``T.assume(not <padding> or A[...] == pad_value)``
+    (test_padded_transform_of_input_creates_assumption): no code, the padding never read."""
     mod, sch = _chain("int32")
-    c, b = sch.get_block("C"), sch.get_block("B")
-    _refused(sch, lambda: sch.transform_layout(b, "A", "lambda i: (i // 4, i % 4)",
-                                               pad_value=42), "no block writes A", "T.assume")
+    b = sch.get_block("B")
+    sch.transform_layout(b, "A", "lambda i: (i // 4, i % 4)", pad_value=42)
+    assert "T.evaluate(T.assume(not (v0 == 2 and 2 <= v1) or A[v0, v1] == 42))" in \
+        sch.mod.script()
+    _same(mod, sch.mod, {0: ("lambda i: (i // 4, i % 4)", (3, 4))})
+    mod, sch = _chain("int32")
+    c = sch.get_block("C")
     sch.transform_layout(c, "C", "lambda i: (i // 4, i % 4)", pad_value=42)
     script = sch.mod.script()
     assert 'C: T.Buffer((3, 4), "int32")' in script

@@ -27,8 +27,8 @@ from engine.arith import bound_of, relax, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, collect, substitute
-from engine.ir.stmt import (Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar,
-                            seq)
+from engine.ir.stmt import (Block, BlockRealize, BufferStore, Evaluate, For, ForKind, IterType,
+                            IterVar, seq)
 
 from ..error import ScheduleError, TraceError
 from ..literals import py_literal, py_str
@@ -532,8 +532,9 @@ class TransformLayout(Primitive):
         is rewritten to traverse the new shape and store
         ``T.if_then_else(<padding>, pad_value, <value>)`` (TVM's replacement); otherwise
         a block after the buffer's last write fills the padding (TVM's ``T.where`` form,
-        shown below). An input, which no block writes, cannot be padded (TVM states the
-        padding with ``T.assume``, which the engine does not have).
+        shown below). An input, which no block writes, gets TVM's first block
+        ``buffer_<name>_assumption``: ``T.evaluate(T.assume(not <padding> or A[...] ==
+        pad_value))`` over the new shape (its caller's promise; no code).
         ``assume_injective_transform=True`` is TVM's flag: no padding is filled, no
         pad_value needed, and the one-to-one check is skipped when it is over its budget
         (a map it finds not one-to-one is still refused).
@@ -1117,6 +1118,37 @@ def _swap(body: Any, old: Any, new: Any) -> Any:
     return map_children(body, lambda c: _swap(c, old, new))
 
 
+def _assume_padding(ctx: Ctx, subj: str, hl: list, func: Any, new: Buffer, params: list,
+                    exprs: list, shape: tuple, new_shape: list, pad_fn: Any) -> Any:
+    """An input padded: nothing of the function writes it, so its caller promises what
+    the padding holds — TVM's first block ``buffer_<name>_assumption`` stating
+    ``T.assume(not <padding> or A[...] == pad_value)`` over the new shape. A fact, no code:
+    the function reads only the elements the old layout had."""
+    dtype = new.shape[0].dtype
+    loops = [E.Var(f"ax{d}", dtype) for d in range(len(new_shape))]
+    axes = [E.Var(f"v{d}", dtype) for d in range(len(new_shape))]
+    try:
+        pred, _olds = _padding_condition(params, exprs, shape, new_shape, axes)
+    except IndexMapError as e:
+        raise ctx.error(subj, f"the padding of {new.name} cannot be described by a split, "
+                        f"fuse or permutation of its axes ({e})", "use a map such as "
+                        "lambda i: (i // 4, i % 4)", highlight=hl) from None
+    point = tuple(axes)
+    holds = E.binary(E.EQ, E.BufferLoad(new, point), pad_fn(list(axes)))
+    fact = E.Call("bool", "assume", (E.binary(E.Or, E.Not(pred), holds),))
+    ivs = tuple(IterVar(v, Range(E.const(0, dtype), E.const(n, dtype)), IterType.SPATIAL)
+                for v, n in zip(axes, new_shape))
+    index = FuncIndex(func)
+    name = fresh_name(f"buffer_{new.name}_assumption", set(index.blocks))
+    block = Block(ivs, (BufferRegion(new, tuple(Range(a, E.const(1, dtype)) for a in axes)),),
+                  (), name, Evaluate(fact))
+    nest: Any = BlockRealize(tuple(loops), E.const(True, "bool"), block)
+    for lv, n in reversed(list(zip(loops, new_shape))):
+        nest = For(lv, E.const(0, dtype), E.const(n, dtype), ForKind.SERIAL, nest)
+    root = index.root_block
+    return replace_stmts(func, {root: root.replace(body=seq(nest, root.body))})
+
+
 def _fill_padding(ctx: Ctx, subj: str, hl: list, func: Any, old: Buffer, new: Buffer,
                   params: list, exprs: list, shape: tuple, new_shape: list,
                   pad_fn: Any) -> Any:
@@ -1126,12 +1158,13 @@ def _fill_padding(ctx: Ctx, subj: str, hl: list, func: Any, old: Buffer, new: Bu
     map whose padding cannot be described."""
     stores = [s for s in iter_stmts(func.body) if isinstance(s, BufferStore) and
               s.buffer is new]
+    if not stores and any(p is new for p in func.params):
+        return _assume_padding(ctx, subj, hl, func, new, params, exprs, shape, new_shape,
+                               pad_fn)
     if not stores:
-        raise ctx.error(subj, f"no block writes {new.name}: padding an input needs TVM's "
-                        "T.assume (the caller promising what the padding holds), which the "
-                        "engine cannot express", "transform without padding (a map whose "
-                        "factors divide the shape), or cache_read the input and pad the "
-                        "cache", highlight=hl)
+        raise ctx.error(subj, f"no block writes {new.name}, so nothing would fill its "
+                        "padding", "transform a buffer after the block that writes it",
+                        highlight=hl)
     dtype = new.shape[0].dtype
     loops = [E.Var(f"ax{d}", dtype) for d in range(len(new_shape))]
     try:
