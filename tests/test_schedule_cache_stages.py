@@ -440,3 +440,27 @@ def test_cache_write_of_a_blocked_reduction_reads_after_its_init():
     sch.cache_write(outer, 0, "local")
     assert _alloc_shape(sch, "C_local") == (16, 16)
     assert_computes_exactly(before, sch.mod)
+
+
+CARRIED = '''
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), B: T.Buffer((17,), "float32"),
+         C: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("R"):
+            vi = T.axis.spatial(16, i)
+            C[vi] = B[vi] * T.float32(2)
+        with T.block("W"):
+            vi = T.axis.spatial(16, i)
+            B[vi + 1] = A[vi] + C[vi]
+'''
+
+
+def test_a_reader_of_the_previous_iteration_refuses_both_caches():
+    # R reads, in iteration i, what W wrote in iteration i - 1
+    sch = _sch(CARRIED)
+    r, w = sch.get_block("R"), sch.get_block("W")
+    assert_refused(sch, lambda: sch.cache_write(w, 0, "global"), "in a loop it shares with "
+                   "block W, before it")
+    assert_refused(sch, lambda: sch.cache_read(r, 0, "global"), "in a loop it shares with "
+                   "block W, before it")

@@ -418,11 +418,19 @@ class CacheRead(Primitive):
         else:
             first = min(consumers, key=lambda b: idx.order[id(b)])
             if idx.order[id(first)] < idx.order[id(writer)]:
+                wname = writer.name_hint
+                if not _before(ctx, first, writer, scope_blk):
+                    raise ctx.error(f"block {first.name_hint}", f"block {first.name_hint} "
+                                    f"reads {buf.name} in a loop it shares with block "
+                                    f"{wname}, before it (what an earlier iteration wrote), "
+                                    "so no single copy serves it", f"move block "
+                                    f"{first.name_hint} out of the loop, or after block "
+                                    f"{wname} in it", highlight=[first.name_hint, wname])
                 raise ctx.error(f"block {first.name_hint}", f"block {first.name_hint} reads "
-                                f"{buf.name} before block {writer.name_hint} writes it, and "
-                                "other readers after", "list in consumer_blocks only the "
-                                f"blocks before {writer.name_hint}, or only those after it",
-                                highlight=[first.name_hint, writer.name_hint])
+                                f"{buf.name} before block {wname} writes it, and other "
+                                "readers after", "list in consumer_blocks only the blocks "
+                                f"before {wname}, or only those after it",
+                                highlight=[first.name_hint, wname])
             node, _children, pos_w, pos = common_location(ctx, writer, first, scope_blk)
             if pos_w >= pos:  # pragma: no cover - guaranteed by the order check
                 raise ctx.error(f"block {bname}", "cannot find where to place the cache", "")
@@ -532,6 +540,15 @@ class CacheWrite(Primitive):
                 raise ctx.error(f"block {c.name_hint}", f"block {c.name_hint} runs before "
                                 f"block {bname}, so it cannot read its cache",
                                 "", highlight=[c.name_hint, bname])
+        for b in kids:
+            if b is not blk and reads_buf(b, buf) and idx.order[id(b)] < me and \
+                    not _before(ctx, b, blk, scope_blk):
+                raise ctx.error(f"block {b.name_hint}", f"block {b.name_hint} reads "
+                                f"{buf.name} in a loop it shares with block {bname}, before "
+                                f"it (what an earlier iteration wrote), but the cache is "
+                                f"copied back to {buf.name} after that loop",
+                                f"move block {b.name_hint} out of the loop, or after block "
+                                f"{bname} in it", highlight=[b.name_hint, bname])
         if related:
             first = min(related, key=lambda b: idx.order[id(b)])
             node, _children, _pa, pos = common_location(ctx, blk, first, scope_blk)
