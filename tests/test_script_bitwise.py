@@ -157,3 +157,23 @@ def f(A: T.Buffer((4,), "int32")):
 '''
     with pytest.raises(ScriptError, match="unknown function '_twice'"):
         engine.parse(text)
+
+
+def test_a_helper_may_use_the_tvmscript_functions():
+    clip = lambda t, lo, hi: T.min(T.max(t, lo), hi)  # noqa: E731 - TVM's way
+
+    @T.prim_func
+    def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = clip(A[vi], T.float32(-1), T.float32(2)) + T.Cast("float32", 0)
+
+    a = np.linspace(-4, 4, 8).astype("float32")
+    b = np.zeros(8, "float32")
+    engine.interpret(f, "f", a, b)
+    np.testing.assert_array_equal(b, np.clip(a, -1, 2))
+    b2 = np.zeros(8, "float32")
+    engine.build(f)["f"](a, b2)
+    np.testing.assert_array_equal(b2, b)
+    assert structural_equal(T.max(Var("x", "float32"), 1.0).b, engine.ir.FloatImm("float32", 1))

@@ -170,9 +170,40 @@ class _Scalar(_Placeholder):
         return super().__call__(*args, **kwargs)
 
 
+def _builders() -> dict:
+    """``T.<name>`` called outside TVMScript (in a Python helper a prim_func's text calls,
+    as TVM's ``lambda t, lo, hi: T.min(T.max(t, lo), hi)``): builds the expression."""
+    from engine.ir import expr as E
+
+    def two(cls):
+        return lambda a, b: E.binary(cls, a, b)
+
+    return {
+        "min": two(E.Min), "max": two(E.Max), "floordiv": two(E.FloorDiv),
+        "floormod": two(E.FloorMod), "truncdiv": two(E.Div), "truncmod": two(E.Mod),
+        "Cast": lambda dtype, v: E.Cast(dtype, E.convert(v)),
+        "cast": lambda v, dtype: E.Cast(dtype, E.convert(v)),
+        "Select": lambda c, a, b: E.Select(E.convert(c), *_same_type(a, b)),
+        "if_then_else": lambda c, a, b: E.Call(_same_type(a, b)[0].dtype, "if_then_else",
+                                               (E.convert(c), *_same_type(a, b))),
+    }
+
+
+def _same_type(a: Any, b: Any) -> tuple:
+    from engine.ir import expr as E
+    if isinstance(a, E.PrimExpr) and not isinstance(b, E.PrimExpr):
+        return a, E.convert(b, a.dtype)
+    if isinstance(b, E.PrimExpr) and not isinstance(a, E.PrimExpr):
+        return E.convert(a, b.dtype), b
+    return E.convert(a), E.convert(b)
+
+
 def __getattr__(name: str) -> Any:  # T.grid, T.float32, T.axis, ... in imported code
     if name.startswith("__"):
         raise AttributeError(name)
     if name in _SCALARS:
         return _Scalar(name)
+    builder = _builders().get(name)
+    if builder is not None:
+        return builder
     return _Placeholder(name)
