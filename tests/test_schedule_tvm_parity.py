@@ -133,3 +133,51 @@ def test_a_symbolic_tile_decision_on_a_constant_loop_is_refused():
     _, j = sch.get_loops(sch.get_block("B"))
     assert_refused(sch, lambda: sch.sample_perfect_tile(j, n=2, decision=[-1, 8]),
                    "-1 is only for a loop of symbolic extent", prefix="sample_perfect_tile")
+
+
+def test_fuse_writes_the_innermost_binding_without_a_division_by_one():
+    """TVM's fuse binds the innermost loop to ``fused % e`` (its ``// 1`` folded away), in
+    the bindings and in what an opaque block around them reads and writes."""
+    mod = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((4, 6, 8), "float32"), B: T.Buffer((4, 6, 8), "float32")):
+    for i, j, k in T.grid(4, 6, 8):
+        with T.block("opaque"):
+            T.reads(A[i, j, k])
+            T.writes(B[i, j, k])
+            with T.block("B"):
+                vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+                B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2)
+""")
+    sch = Schedule(mod)
+    sch.fuse(*sch.get_loops(sch.get_block("opaque")))
+    text = sch.mod.script()
+    assert "// 1]" not in text and "// 1)" not in text, text
+    assert "i_j_k_fused % 8" in text
+    assert_computes_exactly(mod, sch.mod, "main")
+
+
+def test_fused_symbolic_extent_multiplies_outermost_first():
+    """TVM writes the fused extent ``M * N`` (outermost first), not ``N * M``."""
+    mod = engine.parse("""
+@T.prim_func
+def main(a: T.handle, b: T.handle, M: T.int32, N: T.int32):
+    A = T.match_buffer(a, (M, N), "float32")
+    B = T.match_buffer(b, (M, N), "float32")
+    for i, j in T.grid(M, N):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+""")
+    sch = Schedule(mod)
+    fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+    extent = sch.get(fused).extent
+    assert isinstance(extent, E.Mul) and extent.a.name == "M" and extent.b.name == "N"
+    import numpy as np
+    # interpreted (the bounds proof of the compiled code cannot yet show f // N >= 0 for a
+    # loop f over M * N, whatever the order of the product)
+    for m, n in ((3, 5), (1, 7)):
+        a = np.arange(m * n, dtype="float32").reshape(m, n)
+        b = np.zeros_like(a)
+        engine.interpret(sch.mod, "main", a, b, m, n)
+        np.testing.assert_array_equal(b, a + 1)

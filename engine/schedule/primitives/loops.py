@@ -305,23 +305,32 @@ class Fuse(Primitive):
         fused = E.Var(fused_name(names), dtype)
         vmap = {}
         stride: E.PrimExpr = E.const(1, dtype)
+
+        def div(x, d):  # x // 1 is x, as TVM's floordiv folds it
+            return x if E.is_const_int(d, 1) else E.FloorDiv(x, d)
+
         for idx in range(len(loops) - 1, -1, -1):
             # TVM's bindings: a unit loop is 0, the outermost ``fused // stride``, the
-            # others ``fused % (stride * extent) // stride``
+            # others ``fused % (extent * stride) // stride``
             lp = loops[idx]
-            upper = simplify(stride * lp.extent)
+            upper = simplify(lp.extent * stride)
             if E.is_const_int(lp.extent, 1):
                 val = E.const(0, dtype)
             elif idx == 0:
-                val = E.FloorDiv(fused, stride)
+                val = div(fused, stride)
             else:
-                val = E.FloorDiv(E.FloorMod(fused, upper), stride)
+                val = div(E.FloorMod(fused, upper), stride)
             vmap[lp.loop_var] = val
             stride = upper
         body = substitute(loops[-1].body, vmap)
         total = E.as_const_int(stride)
         body = _simplify_realizes(body, {fused: (0, total - 1)} if total else {})
-        new = For(fused, E.const(0, dtype), stride, ForKind.SERIAL, body)
+        # the fused extent as TVM writes it: the extents multiplied outermost first
+        extent: E.PrimExpr = loops[0].extent
+        for lp in loops[1:]:
+            extent = extent * lp.extent
+        extent = simplify(extent)
+        new = For(fused, E.const(0, dtype), extent, ForKind.SERIAL, body)
         func = replace_stmts(ctx.func, {loops[0]: new})
         return Result(func, [new])
 
