@@ -9,19 +9,23 @@ Terms keep their first-appearance order, so a split binding prints as TVM prints
 Division and modulo by a positive constant ``c`` split the linear form into a part
 divisible by ``c`` and a remainder ``R``; when the known loop ranges bound ``R`` to
 ``[k*c, k*c + c - 1]`` the result folds: ``(x * 4 + y) // 4 -> x`` and
-``(x * 4 + y) % 4 -> y`` for ``0 <= y < 4``.
+``(x * 4 + y) % 4 -> y`` for ``0 <= y < 4``. A quotient also folds coefficient by
+coefficient (``(c * 360 + 7) // 16 -> c * 22`` for ``c`` in [0, 1]: ``c * 8 + 7`` stays
+below 16) and drops a common factor (``(i * 8 + 7) // 16 -> i // 2``), as TVM's; bounds also
+see ``(o * 8 + k) // 16`` as ``o // 2`` for ``k`` in [0, 7] (the expression keeps its form).
 
 Use :func:`simplify` (optionally with ``var_ranges={var: (min, max)}``, inclusive, or
 ``{var: Range}``) or an :class:`Analyzer` that keeps the ranges.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from engine.ir import expr as E
 from engine.ir.buffer import Range
 from engine.ir.dtype import is_float, is_int
-from engine.ir.functor import Mutator
+from engine.ir.functor import Mutator, collect_vars
 
 Lin = tuple  # (dict[key, (atom, coef)], const)
 
@@ -175,6 +179,11 @@ class Analyzer:
         if bd is not None and bd[0] is not None and bd[1] is not None and \
                 bd[0] // c == bd[1] // c:
             return _lin_add(x, ({}, bd[0] // c), 1)
+        # (c_o * 360 + 7) // 16 -> c_o * 22 + (c_o * 8 + 7) // 16 -> c_o * 22 when the
+        # remainders of the coefficients leave a part bounded in one multiple of c
+        folded = self._floordiv_by_coef_remainders(r, c, e.dtype)
+        if folded is not None:
+            return _lin_add(x, folded, 1)
         # (y // a) // c  ->  y // (a * c)
         if len(r[0]) == 1 and r[1] == 0:
             (atom, coef), = r[0].values()
@@ -182,7 +191,44 @@ class Analyzer:
                     (E.as_const_int(atom.b) or 0) > 0:
                 inner = E.FloorDiv(atom.a, E.const(E.as_const_int(atom.b) * c, e.dtype))
                 return _lin_add(x, self._atom(inner), 1)
+        # (g * Y + s) // (g * c') -> Y // c' for 0 <= s < g: (i * 8 + 7) // 16 -> i // 2
+        common = self._common_factor_quotient(r, c, e.dtype, with_terms=False)
+        if common is not None:
+            return _lin_add(x, common, 1)
         return _lin_add(x, self._atom(E.FloorDiv(rexpr, E.const(c, e.dtype))), 1)
+
+    def _common_factor_quotient(self, r: Lin, c: int, dtype: str,
+                                with_terms: bool) -> Lin | None:
+        """``r // c`` as ``Y // (c / g)`` when ``r = g * Y + s`` with ``0 <= s < g`` (``g``
+        dividing ``c``): ``s`` is the constant's remainder, and ``with_terms`` also the terms
+        whose coefficients ``g`` does not divide when their sum stays in ``[0, g)``
+        (``(o * 8 + k) // 16 -> o // 2`` for ``k`` in [0, 7]); None when no ``g`` fits."""
+        for g in sorted({math.gcd(c, coef) for _a, coef in r[0].values()} - {1},
+                        reverse=True):
+            big = {k: (atom, coef // g) for k, (atom, coef) in r[0].items() if coef % g == 0}
+            small = ({k: v for k, v in r[0].items() if k not in big}, r[1] % g)
+            if small[0] and not with_terms:
+                continue
+            sb = self._bound_terms(small) if small[0] else (small[1], small[1])
+            if sb[0] is None or sb[1] is None or sb[0] < 0 or sb[1] >= g:
+                continue
+            y = (big, r[1] // g)
+            return self._floordiv(E.FloorDiv(self.rebuild(y, dtype), E.const(c // g, dtype)))
+        return None
+
+    def _floordiv_by_coef_remainders(self, r: Lin, c: int, dtype: str) -> Lin | None:
+        """``r // c`` as ``sum((coef // c) * atom) + k`` when ``sum((coef % c) * atom) +
+        const`` is bounded in ``[k * c, k * c + c - 1]`` (floor division's identity for each
+        coefficient ``coef = (coef // c) * c + coef % c``); None otherwise."""
+        terms, const = r
+        if not any(coef // c for _atom, coef in terms.values()):
+            return None
+        quot = {k: (atom, coef // c) for k, (atom, coef) in terms.items() if coef // c}
+        rem = ({k: (atom, coef % c) for k, (atom, coef) in terms.items() if coef % c}, const)
+        bd = self._bound_lin(rem)
+        if bd[0] is None or bd[1] is None or bd[0] // c != bd[1] // c:
+            return None
+        return quot, bd[0] // c
 
     def _floormod(self, e: E.FloorMod) -> Lin:
         b = self.simplify(e.b)
@@ -211,9 +257,14 @@ class Analyzer:
         return self._atom(E.FloorMod(rexpr, E.const(c, e.dtype)))
 
     def rebuild(self, lin: Lin, dtype: str = "int32") -> E.PrimExpr:
-        """Expression of a linear form, terms in first-appearance order, constant last."""
+        """Expression of a linear form, terms in first-appearance order, constant last (first
+        when no term is positive: ``9 - i``)."""
         terms, const = lin
         out: E.PrimExpr | None = None
+        if const > 0 and terms and all(coef <= 0 for _a, coef in terms.values()):
+            # no positive term: the constant leads (``9 - i``, not ``i * -1 + 9``)
+            out = E.const(const, dtype)
+            const = 0
         for atom, coef in terms.values():
             if coef == 0:
                 continue
@@ -239,6 +290,68 @@ class Analyzer:
         return self._bound_lin(self.linear(e))
 
     def _bound_lin(self, lin: Lin) -> tuple:
+        got = self._bound_terms(lin)
+        for alt in (self._absorb_into_quotients(lin), self._refold_quotients(lin)):
+            if alt is None:
+                continue
+            lo, hi = self._bound_terms(alt)
+            got = (got[0] if lo is None else lo if got[0] is None else max(lo, got[0]),
+                   got[1] if hi is None else hi if got[1] is None else min(hi, got[1]))
+        return got
+
+    def _refold_quotients(self, lin: Lin) -> Lin | None:
+        """``lin`` with each quotient ``N // c`` that drops a common factor together with
+        small terms written so (``(o * 8 + k) // 16`` as ``o // 2`` for ``k`` in [0, 7]), for
+        bounds only: ``(o * 8 + k) // 16 - o // 2`` is 0. The simplifier keeps the quotient
+        (the digit of ``o * 8 + k`` the race and vector proofs read); None when none is."""
+        terms, const = lin
+        if len(terms) < 2:
+            return None
+        out: Lin = ({}, const)
+        changed = False
+        for key, (atom, k) in terms.items():
+            c = E.as_const_int(atom.b) if isinstance(atom, E.FloorDiv) else None
+            folded = None
+            if c is not None and c > 1 and _scalar_int(atom):
+                x, r = self._split(self.linear(atom.a), c)
+                if r[0]:
+                    folded = self._common_factor_quotient(r, c, atom.dtype, with_terms=True)
+                    if folded is not None:
+                        folded = _lin_add(x, folded, 1)
+            if folded is None:
+                out = _lin_add(out, ({key: (atom, k)}, 0), 1)
+            else:
+                out = _lin_add(out, _lin_scale(folded, k), 1)
+                changed = True
+        return out if changed else None
+
+    def _absorb_into_quotients(self, lin: Lin) -> Lin | None:
+        """``k * (N // c) + m * x`` as ``k * ((N + (m // k) * c * x) // c)`` for a variable
+        ``x`` of ``N`` with ``k`` dividing ``m``: the same integers, bounded together
+        (``(o * 18 + c) // 4 - o * 4`` is ``(o * 2 + c) // 4``, at most 4 for ``o <= 1``,
+        ``c <= 17``, where the parts apart reach 8); None when no term is absorbed."""
+        terms, const = lin
+        divs = [(key, atom, k) for key, (atom, k) in terms.items()
+                if isinstance(atom, E.FloorDiv) and (E.as_const_int(atom.b) or 0) > 0]
+        if not divs or len(terms) < 2:
+            return None
+        out = dict(terms)
+        changed = False
+        for key, atom, k in divs:
+            inside = {id(v) for v in collect_vars(atom.a)}
+            num = atom.a
+            for k2, (x, m) in list(out.items()):
+                if k2 != key and isinstance(x, E.Var) and id(x) in inside and m % k == 0:
+                    num = num + x * E.const((m // k) * E.as_const_int(atom.b), x.dtype)
+                    del out[k2]
+            if num is not atom.a:
+                new = E.FloorDiv(self.rebuild(self.linear(num), atom.dtype), atom.b)
+                del out[key]
+                out[_key(new)] = (new, k)
+                changed = True
+        return (out, const) if changed else None
+
+    def _bound_terms(self, lin: Lin) -> tuple:
         terms, const = lin
         lo: int | None = const
         hi: int | None = const

@@ -135,6 +135,21 @@ class _Folder:
                 continue
             raise _Unhandled("a term with the variable inside")
         dtype = e.dtype
+
+        def negated(sign: int, t: E.PrimExpr) -> E.PrimExpr | None:
+            """``-t`` written without a sign (None when the term is not negative)."""
+            if sign < 0:
+                return t
+            c = E.as_const_int(t.b) if isinstance(t, E.Mul) else None
+            if c is None or c >= 0:
+                return None
+            return t.a if c == -1 else E.Mul(t.a, E.const(-c, dtype))
+        if kept and const > 0 and all(negated(s, t) is not None for s, t in kept):
+            # no positive term: the constant leads, as the simplifier writes it (1 - i1)
+            out_c: E.PrimExpr = E.const(const, dtype)
+            for s, t in kept:
+                out_c = E.Sub(out_c, negated(s, t))
+            return out_c
         if kept and kept[0][0] < 0:
             # the first term left is subtracted: canonical form starts with "atom * -c"
             t = kept[0][1]

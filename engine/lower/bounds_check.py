@@ -42,7 +42,7 @@ from engine.arith.guarded import GuardedBounds, dtype_range
 from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.dtype import bits_of, lanes_of, zero_filled
-from engine.ir.functor import collect, pre_order_visit
+from engine.ir.functor import collect, collect_vars, pre_order_visit, substitute
 from engine.script.printer.module import repr_node
 
 from .errors import BuildError
@@ -264,6 +264,7 @@ class _Checker:
         if len(buf.shape) != len(indices):
             return  # flattening refuses these with its own message
         for dim, (idx, n) in enumerate(zip(indices, buf.shape)):
+            idx = self.without_unit_loops(idx)
             lo, hi = self.index_bound(idx)
             nc = E.as_const_int(n)
             if nc is not None:
@@ -280,6 +281,16 @@ class _Checker:
                     continue
                 lo = 0
             raise self.symbolic_refusal(buf, indices, kind, dim, idx, n, lo)
+
+    def without_unit_loops(self, idx: E.PrimExpr) -> E.PrimExpr:
+        """``idx`` with the variables of one value (a loop of extent 1) replaced by it, so
+        ``f // n + ax1`` under ``for ax1 in range(1)`` is proven as ``f // n``."""
+        if not _is_scalar_int(idx):
+            return idx
+        fixed = {v: E.const(r[0], v.dtype) for v in collect_vars(idx)
+                 for r in (self.an.ranges.get(v),) if r is not None and r[0] is not None
+                 and r[0] == r[1]}
+        return self.an.simplify(substitute(idx, fixed)) if fixed else idx
 
     def positive(self, d: E.PrimExpr) -> bool:
         """Is ``d`` provably at least 1?"""

@@ -4,7 +4,8 @@
 * :mod:`.loops` — split, fuse, reorder
 * :mod:`.annotations` — parallel, vectorize, unroll, annotate, unannotate
 * :mod:`.compute_location` — compute_at, reverse_compute_at (their region inference in
-  :mod:`.region_inference`, also used by the cache stages)
+  :mod:`.region_inference`, also used by the cache stages; the moved block's axes solved in
+  :mod:`.var_domain`)
 * :mod:`.inline` — compute_inline, reverse_compute_inline
 * :mod:`.decompose` — decompose_reduction
 * :mod:`.storage`, :mod:`.reduction`, :mod:`.layout` — cache_read/cache_write/set_scope/

@@ -2,89 +2,40 @@
 
 Moving a block under a loop takes three parts: the legality checks (same scope, no
 vectorized loop around, the dependences with the blocks under the loop and with those the
-block would move past: :func:`_conflicts`), the region the block must cover in one
-iteration of the loop (:mod:`.region_inference`), and the rewrite: a new nest of loops
-``ax0, ax1, ...`` over that region (:func:`_new_nest`), inserted before the first consumer
-(compute_at) or after the last producer (reverse_compute_at) in the loop's body, the block's
-old loops removed. Last, the instances the new nest runs are compared with those the block
-ran (boxes of axis values from :func:`._common.affine_bindings`): reverse_compute_at must
-run exactly the same ones (:func:`_check_same_instances`), compute_at no new one when the
-block has a T.where or shares its buffer with another writer
-(:func:`_check_only_own_elements`).
+block would move past: :func:`_conflicts`), the region the blocks under the loop need in
+one iteration (:mod:`.region_inference`: their accesses relaxed over their loops inside
+it), and the rewrite: the values each axis of the block takes there and the new loops
+``ax0, ax1, ...`` over them (:mod:`.var_domain`, TVM's algorithm), inserted before the first
+consumer (compute_at) or after the last producer (reverse_compute_at, at the end of the
+loop's body) — or at the ``index`` asked — the block's old loops removed. Last, what the
+new nest runs is checked: compute_at covers what its consumers read
+(:func:`_verify_covers`) and runs no new instance when the block has a T.where or shares
+its buffer with another writer (:func:`_check_only_own_elements`, boxes of axis values from
+:func:`._common.affine_bindings`); reverse_compute_at reads only what its producers have
+written (``verify_reads``) and runs exactly the same instances
+(:func:`_check_same_instances`); an in-place update, or a reduction split across the
+iterations, runs each instance once (:func:`_check_split_reduction`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from engine.arith import Analyzer
+from engine.arith import Analyzer, relax
 from engine.ir import expr as E
-from engine.ir.functor import uses_var
-from engine.ir.stmt import Block, BlockRealize, For, ForKind, IterType, seq
+from engine.ir.functor import collect_vars, substitute, uses_var
+from engine.ir.stmt import Block, For, ForKind, IterType, seq
 
 from ..registry import ROOT_MARK, Ctx, LocationMark, Primitive, Result, fmt, register
 from ..tree import flatten_seq, replace_stmts
-from ._common import as_bool, conj, expect_block, expect_loop
+from ._common import as_bool, expect_block, expect_loop, is_true
 from .inline import ComputeInline, ReverseComputeInline
-from .region_inference import (access_bounds, axis_ranges, check_dense, digit_ranges,
-                               executes_once, inner_loops, outer_analyzer, read_dims, union,
-                               verify_reads, write_dims)
+from .region_inference import (_nest_loops, access_bounds, check_dense, executes_once,
+                               inner_loops, verify_reads)
+from .var_domain import EmptyDomain, Simplifier, dim_max, new_nest, region_intervals, solve
 
 
 def _bufs(regions) -> set:
     return {id(r.buffer) for r in regions}
-
-
-def _new_nest(ctx: Ctx, blk: Block, var_ranges: dict, outer_an: Analyzer,
-              preserve_unit_loops: bool):
-    """Loops ``axN`` and a BlockRealize for ``blk`` over the given per-axis ranges.
-
-    ``var_ranges`` maps block iter var -> (lo_expr, hi_expr) or None (full domain).
-    """
-    bindings, loops, preds = [], [], []
-    n = 0
-    for iv in blk.iter_vars:
-        dom_lo = iv.dom.min
-        dom_ext = iv.dom.extent
-        rng = var_ranges.get(iv.var)
-        dt = iv.var.dtype
-        full = True
-        if rng is not None:
-            lo, hi = rng
-            ext = E.as_const_int(outer_an.simplify(hi - lo + 1))
-            de = E.as_const_int(dom_ext)
-            if ext is not None and ext > 0 and (de is None or ext <= de):
-                full = False
-        if full:
-            lo = dom_lo
-            ext_e = dom_ext
-        else:
-            ext_e = E.const(ext, dt)
-        if E.is_const_int(ext_e, 1) and not preserve_unit_loops:
-            val = outer_an.simplify(lo)
-        else:
-            var = E.Var(f"ax{n}", dt)
-            n += 1
-            loops.append((var, ext_e))
-            val = outer_an.simplify(lo + var) if not E.is_const_int(lo, 0) else var
-        bindings.append(val)
-        if not full:
-            # keep the axis inside its domain (the interval may stick out at the edges)
-            lo_b = outer_an.bound(lo)
-            hi_b = outer_an.bound(lo + (ext - 1))
-            dlo = E.as_const_int(dom_lo)
-            dhi = None if dlo is None or E.as_const_int(dom_ext) is None \
-                else dlo + E.as_const_int(dom_ext) - 1
-            if not (lo_b and lo_b[0] is not None and dlo is not None and lo_b[0] >= dlo):
-                preds.append(E.binary(E.LE, dom_lo, val))
-            if not (hi_b and hi_b[1] is not None and dhi is not None and hi_b[1] <= dhi):
-                preds.append(E.binary(E.LT, val, E.binary(E.Add, dom_lo, dom_ext)))
-    pred: E.PrimExpr = E.IntImm("bool", 1)
-    for p in preds:
-        pred = conj(pred, p)
-    body: Any = BlockRealize(tuple(bindings), pred, blk)
-    for var, ext_e in reversed(loops):
-        body = For(var, E.const(0, var.dtype), ext_e, ForKind.SERIAL, body)
-    return body
 
 
 def _common_checks(ctx: Ctx, blk: Block, loop: For, name: str):
@@ -109,15 +60,31 @@ def _common_checks(ctx: Ctx, blk: Block, loop: For, name: str):
     return realize, hl
 
 
-def _position(ctx: Ctx, loop: For, reverse: bool, blk: Block, partners: list[Block]):
-    """Insertion index in loop's body: before the first consumer child (compute_at) /
-    after the last producer child (reverse_compute_at)."""
+def _position(ctx: Ctx, loop: For, reverse: bool, partners: list[Block], index: int,
+              hl: list) -> tuple[list, int]:
+    """The children of ``loop``'s body and where the block goes among them (TVM's
+    FindInsertionPoint): after the last producer and at or before the first consumer —
+    ``index=-1`` the last such place (before the first consumer; the end when no consumer
+    is under the loop), ``-2`` the first (after the last producer), else that position."""
     children = flatten_seq(loop.body)
     hits = [i for i, c in enumerate(children)
             if any(ctx.index.contains(c, ctx.index.realize[id(p)]) for p in partners)]
-    if reverse:
-        return children, hits[-1] + 1
-    return children, hits[0]
+    # the engine refuses producers under the loop for compute_at and consumers under it
+    # for reverse_compute_at (_conflicts), so the partners alone bound the places
+    last_producer, first_consumer = (hits[-1], len(children)) if reverse else (-1, hits[0])
+    if index == -1:
+        return children, first_consumer
+    if index == -2:
+        return children, last_producer + 1
+    if index < 0 or not last_producer + 1 <= index <= first_consumer:
+        blk_name = hl[0]
+        raise ctx.error(f"block {blk_name}", f"position {index} in loop {loop.loop_var.name} "
+                        f"would run block {blk_name} on the wrong side of its "
+                        f"{'consumers' if not reverse else 'producers'} (the positions "
+                        f"allowed are {last_producer + 1} to {first_consumer})",
+                        "use index=-1 (the last place allowed) or -2 (the first)",
+                        highlight=hl)
+    return children, index
 
 
 def _conflicts(ctx: Ctx, blk: Block, loop: For, reverse: bool, hl: list):
@@ -246,66 +213,175 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                             "only the parts its consumers read", f"to move {bname} under a loop of its producer, "
                             f"use reverse_compute_at({bname}, {lname})", highlight=hl)
     partners, other_writers = _conflicts(ctx, blk, loop, reverse, hl)
-    an = outer_analyzer(ctx, loop)
-    children, pos = _position(ctx, loop, reverse, blk, partners)
-    if index >= 0:
-        if (not reverse and index > pos) or (reverse and index < pos) or index > len(children):
-            raise ctx.error(f"block {bname}", f"position {index} in loop {lname} would run "
-                            f"block {bname} on the wrong side of its "
-                            f"{'consumers' if not reverse else 'producers'}",
-                            "use index=-1 (automatic)", highlight=hl)
-        pos = index
+    children, pos = _position(ctx, loop, reverse, partners, index, hl)
+    outer_loops = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)][::-1] + [loop]
+    sim = Simplifier(outer_loops)
+    if reverse:
+        _check_producers_finished(ctx, blk, loop, partners, outer_loops, hl)
+    # what one instance of the block provides (compute_at: writes; reverse: reads) and what
+    # the partners under the loop require in one iteration (their reads; their writes)
+    own = blk.reads if reverse else blk.writes
+    provided: dict = {}
+    for r in own:
+        provided.setdefault(id(r.buffer), (r.buffer, []))[1].append(region_intervals(r))
+    required: dict = {}
+    for x in partners:
+        inner = inner_loops(ctx, loop, ctx.index.realize[id(x)])
+        for r in (x.writes if reverse else x.reads):
+            if id(r.buffer) not in provided:
+                continue
+            if reverse:
+                check_dense(ctx, x, r, inner, blk, loop, hl)
+            b = access_bounds(ctx, x, r, inner) or [None] * len(r.region)
+            prev = required.get(id(r.buffer))
+            required[id(r.buffer)] = b if prev is None else [
+                None if p is None or q is None else sim.hull(p, q) for p, q in zip(prev, b)]
+    domains = solve(blk, provided, required, sim)
+    scope_vars = {id(lp.loop_var) for lp in outer_loops}
+    try:
+        nest = new_nest(blk, domains, sim, preserve, scope_vars)
+    except EmptyDomain as e:
+        raise ctx.error(f"block {bname}", f"under loop {lname} axis {e.iv.var.name} of block "
+                        f"{bname} would take no value: what its "
+                        f"{'producers write' if reverse else 'consumers read'} there lies "
+                        "outside what it computes", "choose a loop whose iterations use what "
+                        "the block computes", highlight=hl) from None
+    check_once(nest)
+    _check_split_reduction(ctx, blk, loop, nest, domains, sim, hl)
     if not reverse:
-        wbufs = _bufs(blk.writes)
-        per_buf: dict[int, list] = {}
-        for x in partners:
-            inner = inner_loops(ctx, loop, ctx.index.realize[id(x)])
-            for r in x.reads:
-                if id(r.buffer) in wbufs:
-                    b = access_bounds(ctx, x, r, inner)
-                    if b is not None:
-                        per_buf.setdefault(id(r.buffer), []).append(b)
-                    else:
-                        per_buf.setdefault(id(r.buffer), []).append([None] * len(r.region))
-        regions = {k: union(an, v) for k, v in per_buf.items()}
-        var_ranges = axis_ranges(blk, write_dims(blk), regions)
-        nest = _new_nest(ctx, blk, var_ranges, an, preserve)
-        check_once(nest)
+        _verify_covers(ctx, blk, loop, nest, required, sim, hl)
         _check_only_own_elements(ctx, blk, loop, nest, other_writers, hl)
-        return Result(_insert(ctx, blk, loop, nest, pos, children), [])
+    else:
+        verify_reads(ctx, blk, nest, required, loop, sim.an, hl)
+        _check_same_instances(ctx, blk, loop, nest, hl)
+    return Result(_insert(ctx, blk, loop, nest, pos, children), [])
 
-    # ---- reverse_compute_at: what the producers under the loop finish per iteration
-    outer_loops = [a for a in ctx.index.ancestors(loop) if isinstance(a, For)] + [loop]
-    rbufs = _bufs(blk.reads)
-    per_buf = {}
+
+def _check_producers_finished(ctx: Ctx, blk: Block, loop: For, partners: list,
+                              outer_loops: list, hl: list) -> None:
+    """reverse_compute_at: no loop at or around ``loop`` is a reduction loop of a producer
+    under it (after one iteration the producer would hold partial results)."""
+    bname, lname = blk.name_hint, loop.loop_var.name
     for x in partners:
         xr = ctx.index.realize[id(x)]
         for iv, val in zip(x.iter_vars, xr.iter_values):
-            if iv.iter_type is IterType.REDUCE:
-                for lp in outer_loops:
-                    if uses_var(val, lp.loop_var):
-                        where = (f"loop {lname} is" if lp is loop else
-                                 f"loop {lp.loop_var.name}, around loop {lname}, is")
-                        raise ctx.error(f"block {bname}", f"{where} a reduction loop of block "
-                                        f"{x.name_hint}: after one iteration {x.name_hint} "
-                                        f"holds partial results, which {bname} would read",
-                                        "choose a loop outside the reduction loops of "
-                                        f"{x.name_hint}", highlight=hl + [lp.loop_var.name])
-        inner = inner_loops(ctx, loop, xr)
-        for w in x.writes:
-            if id(w.buffer) in rbufs:
-                check_dense(ctx, x, w, inner, blk, loop, hl)
-                b = access_bounds(ctx, x, w, inner)
-                per_buf.setdefault(id(w.buffer), []).append(
-                    b if b is not None else [None] * len(w.region))
-    regions = {k: union(an, v) for k, v in per_buf.items()}
-    var_ranges = axis_ranges(blk, read_dims(blk, set(regions)), regions)
-    var_ranges.update(digit_ranges(blk, regions, an, var_ranges))
-    nest = _new_nest(ctx, blk, var_ranges, an, preserve)
-    check_once(nest)
-    verify_reads(ctx, blk, nest, regions, loop, an, hl)
-    _check_same_instances(ctx, blk, loop, nest, hl)
-    return Result(_insert(ctx, blk, loop, nest, pos, children), [])
+            if iv.iter_type is not IterType.REDUCE:
+                continue
+            for lp in outer_loops:
+                if uses_var(val, lp.loop_var):
+                    where = (f"loop {lname} is" if lp is loop else
+                             f"loop {lp.loop_var.name}, around loop {lname}, is")
+                    raise ctx.error(f"block {bname}", f"{where} a reduction loop of block "
+                                    f"{x.name_hint}: after one iteration {x.name_hint} "
+                                    f"holds partial results, which {bname} would read",
+                                    "choose a loop outside the reduction loops of "
+                                    f"{x.name_hint}", highlight=hl + [lp.loop_var.name])
+
+
+def _check_split_reduction(ctx: Ctx, blk: Block, loop: For, nest, domains: list,
+                           sim: Simplifier, hl: list) -> None:
+    """A reduction axis the new nest runs over part of its domain per iteration splits
+    each sum across the iterations of the loop: every instance must then run exactly
+    once, in order (else a part is added twice, or the init resets a partial sum)."""
+    split = []
+    for iv, info in zip(blk.iter_vars, domains):
+        if iv.iter_type is not IterType.REDUCE:
+            continue
+        full_hi = iv.dom.min + iv.dom.extent - E.const(1, iv.dom.extent.dtype)
+        if info.bound is not None or not (sim.equal(info.dom[0], iv.dom.min)
+                                          and sim.equal(info.dom[1], full_hi)):
+            split.append(iv.var.name)
+    if not split or executes_once(ctx, loop, nest, blk) or _same_loops(ctx, blk, loop, nest):
+        return
+    bname, lname = blk.name_hint, loop.loop_var.name
+    raise ctx.error(f"block {bname}", f"under loop {lname} block {bname} would run its "
+                    f"reduction axis {split[0]} over part of its domain per iteration, and "
+                    "the iterations cannot be shown to run each step of the reduction "
+                    "exactly once", "choose a loop whose iterations split the reduction "
+                    "without overlap, or a loop outside it", highlight=hl)
+
+
+def _verify_covers(ctx: Ctx, blk: Block, loop: For, nest, required: dict, sim: Simplifier,
+                   hl: list) -> None:
+    """compute_at: in one iteration of ``loop`` the new nest writes (over its loops, the
+    T.where aside: it only skips values outside the axes' domains or the buffer) every
+    element its consumers read there that lies inside the buffer."""
+    loops, realize = _nest_loops(nest)
+    rr = {lp.loop_var: (lp.min, sim.simplify(lp.min + lp.extent - E.const(1, lp.extent.dtype)))
+          for lp in loops}
+    vmap = {iv.var: v for iv, v in zip(blk.iter_vars, realize.iter_values)}
+    for w in blk.writes:
+        need = required.get(id(w.buffer))
+        if need is None:
+            continue
+        for d, (rg, want) in enumerate(zip(w.region, need)):
+            last = dim_max(w.buffer, d, sim)
+            zero = E.const(0, last.dtype)
+            w_lo, w_hi = want if want is not None else (zero, last)
+            lo_e = substitute(rg.min, vmap)
+            hi_e = substitute(rg.min + rg.extent - E.const(1, rg.extent.dtype), vmap)
+            a, b = relax(lo_e, rr), relax(hi_e, rr)
+            ok = a is not None and b is not None and \
+                (sim.prove_le(a[0], w_lo) or sim.prove_le(a[0], zero)) and \
+                (sim.prove_le(w_hi, b[1]) or sim.prove_le(last, b[1]))
+            if not ok:
+                bname = blk.name_hint
+                raise ctx.error(f"block {bname}", f"cannot prove that block {bname} computes "
+                                f"every element of {w.buffer.name} its consumers read in an "
+                                f"iteration of loop {loop.loop_var.name}", "choose a loop "
+                                "whose consumers read a box the block's axes map onto",
+                                highlight=hl)
+
+
+def _same_loops(ctx: Ctx, blk: Block, loop: For, nest) -> bool:
+    """The new nest runs the block's instances as its old loops did, each exactly once and
+    in the same order: with no T.where, its bindings are the old ones with each old loop
+    (other than those of one iteration) renamed to a different loop of the new place — one
+    of ``loop``, the loops around it or the new ones — of the same range and at the same
+    place in the nesting order, and every loop of the new place (of more than one
+    iteration) is used."""
+    from engine.ir.structural import structural_equal
+    idx = ctx.index
+    old_r = idx.realize[id(blk)]
+    new_loops, new_r = _nest_loops(nest)
+    if not (is_true(old_r.predicate) and is_true(new_r.predicate)):
+        return False
+    place = [a for a in idx.ancestors(loop) if isinstance(a, For)] + [loop] + new_loops
+
+    def units(loops):
+        return {lp.loop_var: lp.min for lp in loops if E.is_const_int(lp.extent, 1)}
+
+    old_loops = idx.loops_above(old_r)
+    old_vals = [substitute(v, units(old_loops)) for v in old_r.iter_values]
+    new_vals = [substitute(v, units(place)) for v in new_r.iter_values]
+    old_multi = [lp for lp in old_loops if not E.is_const_int(lp.extent, 1)]
+    new_multi = [lp for lp in place if not E.is_const_int(lp.extent, 1)]
+    if len(old_multi) != len(new_multi):
+        return False
+    # pair the loops by where they first appear in the bindings
+    def order(loops, vals):
+        seen = []
+        for v in vals:
+            for var in collect_vars(v):
+                lp = next((lp for lp in loops if lp.loop_var is var), None)
+                if lp is not None and lp not in seen:
+                    seen.append(lp)
+        return seen
+    old_seen, new_seen = order(old_multi, old_vals), order(new_multi, new_vals)
+    if len(old_seen) != len(old_multi) or len(new_seen) != len(new_multi):
+        return False
+    rename = {}
+    for o, n in zip(old_seen, new_seen):
+        if not (structural_equal(o.min, n.min) and structural_equal(o.extent, n.extent)):
+            return False
+        rename[o.loop_var] = n.loop_var
+    # in the same nesting order: the instances run in the same order too
+    by_old = sorted(zip(old_seen, new_seen), key=lambda p: old_multi.index(p[0]))
+    if [new_multi.index(n) for _o, n in by_old] != sorted(new_multi.index(n) for n in new_seen):
+        return False
+    an = Analyzer()
+    return all(structural_equal(an.simplify(substitute(o, rename)), an.simplify(n))
+               for o, n in zip(old_vals, new_vals))
 
 
 def _instance_boxes(ctx: Ctx, blk: Block, loop: For, nest):
@@ -313,7 +389,6 @@ def _instance_boxes(ctx: Ctx, blk: Block, loop: For, nest):
     iterations of the loops around), each a box of axis values ``[(lo, extent)]`` — or
     None where it cannot be told (bindings or T.where not an affine map of the loops)."""
     from ._common import affine_bindings
-    from .region_inference import _nest_loops
     idx = ctx.index
     old_r = idx.realize[id(blk)]
     old = affine_bindings(old_r.iter_values, idx.loops_above(old_r), old_r.predicate)
@@ -367,6 +442,8 @@ def _check_same_instances(ctx: Ctx, blk: Block, loop: For, nest, hl: list) -> No
     new nest runs exactly the instances of ``blk`` the old one ran (the region each
     iteration needs comes from the producers, which may cover less than the block, or
     more than its ``T.where`` lets it run): both are boxes of axis values, compared."""
+    if _same_loops(ctx, blk, loop, nest):
+        return
     old, new = _instance_boxes(ctx, blk, loop, nest)
     bname, lname = blk.name_hint, loop.loop_var.name
     if old is None:
@@ -440,9 +517,16 @@ class ComputeAt(_ComputeAtBase):
         new loops run no instance the block did not run before when that matters: when
         it has a ``T.where`` (the instances it skips stay skipped) or another block
         writes its buffer too (TVM refuses such a block, not a complete block; an update
-        block after decompose_reduction moves where it computes no new element).
-        New loops ``ax0, ax1, ...`` cover the inferred region (unit loops are dropped
-        unless ``preserve_unit_loops``).
+        block after decompose_reduction moves where it computes no new element); 6) they
+        write everything the consumers read there (inside the buffer), and an in-place
+        update or a reduction split across the iterations runs each instance once.
+        The axes' values are solved as TVM solves them (``v``, ``v * e`` of a tile,
+        ``x // f``, one-to-one maps such as ``9 - v`` or ``(v * 8 + w) // 16``; an axis
+        no index pins keeps its domain); new loops ``ax0, ax1, ...`` run them from
+        ``lo + axN``, a ``T.where`` keeps an axis inside its domain and the buffer where
+        that is not proven (unit loops are dropped unless ``preserve_unit_loops``). The
+        block goes before the first consumer (``index=-1``), first in the loop's body
+        (``index=-2``), or at the position ``index``.
 
         Before::
 
@@ -488,12 +572,17 @@ class ReverseComputeAt(_ComputeAtBase):
         under the loop has finished its elements at the end of an iteration (the loop
         and the loops above it are not reduction loops of the producer); 4) the
         producers write a contiguous region per iteration and the block reads only
-        inside it (its axes are found from its read indices: ``v``, or ``v // c`` and
-        ``v % c``); 5) no block under the loop reads or writes what the block writes,
-        and no block it would move past conflicts with it; 6) the new loops run exactly
-        the instances the block ran (every value of its axes the producers finish, none
-        its ``T.where`` skips). New loops ``ax0, ...`` cover the region
-        (unit loops are dropped unless ``preserve_unit_loops``).
+        inside it (its axes are solved from its read indices as TVM solves them: ``v``,
+        ``v // c`` and ``v % c``, one-to-one maps such as ``(v * 8 + w) // 16`` with
+        ``(v * 8 + w) % 16``); 5) no block under the loop reads or writes what the block
+        writes, and no block it would move past conflicts with it; 6) the new loops run
+        exactly the instances the block ran (every value of its axes the producers
+        finish, none its ``T.where`` skips), a reduction split across the iterations
+        each step once and in order. New loops ``ax0, ...`` cover the region from
+        ``lo + axN``, a ``T.where`` keeping an axis inside its domain and the buffer
+        where that is not proven (unit loops are dropped unless
+        ``preserve_unit_loops``). The block goes last in the loop's body (``index=-1``),
+        right after its last producer (``index=-2``), or at the position ``index``.
 
         Before::
 

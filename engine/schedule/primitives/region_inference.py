@@ -4,12 +4,12 @@ For ``compute_at(P, L)`` the moved block must compute, in one iteration of ``L``
 element its consumers under ``L`` read in that iteration: their read regions are relaxed
 over the loops between ``L`` and them (:func:`engine.arith.relax`, here
 :func:`access_bounds`), giving a symbolic interval per buffer dimension in the variables of
-``L`` and the loops above it (:func:`union` of all the accesses). Each spatial axis of ``P``
-that writes one dimension directly gets that interval (:func:`axis_ranges`); reduction axes
-keep their full domain. For ``reverse_compute_at(C, L)`` the interval comes from what the
-producers under ``L`` write in one iteration; :func:`check_dense` and :func:`verify_reads`
-check that this is a region without holes and that everything ``C`` then reads is inside
-it. :func:`executes_once` tells whether a new loop nest runs each instance of a block once.
+``L`` and the loops above it. For ``reverse_compute_at(C, L)`` the interval comes from what
+the producers under ``L`` write in one iteration; :func:`check_dense` and
+:func:`verify_reads` check that this is a region without holes and that everything ``C``
+then reads is inside it. The axes of the moved block are solved from these regions in
+:mod:`.var_domain`. :func:`executes_once` tells whether a new loop nest runs each instance
+of a block once.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 from engine.arith import Analyzer, relax
 from engine.ir import expr as E
 from engine.ir.functor import substitute, uses_var
-from engine.ir.stmt import Block, BlockRealize, For, IterType
+from engine.ir.stmt import Block, BlockRealize, For
 
 from ..registry import Ctx
 
@@ -68,141 +68,6 @@ def access_bounds(ctx: Ctx, blk: Block, region, relax_loops: list[For]):
             out.append(None)
         else:
             out.append((a[0], b[1]))
-    return out
-
-
-def union(an: Analyzer, bounds: list):
-    """Union of per-dimension intervals (None if not comparable)."""
-    if not bounds:
-        return None
-    ndim = len(bounds[0])
-    out = []
-    for d in range(ndim):
-        items = [b[d] for b in bounds]
-        if any(x is None for x in items):
-            out.append(None)
-            continue
-        lo, hi = items[0]
-        ok = True
-        for (l2, h2) in items[1:]:
-            dl = E.as_const_int(an.simplify(l2 - lo))
-            dh = E.as_const_int(an.simplify(h2 - hi))
-            if dl is None or dh is None:
-                ok = False
-                break
-            if dl < 0:
-                lo = l2
-            if dh > 0:
-                hi = h2
-        out.append((lo, hi) if ok else None)
-    return out
-
-
-def _axis_dims(regions) -> dict:
-    """Block iter var -> (buffer id, dim) where some of ``regions`` is exactly that var."""
-    out = {}
-    for r in regions:
-        for d, rg in enumerate(r.region):
-            if isinstance(rg.min, E.Var) and E.is_const_int(rg.extent, 1) and rg.min not in out:
-                out[rg.min] = (id(r.buffer), d)
-    return out
-
-
-def write_dims(blk: Block) -> dict:
-    """Block iter var -> (buffer id, dim) where some write region is exactly that var."""
-    return _axis_dims(blk.writes)
-
-
-def read_dims(blk: Block, bufs: set) -> dict:
-    """The same for the reads of the buffers ``bufs`` (ids)."""
-    return _axis_dims([r for r in blk.reads if id(r.buffer) in bufs])
-
-
-def axis_ranges(blk: Block, dims: dict, regions: dict) -> dict:
-    """The range each spatial axis of ``blk`` must cover at the new place: ``dims`` maps an
-    axis to (buffer id, dimension) of an access, ``regions`` a buffer id to the needed region
-    per dimension (None where unknown). Reduction axes keep their full range."""
-    var_ranges = {}
-    for var, (bid, d) in dims.items():
-        reg = regions.get(bid)
-        if reg is not None and reg[d] is not None:
-            var_ranges[var] = reg[d]
-    for iv in blk.iter_vars:
-        if iv.iter_type is IterType.REDUCE:
-            var_ranges.pop(iv.var, None)
-    return var_ranges
-
-
-def _axis_digit(e) -> tuple | None:
-    """``(axis, lower, extent)`` when ``e`` is ``v``, ``v // c``, ``v % m`` or a nest of
-    them (``v % 4 // 2``): the digit ``v // lower % extent`` of a block axis ``v``
-    (``extent`` None: no modulo)."""
-    if isinstance(e, E.Var):
-        return e, 1, None
-    if isinstance(e, (E.FloorDiv, E.FloorMod)):
-        c = E.as_const_int(e.b)
-        inner = _axis_digit(e.a)
-        if c is None or c <= 0 or inner is None:
-            return None
-        v, lower, ext = inner
-        if isinstance(e, E.FloorDiv):
-            if ext is None:
-                return v, lower * c, None
-            return (v, lower * c, ext // c) if ext % c == 0 else None
-        if ext is None or ext % c == 0:
-            return v, lower, c
-        return (v, lower, ext) if ext <= c else None
-    return None
-
-
-def digit_ranges(blk: Block, regions: dict, an: Analyzer, known: dict) -> dict:
-    """Ranges of the spatial axes of ``blk`` read through ``//`` and ``%`` (TVM's
-    floordiv/floormod reads: ``tmp[vi // 8, vi % 8]``), for the axes not in ``known``.
-
-    Each dimension ``d`` of a read of a buffer in ``regions`` (buffer id -> the needed
-    ``(lo, hi)`` per dimension) indexed by a digit ``v // lower % extent`` bounds that digit
-    to ``regions[d]``; digits of ``v`` that no dimension reads take all their values.
-    When the digits cover ``v`` up to its top (a ``v // c`` without modulo, or the
-    domain), ``v`` is in ``[sum(lower * lo), sum(lower * hi) + the unread low digits]``.
-    The caller checks what the block then reads (:func:`verify_reads`), so a range wider
-    than needed is refused there, never wrong."""
-    per_axis: dict = {}
-    for r in blk.reads:
-        reg = regions.get(id(r.buffer))
-        if reg is None:
-            continue
-        for d, rg in enumerate(r.region):
-            if reg[d] is None or not E.is_const_int(rg.extent, 1):
-                continue
-            dig = _axis_digit(rg.min)
-            if dig is None or dig[0] in known:
-                continue
-            per_axis.setdefault(dig[0], []).append((dig[1], dig[2], reg[d]))
-    out = {}
-    doms = {iv.var: iv for iv in blk.iter_vars}
-    for v, digits in per_axis.items():
-        iv = doms.get(v)
-        if iv is None or iv.iter_type is IterType.REDUCE or \
-                not E.is_const_int(iv.dom.min, 0) or E.as_const_int(iv.dom.extent) is None:
-            continue
-        dom = E.as_const_int(iv.dom.extent)
-        digits.sort(key=lambda x: x[0])
-        lo_e: E.PrimExpr = E.const(0, v.dtype)
-        hi_e: E.PrimExpr = E.const(0, v.dtype)
-        covered, ok = 1, True   # the digits so far make up v % covered
-        for lower, ext, (lo, hi) in digits:
-            if lower < covered or lower % covered:
-                ok = False      # two dimensions read overlapping digits of v
-                break
-            hi_e = hi_e + E.const(lower - covered, v.dtype)   # the unread digits: all values
-            lo_e = lo_e + lo * E.const(lower, v.dtype)
-            hi_e = hi_e + hi * E.const(lower, v.dtype)
-            covered = None if ext is None else lower * ext
-            if covered is None:
-                break
-        if not ok or (covered is not None and covered < dom):
-            continue
-        out[v] = (an.simplify(lo_e), an.simplify(hi_e))
     return out
 
 
