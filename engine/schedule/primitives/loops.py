@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 
-from engine.arith import simplify
+from engine.arith import Analyzer, simplify
+from engine.arith.symbolic import prove_le
 from engine.ir import expr as E
 from engine.ir.functor import substitute, uses_var
 from engine.ir.stmt import BlockRealize, For, ForKind, IfThenElse
@@ -63,11 +64,18 @@ def _check_plain_loop(ctx: Ctx, loop: For, method: str) -> None:
                         highlight=[name])
 
 
+def _sizes_of(loop: For) -> set:
+    """The size ``n`` of a loop of extent ``k * n``: it runs at all only when ``n >= 1``."""
+    terms, const = Analyzer().linear(loop.extent)
+    return {a for a, c in terms.values() if isinstance(a, E.Var) and c > 0} \
+        if const == 0 and len(terms) == 1 else set()
+
+
 def _split_symbolic(ctx: Ctx, loop: For, factors: list, disable_pred: bool) -> Result:
     """split of a loop whose extent ``n`` is symbolic, as TVM: every factor but one a
     positive constant, the one given as None inferred as ``ceildiv(n, product)``, and the
-    tail guarded by ``T.where(fused < n)`` (``disable_predication`` cannot be proven safe
-    here, so it is refused)."""
+    tail guarded by ``T.where(fused < n)`` unless the factors provably divide ``n``
+    (``n * 32`` by 32; ``disable_predication`` is refused where they may not)."""
     subj, hl = subject_of(loop), [loop.loop_var.name]
     dtype = loop.loop_var.dtype
     if len(factors) < 2:
@@ -79,11 +87,6 @@ def _split_symbolic(ctx: Ctx, loop: For, factors: list, disable_pred: bool) -> R
         raise ctx.error(subj, f"the loop's extent {loop.extent} is not a constant: give every "
                         "factor but one as a positive integer, and None for the one to infer",
                         "e.g. factors=[None, 4]", highlight=hl)
-    if disable_pred:
-        raise ctx.error(subj, f"the loop's extent {loop.extent} is not a constant, so it "
-                        "cannot be shown that the factors divide it: disable_predication=True "
-                        "could run the tail out of bounds", "leave the predicate on",
-                        highlight=hl)
     known = math.prod(f for f in given if f is not None)
     inferred = simplify(E.FloorDiv(loop.extent + E.const(known - 1, dtype),
                                    E.const(known, dtype)))
@@ -92,8 +95,19 @@ def _split_symbolic(ctx: Ctx, loop: For, factors: list, disable_pred: bool) -> R
     fused: E.PrimExpr = new_vars[0]
     for v, f in zip(new_vars[1:], sizes[1:]):
         fused = fused * f + v
+    # no tail when the factors divide the extent (n * 32 split by 32: k_0 * 32 + k_1 is
+    # at most (n - 1) * 32 + 31): TVM's proof of the guard with symbolic bounds
+    one = E.const(1, dtype)
+    ranges = {v: (E.const(0, dtype), simplify(f - one)) for v, f in zip(new_vars, sizes)}
+    exact = prove_le(fused, simplify(loop.extent - one), ranges, positive=_sizes_of(loop))
+    if disable_pred and not exact:
+        raise ctx.error(subj, f"the loop's extent {loop.extent} is not a constant, so it "
+                        "cannot be shown that the factors divide it: disable_predication=True "
+                        "could run the tail out of bounds", "leave the predicate on",
+                        highlight=hl)
     body = _simplify_realizes(substitute(loop.body, {loop.loop_var: fused}))
-    body = _add_predicate(ctx, body, simplify(fused < loop.extent))
+    if not exact:
+        body = _add_predicate(ctx, body, simplify(fused < loop.extent))
     new_loops = []
     for v, f in reversed(list(zip(new_vars, sizes))):
         body = For(v, E.const(0, dtype), f, ForKind.SERIAL, body)
