@@ -131,8 +131,9 @@ class TransformBlockLayout(Primitive):
         and hold only this block; 3) its bindings are those loops themselves, in order
         (``T.axis.remap``); 4) ``index_map`` (a lambda or lambda string) takes one
         parameter per axis and is a bijection made of splits (``//``, ``%``), fuses
-        (``a * n + b``) and permutations; 5) each new axis mixes only spatial or only
-        reduction axes.
+        (``a * n + b``) and permutations — over symbolic extents too, where it may name
+        the function's sizes (``lambda i, j: (i * n + j,)`` over ``(3, n)``); 5) each new
+        axis mixes only spatial or only reduction axes.
 
         Before::
 

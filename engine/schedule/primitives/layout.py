@@ -540,9 +540,12 @@ class TransformLayout(Primitive):
         (a map it finds not one-to-one is still refused).
 
         It requires: 1) the buffer is one the block reads or writes; 2) the map takes one
-        parameter per dimension and uses only integers, its parameters and ``+ - * //
-        %``; 3) every new index is non-negative and the map is one-to-one (no two elements
-        land on the same place); 4) padding has a pad_value (see above); 5) a parameter's
+        parameter per dimension and uses only integers, its parameters, the function's
+        sizes (``n`` of a symbolic shape, a scalar parameter) and ``+ - * // %``; 3) every
+        new index is non-negative and the map is one-to-one (no two elements land on the
+        same place) — for a buffer of symbolic shape, a split/fuse/permutation that tiles
+        its axes exactly (``lambda i, j: (i * n + j,)``), so without padding; 4) padding
+        has a pad_value (see above); 5) a parameter's
         function is not called by a Relax function of the module (it passes arrays of the
         old shape).
 
