@@ -530,3 +530,33 @@ def two_axes(A: T.Buffer((20,), "int32"), C: T.Buffer((10,), "int32")):
     sch.transform_layout("B", "B", lambda i: (i // 4, i % 4), pad_value=0)
     assert 'T.block("buffer_B_padding")' in sch.mod.script()
     assert_computes_exactly(engine.parse(src), sch.mod)
+
+
+PEEK = '''
+@T.prim_func
+def peek(x: T.Buffer((3,), "int32"), z: T.Buffer((2, 3), "int32")):
+    p = T.alloc_buffer((5,), "int32")
+    for o, t in T.grid(2, 3):
+        with T.block("peek"):
+            vo, vt = T.axis.remap("SS", [o, t])
+            z[vo, vt] = p[vt + 1]
+        for i in range(5):
+            with T.block("p"):
+                vo = T.axis.spatial(2, o)
+                vi = T.axis.spatial(5, i)
+                p[vi] = T.if_then_else(1 <= vi and vi < 4, x[vi - 1] + vo * 10, 0)
+'''
+
+
+def test_decompose_padding_refuses_a_fill_that_a_reader_before_the_block_would_see():
+    # decomposed at t, the fill runs before t's loop in each iteration of o and would
+    # replace p[1] that "peek" reads at o = 1, t = 0 (written by the block at o = 0)
+    sch = Schedule(engine.parse(PEEK))
+    p = sch.get_block("p")
+    o, t, i = sch.get_loops(p)
+    assert not sch.can_decompose_padding(p, t)
+    assert_refused(sch, lambda: sch.decompose_padding(p, t),
+                   "block peek under loop t accesses p before block p writes it",
+                   "requirement 2")
+    sch.decompose_padding(p, i)      # inside i the block is alone
+    assert_computes_exactly(engine.parse(PEEK), sch.mod)

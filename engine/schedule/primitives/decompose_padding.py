@@ -89,6 +89,26 @@ def _positions(ctx: Ctx, blk: Block, loop: For):
     return below, chain_top
 
 
+def _check_nothing_before(ctx: Ctx, blk: Block, loop: For) -> None:
+    """The fill runs before ``loop`` for all its iterations at once: a block under ``loop``
+    that touches the buffer before the padding block (in an iteration) would see the pad
+    value where it saw the element an earlier iteration wrote, or have its own store
+    replaced by it. Refused (requirement 2)."""
+    buf = blk.writes[0].buffer if len(blk.writes) == 1 else None
+    if buf is None:
+        return
+    for other in ctx.index.blocks_under(loop):
+        if other is blk:
+            return
+        if any(r.buffer is buf for r in (*other.reads, *other.writes)):
+            raise ctx.error(f"block {blk.name_hint}", f"block {other.name_hint} under loop "
+                            f"{loop.loop_var.name} accesses {buf.name} before block "
+                            f"{blk.name_hint} writes it; the fill before the loop would "
+                            "change what it sees (requirement 2)", "decompose at a loop "
+                            f"inside which {blk.name_hint} comes first",
+                            highlight=[blk.name_hint, other.name_hint, loop.loop_var.name])
+
+
 def _unit_loops(loops, extents: dict) -> dict:
     """Loop variable -> its only value, for the loops of extent 1 (TVM's analyzer binds such
     a loop to its minimum, so bindings and predicates it simplifies read the constant)."""
@@ -111,6 +131,7 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
         raise ctx.error(f"block {name}", f"block {name} is a reduction; decompose_padding "
                         "needs a complete block (requirement 1)", "", highlight=[name])
     below, chain_top = _positions(ctx, blk, loop)
+    _check_nothing_before(ctx, blk, loop)
     body = blk.body
     if not isinstance(body, BufferStore) or len(blk.writes) != 1:
         raise _pattern_error(ctx, blk, "its body is not one store")
@@ -237,9 +258,11 @@ class DecomposePadding(Primitive):
         elements the block wrote. Loops of extent 1 above ``loop`` read as their value.
 
         It requires: 1) the block is a complete block (no reduction axis, no init); 2)
-        ``loop`` is one of the block's loops; 3) the block stores
-        ``T.if_then_else(cond, value, pad)`` where ``pad`` is a constant and ``cond`` a
-        conjunction of bounds of single axes by constants that excludes some elements.
+        ``loop`` is one of the block's loops, and no other block under it touches the
+        buffer before this one (the fill, before the loop, would change what it sees);
+        3) the block stores ``T.if_then_else(cond, value, pad)`` where ``pad`` is a
+        constant and ``cond`` a conjunction of bounds of single axes by constants that
+        excludes some elements.
 
         Before::
 
