@@ -238,3 +238,35 @@ def test_types_of_variables_and_buffers_as_tvm_0_27_gives_them():
     assert a.ty.dtype == "float32" and tuple(s.value for s in a.ty.shape) == (16, 16)
     assert tvm.tirx.is_buffer_var(a) and not tvm.tirx.is_buffer_var(E.Var("n"))
     assert E.Var("i", "int64").ty.dtype == "int64"
+
+
+def test_a_private_function_takes_its_key_in_a_module_built_from_a_dict():
+    """TVM: ``@T.prim_func(private=True)`` has no global symbol; ``IRModule({"main": f})``
+    names it ``main``. A public function keeps its own name (its global symbol)."""
+    @T.prim_func(private=True)
+    def first(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.block("b"):
+                vi = T.axis.remap("S", [i])
+                A[vi] = T.float32(1)
+
+    @T.prim_func(private=True)
+    def second(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.block("b"):
+                vi = T.axis.remap("S", [i])
+                A[vi] = T.float32(1)
+
+    @T.prim_func
+    def public(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.block("b"):
+                vi = T.axis.remap("S", [i])
+                A[vi] = T.float32(1)
+
+    assert first.private and not public.private
+    a, b = tvm.IRModule({"main": first}), tvm.IRModule({"main": second})
+    assert a["main"].name == "main"
+    tvm.ir.assert_structural_equal(a, b)
+    assert not engine.structural_equal(tvm.IRModule({"main": public}), a)
+    assert not engine.structural_equal(first, second)     # still two names outside a module

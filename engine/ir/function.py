@@ -26,12 +26,16 @@ class PrimFunc(Node):
     As in TVM, ``body`` is a BlockRealize of the implicit ``root`` block (whose
     ``alloc_buffers`` hold intermediate buffers such as ``Y`` in mm_relu).
     ``attrs`` is a tuple of ``(key, value)`` pairs (``global_symbol``, ``tir.noalias``).
+    ``private`` (``@T.prim_func(private=True)``): as TVM's function without a global
+    symbol, it takes the name it is given in a module built from a dict
+    (``IRModule({"main": f})``); not compared by structural equality.
     """
 
     name: str
     params: tuple
     body: Stmt
     attrs: tuple = ()
+    private: bool = dataclasses.field(default=False, metadata={"structural": False})
 
     __hash__ = object.__hash__
 
@@ -123,8 +127,10 @@ class IRModule(Node):
 
     def __post_init__(self):
         funcs = self.functions
-        if isinstance(funcs, dict):
-            funcs = tuple(funcs.items())
+        if isinstance(funcs, dict):   # TVM's IRModule({"main": f}): a private f is "main"
+            funcs = tuple((k, f.replace(name=k) if getattr(f, "private", False)
+                           and isinstance(k, str) and f.name != k else f)
+                          for k, f in funcs.items())
         object.__setattr__(self, "functions", tuple(funcs))
 
     @staticmethod

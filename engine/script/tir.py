@@ -138,15 +138,17 @@ def captured_names(func: Any) -> dict[str, Any]:
 def prim_func(func: Any = None, **options: Any) -> Any:
     """Decorator: the decorated Python function's TVMScript body as a ``PrimFunc``.
 
-    Also usable as ``@T.prim_func(private=True)`` (options are accepted and ignored).
+    Also usable as ``@T.prim_func(private=True)``: a function without a global symbol, named
+    by its key in ``IRModule({"main": f})`` (other options are accepted and ignored).
     Errors are :class:`ScriptError` with the line/column in the original file.
     """
     if func is None:
         return lambda f: prim_func(f, **options)
     from .parser import parse_function_source
     text, line_offset, indent, filename = _source_of(func)
-    return parse_function_source(text, _namespaces(func), line_offset, indent, filename,
-                                 captured=captured_names(func))
+    out = parse_function_source(text, _namespaces(func), line_offset, indent, filename,
+                                captured=captured_names(func))
+    return out.replace(private=True) if options.get("private") is True else out
 
 
 _SCALARS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
