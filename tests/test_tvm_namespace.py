@@ -205,8 +205,6 @@ def test_te_create_prim_func_schedules_and_runs():
 
 
 def test_what_the_engine_lacks_is_absent_by_name():
-    with pytest.raises(AttributeError, match="IndexMap"):
-        tvm.tirx.IndexMap  # noqa: B018
     with pytest.raises(AttributeError, match="meta_schedule"):
         tvm.meta_schedule  # noqa: B018
     with pytest.raises(AttributeError, match="ScheduleState"):
@@ -270,3 +268,40 @@ def test_a_private_function_takes_its_key_in_a_module_built_from_a_dict():
     tvm.ir.assert_structural_equal(a, b)
     assert not engine.structural_equal(tvm.IRModule({"main": public}), a)
     assert not engine.structural_equal(first, second)     # still two names outside a module
+
+
+def test_index_map_from_func_maps_compares_and_drives_transform_layout():
+    from engine.arith import Analyzer
+    from engine.ir.expr import as_const_int
+    m = tvm.tir.IndexMap.from_func(lambda i, j: (j, i // 4, i % 4))
+    assert [v.name for v in m.initial_indices] == ["i", "j"]
+    assert [as_const_int(Analyzer().simplify(x)) for x in m.map_indices([9, 2])] == [2, 2, 1]
+    same = tvm.tir.IndexMap.from_func(lambda a, b: (b, a // 4, a % 4))
+    other = tvm.tir.IndexMap.from_func(lambda a, b: (a, b // 4, b % 4))
+    assert m.is_equivalent_to(same) and not m.is_equivalent_to(other)
+    assert tvm.tirx.analysis.expr_deep_equal(
+        m.final_indices[1], same.map_indices(m.initial_indices)[1])
+    assert not tvm.tirx.analysis.expr_deep_equal(
+        m.final_indices[1], other.map_indices(m.initial_indices)[1])
+
+    @T.prim_func
+    def twice(A: T.Buffer((8, 4), "float32"), C: T.Buffer((8, 4), "float32")):
+        B = T.alloc_buffer((8, 4), "float32")
+        for i, j in T.grid(8, 4):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+        for i, j in T.grid(8, 4):
+            with T.block("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = B[vi, vj] + T.float32(1)
+
+    mod = tvm.IRModule({"main": twice})
+    sch = tvm.s_tir.Schedule(mod)
+    sch.transform_layout("B", ("write", 0), tvm.tir.IndexMap.from_func(lambda i, j: (j, i)))
+    alloc = sch.mod["main"].body.block.alloc_buffers[0]
+    assert [int(s) for s in alloc.shape] == [4, 8]
+    a = np.random.default_rng(0).integers(-4, 5, (8, 4)).astype("float32")
+    c = np.zeros((8, 4), "float32")
+    engine.build(sch.mod)["main"](a, c)
+    np.testing.assert_array_equal(c, a * 2 + 1)

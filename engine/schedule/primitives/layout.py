@@ -182,6 +182,14 @@ def normalize_index_map(index_map: Any, ndim: int | None = None, dtype: str = "i
                         f"{type(index_map).__name__}; {_EXAMPLE}")
 
 
+def call_index_map(fn: Any, ndim: int | None = None, dtype: str = "int32"
+                   ) -> tuple[list, list]:
+    """A Python index map called on fresh index variables of ``dtype``, as TVM's
+    ``IndexMap.from_func``: (its variables, the expressions it returned); an
+    :class:`IndexMapError` saying why when it cannot be read."""
+    return _call_index_map(fn, ndim, "index map", dtype)
+
+
 def _call_index_map(fn: Any, ndim: int | None, what: str, dtype: str = "int32"
                     ) -> tuple[list, list]:
     """Call a Python index map (or pad value) on fresh index variables, as TVM's
