@@ -374,3 +374,39 @@ def f(A: T.Buffer((4,), "int32")):
 '''
     assert engine.structural_equal(engine.parse(src.replace("LET", "T.let[T.int32]")),
                                    engine.parse(src.replace("LET", "T.int32")))
+
+
+def test_a_region_whose_ends_differ_by_a_constant_has_that_constant_extent():
+    """``A[vi - 2:vi + 3]`` is 5 wide, as TVM's parser reads it (equal terms cancel;
+    variables compared by identity, so ``vi`` and ``vj`` never do)."""
+    func = engine.parse('''
+@T.prim_func
+def main(A: T.Buffer((16, 16), "float32"), B: T.Buffer((12, 12), "float32")):
+    for i, j in T.grid(12, 12):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[vi * 2 - 2 + 2:vi * 2 + 3, vj:vi + 1])
+            T.writes(B[vi, vj])
+            B[vi, vj] = A[vi, vj]
+''')["main"]
+    block = func.body.block.body.body.body.block
+    first, second = block.reads[0].region
+    assert isinstance(first.extent, engine.ir.expr.IntImm) and first.extent.value == 3
+    assert not isinstance(second.extent, engine.ir.expr.IntImm)   # vi + 1 - vj: not constant
+
+
+def test_a_written_out_root_block_gets_no_inferred_regions():
+    """TVM infers T.reads/T.writes for every block but a function's root."""
+    func = engine.parse('''
+@T.prim_func
+def main(A: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        for i in range(4):
+            with T.block("A"):
+                vi = T.axis.remap("S", [i])
+                A[vi] = T.float32(1)
+''')["main"]
+    root = func.body.block
+    assert root.name_hint == "root" and root.reads == () and root.writes == ()
+    inner = root.body.body.block
+    assert [r.buffer.name for r in inner.writes] == ["A"]

@@ -186,6 +186,10 @@ class BlockParser(ParserContext):
                                                                 ctx.writes,
                                                                 tuple(ctx.match_buffers)))
         reads, writes = ctx.reads, ctx.writes
+        if name == "root" and not self.blocks and not outer_loops and not ctx.iter_vars:
+            # a function's root block written out: as TVM's parser (and the engine's
+            # implicit root), its regions are not inferred
+            reads, writes = reads or (), writes or ()
         if reads is None or writes is None:
             r, w = infer_block_regions(body, ctx.init, tuple(ctx.alloc_buffers),
                                        tuple(ctx.match_buffers))

@@ -38,7 +38,46 @@ def extent_of(mn: E.PrimExpr, end: E.PrimExpr) -> E.PrimExpr:
         from engine.ir.structural import structural_equal
         if structural_equal(end.a, mn):
             return end.b
+    width = _constant_difference(end, mn)
+    if width is not None and end.dtype == mn.dtype:   # A[vi - 2:vi + 3]: extent 5, as TVM's
+        return E.IntImm(end.dtype, width)
     return E.binary(E.Sub, end, mn)
+
+
+def _linear_terms(e: E.PrimExpr, scale: int, terms: list, depth: int = 0) -> int | None:
+    """Add ``scale * e`` to ``terms`` (a list of ``[atom, coefficient]``, an atom once,
+    compared by structural equality: variables by identity) as a sum of integer multiples
+    of atoms; returns its constant part, None when ``e`` is too deep to read."""
+    if depth > 32 or len(terms) > 64:
+        return None
+    t = type(e)
+    if t is E.IntImm:
+        return scale * e.value
+    if t in (E.Add, E.Sub):
+        a = _linear_terms(e.a, scale, terms, depth + 1)
+        b = _linear_terms(e.b, scale if t is E.Add else -scale, terms, depth + 1)
+        return None if a is None or b is None else a + b
+    if t is E.Mul and (type(e.a) is E.IntImm or type(e.b) is E.IntImm):
+        c, x = (e.a, e.b) if type(e.a) is E.IntImm else (e.b, e.a)
+        return _linear_terms(x, scale * c.value, terms, depth + 1)
+    from engine.ir.structural import structural_equal
+    for term in terms:
+        if structural_equal(term[0], e):
+            term[1] += scale
+            return 0
+    terms.append([e, scale])
+    return 0
+
+
+def _constant_difference(end: E.PrimExpr, mn: E.PrimExpr) -> int | None:
+    """``end - mn`` when it is a constant once equal terms cancel (``vi + 3 - (vi - 2)``
+    is 5); else None."""
+    terms: list = []
+    a = _linear_terms(end, 1, terms)
+    b = _linear_terms(mn, -1, terms)
+    if a is None or b is None or any(c for _, c in terms):
+        return None
+    return a + b
 
 
 def nop() -> S.Stmt:
