@@ -378,3 +378,18 @@ def test_workers_are_recycled_after_many_jobs():
         p.close()
     assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
     assert p.stats()["recycled"] == 2
+
+
+def test_a_worker_that_has_exited_is_not_running_before_its_parent_has_told():
+    """A zombie (exited, not yet reaped) counts as gone: under the forkserver, is_alive()
+    learns of an exit only when the forkserver reports it, and a job sent in between went
+    to a dead worker (it came back "crashed")."""
+    import subprocess
+    from app.service.supervisor import _exited
+    child = subprocess.Popen(["true"])
+    assert wait_until(lambda: not _alive(child.pid), 10)   # a zombie: nobody waited yet
+    assert _exited(child.pid)
+    child.wait()
+    assert _exited(child.pid)                              # reaped: gone
+    assert not _exited(os.getpid())
+    assert not _exited(None)

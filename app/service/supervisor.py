@@ -55,11 +55,29 @@ def _worker_main(conn: Any, config: dict[str, Any]) -> None:
 
 def _running(proc: Any) -> bool:
     """Whether ``proc`` (a worker process, or None) is running; a process the closing pool
-    has killed and closed meanwhile is not."""
+    has killed and closed meanwhile is not, nor one that has exited (a zombie, or gone)
+    before its parent has told: under the forkserver ``is_alive()`` learns of an exit only
+    when the forkserver reports it, and a job sent in between went to a dead worker."""
     try:
-        return proc is not None and proc.is_alive()
+        return proc is not None and proc.is_alive() and not _exited(proc.pid)
     except ValueError:                       # "process object is closed"
         return False
+
+
+def _exited(pid: int | None) -> bool:
+    """True when the kernel says process ``pid`` has exited (state Z, or no such process);
+    False when it runs or cannot be told (no /proc)."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return os.path.isdir("/proc/self")   # gone, where /proc exists at all
+    except OSError:
+        return False
+    # the state follows the command name in parentheses, which may itself hold ") "
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"Z"
 
 
 def _signal_name(code: int) -> str:
