@@ -351,3 +351,43 @@ def f(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32"), C: T.Buffer((8
     with pytest.raises(engine.ScheduleError, match="follow one another"):
         sch.blockize(["X", "Z"])
     assert sch.mod is before
+
+
+_GUARDED_SUM = '''
+@T.prim_func
+def main(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+         C: T.Buffer((16, 16), "float32")):
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            vk = T.axis.reduce(16, BINDING)
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+@pytest.mark.parametrize("outer", [0, 1])
+def test_blockize_over_a_guarded_split_reduction_keeps_the_init(outer):
+    """A reduction split by 3 (a tail guard k_0 * 3 + k_1 < 16) blockized above it: the
+    init's nest drops the reduction loops, and its guard is the guard at their first
+    iteration (true), not a guard naming loops that no longer enclose it."""
+    from semantics import assert_computes_exactly
+    mod = engine.parse(_GUARDED_SUM.replace("BINDING", "k"))
+    sch = engine.Schedule(mod)
+    loops = sch.get_loops(sch.get_block("C"))
+    sch.split(loops[2], [None, 3])
+    sch.blockize(loops[outer])
+    assert_computes_exactly(mod, sch.mod)
+
+
+def test_blockize_refuses_an_init_guard_it_cannot_place():
+    """Reversed reduction (vk = 15 - k): at the loops' first iteration vk is at its
+    maximum, where the original runs no init, so the init's guard cannot be read there."""
+    from semantics import assert_refused
+    mod = engine.parse(_GUARDED_SUM.replace("BINDING", "15 - k"))
+    sch = engine.Schedule(mod)
+    loops = sch.get_loops(sch.get_block("C"))
+    sch.split(loops[2], [None, 3])
+    assert_refused(sch, lambda: sch.blockize(loops[0]), "not at its minimum",
+                   prefix="blockize refused")

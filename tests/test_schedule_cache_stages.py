@@ -354,7 +354,6 @@ def test_cache_write_consumers_reading_the_cache_must_read_what_is_written():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from engine.schedule.primitives._common import is_true  # noqa: E402
 from test_schedule_primitives import _blocks, _random_step  # noqa: E402
 from test_schedule_support import SMALL, fresh, run_and_check, try_step  # noqa: E402
 
@@ -374,8 +373,7 @@ def _step(sch, op, picks):
     scope = ["global", "local", "shared"][picks[2] % 3]
     if op == "blockize":
         loops = sch.get_loops(blk)
-        guarded = not is_true(sch.index().realize[id(node)].predicate)
-        if not loops or guarded:  # (blockize over a T.where: not what this test is about)
+        if not loops:
             return lambda: None
         return lambda: sch.blockize(loops[picks[1] % len(loops)])
     regions = node.reads if op == "cache_read" else node.writes

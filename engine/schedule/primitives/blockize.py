@@ -393,7 +393,7 @@ def blockize_loop(ctx: Ctx, loop: For, preserve_unit_iters: bool, method: str
     used.add(outer_name)
     init = None
     if sub.init is not None:
-        init = _outer_init(sub.init, inner_realize, inner_loops,
+        init = _outer_init(ctx, sub.init, inner_realize, inner_loops,
                            fresh_name(f"{block.name_hint}_init", used))
     outer_block = Block(tuple(outer_ivs), relax_regions(sub.reads, inner_dom),
                         relax_regions(sub.writes, inner_dom), outer_name, body, init,
@@ -401,9 +401,15 @@ def blockize_loop(ctx: Ctx, loop: For, preserve_unit_iters: bool, method: str
     return BlockRealize(tuple(outer_vals), outer_pred, outer_block), inner_block
 
 
-def _outer_init(init, inner_realize: BlockRealize, inner_loops: list, name: str):
+def _outer_init(ctx: Ctx, init, inner_realize: BlockRealize, inner_loops: list, name: str):
     """The outer block's init: the original init in a block over the inner spatial axes
-    it uses, inside copies of the inner loops those axes are bound to (TVM's rule)."""
+    it uses, inside copies of the inner loops those axes are bound to (TVM's rule).
+
+    The inner block's ``T.where`` holds for the init where it held at the first iteration
+    of the reduction: the loops the init does not copy are read at their minimum (a split
+    reduction's tail guard ``k_0 * 3 + k_1 < 16`` is true there and disappears). That is
+    the original's init only when every reduction axis is at its minimum there; otherwise
+    the step is refused."""
     blk = inner_realize.block
     vmap, ivs, vals = {}, [], []
     for iv, val in zip(blk.iter_vars, inner_realize.iter_values):
@@ -412,14 +418,30 @@ def _outer_init(init, inner_realize: BlockRealize, inner_loops: list, name: str)
             vmap[iv.var] = new.var
             ivs.append(new)
             vals.append(val)
+    kept = [lp for lp in inner_loops if any(uses_var(v, lp.loop_var) for v in vals)]
+    dropped = [lp for lp in inner_loops if lp not in kept]
+    pred = inner_realize.predicate
+    if any(uses_var(pred, lp.loop_var) for lp in dropped):
+        first = {lp.loop_var: lp.min for lp in dropped}
+        for iv, val in zip(blk.iter_vars, inner_realize.iter_values):
+            if iv.iter_type is not IterType.REDUCE:
+                continue
+            at = E.as_const_int(simplify(substitute(val, first)))
+            if at is None or at != E.as_const_int(iv.dom.min):
+                raise ctx.error(
+                    f"block {blk.name_hint}", f"its T.where reads the reduction loops, and "
+                    f"axis {iv.var.name} is not at its minimum at their first iteration, so "
+                    "the init's condition cannot be told",
+                    "blockize a loop that keeps the reduction loops inside the block's "
+                    "inner loops, or remove the guard first")
+        pred = simplify(substitute(pred, first))
     writes = substitute(blk.writes, vmap)
-    stmt = BlockRealize(tuple(vals), inner_realize.predicate,
+    stmt = BlockRealize(tuple(vals), pred,
                         Block(tuple(ivs), (), writes, name, substitute(init, vmap)))
-    for lp in reversed(inner_loops):
-        if any(uses_var(v, lp.loop_var) for v in vals):
-            nv = E.Var(lp.loop_var.name, lp.loop_var.dtype)
-            vmap[lp.loop_var] = nv
-            stmt = For(nv, lp.min, lp.extent, lp.kind, stmt, lp.annotations)
+    for lp in reversed(kept):
+        nv = E.Var(lp.loop_var.name, lp.loop_var.dtype)
+        vmap[lp.loop_var] = nv
+        stmt = For(nv, lp.min, lp.extent, lp.kind, stmt, lp.annotations)
     return substitute(stmt, vmap)
 
 
