@@ -90,3 +90,20 @@ def test_a_fork_step_is_ascii_digits_only(client, step):
     sch.split(sch.get_loops(sch.get_block("Y"))[0], factors=[None, 4])
     r = client.get(f"/explore/mm_relu/fork?n=16&t={sch.trace.encode()}&from={step}")
     assert r.status_code == 400 and "from= must be a step number" in r.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("call", ["print(1)", "__import__('os').getpid()", "(lambda: 1)()",
+                                  "open('/etc/hostname')", "f(1)(2)", "A.data.__class__()"])
+def test_a_pasted_program_never_calls_python(call):
+    """Only a ``@T.prim_func`` decorating Python code may call that code's own helpers
+    (TVM's macros); text to parse (a paste, a link) has no surroundings: every Python call
+    is refused by name, nothing runs."""
+    import engine
+    from engine.script.errors import ScriptError
+    src = f'''
+@T.prim_func
+def main(A: T.Buffer((4,), "float32")):
+    A[0] = {call}
+'''
+    with pytest.raises(ScriptError):
+        engine.parse(src)
