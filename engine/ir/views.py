@@ -27,7 +27,7 @@ from .dtype import element_of, lanes_of
 from .functor import Mutator, collect_stmts
 from .stmt import Block, BufferStore
 
-__all__ = ["inline_views", "has_views"]
+__all__ = ["inline_views", "has_views", "offset_index"]
 
 
 def has_views(node: Any) -> bool:
@@ -35,12 +35,12 @@ def has_views(node: Any) -> bool:
     return any(b.match_buffers for b in collect_stmts(node, Block))
 
 
-def _plus(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
+def offset_index(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     """``a + b`` (``a`` the region's start, ``b`` an index into the view) with zeros and
     constants folded; a vector index stays a vector."""
     if lanes_of(b.dtype) > 1:
         if type(b) is E.Ramp:
-            return E.Ramp(_plus(a, b.base), b.stride, b.lanes)
+            return E.Ramp(offset_index(a, b.base), b.stride, b.lanes)
         return E.binary(E.Add, b, E.Broadcast(a if a.dtype == element_of(b.dtype) else
                                               E.Cast(element_of(b.dtype), a), b.lanes))
     if E.is_const_int(b, 0):
@@ -69,7 +69,7 @@ class _Views(Mutator):
     def _point(self, view: Buffer, indices: tuple) -> tuple[Buffer, tuple]:
         src, starts = self.views[id(view)]
         off = len(starts) - len(indices)
-        return src, tuple(starts[:off]) + tuple(_plus(s, i) for s, i in
+        return src, tuple(starts[:off]) + tuple(offset_index(s, i) for s, i in
                                                  zip(starts[off:], indices))
 
     def visit_BufferLoad(self, e: E.BufferLoad) -> E.PrimExpr:
@@ -92,7 +92,7 @@ class _Views(Mutator):
         src, starts = self.views[id(r.buffer)]
         off = len(starts) - len(r.region)
         return BufferRegion(src, tuple(Range(s, E.IntImm(s.dtype, 1)) for s in starts[:off])
-                            + tuple(Range(_plus(s, rg.min), rg.extent)
+                            + tuple(Range(offset_index(s, rg.min), rg.extent)
                                     for s, rg in zip(starts[off:], r.region)))
 
     def visit_BufferField(self, e: E.BufferField) -> E.PrimExpr:
@@ -120,7 +120,7 @@ def _flat_offset(src: Buffer, starts: tuple, dtype: str) -> E.PrimExpr:
     out: E.PrimExpr = E.IntImm(dtype, int(src.elem_offset))
     for s, st in zip(starts, strides):
         term = s if E.is_const_int(st, 1) else E.binary(E.Mul, s, st)
-        out = _plus(out, term if term.dtype == dtype else E.Cast(dtype, term))
+        out = offset_index(out, term if term.dtype == dtype else E.Cast(dtype, term))
     return out
 
 

@@ -29,6 +29,7 @@ from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.dtype import is_int, lanes_of
 from engine.ir.functor import pre_order_visit, substitute
 from engine.ir.structural import structural_equal
+from engine.ir.views import offset_index
 
 __all__ = ["infer_block_regions", "linear_form"]
 
@@ -79,17 +80,6 @@ def _index_access(i: Any) -> tuple:
     return i, 1
 
 
-def _plus(a: Any, b: Any) -> Any:
-    """``a + b`` with a zero or two constants folded (a view's offset plus an index)."""
-    if E.is_const_int(b, 0):
-        return a
-    if E.is_const_int(a, 0):
-        return b
-    if type(a) is E.IntImm and type(b) is E.IntImm:
-        return E.IntImm(a.dtype, a.value + b.value)
-    return E.binary(E.Add, a, b)
-
-
 class _Access:
     __slots__ = ("buffer", "dims")
 
@@ -120,7 +110,7 @@ class _Collector:
                     full = rg.extent.value if type(rg.extent) is E.IntImm else None
                     out.append((rg.min, full) if full is not None else (None, None))
                 else:
-                    out.append((_plus(rg.min, x), ext))
+                    out.append((offset_index(rg.min, x), ext))
             buffer, per_dim = m.source.buffer, out
         return buffer, per_dim
 
