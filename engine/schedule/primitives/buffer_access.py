@@ -1,5 +1,6 @@
-"""Buffer-level edits: unsafe_set_dtype (the element type of an intermediate buffer) and
-annotate_buffer_access (a block's declared region of a buffer)."""
+"""Buffer-level edits: unsafe_set_dtype (the element type of an intermediate buffer),
+annotate_buffer_access (a block's declared region of a buffer) and unsafe_hide_buffer_access
+(read regions of a buffer no block writes left out of a block's ``T.reads``)."""
 from __future__ import annotations
 
 import ast
@@ -10,13 +11,14 @@ from engine.arith import simplify
 from engine.ir import expr as E
 from engine.ir.buffer import BufferRegion, Range
 from engine.ir.dtype import check_dtype
-from engine.ir.functor import Mutator, substitute
-from engine.ir.stmt import BufferStore
+from engine.ir.functor import Mutator, collect, substitute
+from engine.ir.stmt import BufferStore, MatchBufferRegion
 
 from ..error import ScheduleError, TraceError
-from ..registry import Ctx, Primitive, Result, fmt, py_int, py_str, register, unquote
+from ..registry import (Ctx, Primitive, Result, fmt, py_int, py_int_list, py_str,
+                        register, unquote)
 from ..tree import replace_stmts
-from ._common import expect_block
+from ._common import expect_block, is_int
 from .buffers import alloc_site, buffer_index_of, nth_buffer, with_views
 from .index_map_check import IndexMapError
 from .layout import expr_text, parse_index_map, tvm_index_map_from_json
@@ -328,3 +330,186 @@ class AnnotateBufferAccess(Primitive):
             return [fmt(inputs[0]), index, kind, py_str(text)]
         return [f"block={fmt(inputs[0])}", f"buffer_index={index}", f"buf_type={kind}",
                 f"gen_new_ranges={text}"]
+
+
+# ------------------------------------------------------------------ unsafe_hide_buffer_access
+_HIDE_TYPES = ("read", "write")
+#: how many regions one unsafe_hide_buffer_access may name (a trace's integer lists are
+#: at most 64 long)
+MAX_HIDDEN = 64
+
+
+def _buffer_family(func, buf) -> tuple[set, dict]:
+    """The ids of ``buf``, the buffer it is a ``T.match_buffer`` view of (up to the buffer
+    that is no view) and every view of that one (views of views included): the buffers
+    that share ``buf``'s storage. Also the map view id -> its source, for naming."""
+    source_of = {id(m.buffer): m.source.buffer
+                 for m in collect(func.body, MatchBufferRegion, into_expressions=False)}
+    root = buf
+    while id(root) in source_of:
+        root = source_of[id(root)]
+    family = {id(root)}
+    grew = True
+    while grew:
+        grew = False
+        for view, src in source_of.items():
+            if id(src) in family and view not in family:
+                family.add(view)
+                grew = True
+    return family, source_of
+
+
+def _writer_of(ctx: Ctx, buf) -> str | None:
+    """How some block of the function writes ``buf`` (or storage it shares through
+    ``T.match_buffer`` views), as a phrase; None when none does."""
+    family, _ = _buffer_family(ctx.func, buf)
+    for b in ctx.index.all_blocks():
+        for w in b.writes:
+            if id(w.buffer) in family:
+                return f"block {b.name_hint} writes it (T.writes lists {w.buffer.name})"
+    stores = [st for st in collect(ctx.func.body, BufferStore, into_expressions=False)
+              if id(st.buffer) in family]
+    opaque = [f for f in collect(ctx.func.body, E.BufferField)
+              if f.field == "data" and id(f.buffer) in family]
+    if not stores and not opaque:
+        return None
+    # the innermost block holding one (a nested block comes after the blocks around it)
+    for b in reversed([ctx.index.root_block] + ctx.index.all_blocks()):
+        for st in collect(b.body, BufferStore, into_expressions=False):
+            if any(st is x for x in stores):
+                return f"block {b.name_hint} stores into {st.buffer.name}"
+        for f in collect(b.body, E.BufferField):
+            if any(f is x for x in opaque):
+                return f"block {b.name_hint} passes {f.buffer.name}.data to opaque code, " \
+                       "which may write it"
+    return "it is stored into"  # pragma: no cover - every statement is in the root block
+
+
+@register
+class UnsafeHideBufferAccess(Primitive):
+    kind = "UnsafeHideBufferAccess"
+    attr_kinds = ()
+    method = "unsafe_hide_buffer_access"
+    int_list_inputs = (2,)
+
+    def call(self, sch, block, buf_type: str, buf_index_array):
+        """Hide some of a block's read regions: they are left out of its ``T.reads`` (TVM's
+        ``UnsafeHideBufferAccess``). The block's body still loads what it loaded, so the
+        program computes the same thing; only what later primitives are told changes. TVM's
+        use: the index buffer of a sparse computation (``A[IA[vi]]``), whose region in
+        ``T.reads`` would keep ``tensorize`` from matching the block.
+
+        The engine's dependence checks (compute_at, reorder, inlining, the cache stages,
+        ...) read ``T.reads``/``T.writes`` to know which block produces what another
+        consumes, so only what cannot mislead them is hidden: reads of a buffer that no
+        block of the function writes (an input only read). TVM also hides write regions
+        and reads of any buffer, unchecked ("unsafe"): refused here.
+
+        It requires: 1) ``buf_type`` is "read" ("write" is refused, see above); 2)
+        ``buf_index_array`` lists positions in the block's ``T.reads`` (0 the first); 3) no
+        block of the function writes the buffers of those regions (nor stores into them,
+        nor passes their ``.data`` to opaque code); 4) the block does not view one of them
+        with ``T.match_buffer`` (the engine keeps a view's source in the block's regions).
+
+        Before::
+
+            for i in range(10):
+                with T.block("B"):
+                    vi = T.axis.spatial(10, i)
+                    T.reads(A[IA[vi] % 128], IA[vi])
+                    T.writes(B[vi])
+                    B[vi] = A[IA[vi] % 128]
+
+        Call::
+
+            sch.unsafe_hide_buffer_access(sch.get_block("B"), "read", [1])
+
+        After::
+
+            for i in range(10):
+                with T.block("B"):
+                    vi = T.axis.spatial(10, i)
+                    T.reads(A[IA[vi] % 128])
+                    T.writes(B[vi])
+                    B[vi] = A[IA[vi] % 128]
+        """
+        if not isinstance(buf_type, str):
+            raise ScheduleError(self.method, "buf_type", 'buf_type must be "read" or '
+                                f'"write", got {buf_type!r}'[:200], "")
+        if not isinstance(buf_index_array, (list, tuple)) or \
+                not all(is_int(x) for x in buf_index_array):
+            raise ScheduleError(self.method, "buf_index_array", "buf_index_array must be a "
+                                "list of positions in the block's T.reads or T.writes, such "
+                                f"as [1], got {buf_index_array!r}"[:200], "")
+        sch._run(self, [block, buf_type, list(buf_index_array)], [])
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        blk = expect_block(ctx, inputs[0] if inputs else None)
+        subj, hl = f"block {blk.name_hint}", [blk.name_hint]
+        if len(inputs) != 3:
+            raise ctx.error(subj, "unsafe_hide_buffer_access needs the block, the buffer "
+                            "type and the list of region positions", "")
+        btype, indices = inputs[1], inputs[2]
+        if btype not in _HIDE_TYPES:
+            raise ctx.error(subj, 'the buffer type must be "read" or "write", got '
+                            f"{btype!r}"[:200], 'use "read"', highlight=hl)
+        regions = blk.reads if btype == "read" else blk.writes
+        field = "T.reads" if btype == "read" else "T.writes"
+        if not isinstance(indices, (list, tuple)) or len(indices) > MAX_HIDDEN:
+            raise ctx.error(subj, f"buf_index_array must be a list of at most {MAX_HIDDEN} "
+                            f"positions in the block's {field}", "", highlight=hl)
+        for x in indices:
+            if not is_int(x) or not 0 <= x < len(regions):
+                have = ", ".join(f"{i}: {r.buffer.name}" for i, r in enumerate(regions)) \
+                    or "nothing"
+                raise ctx.error(subj, f"{x!r}"[:40] + f" is not a position in block "
+                                f"{blk.name_hint}'s {field} (0 to {len(regions) - 1}; it "
+                                f"lists {have})", "give positions in the list, 0 the first",
+                                highlight=hl)
+        if btype == "write":
+            raise ctx.error(subj, "a write region is never hidden: the engine's dependence "
+                            "checks (compute_at, reorder, inlining, the cache stages, ...) "
+                            "read T.writes to know which block produces a buffer, and with "
+                            "the write hidden they could move a reader of it before this "
+                            "block writes it", "keep the write in T.writes; to declare a "
+                            "narrower region use annotate_buffer_access", highlight=hl)
+        hidden = sorted(set(indices))
+        for i in hidden:
+            buf = regions[i].buffer
+            how = _writer_of(ctx, buf)
+            if how is not None:
+                raise ctx.error(subj, f"{buf.name} is written in this function ({how}), and "
+                                "the engine's dependence checks read T.reads to know which "
+                                f"blocks consume what is written: with block "
+                                f"{blk.name_hint}'s read of {buf.name} hidden, a later "
+                                "primitive could move it before that write", "keep the read "
+                                "in T.reads; only reads of a buffer no block writes (an "
+                                "input only read, such as the index buffer of a sparse "
+                                "computation) can be hidden", highlight=hl)
+        kept = tuple(r for i, r in enumerate(regions) if i not in hidden)
+        listed = {id(r.buffer) for r in kept} | {id(w.buffer) for w in blk.writes}
+        for m in blk.match_buffers:
+            src = m.source.buffer
+            if id(src) not in listed and any(regions[i].buffer is src for i in hidden):
+                raise ctx.error(subj, f"block {blk.name_hint} views a region of {src.name} "
+                                f"(T.match_buffer {m.buffer.name}), and the engine keeps a "
+                                "view's source in the block's T.reads/T.writes", "hide the "
+                                "reads of a buffer the block does not view", highlight=hl)
+        if not hidden:
+            return Result(None, [])
+        return Result(replace_stmts(ctx.func, {blk: blk.replace(reads=kept)}), [])
+
+    def python_args(self, inputs, attrs, dialect):
+        if len(inputs) != 3:
+            raise TraceError("UnsafeHideBufferAccess takes 3 inputs (block, buf_type, "
+                             "buf_index_array)")
+        btype = fmt(inputs[1]) if isinstance(inputs[1], str) and \
+            inputs[1].startswith('"') else None
+        if btype is None:
+            raise TraceError(f"UnsafeHideBufferAccess's buf_type must be a string, got "
+                             f"{inputs[1]!r}"[:120])
+        indices = py_int_list(inputs[2], "UnsafeHideBufferAccess's buf_index_array")
+        if dialect == "engine":
+            return [fmt(inputs[0]), btype, indices]
+        return [f"block={fmt(inputs[0])}", f"buf_type={btype}",
+                f"buf_index_array={indices}"]

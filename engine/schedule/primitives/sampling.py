@@ -1,5 +1,6 @@
-"""Sampling: sample_perfect_tile, sample_categorical, sample_compute_location (TVM's
-``SamplePerfectTile``, ``SampleCategorical``, ``SampleComputeLocation``).
+"""Sampling: sample_perfect_tile, sample_partitioned_tile, sample_categorical,
+sample_compute_location (TVM's ``SamplePerfectTile``, ``SamplePartitionedTile``,
+``SampleCategorical``, ``SampleComputeLocation``).
 
 A sampling instruction changes no program: it draws a value from the schedule's random
 generator (``Schedule(mod, seed=...)``) and returns it as a random variable — ExprRVs
@@ -21,7 +22,8 @@ The course's stochastic schedule, seeded so that it is reproducible::
     print(sch.trace)   # v3, v4 = sch.sample_perfect_tile(l2, n=2, ..., decision=[8, 16])
 
 Decisions read from a link or an imported trace are hostile input: a perfect-tile decision
-must multiply to the loop's extent, a categorical decision must index a candidate, a
+must multiply to the loop's extent (a partitioned tile's too, its inner part's product a
+multiple of ``innerpart_factor``), a categorical decision must index a candidate, a
 compute location must be one of the block's legal locations here; anything else is
 refused with the reason (never silently repaired into another program).
 """
@@ -92,16 +94,16 @@ def _tile_attrs(ctx: Ctx, subj: str, attrs) -> tuple[int, int]:
     return n, most
 
 
-def _check_tile_decision(decision, n) -> tuple:
+def _check_tile_decision(decision, n, kind: str = "SamplePerfectTile") -> tuple:
     """A perfect-tile decision's shape (without the loop): ``n`` positive integers, the first
     of them -1 for a loop of symbolic extent (TVM's: the factor to infer)."""
     if not isinstance(decision, (list, tuple)) or not all(
             is_int(x) and (x >= 1 or (i == 0 and x == -1)) for i, x in enumerate(decision)):
-        raise TraceError(f"a SamplePerfectTile decision is a list of positive integers (the "
-                         f"first -1 for a loop of symbolic extent), got {decision!r}")
+        raise TraceError(f"a {kind} decision is a list of positive integers (the "
+                         f"first -1 for a loop of symbolic extent), got {decision!r}"[:300])
     if is_int(n) and len(decision) != n:
-        raise TraceError(f"a SamplePerfectTile decision with n={n} has {n} factors, got "
-                         f"{len(decision)} ({list(decision)})")
+        raise TraceError(f"a {kind} decision with n={n} has {n} factors, got "
+                         f"{len(decision)} ({list(decision)})"[:300])
     return tuple(decision)
 
 
@@ -190,6 +192,192 @@ class SamplePerfectTile(Primitive):
         loop = fmt(inputs[0])
         rest = [f"n={self.attr(attrs, 0)}",
                 f"max_innermost_factor={self.attr(attrs, 1, default=16)}"]
+        return [loop if dialect == "engine" else f"loop={loop}"] + rest
+
+
+# ---------------------------------------------------------------------------- partitioned tiles
+def _spread(rng, e: int, k: int) -> list[int]:
+    """``e`` split into ``k`` parts >= 0, uniformly among all the ways (stars and bars)."""
+    if k == 1:
+        return [e]
+    bars = sorted(rng.sample(range(e + k - 1), k - 1)) + [e + k - 1]
+    out, last = [], -1
+    for b in bars:
+        out.append(b - last - 1)
+        last = b
+    return out
+
+
+def draw_partitioned_tile(rng, extent: int, n: int, partition_pos: int,
+                          innerpart_factor: int) -> list[int]:
+    """``n`` factors whose product is ``extent``, those from ``partition_pos`` on (the inner
+    part) multiplying to a multiple of ``innerpart_factor`` (which divides ``extent``).
+
+    TVM draws perfect tilings (:func:`draw_perfect_tile`) until one meets the condition;
+    this draws from the same distribution without rejections. A perfect tiling spreads the
+    exponent ``e`` of each prime ``p`` of the extent over the factors independently of the
+    other primes, and the condition is one per prime: the inner part holds at least ``f``
+    of the ``e`` (``p**f`` the power of ``p`` in ``innerpart_factor``). So for each prime,
+    the number ``s`` of its factors in the inner part is drawn in proportion to the
+    spreads that put ``s`` there, then each part's share is spread uniformly."""
+    if partition_pos == 0 or innerpart_factor == 1:
+        return draw_perfect_tile(rng, extent, n)   # the condition always holds
+    outer, inner = partition_pos, n - partition_pos
+    result = [1] * n
+    for p, e in prime_factors(extent):
+        f, rest = 0, innerpart_factor
+        while rest % p == 0:
+            rest //= p
+            f += 1
+        # spreads with s of the e in the inner part: C(s+inner-1, inner-1) ways there
+        # times C(e-s+outer-1, outer-1) ways for the rest in the outer part
+        weights = [math.comb(s + inner - 1, inner - 1) * math.comb(e - s + outer - 1, outer - 1)
+                   for s in range(f, e + 1)]
+        r = rng.randrange(sum(weights))
+        s = f
+        for w in weights:
+            if r < w:
+                break
+            r -= w
+            s += 1
+        for i, x in enumerate(_spread(rng, e - s, outer) + _spread(rng, s, inner)):
+            result[i] *= p ** x
+    return result
+
+
+def _partitioned_attrs(ctx: Ctx, subj: str, attrs, hl) -> tuple[int, int, int]:
+    n = attrs[0] if attrs else None
+    pos = attrs[1] if len(attrs) > 1 else 0
+    factor = attrs[2] if len(attrs) > 2 else 1
+    if not is_int(n) or not 1 <= n <= MAX_TILES:
+        raise ctx.error(subj, f"n, the number of factors, must be an integer from 1 to "
+                        f"{MAX_TILES}, got {n!r}"[:200], "e.g. n=4 for four loops",
+                        highlight=hl)
+    if not is_int(pos) or not 0 <= pos < n:
+        raise ctx.error(subj, f"partition_pos must be the position of one of the {n} "
+                        f"factors (0 to {n - 1}): the inner part is the factors from it on, "
+                        f"got {pos!r}"[:200], f"e.g. partition_pos={n - 1} for the innermost "
+                        "factor alone", highlight=hl)
+    if not is_int(factor) or not 1 <= factor <= MAX_SAMPLED_EXTENT:
+        raise ctx.error(subj, f"innerpart_factor must be a positive integer, got "
+                        f"{factor!r}"[:200], "e.g. innerpart_factor=16", highlight=hl)
+    return n, pos, factor
+
+
+@register
+class SamplePartitionedTile(Primitive):
+    kind = "SamplePartitionedTile"
+    method = "sample_partitioned_tile"
+    attr_kinds = (("n", "int"), ("partition_pos", "int"), ("innerpart_factor", "int"))
+    mutates = False
+    returns = "list"
+    has_decision = True
+
+    def call(self, sch, loop, n: int, partition_pos: int = 0, innerpart_factor: int = 1,
+             decision=None):
+        """Sample the factors of a partitioned tiling of a loop: ``n`` integers whose
+        product is the loop's extent, parted at ``partition_pos`` into an outer part (the
+        factors before it) and an inner part (the factors from it on) whose product is a
+        multiple of ``innerpart_factor`` (TVM's ``SamplePartitionedTile``, which
+        MetaSchedule's tensor-core tiling draws so that the inner loops cover whole
+        tensor-core tiles). Among the tilings that meet that, the sample is distributed as
+        TVM's (a perfect tiling drawn until it meets it).
+
+        It requires: 1) ``loop`` is a loop with a positive or symbolic extent; 2) ``n`` is
+        an integer from 1 to 10 and ``partition_pos`` one from 0 to ``n - 1``; 3)
+        ``innerpart_factor`` is a positive integer dividing the loop's extent (else no
+        tiling meets the condition; TVM then falls back to the tiling ``[-1, 1, ..., 1]``,
+        which does not meet it: refused here); 4) a loop of symbolic extent is tiled
+        trivially, as TVM does, ``[None, 1, ..., 1]`` (the decision ``[-1, 1, ..., 1]``),
+        and only when ``innerpart_factor`` is 1 (a symbolic extent is not known to be a
+        multiple of more); 5) a given ``decision`` is ``n`` positive integers multiplying
+        to the extent, the inner part's product a multiple of ``innerpart_factor`` (TVM
+        repairs a decision that is not: refused here, never silently changed). The
+        program is unchanged; the factors (ExprRVs) are meant for :meth:`split`.
+
+        Before::
+
+            for i, j, k in T.grid(128, 128, 128):
+                with T.block("C"): ...
+
+        Call::
+
+            i, j, k = sch.get_loops(sch.get_block("C"))
+            f = sch.sample_partitioned_tile(j, n=3, partition_pos=1, innerpart_factor=16)
+            j_0, j_1, j_2 = sch.split(j, factors=f)   # decision e.g. [2, 4, 16]
+
+        After::
+
+            for i, j_0, j_1, j_2, k in T.grid(128, 2, 4, 16, 128):   # 4 * 16 % 16 == 0
+                with T.block("C"): ...
+
+        Returns the ``n`` sampled factors (ExprRVs, outermost first); ``sch.get(v)`` gives
+        each one's value, and the trace records the decision (``decision=[2, 4, 16]``).
+        """
+        outs = sch._run(self, [loop], [n, partition_pos, innerpart_factor],
+                        decision=decision)
+        return [None if sch.get(v) is None else v for v in outs]
+
+    def check_decision(self, attrs, decision):
+        return _check_tile_decision(decision, attrs[0] if attrs else None, self.kind)
+
+    def apply(self, ctx: Ctx, inputs, attrs) -> Result:
+        loop = expect_loop(ctx, inputs[0] if inputs else None)
+        subj, hl = subject_of(loop), [loop.loop_var.name]
+        n, pos, factor = _partitioned_attrs(ctx, subj, attrs, hl)
+        extent = E.as_const_int(loop.extent)
+        if extent is None:
+            if factor != 1:
+                raise ctx.error(subj, f"the loop's extent {loop.extent} is symbolic, so it "
+                                f"is not known to be a multiple of innerpart_factor={factor}: "
+                                "no tiling is known to meet the condition", "use "
+                                "innerpart_factor=1 here (a trivial tiling, as TVM's), or "
+                                "sample the tiles of a loop of constant extent", highlight=hl)
+            return Result(None, [None] + [1] * (n - 1), decision=(-1,) + (1,) * (n - 1))
+        if extent < 1:
+            raise ctx.error(subj, "the loop's extent is not positive, so it has no tiling",
+                            "sample the tiles of a loop with a positive extent", highlight=hl)
+        if extent > MAX_SAMPLED_EXTENT:
+            raise ctx.error(subj, f"the loop's extent {extent} is beyond int64 (at most "
+                            f"{MAX_SAMPLED_EXTENT})", "tile a loop of an int64 extent",
+                            highlight=hl)
+        if extent % factor:
+            raise ctx.error(subj, f"innerpart_factor={factor} does not divide the loop's "
+                            f"extent {extent}, so no tiling's inner part multiplies to a "
+                            f"multiple of it (TVM falls back to [-1, 1, ..., 1], which does "
+                            "not either)", "choose an innerpart_factor that divides "
+                            f"{extent}, e.g. {max(divisors(extent, at_most=factor))}",
+                            highlight=hl)
+        if ctx.decision is None:
+            tile = draw_partitioned_tile(ctx.rng, extent, n, pos, factor)
+        else:
+            try:
+                tile = list(_check_tile_decision(ctx.decision, n, self.kind))
+                if tile[0] < 1:
+                    raise TraceError(f"a {self.kind} decision is a list of positive "
+                                     f"integers here (-1 is only for a loop of symbolic "
+                                     f"extent; this one's is {extent}), got {tile}")
+            except TraceError as e:
+                raise ctx.error(subj, str(e), "", highlight=hl) from None
+            if math.prod(tile) != extent:
+                raise ctx.error(subj, f"the decision {tile} multiplies to {math.prod(tile)}, "
+                                f"but the loop's extent is {extent}; a tiling's factors "
+                                "multiply to the extent", "choose factors of "
+                                f"{extent}", highlight=hl)
+            inner = math.prod(tile[pos:])
+            if inner % factor:   # pos >= 1 here: the whole tiling multiplies to the extent
+                example = [extent // factor] + [1] * (pos - 1) + [factor] + [1] * (n - pos - 1)
+                raise ctx.error(subj, f"the decision {tile}'s inner part {tile[pos:]} (from "
+                                f"partition_pos={pos}) multiplies to {inner}, which is not a "
+                                f"multiple of innerpart_factor={factor}", "choose factors "
+                                f"whose inner part multiplies to a multiple of {factor}, e.g. "
+                                f"{example}", highlight=hl)
+        return Result(None, list(tile), decision=tuple(tile))
+
+    def python_args(self, inputs, attrs, dialect):
+        loop = fmt(inputs[0])
+        rest = [f"n={self.attr(attrs, 0)}", f"partition_pos={self.attr(attrs, 1, default=0)}",
+                f"innerpart_factor={self.attr(attrs, 2, default=1)}"]
         return [loop if dialect == "engine" else f"loop={loop}"] + rest
 
 
