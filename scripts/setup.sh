@@ -10,8 +10,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 STAMP=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$STAMP" ]; then
-    echo "setup: installing the package and its test dependencies"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    echo "setup: installing the package, its test dependencies and the CUDA 12 compilers"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,gpu]'
     touch "$STAMP"
 fi
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then

@@ -30,6 +30,7 @@ ENGINE_LAYERS = [
     {"engine.interpreter", "engine.lower", "engine.topi"},
     {"engine.workloads", "engine.codegen"},
     {"engine.runtime"},
+    {"engine.gpu"},
     {"engine.schedule"},
     {"engine.cache", "engine.presets", "engine.notebook", "engine.relax"},
     {"engine.roofline", "engine.lessons", "engine.models", "engine.tune"},

@@ -19,7 +19,8 @@ any engine package, and nothing in the engine imports it.
 Modules: :mod:`.ir` (``tvm.ir``), :mod:`.script` (``tvm.script``), :mod:`.tirx` (node
 classes, ``stmt_functor``, ``TensorIntrin``), :mod:`.tir` (the course's ``tvm.tir``),
 :mod:`.s_tir` (``Schedule``, ``ScheduleError``, ``schedule.testing``), :mod:`.runtime`
-(``tensor``, ``Executable``), :mod:`.driver` (``compile``, ``build``), :mod:`.testing`
+(``tensor``, ``Executable``), :mod:`.driver` (``compile``, ``build``), :mod:`.target`
+(``Target``: ``Target("cuda -arch=sm_80")``, ``Target("llvm")``), :mod:`.testing`
 (imported on first use: it needs pytest); ``te``, ``topi`` and ``nd`` are the engine's own.
 """
 from __future__ import annotations
@@ -30,12 +31,12 @@ from typing import Any
 from engine import nd, te, topi
 from engine.nd import cpu, device
 
-from . import ir, runtime, s_tir, script, tir, tirx
+from . import ir, runtime, s_tir, script, target, tir, tirx
 from .driver import build, compile  # noqa: A004 - TVM's name
 from .ir import IRModule
 
 __all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
-           "testing", "compile", "build", "cpu", "device"]
+           "target", "testing", "compile", "build", "cpu", "device"]
 
 
 def __getattr__(name: str) -> Any:
