@@ -23,7 +23,8 @@ def func_of(params, body, allocs=(), name="f"):
 
 
 def loop(var, extent, body, kind=ForKind.SERIAL, lo=0):
-    return For(var, lo, extent, kind, body)
+    tag = "threadIdx.x" if kind is ForKind.THREAD_BINDING else ""
+    return For(var, lo, extent, kind, body, (), tag)
 
 
 def block(name, iters, values, body, init=None, predicate=TRUE, allocs=()):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from engine.ir import (Add, And, Block, BlockRealize, Buffer, BufferLoad, BufferRegion,
+from engine.ir import (THREAD_TAGS, Add, And, Block, BlockRealize, Buffer, BufferLoad, BufferRegion,
                        BufferStore, Cast, Call, Div, EQ, FloatImm, FloorDiv, FloorMod, For,
                        ForKind, GE, GT, IfThenElse, IntImm, IRModule, IterType, IterVar, LE,
                        LT, Max, Min, Mod, Mul, NE, Not, Or, PrimFunc, Range, Select, Sub, Var,
@@ -367,13 +367,15 @@ def loop_nest(draw, ctx, loops, depth):
             if iv is not None:
                 mn = Mul(iv, IntImm(dt, 4))  # non-constant start
         kind = draw(st.sampled_from(list(ForKind)))
+        tag = draw(st.sampled_from(THREAD_TAGS)) if kind is ForKind.THREAD_BINDING else ""
         ann = draw(st.sampled_from(ANNOTATIONS)) if draw(st.integers(0, 3)) == 0 else ()
-        made.append((v, mn, ext, kind, ann))
+        made.append((v, mn, ext, kind, ann, tag))
         inner_ctx = inner_ctx.child([v], loops=True)
-    fake_loops = loops + [For(v, mn, ext, kind, None, ann) for v, mn, ext, kind, ann in made]
+    fake_loops = loops + [For(v, mn, ext, kind, None, ann, tag)
+                          for v, mn, ext, kind, ann, tag in made]
     body = statements(draw, inner_ctx, fake_loops, depth - 1)
-    for v, mn, ext, kind, ann in reversed(made):
-        body = For(v, mn, ext, kind, body, ann)
+    for v, mn, ext, kind, ann, tag in reversed(made):
+        body = For(v, mn, ext, kind, body, ann, tag)
     return body
 
 

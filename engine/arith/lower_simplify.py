@@ -129,7 +129,7 @@ class _LowerSimplifier(Mutator):
             self.ranges[id(s.loop_var)] = saved
         if mn is s.min and ext is s.extent and body is s.body:
             return s
-        return S.For(s.loop_var, mn, ext, s.kind, body, s.annotations)
+        return S.For(s.loop_var, mn, ext, s.kind, body, s.annotations, s.thread_tag)
 
     def visit_IfThenElse(self, s: S.IfThenElse):
         cond = self.visit(s.condition)

@@ -528,7 +528,8 @@ class _Instrumenter:
             if sl is not None and not self.warm and self.region == 0:
                 return S.seq(*pre, self.sampled_loop(s, sl))
             body = self.stmt(s.body)
-            kind = S.ForKind.SERIAL if s.kind is S.ForKind.PARALLEL else s.kind
+            kind = S.ForKind.SERIAL if s.kind in (S.ForKind.PARALLEL, S.ForKind.THREAD_BINDING) \
+                else s.kind
             return S.seq(*pre, S.For(s.loop_var, s.min, s.extent, kind, body, s.annotations))
         if isinstance(s, S.IfThenElse):
             pre = self.loads(s.condition)

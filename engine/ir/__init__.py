@@ -14,7 +14,7 @@ from .expr import (EQ, GE, GT, INTRINSICS, LE, LT, NE, Add, And, BinaryOp, Broad
                    Mod, Mul, Not, Or, PrimExpr, Ramp, Select, StringImm, Sub, Var, as_const_int,
                    binary, const, convert, is_const_int)
 from .buffer import Buffer, BufferRegion, Range
-from .stmt import (Allocate, Block, BlockRealize, BufferStore, Evaluate, For, ForKind,
+from .stmt import (THREAD_TAGS, Allocate, Block, BlockRealize, BufferStore, Evaluate, For, ForKind,
                    IfThenElse, IterType, IterVar, LetStmt, MatchBufferRegion, SeqStmt, Stmt,
                    seq)
 from .function import IRModule, PrimFunc

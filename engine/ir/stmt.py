@@ -19,6 +19,14 @@ class ForKind(enum.Enum):
     PARALLEL = "parallel"
     VECTORIZED = "vectorized"
     UNROLLED = "unroll"
+    THREAD_BINDING = "thread_binding"
+
+
+#: TVM's thread axes a loop may be bound to (``T.thread_binding(n, thread=...)``): the grid
+#: (``blockIdx``), the threads of a block (``threadIdx``) and virtual threads (``vthread``,
+#: run one after the other by each thread).
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+               "threadIdx.z", "vthread.x", "vthread.y", "vthread.z")
 
 
 class IterType(enum.Enum):
@@ -36,7 +44,11 @@ class IterType(enum.Enum):
 
 @node
 class For(Stmt):
-    """``for i in T.serial(min, min + extent)`` and its parallel/vectorized/unroll kinds.
+    """``for i in T.serial(min, min + extent)`` and its parallel/vectorized/unroll kinds,
+    and ``T.thread_binding(min, min + extent, thread=...)``: a loop bound to a GPU thread
+    axis (``kind`` THREAD_BINDING, ``thread_tag`` one of :data:`THREAD_TAGS`; every other
+    kind has no tag). A bound loop means what a serial loop means — its iterations run one
+    after the other in the program's order —; the GPU build runs them as threads.
 
     ``annotations`` is a tuple of ``(key, value)`` pairs (``T.annotate``-style pragmas).
     """
@@ -47,12 +59,20 @@ class For(Stmt):
     kind: ForKind
     body: Stmt
     annotations: tuple = ()
+    thread_tag: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "min", convert(self.min))
         object.__setattr__(self, "extent", convert(self.extent))
         if type(self.annotations) is not Pairs:
             object.__setattr__(self, "annotations", Pairs(self.annotations))
+        if (self.kind is ForKind.THREAD_BINDING) != bool(self.thread_tag):
+            raise ValueError(f"a loop of kind {self.kind.value} with thread tag "
+                             f"{self.thread_tag!r}: a thread_binding loop names its thread "
+                             "axis, no other loop has one")
+        if self.thread_tag and self.thread_tag not in THREAD_TAGS:
+            raise ValueError(f"unknown thread axis {self.thread_tag!r}; use one of "
+                             + ", ".join(THREAD_TAGS))
 
 
 @node

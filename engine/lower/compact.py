@@ -408,7 +408,8 @@ class _Rewriter(Mutator):
             body = out.body
             for b in reversed(bufs):
                 body = S.Allocate(b, body)
-            out = S.For(out.loop_var, out.min, out.extent, out.kind, body, out.annotations)
+            out = S.For(out.loop_var, out.min, out.extent, out.kind, body, out.annotations,
+                        out.thread_tag)
         return out
 
     def visit_Block(self, b):

@@ -246,7 +246,7 @@ class _BlockLowerer:
         if body is None:
             return None
         return S.For(s.loop_var, self.sub(s.min, vmap), self.sub(s.extent, vmap), s.kind,
-                     body, s.annotations)
+                     body, s.annotations, s.thread_tag)
 
     def _try_hoist(self, chain: list, br: S.BlockRealize, vmap: dict):
         """Hoist the init of ``br`` above its innermost reduction loops, if provably equal."""
@@ -321,13 +321,13 @@ class _BlockLowerer:
             if inner is None:
                 break
             inner = S.For(f.loop_var, self.sub(f.min, vmap), self.sub(f.extent, vmap), f.kind,
-                          inner, f.annotations)
+                          inner, f.annotations, f.thread_tag)
         inner = _guard(pred, S.seq(init, inner))
         for f in reversed(chain[:len(chain) - k]):
             if inner is None:
                 return S.Evaluate(E.IntImm("int32", 0))
             inner = S.For(f.loop_var, self.sub(f.min, vmap), self.sub(f.extent, vmap), f.kind,
-                          inner, f.annotations)
+                          inner, f.annotations, f.thread_tag)
         return inner if inner is not None else S.Evaluate(E.IntImm("int32", 0))
 
     def s_BlockRealize(self, br: S.BlockRealize, vmap: dict):

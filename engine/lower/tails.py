@@ -98,10 +98,11 @@ def _peel(loop: S.For) -> S.Stmt:
         return loop
     dt = loop.loop_var.dtype
     head = S.For(loop.loop_var, E.IntImm(dt, lo), E.IntImm(dt, full - lo), loop.kind,
-                 _DropConditions(conds).visit(loop.body), loop.annotations)
+                 _DropConditions(conds).visit(loop.body), loop.annotations, loop.thread_tag)
     tail_var = E.Var(f"{loop.loop_var.name}_tail", dt)
     tail = S.For(tail_var, E.IntImm(dt, full), E.IntImm(dt, lo + ext - full), loop.kind,
-                 substitute(loop.body, {loop.loop_var: tail_var}), loop.annotations)
+                 substitute(loop.body, {loop.loop_var: tail_var}), loop.annotations,
+                 loop.thread_tag)
     return S.SeqStmt((head, tail))
 
 

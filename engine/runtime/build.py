@@ -33,7 +33,9 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from engine.codegen.target import JIT_LOCK
+from engine.ir import stmt as S
 from engine.ir.function import IRModule, PrimFunc
+from engine.ir.functor import collect_stmts
 from engine.ir.structural import structural_hash
 from engine.lower.errors import BuildError
 
@@ -85,6 +87,18 @@ def _functions_of(mod: Any) -> list[tuple[str, PrimFunc]]:
     raise BuildError(f"engine.build expects an IRModule or a PrimFunc, got {type(mod).__name__}")
 
 
+def _refuse_thread_bindings(name: str, func: PrimFunc) -> None:
+    """A loop bound to a GPU thread axis is a GPU program: the CPU build refuses it (as TVM's
+    ``llvm`` target does) with the way out."""
+    bound = [s for s in collect_stmts(func.body, S.For) if s.kind is S.ForKind.THREAD_BINDING]
+    if bound:
+        loop = bound[0]
+        raise BuildError(f"function {name!r} binds loop {loop.loop_var.name} to "
+                         f"{loop.thread_tag}: a GPU program cannot be compiled for the CPU "
+                         "(target 'llvm'); build it with target=\"cuda\", or unbind the "
+                         "loops")
+
+
 def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     """Compile ``mod`` (IRModule or PrimFunc) for the host CPU; see the module docstring."""
     if not isinstance(target, str) or not target.split()[0:1] == ["llvm"]:
@@ -100,6 +114,8 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     funcs = _functions_of(mod)
+    for name, f in funcs:
+        _refuse_thread_bindings(name, f)
     extra = opts["extra_modules"] or []
     if not isinstance(extra, (list, tuple)):
         extra = [extra]

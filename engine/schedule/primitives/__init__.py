@@ -3,6 +3,7 @@
 * :mod:`.queries` — get_block, get_loops, get_child_blocks, get_producers, get_consumers
 * :mod:`.loops` — split, fuse, reorder
 * :mod:`.annotations` — parallel, vectorize, unroll, annotate, unannotate
+* :mod:`.bind` — bind (a loop as a GPU thread axis)
 * :mod:`.compute_location` — compute_at, reverse_compute_at (their region inference in
   :mod:`.region_inference`, also used by the cache stages; the moved block's axes solved in
   :mod:`.var_domain`)
@@ -19,7 +20,8 @@
   :mod:`engine.schedule.tensor_intrin`); :mod:`.partition` — loop_partition, merge;
   :mod:`.block_layout` — reorder_block_iter_var, transform_block_layout (its map's inverse
   in :mod:`.index_map_inverse`);
-  :mod:`.buffer_access` — unsafe_set_dtype, annotate_buffer_access
+  :mod:`.buffer_access` — unsafe_set_dtype, annotate_buffer_access;
+  :mod:`.read_write_at` — read_at, write_at (a copy made in every iteration of a loop)
 * :mod:`.sampling` — sample_perfect_tile, sample_categorical, sample_compute_location
 * helpers: :mod:`._common` (argument checks, small IR utilities), :mod:`.buffers` (buffer
   look-ups and access rewriting, for the storage, cache, reduction and layout modules)
@@ -31,3 +33,5 @@ from . import (annotations, block_layout, blockize, buffer_access, cache_index, 
                pad_einsum, partition, reduction, reindex, rolling_buffer, sampling, storage,
                tensorize)
 from . import fuse_epilogue  # noqa: F401  (fuse_reduction_epilogue)
+from . import read_write_at  # noqa: F401  (read_at, write_at)
+from . import bind  # noqa: F401  (bind: GPU thread axes)

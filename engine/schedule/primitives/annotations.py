@@ -13,7 +13,7 @@ from ._common import expect_loop, is_reduction_block, name_of, subject_of
 from .disjoint import cells_disjoint, iterations_disjoint
 
 
-def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
+def check_data_parallel(ctx: Ctx, loop: For, what: str, private=None) -> None:
     """TVM's rule for parallel/vectorize: every block under the loop binds the loop only
     to data-parallel (spatial) axes. In addition (for correctness of what we run), a
     block that accumulates (a reduction, or an in-place update) must write disjoint
@@ -47,7 +47,7 @@ def _check_data_parallel(ctx: Ctx, loop: For, what: str) -> None:
                             f"time, so they cannot {what}", "choose a loop that indexes the "
                             f"output of {b.name_hint} one-to-one (e.g. before compute_at "
                             "duplicated its work)", highlight=[name, b.name_hint])
-    _check_shared_buffers(ctx, loop, what)
+    _check_shared_buffers(ctx, loop, what, private)
 
 
 def _shared_outside(ctx: Ctx, loop: For, buf) -> bool:
@@ -79,19 +79,20 @@ def _accesses(ctx: Ctx, loop: For, buf) -> list:
     return out
 
 
-def _check_shared_buffers(ctx: Ctx, loop: For, what: str) -> None:
+def _check_shared_buffers(ctx: Ctx, loop: For, what: str, private=None) -> None:
     """Iterations that run at the same time must not touch the same element of a buffer
     they share when one of them stores it (a race: ``B[0] = A[vi]``, or a scan
     ``B[vi] = B[vi - 1] + A[vi]``): for every buffer stored under the loop and seen outside
     it, :func:`.disjoint.cells_disjoint` must show that each iteration keeps to its own
-    elements. (A buffer used only inside the loop is private to each iteration.)"""
+    elements. (A buffer used only inside the loop is private to each iteration, unless
+    ``private(buf)`` says otherwise: on a GPU a "shared" buffer is one per thread block.)"""
     name = loop.loop_var.name
     stored = {}
     for b in ctx.index.blocks_under(loop):
         for w in b.writes:
             stored.setdefault(id(w.buffer), (w.buffer, b))
     for buf, writer in stored.values():
-        if not _shared_outside(ctx, loop, buf):
+        if not _shared_outside(ctx, loop, buf) and (private is None or private(buf)):
             continue
         if not cells_disjoint(ctx.index, loop, _accesses(ctx, loop, buf)):
             raise ctx.error(f"loop {name}", f"different iterations of loop {name} could "
@@ -140,7 +141,7 @@ class Parallel(Primitive):
     def apply(self, ctx: Ctx, inputs, attrs) -> Result:
         loop = expect_loop(ctx, inputs[0])
         name = loop.loop_var.name
-        _check_data_parallel(ctx, loop, "run in parallel")
+        check_data_parallel(ctx, loop, "run in parallel")
         for a in ctx.index.ancestors(loop):
             if isinstance(a, For) and a.kind is ForKind.PARALLEL:
                 raise ctx.error(f"loop {name}", f"it is inside loop {a.loop_var.name}, which "
@@ -194,7 +195,7 @@ class Vectorize(Primitive):
             raise ctx.error(subject_of(loop), "a vectorized loop needs a constant extent",
                             "split it with a constant inner factor and vectorize that",
                             highlight=[loop.loop_var.name])
-        _check_data_parallel(ctx, loop, "become vector lanes")
+        check_data_parallel(ctx, loop, "become vector lanes")
         return _set_kind(ctx, loop, ForKind.VECTORIZED)
 
 

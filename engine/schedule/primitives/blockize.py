@@ -441,7 +441,7 @@ def _outer_init(ctx: Ctx, init, inner_realize: BlockRealize, inner_loops: list, 
     for lp in reversed(kept):
         nv = E.Var(lp.loop_var.name, lp.loop_var.dtype)
         vmap[lp.loop_var] = nv
-        stmt = For(nv, lp.min, lp.extent, lp.kind, stmt, lp.annotations)
+        stmt = For(nv, lp.min, lp.extent, lp.kind, stmt, lp.annotations, lp.thread_tag)
     return substitute(stmt, vmap)
 
 

@@ -135,7 +135,8 @@ class DecomposeReduction(Primitive):
                            substitute(blk.init, var_map), None, (), blk.annotations)
         init_nest = BlockRealize(tuple(new_vals), pred, init_block)
         for lp, nv in reversed(init_loops):
-            init_nest = For(nv, lp.min, lp.extent, lp.kind, init_nest, lp.annotations)
+            init_nest = For(nv, lp.min, lp.extent, lp.kind, init_nest, lp.annotations,
+                            lp.thread_tag)
         reads = tuple(BufferRegion(w.buffer, w.region) for w in blk.writes
                       if not any(r.buffer is w.buffer for r in blk.reads)) + blk.reads
         upd = blk.replace(name_hint=upd_name, init=None, reads=reads)

@@ -175,7 +175,8 @@ def decompose(ctx: Ctx, blk: Block, loop: For) -> Result:
     fill_nest: Any = BlockRealize(tuple(an.simplify(substitute(v, fill_subst))
                                         for v in realize.iter_values), fill_pred, fill)
     for lp in reversed(below):
-        fill_nest = For(lmap[lp.loop_var], lp.min, lp.extent, lp.kind, fill_nest)
+        fill_nest = For(lmap[lp.loop_var], lp.min, lp.extent, lp.kind, fill_nest,
+                        thread_tag=lp.thread_tag)
     # the in-bound block: axes over the box, shifted to start at 0; a loop of the block's
     # own chain bound directly (and only) to an axis shrinks to the box, other axes are
     # guarded by the condition in the block's T.where

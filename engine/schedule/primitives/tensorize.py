@@ -269,7 +269,7 @@ class _Rebase(Mutator):
         nv = E.Var(s.loop_var.name, s.loop_var.dtype)
         self.vmap[s.loop_var] = nv
         return For(nv, self.visit(s.min), self.visit(s.extent), s.kind, self.visit(s.body),
-                   s.annotations)
+                   s.annotations, s.thread_tag)
 
     def visit_Block(self, b):
         ivs = []

@@ -85,17 +85,22 @@ class BlockParser(ParserContext):
             loops = [(mn, ext)]
             kind = LOOP_KINDS[f]
             annotations = self.attr_dict(kw["annotations"], f) if "annotations" in kw else ()
+        elif f == "thread_binding":
+            if len(targets) != 1:
+                raise self.err(n.target, "T.thread_binding() defines one loop variable")
+            mn, ext, thread_tag, annotations = self.thread_binding_args(it)
+            loops = [(mn, ext)]
+            kind = S.ForKind.THREAD_BINDING
         elif f is None:
             raise self.err(it, f"cannot loop over {self.dotted(it.func) or 'this'!r}; use "
                                "T.grid, range, T.serial, T.parallel, T.vectorized or T.unroll")
-        elif f == "thread_binding":
-            raise self.err(it, "T.thread_binding (GPU threads) is not supported on this CPU "
-                               "target")
         elif f in KNOWN_T:
             raise self.err(it, f"cannot loop over T.{f}(...); use T.grid, range, T.serial, "
                                "T.parallel, T.vectorized or T.unroll")
         else:
             raise self.unknown_t(it.func, f)
+        if kind is not S.ForKind.THREAD_BINDING:
+            thread_tag = ""
         scope: dict = {}
         vars_ = []
         for tg, (mn, ext) in zip(targets, loops):
@@ -106,8 +111,50 @@ class BlockParser(ParserContext):
             vars_.append(v)
         body = self.nested(n.body, scope)
         for v, (mn, ext) in reversed(list(zip(vars_, loops))):
-            body = S.For(v, mn, ext, kind, body, annotations)
+            body = S.For(v, mn, ext, kind, body, annotations, thread_tag)
         return body
+
+    def thread_binding_args(self, it: ast.Call) -> tuple:
+        """``T.thread_binding([start,] stop, thread=..., annotations=...)`` (TVM also takes
+        the thread as the last positional argument): (min, extent, tag, annotations)."""
+        args, kw = self.call_args(it, "thread_binding", 1, 3, {"thread", "annotations"})
+        if "thread" not in kw and args and type(args[-1]) is ast.Constant and \
+                isinstance(args[-1].value, str):
+            kw["thread"], args = args[-1], args[:-1]
+        if "thread" not in kw:
+            raise self.err(it, 'T.thread_binding needs the thread axis: '
+                               'T.thread_binding(128, thread="threadIdx.x")')
+        tag = self.thread_tag(kw["thread"])
+        if not 1 <= len(args) <= 2:
+            raise self.err(it, "T.thread_binding takes the extent, or start and stop, and "
+                               "the thread axis")
+        lbl = "T.thread_binding() arguments"
+        if len(args) == 1:
+            ext = self.loop_bound(args[0], lbl)
+            mn = E.IntImm(ext.dtype, 0)
+        else:
+            mn = self.loop_bound(args[0], lbl)
+            end = self.loop_bound(args[1], lbl)
+            if mn.dtype != end.dtype and type(mn) is E.IntImm:
+                mn = E.IntImm(end.dtype, mn.value)
+            if mn.dtype != end.dtype:
+                raise self.err(it, f"loop bounds have different dtypes ({mn.dtype} and "
+                                   f"{end.dtype})")
+            ext = extent_of(mn, end)
+        annotations = self.attr_dict(kw["annotations"], "thread_binding") \
+            if "annotations" in kw else ()
+        return mn, ext, tag, annotations
+
+    def thread_tag(self, node: ast.AST) -> str:
+        """A thread axis' name, as TVM spells it ("threadIdx.x", "blockIdx.y", "vthread.x";
+        TVM's bare "vthread" is "vthread.x")."""
+        if type(node) is not ast.Constant or not isinstance(node.value, str):
+            raise self.err(node, 'the thread axis is a string such as "threadIdx.x"')
+        tag = "vthread.x" if node.value == "vthread" else node.value
+        if tag not in S.THREAD_TAGS:
+            raise self.err(node, f"unknown thread axis {node.value!r}"[:80] + "; use one of "
+                                 + ", ".join(S.THREAD_TAGS))
+        return tag
 
     @staticmethod
     def fn_label(f: str) -> str:

@@ -33,6 +33,7 @@ STMT_FUNCS = {
     "alloc_buffer", "sblock_alloc_buffer", "match_buffer", "evaluate", "grid", "serial",
     "parallel", "vectorized", "unroll", "axis", "axis.spatial", "axis.reduce", "axis.S",
     "axis.R", "axis.remap", "Buffer", "handle", "prim_func", "LetStmt", "allocate", "var",
+    "thread_binding", "launch_thread", "env_thread",
 }
 #: function attributes TVM 0.27 spells differently -> the course-2022 name the IR keeps
 FUNC_ATTR_2022 = {"tirx.noalias": "tir.noalias"}

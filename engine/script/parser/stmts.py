@@ -123,8 +123,31 @@ class StmtParser(ParserContext):
                 raise self.err(n, "symbolic variables (n = T.int32()) must be declared at the "
                                   "top of the function")
             return None  # declared by the pre-scan
+        if f == "launch_thread":
+            return self.launch_thread(name, value, rest)
+        if f == "env_thread":
+            raise self.err(value, 'write the launch with its axis and extent: '
+                                  f'{name} = T.launch_thread("threadIdx.x", 128)')
         value_e = self.prim(value)
         return self.let(n, name, value_e, value_e.dtype, rest)
+
+    def launch_thread(self, name: str, call: ast.Call, rest: list) -> Any:
+        """``tx = T.launch_thread("threadIdx.x", 128)`` and the statements after it: a loop
+        bound to that thread axis over them (what TVM's launch means; the engine's form is
+        ``for tx in T.thread_binding(128, thread="threadIdx.x")``)."""
+        args, _ = self.call_args(call, "launch_thread", 2, 2)
+        tag = self.thread_tag(args[0])
+        ext = self.loop_bound(args[1], "T.launch_thread() extent")
+        var = E.Var(name, ext.dtype)
+        self.loop_dom[id(var)] = (E.IntImm(ext.dtype, 0), ext)
+        self.keep.append(var)
+        self.scopes.append({name: var})
+        try:
+            body = self.stmts(rest)
+        finally:
+            self.scopes.pop()
+        return (CONSUMED, S.For(var, E.IntImm(ext.dtype, 0), ext, S.ForKind.THREAD_BINDING,
+                                body, (), tag))
 
     def tuple_assign(self, n: ast.Assign, target: ast.Tuple, value: ast.Tuple,
                      rest: list) -> Any:

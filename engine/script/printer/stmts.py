@@ -12,7 +12,8 @@ from engine.ir import stmt as S
 from .exprs import ExprPrinter, is_zero_of, subscript
 
 _KIND_FN = {S.ForKind.SERIAL: "T.serial", S.ForKind.PARALLEL: "T.parallel",
-            S.ForKind.VECTORIZED: "T.vectorized", S.ForKind.UNROLLED: "T.unroll"}
+            S.ForKind.VECTORIZED: "T.vectorized", S.ForKind.UNROLLED: "T.unroll",
+            S.ForKind.THREAD_BINDING: "T.thread_binding"}
 
 
 def is_true(e: Any) -> bool:
@@ -218,6 +219,8 @@ class StmtPrinter(ExprPrinter):
             else:
                 args.append(self.ex(loop.min))
                 args.append(self.end_of(loop.min, loop.extent))
+            if loop.thread_tag:
+                args.append(f'thread="{loop.thread_tag}"')
             if loop.annotations:
                 args.append("annotations=" + self.dict_literal(loop.annotations))
             head = f"{_KIND_FN.get(loop.kind, 'T.serial')}({', '.join(args)})"
