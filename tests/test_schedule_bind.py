@@ -341,3 +341,48 @@ def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
     sch = Schedule(unbound)
     lp, = sch.get_loops("B")
     refused(sch, lambda: sch.bind(lp, "threadIdx.x"), "could touch the same element of B")
+
+
+WINDOW_SUM_FETCH = """
+@T.prim_func
+def main(A: T.Buffer((1027,), "float32"), B: T.Buffer((1024,), "float32")):
+    A_shared = T.alloc_buffer((1027,), scope="shared")
+    for i_0 in T.thread_binding(8, thread="blockIdx.x"):
+        for i_1 in T.thread_binding(128, thread="threadIdx.x"):
+            for ax0_0, ax0_1 in T.grid(2, 128):
+                with T.block("A_shared"):
+                    v0 = T.axis.spatial(1027, i_0 * 128 + (ax0_0 * 128 + ax0_1))
+                    T.where(ax0_0 * 128 + ax0_1 < FETCHED)
+                    A_shared[v0] = A[v0]
+            with T.block("C"):
+                vi = T.axis.spatial(1024, i_0 * 128 + i_1)
+                B[vi] = A_shared[vi] + A_shared[vi + 1] + A_shared[vi + 2]
+"""
+
+
+def test_a_cooperative_fetch_shares_the_enclosing_thread_axis():
+    """TVM's window sum after compute_at(A_shared, i_1): the fetch copies the block's 130
+    elements in every iteration of i_1, so its inner loop may take threadIdx.x too — on
+    the GPU each thread copies its part once."""
+    text = WINDOW_SUM_FETCH.replace("FETCHED", "130")
+    sch = Schedule(engine.parse(text))
+    ax0_0, ax0_1 = sch.get_loops("A_shared")[2:]
+    sch.bind(ax0_1, "threadIdx.x")
+    assert_order_free(engine.parse(text), sch.mod)
+    # one extent per axis still holds for the nested loop
+    sch2 = Schedule(engine.parse(text))
+    ax0_0, ax0_1 = sch2.get_loops("A_shared")[2:]
+    f = sch2.fuse(ax0_0, ax0_1)
+    a, b = sch2.split(f, [4, 64])
+    refused(sch2, lambda: sch2.bind(b, "threadIdx.x"), "with 64 iterations")
+
+
+def test_a_nested_loop_that_depends_on_the_outer_thread_is_refused():
+    # the fetch reads what thread i_1 needs only: binding its loop to the same axis would
+    # make thread t copy element t of every thread's window
+    text = WINDOW_SUM_FETCH.replace("FETCHED", "3").replace(
+        "i_0 * 128 + (ax0_0 * 128 + ax0_1)", "i_0 * 128 + i_1 + (ax0_0 * 128 + ax0_1)")
+    sch = Schedule(engine.parse(text))
+    ax0_1 = sch.get_loops("A_shared")[3]
+    refused(sch, lambda: sch.bind(ax0_1, "threadIdx.x"), "already bound to threadIdx.x",
+            "what runs under loop ax0_1 depends on i_1")

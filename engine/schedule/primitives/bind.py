@@ -100,10 +100,15 @@ def _check_nesting(ctx: Ctx, loop: For, tag: str) -> None:
         if other.kind is not ForKind.THREAD_BINDING:
             continue
         if other.thread_tag == tag:
-            raise ctx.error(f"loop {name}", f"loop {oname}, which {where} it, is already "
-                            f"bound to {tag}", "bind each axis once on a path: fuse the two "
-                            "loops and bind the fused one, or choose another axis",
-                            highlight=hl)
+            outer, inner = (other, loop) if where == "encloses" else (loop, other)
+            why = _nested_same_axis_conflict(ctx, outer, inner)
+            if why:
+                raise ctx.error(f"loop {name}", f"loop {oname}, which {where} it, is already "
+                                f"bound to {tag}, and {why}", "bind each axis once on a "
+                                "path, or bind the inner loop of a stage computed for the "
+                                "whole thread block (a cooperative fetch: cache_read to "
+                                '"shared", compute_at, split, bind)', highlight=hl)
+            continue
         olevel = thread_kind(other.thread_tag)
         inner_level, outer_level = (level, olevel) if where == "encloses" else (olevel, level)
         if outer_level != "blockIdx" and inner_level == "blockIdx":
@@ -112,6 +117,37 @@ def _check_nesting(ctx: Ctx, loop: For, tag: str) -> None:
                             f" loop {oname if where == 'encloses' else name}: the grid's "
                             "blocks enclose their threads", "bind the outer loops to blockIdx "
                             "and the inner ones to threadIdx", highlight=hl)
+
+
+def _nested_same_axis_conflict(ctx: Ctx, outer: For, inner: For) -> str:
+    """Why ``inner`` cannot share ``outer``'s thread axis ("" when it can).
+
+    On the GPU both loops become the same thread index, so each thread runs its own part of
+    the inner loop once, not the whole inner loop once per iteration of the outer one. That
+    is the program's meaning when the inner loop is the same in every outer iteration (it
+    does not use the outer variable, nor do the loops between them) and what it computes
+    does not depend on the rest of the outer loop's body: no other statement under
+    ``outer`` writes a buffer the inner loop reads or writes (TVM's cooperative fetch)."""
+    ov = outer.loop_var
+    path = [a for a in ctx.index.ancestors(inner) if ctx.index.contains(outer, a) and
+            a is not outer]
+    for a in path:
+        if isinstance(a, For) and (uses_var(a.min, ov) or uses_var(a.extent, ov)):
+            return f"loop {a.loop_var.name} between them depends on {ov.name}"
+    from engine.ir.functor import collect_vars
+    if any(v is ov for v in collect_vars(inner)):
+        return f"what runs under loop {inner.loop_var.name} depends on {ov.name}"
+    inside = ctx.index.blocks_under(inner)
+    ids = {id(b) for b in inside}
+    touched = {id(r.buffer) for b in inside for r in (*b.reads, *b.writes)}
+    for b in ctx.index.blocks_under(outer):
+        if id(b) in ids:
+            continue
+        for w in b.writes:
+            if id(w.buffer) in touched:
+                return (f"block {b.name_hint} under loop {ov.name} writes {w.buffer.name}, "
+                        f"which the blocks under loop {inner.loop_var.name} use")
+    return ""
 
 
 def _check_kernel(ctx: Ctx, loop: For, tag: str) -> None:
@@ -180,8 +216,11 @@ class Bind(Primitive):
         threads: each thread runs them in turn; ``"vthread"`` is ``vthread.x``).
 
         It requires: 1) the loop is serial, starts at 0 and is not bound yet (a loop is
-        bound once); 2) no loop on its path is bound to the same axis or is CPU-parallel,
-        and blockIdx loops enclose threadIdx/vthread loops; 3) every loop bound to one axis
+        bound once); 2) no loop on its path is CPU-parallel, blockIdx loops enclose
+        threadIdx/vthread loops, and a loop on its path bound to the same axis is allowed
+        only for a stage computed for the whole thread block (the cooperative fetch: the
+        inner loop does not depend on the outer one, and nothing else under the outer loop
+        writes what the inner one uses) — both become the same thread index; 3) every loop bound to one axis
         in the kernel has the same extent (a launch has one size per axis), threadIdx and
         vthread loops have constant extents, a block has at most 1024 threads (threadIdx.z
         at most 64); 4) the blocks under the loop bind it only to spatial axes (a reduction
