@@ -540,8 +540,7 @@ class ReadAt(Primitive):
             A_shared = T.alloc_buffer((64, 64), scope="shared")
             for i_0, j_0, k_0 in T.grid(4, 4, 8):
                 with T.block("A_shared"):
-                    v0 = T.axis.spatial(4, i_0)
-                    v1 = T.axis.spatial(8, k_0)
+                    v0, v1 = T.axis.remap("SS", [i_0, k_0])
                     T.reads(A[v0 * 16:v0 * 16 + 16, v1 * 8:v1 * 8 + 8])
                     T.writes(A_shared[v0 * 16:v0 * 16 + 16, v1 * 8:v1 * 8 + 8])
                     T.block_attr({"auto_copy": True})
@@ -624,8 +623,7 @@ class WriteAt(Primitive):
                             C_local[vi, vj] = T.float32(0)
                         C_local[vi, vj] = C_local[vi, vj] + A[vi, vk] * B[vk, vj]
                 with T.block("C_local"):
-                    v0 = T.axis.spatial(4, i_0)
-                    v1 = T.axis.spatial(4, j_0)
+                    v0, v1 = T.axis.remap("SS", [i_0, j_0])
                     T.reads(C_local[v0 * 16:v0 * 16 + 16, v1 * 16:v1 * 16 + 16])
                     T.writes(C[v0 * 16:v0 * 16 + 16, v1 * 16:v1 * 16 + 16])
                     T.block_attr({"auto_copy": True})
