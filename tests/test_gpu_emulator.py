@@ -280,3 +280,104 @@ def test_global_write_from_two_blocks_is_a_race():
     err = info.value
     assert err.scope == "global" and err.blocks == ((0, 0, 0), (1, 0, 0))
     assert "different blocks" in str(err)
+
+
+# ----------------------------------------------------------------------------- lower_gpu
+# the course's GPU chapter programs, scheduled as the course does, lowered by lower_gpu
+
+def _lowered(name, n):
+    lower_gpu = pytest.importorskip("engine.gpu.lower").lower_gpu
+    from engine.presets import gpu_chapter as G
+    if name == "gemm_shared":
+        sch = _gemm_shared(n)
+    else:
+        sch = G.PROGRAMS[name][0](n)
+    return lower_gpu(sch.mod, "cuda").functions[0]
+
+
+def _gemm_shared(n):
+    """The course's ``blocking_with_shared(sch, 8, 8, 8, 8, 8)``; the cached buffers named
+    (the preset numbers them as TVM's reads list does, which may be refused here)."""
+    from engine.presets import gpu_chapter as G
+    from engine.schedule import Schedule
+    from engine.schedule.error import ScheduleError
+    try:
+        return G.gemm_shared(n)
+    except ScheduleError:
+        pass
+    sch = Schedule(G.matmul_program(n))
+    block_c = sch.get_block("C")
+    c_local = sch.cache_write(block_c, 0, "local")
+    i, j, k = sch.get_loops(block=block_c)
+    i0, i1, i2 = sch.split(loop=i, factors=[None, 8, 8])
+    j0, j1, j2 = sch.split(loop=j, factors=[None, 8, 8])
+    k0, k1 = sch.split(loop=k, factors=[None, 8])
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    sch.reverse_compute_at(c_local, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(sch.fuse(i1, j1), "threadIdx.x")
+    for name in ("A", "B"):
+        rc = sch.cache_read(block_c, name, "shared")
+        sch.compute_at(rc, k0)
+        inner = sch.fuse(*sch.get_loops(block=rc)[-2:])
+        _, t, vec = sch.split(loop=inner, factors=[None, 64, 4])
+        sch.vectorize(vec)
+        sch.bind(t, "threadIdx.x")
+    sch.decompose_reduction(block_c, k0)
+    return sch
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_lowered_vector_add_and_window_sum(check):
+    rng = np.random.default_rng(1)
+    f = _lowered("vector_add", 256)
+    a, b = rng.random(256, F32), rng.random(256, F32)
+    out = np.zeros(256, F32)
+    emulate(f, a, b, out, check_races=check)
+    np.testing.assert_allclose(out, a + b, rtol=1e-6)
+    f = _lowered("window_sum", 256)
+    a = rng.random(258, F32)
+    out = np.zeros(256, F32)
+    emulate(f, a, out, check_races=check)
+    np.testing.assert_allclose(out, a[:-2] + a[1:-1] + a[2:], rtol=1e-5)
+
+
+@pytest.mark.parametrize("name,check", [("gemm_local", False), ("gemm_local", True),
+                                        ("gemm_shared", False), ("gemm_shared", True)])
+def test_lowered_gemms(name, check):
+    n = 128
+    rng = np.random.default_rng(2)
+    f = _lowered(name, n)
+    a, b = rng.random((n, n), F32), rng.random((n, n), F32)
+    out = np.zeros((n, n), F32)
+    emulate(f, a, b, out, check_races=check)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4)
+
+
+def _without_barriers(s):
+    from engine.gpu.kernel import is_barrier
+    from engine.ir.functor import Mutator
+
+    class Strip(Mutator):
+        def visit_SeqStmt(self, n):
+            return S.seq(*[self.visit(x) for x in n.seq if not is_barrier(x)])
+    return Strip().visit(s)
+
+
+def test_lowered_window_sum_without_its_barrier_is_a_race():
+    import dataclasses
+    f = _lowered("window_sum", 256)
+    (k,) = f.kernels
+    stripped = _without_barriers(k.body)
+    assert stripped is not k.body            # the lowering placed a barrier
+    f2 = dataclasses.replace(f, kernels=(dataclasses.replace(k, body=stripped),))
+    a = np.random.rand(258).astype(F32)
+    out = np.zeros(256, F32)
+    emulate(f2, a, out)                      # runs, without checking
+    with pytest.raises(RaceError) as info:
+        emulate(f2, a, out, check_races=True)
+    err = info.value
+    assert err.buffer == "A_shared" and set(err.kinds) == {"read", "write"}
+    assert err.threads[0] != err.threads[1] and err.blocks[0] == err.blocks[1]
+    assert "A_shared" in str(err) and f"element {err.element}" in str(err)
