@@ -14,7 +14,7 @@ from engine.ir import expr as E
 from engine.ir import stmt as S
 from engine.ir.buffer import Buffer
 
-from .llvm_types import I1, I32, PTR, type_suffix
+from .llvm_types import I1, I32, type_suffix
 
 
 def _negative_zero(c) -> bool:
@@ -86,17 +86,20 @@ class VectorMixin:
                            f"of {mask.type.count} lanes")
         if isinstance(idx_e, E.Ramp) and E.as_const_int(idx_e.stride) == 1:
             p = self._elem_ptr(buf, self.index(idx_e.base))
-            suffix = f"{type_suffix(vty)}.p0"
+            # the pointer's address space names the intrinsic (p0 on the CPU; the GPU's
+            # global and shared memory are p1 and p3)
+            pty = p.type
+            suffix = f"{type_suffix(vty)}.p{getattr(pty, 'addrspace', 0)}"
             if store_val is None:
                 if mask is None:
                     return b.load(p, typ=vty, align=esize)
-                fn = self.declare(f"llvm.masked.load.{suffix}", vty, [PTR, I32, mask.type, vty])
+                fn = self.declare(f"llvm.masked.load.{suffix}", vty, [pty, I32, mask.type, vty])
                 return b.call(fn, [p, ir.Constant(I32, esize), mask, ir.Constant(vty, None)])
             if mask is None:
                 b.store(store_val, p, align=esize)
             else:
                 fn = self.declare(f"llvm.masked.store.{suffix}", ir.VoidType(),
-                                  [vty, PTR, I32, mask.type])
+                                  [vty, pty, I32, mask.type])
                 b.call(fn, [store_val, p, ir.Constant(I32, esize), mask])
             return None
         # gather / scatter lane by lane (a lane masked off is not touched at all)
