@@ -423,3 +423,33 @@ def test_random_read_at_and_write_at_keep_the_meaning_or_refuse(name):
 def test_small_workloads_are_known():
     assert {"matmul", "mm_relu", "sum", "softmax", "conv2d", "window_sum",
             "layernorm"} <= set(SMALL)
+
+
+LOCAL_TEMP = """
+@T.prim_func
+def main(X: T.Buffer((8, 16), "float32"), Y: T.Buffer((8, 16), "float32")):
+    for i in range(8):
+        with T.block("row"):
+            vi = T.axis.spatial(8, i)
+            T_ = T.alloc_buffer((16,))
+            for j in range(16):
+                with T.block("P"):
+                    vj = T.axis.spatial(16, j)
+                    T_[vj] = X[vi, vj] * T.float32(2)
+            for j in range(16):
+                with T.block("Q"):
+                    vj = T.axis.spatial(16, j)
+                    Y[vi, vj] = T_[vj] + T_[15 - vj]
+"""
+
+
+def test_a_buffer_allocated_under_the_loop_is_refused():
+    sch = Schedule(engine.parse(LOCAL_TEMP))
+    q = sch.get_block("Q")
+    i = sch.get_loops(sch.get_block("row"))[0]
+    refused(sch, lambda: sch.read_at(i, q, 0, "local"),
+            "buffer T_ is allocated by block row under loop i")
+    # the loop of Q inside the block: the copy is in the buffer's scope
+    before = sch.mod
+    sch.read_at(sch.get_loops(q)[0], q, 0, "local")
+    assert_computes_exactly(before, sch.mod)
