@@ -381,3 +381,64 @@ def test_lowered_window_sum_without_its_barrier_is_a_race():
     assert err.buffer == "A_shared" and set(err.kinds) == {"read", "write"}
     assert err.threads[0] != err.threads[1] and err.blocks[0] == err.blocks[1]
     assert "A_shared" in str(err) and f"element {err.element}" in str(err)
+
+
+def test_barrier_under_uniform_if_and_block_dependent_loop():
+    # an if on blockIdx and a loop whose extent depends on blockIdx are the same for every
+    # thread of a block: their barriers are kept, with thread loops inside them
+    A = Buffer("A", (2 * 16,), F32)
+    B = Buffer("B", (2 * 16,), F32)
+    sh = Buffer("sh", (16,), F32, "shared")
+    bx, tx = tvar("blockIdx.x"), tvar("threadIdx.x")
+    r = E.Var("r", "int32")
+    g = bx * 16
+    rounds = S.For(r, c(0), bx + 1, S.ForKind.SERIAL, seq(
+        S.BufferStore(sh, E.BufferLoad(B, (g + tx,)), (tx,)), barrier(),
+        S.BufferStore(B, E.BufferLoad(sh, ((tx + 1) % 16,)), (g + tx,)), barrier()))
+    body = seq(S.BufferStore(B, E.BufferLoad(A, (g + tx,)), (g + tx,)),
+               S.IfThenElse(bx < 2, rounds))
+    k = Kernel("k", (A, B), body, (2, 1, 1), (16, 1, 1), {"blockIdx.x": bx, "threadIdx.x": tx},
+               (sh,))
+    a = np.arange(32, dtype=F32)
+    for check in (False, True):
+        b = np.zeros(32, F32)
+        emulate(func("f", (A, B), k), a, b, check_races=check)
+        # block 0 rotates its 16 values once, block 1 twice
+        np.testing.assert_array_equal(b[:16], np.roll(a[:16], -1))
+        np.testing.assert_array_equal(b[16:], np.roll(a[16:], -2))
+
+
+def test_lowered_fetch_with_thread_y_unbound_writes_redundantly_not_a_race():
+    # GEMM local blocking with A read into shared memory at k_0 by a fetch bound to
+    # threadIdx.x only: every threadIdx.y writes the same values (TVM emits that)
+    lower_gpu = pytest.importorskip("engine.gpu.lower").lower_gpu
+    from engine.presets import gpu_chapter as G
+    from engine.schedule import Schedule
+    n = 64
+    sch = Schedule(G.matmul_program(n))
+    block_c = sch.get_block("C")
+    c_local = sch.cache_write(block_c, 0, "local")
+    i, j, k = sch.get_loops(block=block_c)
+    i0, i1, i2 = sch.split(loop=i, factors=[None, 8, 4])
+    j0, j1, j2 = sch.split(loop=j, factors=[None, 8, 4])
+    k0, k1 = sch.split(loop=k, factors=[None, 8])
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    sch.reverse_compute_at(c_local, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    rc = sch.cache_read(block_c, "A", "shared")
+    sch.compute_at(rc, k0)
+    inner = sch.fuse(*sch.get_loops(block=rc)[-2:])
+    _, t = sch.split(loop=inner, factors=[None, 8])
+    sch.bind(t, "threadIdx.x")
+    sch.decompose_reduction(block_c, k0)
+    f = lower_gpu(sch.mod, "cuda").functions[0]
+    (kern,) = f.kernels
+    assert "threadIdx.y" in kern.thread_vars and kern.shared
+    rng = np.random.default_rng(3)
+    a, b = rng.random((n, n), F32), rng.random((n, n), F32)
+    out = np.zeros((n, n), F32)
+    emulate(f, a, b, out, check_races=True)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4)

@@ -72,6 +72,8 @@ from .kernel import BLOCK_AXES, GRID_AXES, GpuFunction, GpuModule, Kernel, is_ba
 __all__ = ["emulate", "Emulator", "EmulatorError", "RaceError", "kernel_to_cpu"]
 
 I32 = "int32"
+#: per-thread state expanded past this many bytes is allocated on the heap
+_STACK_BYTES = 64 * 1024
 
 
 class EmulatorError(Exception):
@@ -347,8 +349,11 @@ class _Mcuda:
             except ValueError:
                 raise EmulatorError(f"kernel {self.kernel.name!r}: local buffer {buf.name} "
                                     "has a symbolic size") from None
+            # a large expansion goes to the heap (a "global" allocation), not a task's stack
+            from engine.ir.dtype import bytes_of
+            big = n * self.th.nthreads * bytes_of(buf.dtype) > _STACK_BYTES
             new = Buffer(f"{buf.name}_per_thread", (n * self.th.nthreads,), buf.dtype,
-                         "local", align=buf.align)
+                         "global" if big else "local", align=buf.align)
             self.exp_bufs[id(buf)] = (new, n)
             self.private_bufs.add(id(buf))
             return S.Allocate(new, self.sync(s.body))
