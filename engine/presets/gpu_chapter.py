@@ -143,8 +143,8 @@ def gemm_shared(n: int = 1024, tile_local_y: int = 8, tile_local_x: int = 8,
     tx = sch.fuse(i1, j1)
     sch.bind(tx, "threadIdx.x")
     nthread = tile_block_y * tile_block_x
-    _cache_read_and_coop_fetch(sch, block_c, nthread, 1, k0)
-    _cache_read_and_coop_fetch(sch, block_c, nthread, 2, k0)
+    _cache_read_and_coop_fetch(sch, block_c, nthread, 0, k0)   # A
+    _cache_read_and_coop_fetch(sch, block_c, nthread, 1, k0)   # B
     sch.decompose_reduction(block_c, k0)
     return sch
 
