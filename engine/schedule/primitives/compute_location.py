@@ -4,15 +4,16 @@ Moving a block under a loop takes three parts: the legality checks (same scope, 
 vectorized loop around, the dependences with the blocks under the loop and with those the
 block would move past: :func:`_conflicts`), the region the blocks under the loop need in
 one iteration (:mod:`.region_inference`: their accesses relaxed over their loops inside
-it), and the rewrite: the values each axis of the block takes there and the new loops
-``ax0, ax1, ...`` over them (:mod:`.var_domain`, TVM's algorithm), inserted before the first
-consumer (compute_at) or after the last producer (reverse_compute_at, at the end of the
-loop's body) — or at the ``index`` asked — the block's old loops removed. Last, what the
-new nest runs is checked: compute_at covers what its consumers read
-(:func:`_verify_covers`) and runs no new instance when the block has a T.where or shares
-its buffer with another writer (:func:`_check_only_own_elements`, boxes of axis values from
-:func:`._common.affine_bindings`); reverse_compute_at reads only what its producers have
-written (``verify_reads``) and runs exactly the same instances
+it — for compute_at of a buffer the threads of a GPU block share, also over the loops at
+and above it bound to those threads, as TVM), and the rewrite: the values each axis of the
+block takes there and the new loops ``ax0, ax1, ...`` over them (:mod:`.var_domain`, TVM's
+algorithm), inserted before the first consumer (compute_at) or after the last producer
+(reverse_compute_at, at the end of the loop's body) — or at the ``index`` asked — the
+block's old loops removed. Last, what the new nest runs is checked: compute_at covers what
+its consumers read (:func:`_verify_covers`) and runs no new instance when the block has a
+T.where or shares its buffer with another writer (:func:`_check_only_own_elements`, boxes
+of axis values from :func:`._common.affine_bindings`); reverse_compute_at reads only what
+its producers have written (``verify_reads``) and runs exactly the same instances
 (:func:`_check_same_instances`); an in-place update, or a reduction split across the
 iterations, runs each instance once (:func:`_check_split_reduction`).
 """
@@ -30,7 +31,7 @@ from ..tree import flatten_seq, replace_stmts
 from ._common import as_bool, expect_block, expect_loop, is_true
 from .inline import ComputeInline, ReverseComputeInline
 from .region_inference import (_nest_loops, access_bounds, check_dense, executes_once,
-                               inner_loops, verify_reads)
+                               inner_loops, shared_thread_loops, verify_reads)
 from .var_domain import EmptyDomain, Simplifier, dim_max, new_nest, region_intervals, solve
 
 
@@ -232,7 +233,12 @@ def _compute_at(ctx: Ctx, inputs, attrs, reverse: bool) -> Result:
                 continue
             if reverse:
                 check_dense(ctx, x, r, inner, blk, loop, hl)
-            b = access_bounds(ctx, x, r, inner) or [None] * len(r.region)
+                relax_loops = inner
+            else:
+                # TVM relaxes by storage scope for compute_at only: a shared buffer is
+                # computed for all the threads of the block that share it
+                relax_loops = inner + shared_thread_loops(ctx, loop, r.buffer)
+            b = access_bounds(ctx, x, r, relax_loops) or [None] * len(r.region)
             prev = required.get(id(r.buffer))
             required[id(r.buffer)] = b if prev is None else [
                 None if p is None or q is None else sim.hull(p, q) for p, q in zip(prev, b)]
@@ -507,7 +513,11 @@ class ComputeAt(_ComputeAtBase):
 
     def call(self, sch, block, loop, preserve_unit_loops: bool = False, index: int = -1):
         """Move a producer block under a loop of its consumer, computing there only the
-        region that the consumer reads in one iteration of that loop.
+        region that the consumer reads in one iteration of that loop. For a buffer the
+        threads of a GPU block share (scope ``"shared"``) that is what all of them read:
+        the region is relaxed also over the loops at and above the loop bound to
+        ``threadIdx.*`` and ``vthread.*`` (TVM's rule; "local" and "global" buffers are
+        computed per thread), each iteration computing the whole tile.
 
         It requires: 1) the block and the loop are in the same scope and the loop is not
         already around the block; 2) the block is not an output block (it does not

@@ -10,6 +10,12 @@ the producers under ``L`` write in one iteration; :func:`check_dense` and
 then reads is inside it. The axes of the moved block are solved from these regions in
 :mod:`.var_domain`. :func:`executes_once` tells whether a new loop nest runs each instance
 of a block once.
+
+Under GPU thread axes compute_at relaxes further, as TVM's ``LoopDomainOfSRefTreePath``
+with the buffer's storage scope as ``extra_relax_scope``: a buffer the threads of a block
+share (``"shared"``) is computed in each iteration of ``L`` for all of them, its region
+relaxed also over the loops bound to ``threadIdx.*`` and ``vthread.*`` at or above ``L``
+(:func:`shared_thread_loops`) — the moved block's loops then do not depend on them.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from typing import Any
 from engine.arith import Analyzer, relax
 from engine.ir import expr as E
 from engine.ir.functor import substitute, uses_var
-from engine.ir.stmt import Block, BlockRealize, For
+from engine.ir.stmt import Block, BlockRealize, For, ForKind
 
 from ..registry import Ctx
 
@@ -45,6 +51,40 @@ def inner_loops(ctx: Ctx, loop: For, realize: BlockRealize) -> list[For]:
     """The loops around ``realize`` strictly inside ``loop``, outermost first."""
     return [lp for lp in ctx.index.loops_above(realize)
             if lp is not loop and ctx.index.contains(loop, lp)]
+
+
+#: TVM's storage ranks (runtime::StorageRank) by a scope's head ("shared.dyn" is "shared"):
+#: lower is shared by more threads ("warp" has none in the engine's scopes yet)
+_STORAGE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
+#: TVM's thread ranks (runtime::ThreadScope): the grid's blocks, then the threads of a block
+#: (a virtual thread at the threads' level)
+_THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
+
+
+def relaxes_under_thread(scope: str, tag: str) -> bool:
+    """TVM's CanRelaxStorageUnderThread, with its rule that a global buffer relaxes nothing
+    beyond the path (LoopDomainOfSRefTreePath): is a buffer of ``scope`` shared by the
+    iterations of a loop bound to ``tag``? "shared" (also "shared.dyn"): by threadIdx.* and
+    vthread.*; "warp": by threadIdx.x only; "global" and "local": nothing extra (a global
+    buffer's elements are computed by the thread that uses them, a local one is the
+    thread's own)."""
+    storage = _STORAGE_RANK.get(scope.partition(".")[0])
+    thread = _THREAD_RANK.get(tag.partition(".")[0])
+    if storage is None or thread is None or storage == 0:
+        return False
+    if storage == 2:
+        return tag == "threadIdx.x"
+    return storage <= thread
+
+
+def shared_thread_loops(ctx: Ctx, loop: For, buffer) -> list[For]:
+    """The thread-bound loops at or above ``loop`` (``loop`` itself included, up to the
+    function's root, as TVM looks) whose threads share ``buffer`` by its storage scope
+    (:func:`relaxes_under_thread`), outermost first; ``[]`` for a program without thread
+    axes."""
+    chain = [loop] + [a for a in ctx.index.ancestors(loop) if isinstance(a, For)]
+    return [lp for lp in reversed(chain) if lp.kind is ForKind.THREAD_BINDING
+            and relaxes_under_thread(buffer.scope, lp.thread_tag)]
 
 
 def access_bounds(ctx: Ctx, blk: Block, region, relax_loops: list[For]):
