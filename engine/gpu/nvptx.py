@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import threading
+from functools import lru_cache
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -64,6 +65,7 @@ from engine.codegen.llvm_types import I1, I8, I32, I64, llvm_type, mem_type, san
 from engine.codegen.loops import LoopMixin
 from engine.codegen.memory import MemoryMixin
 from engine.codegen.statements import StatementMixin
+from engine.codegen.target import JIT_LOCK
 from engine.codegen.vectors import VectorMixin
 from engine.ir import expr as E
 from engine.ir import stmt as S
@@ -119,6 +121,13 @@ def target_machine(arch: str = "sm_80", opt_level: int = 3):
                                         opt=opt_level, reloc="default", codemodel="default")
 
 
+@lru_cache(maxsize=None)
+def data_layout(arch: str = "sm_80") -> str:
+    """The NVPTX data layout LLVM uses for ``arch``."""
+    with JIT_LOCK:
+        return str(target_machine(arch).target_data)
+
+
 def _kernel_cc() -> bool:
     """Does this LLVM mark kernels by the ``ptx_kernel`` calling convention (LLVM 20+)?"""
     return llvm.llvm_version_info[0] >= 20
@@ -153,7 +162,7 @@ class NvptxCodeGen(LoopMixin, StatementMixin, MemoryMixin, VectorMixin, Intrinsi
         super().__init__(module_name)
         self.arch = _check_arch(arch)
         self.module.triple = TRIPLE
-        self.module.data_layout = str(target_machine(arch).target_data)
+        self.module.data_layout = data_layout(arch)
         self.kernels: list[str] = []
 
     # ------------------------------------------------------------------ the kernel
@@ -364,16 +373,12 @@ def kernel_to_llvm(kernel: Kernel, arch: str = "sm_80") -> str:
     return str(llvm_module(kernel, arch, module_name=kernel.name))
 
 
-#: LLVM compiles one module at a time (its NVPTX target machine is not shared by threads)
-_COMPILE_LOCK = threading.Lock()
-
-
 def compile_ptx(kernel_or_kernels, arch: str = "sm_80", opt_level: int = 3) -> str:
     """PTX text of one kernel, or of several in one module (an ``.entry`` each), for
     ``arch``: the LLVM IR of :func:`llvm_module` optimised (``default<O{opt_level}>``)
     and printed by LLVM's NVPTX back end."""
     text = str(llvm_module(kernel_or_kernels, arch))
-    with _COMPILE_LOCK:
+    with JIT_LOCK:  # LLVM's global state, as the CPU build holds it
         tm = target_machine(arch, opt_level)
         mod = llvm.parse_assembly(text)
         mod.verify()
