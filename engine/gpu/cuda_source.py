@@ -326,6 +326,8 @@ class KernelPrinter:
         self.line(f"for ({ctype(v.dtype)} {name} = {lo}; {name} < {hi}; ++{name}) {{")
         self.block(s.body)
         self.line("}")
+        # the loop variable's scope ends with the loop: a later loop may take its name
+        self.names.taken.discard(name)
         if not was_nonneg:
             self.nonneg.discard(id(v))
         self._restore(self.var_names, id(v), old)
