@@ -8,13 +8,17 @@ A :class:`Kernel`'s ``body`` is lowered IR as the CPU back end sees it (no block
 flattened to one dimension; vector accesses as ``Ramp``/``Broadcast``), with:
 
 * the thread indices as free variables: ``kernel.thread_vars`` maps each axis in use
-  ("blockIdx.x", ..., "threadIdx.z") to its ``Var`` (int32); a thread axis not in the map
-  has extent 1 (index 0);
+  ("blockIdx.x", ..., "threadIdx.z") to its ``Var`` (int32, named as TVM does:
+  ``blockIdx_x``, ``threadIdx_x``); a thread axis not in the map has extent 1 (index 0:
+  the lowering writes 0, not a variable);
 * the kernel's parameters: the global buffers it touches and the scalar sizes it reads, in
   ``params`` order (the launch passes them so);
 * "shared" buffers (one per thread block, constant size) in ``shared``, declared by the
-  kernel, not allocated in the body;
-* "local" buffers (one per thread) as ``Allocate`` statements in the body;
+  kernel, not allocated in the body; their contents are undefined at the start of a block
+  (the lowering proves nothing from them);
+* "local" buffers (one per thread) as ``Allocate`` statements in the body; one of a scalar
+  integer dtype is zero-filled where it is allocated, as on the CPU
+  (:func:`engine.ir.dtype.zero_filled`: the bounds proof counts on it);
 * barriers as ``Evaluate(Call("int32", BARRIER, ()))``, where every thread of the block
   waits (CUDA's ``__syncthreads()``), placed by the lowering where a shared buffer written
   by one thread is read by another (or rewritten after another read it).
