@@ -88,11 +88,6 @@ def _axis_var_name(tag: str) -> str:
     return tag.replace(".", "_")
 
 
-def _leaf_blocks(s: Any) -> list:
-    return [b for b in collect_stmts(s, S.BlockRealize)
-            if not collect_stmts(b.block.body, S.BlockRealize)]
-
-
 def _first_block_name(s: Any) -> str | None:
     blocks = collect_stmts(s, S.BlockRealize)
     return blocks[0].block.name_hint if blocks else None
@@ -367,7 +362,7 @@ class _KernelLowerer:
         loops = peel_vector_tails(loops)
         kbody = _strip_wraps(loops, {id(v) for v in wraps})
         flat_shared = tuple(fl.flat(b) for b in compacted)
-        kbody = _Barriers(self, set(th.vars.values())).run(kbody)
+        kbody = _Barriers(self, {v for a, v in th.vars.items() if a in BLOCK_AXES}).run(kbody)
         used = {id(b) for b in _buffers_used(kbody)}
         kparams = [p for p in params + temps if isinstance(p, Buffer) and id(p) in used]
         fv = {id(v) for v in collect_vars(kbody)}
@@ -445,7 +440,7 @@ def _loop_vars_only(s: S.Stmt) -> tuple:
 # 4. shared buffers: one per block, compacted to the box the block uses
 # ---------------------------------------------------------------------------
 class _SharedAccess:
-    __slots__ = ("indices", "path", "guards", "lets")
+    __slots__ = ("indices", "path", "guards")
 
     def __init__(self, indices, path, guards):
         self.indices, self.path, self.guards = indices, path, guards
@@ -687,7 +682,7 @@ class _Barriers:
 
     def __init__(self, kl: _KernelLowerer, thread_vars: set):
         self.kl = kl
-        self.dep = {id(v) for v in thread_vars}   # thread-dependent variables
+        self.dep = {id(v) for v in thread_vars}   # variables that differ between threads
 
     def run(self, body: S.Stmt) -> S.Stmt:
         out, _, _ = self.stmt(body, True, "the kernel's body")
