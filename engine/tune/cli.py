@@ -4,7 +4,7 @@
 
     python -m engine tune matmul --param n=512 --space auto --trials 64 \\
         [--strategy random|evolutionary] [--seed 0] [--dask tcp://scheduler:8786] \\
-        [--database tuning.sqlite3] [--export best.json]
+        [--database tuning.sqlite3] [--export best.json] [--target "cuda -model=a100"]
 
 A progress bar (trials done / total, best so far, time left) while it runs, then a table of
 the best candidates next to numpy's time. ``--export`` writes the best trace as the
@@ -50,6 +50,11 @@ def add_parser(sub: Any) -> None:
                    help="an SQLite tuning database to reuse and extend across runs")
     t.add_argument("--export", metavar="OUT.json", help="write the best trace document here")
     t.add_argument("--top", type=int, default=10, help="rows of the final table (default 10)")
+    t.add_argument("--target", default=None, metavar="TARGET",
+                   help="'llvm' (this machine's CPU, the default) or a CUDA GPU such as "
+                        "'cuda', 'cuda -model=a100', 'nvidia/nvidia-h100': candidates are "
+                        "checked on the GPU or in its emulator and ranked by the GPU's time "
+                        "(the analytic model's without a GPU)")
 
 
 def progress_line(done: int, total: int, best: float | None, eta: float | None,
@@ -95,6 +100,8 @@ def result_table(result: Any, top: int = 10) -> str:
                     "compile (ms)"], rows, {0, 1, 3, 4, 5, 6})
     failed = [r for r in result.records if not r.ok]
     lines = [table, ""]
+    if getattr(result, "task", None) is not None and result.task.is_gpu:
+        lines.append(f"target {result.task.target}: times {result.timing}")
     if any(r.confirmed for r in result.top(top)):
         lines.append("* timed again side by side with its closest rival (one measurement on "
                      "a shared machine can be off by a third)")
@@ -116,7 +123,7 @@ def run(args: argparse.Namespace, out, err, fail: Callable[[str, int], Exception
     from .runner import LocalRunner  # noqa: PLC0415
     from .space import load_space_file, space_of  # noqa: PLC0415
     from .task import TuneError  # noqa: PLC0415
-    from .tuner import tune  # noqa: PLC0415
+    from .tuner import gpu_target_of, tune  # noqa: PLC0415
 
     params = _parse_params(args.param, fail)
     if args.workload not in workloads.names():
@@ -128,7 +135,9 @@ def run(args: argparse.Namespace, out, err, fail: Callable[[str, int], Exception
         raise fail("--workers must be at least 1", 2)
     try:
         params = workloads.resolve_params(args.workload, **params)
-        space = space_of("auto") if args.space == "auto" else load_space_file(args.space)
+        target = gpu_target_of(args.target)
+        space = space_of("auto", target) if args.space == "auto" else \
+            load_space_file(args.space)
     except (workloads.WorkloadError, TuneError) as e:
         raise fail(str(e), 2) from None
     if args.dask:
@@ -156,10 +165,11 @@ def run(args: argparse.Namespace, out, err, fail: Callable[[str, int], Exception
     try:
         db = Database(args.database) if args.database else None
         print(f"tuning {args.workload} " + " ".join(f"{k}={v}" for k, v in params.items())
-              + f" ({space.description}, {args.strategy}, {args.trials} trials)", file=out)
+              + f" ({space.description}, {args.strategy}, {args.trials} trials"
+              + (f", for {target}" if target else "") + ")", file=out)
         result = tune((args.workload, params), space=space, trials=args.trials,
                       strategy=args.strategy, seed=args.seed, runner=runner, database=db,
-                      on_progress=on_progress)
+                      on_progress=on_progress, target=target)
     except TuneError as e:
         raise fail(str(e), 2) from None
     except KeyboardInterrupt:

@@ -7,7 +7,10 @@
     db.best(result.task, k=5)        # the five fastest correct traces so far
 
 Records are keyed by the task (workload + parameters or program text, function, fixed
-prefix, search space: :meth:`TuneTask.key`) and by the machine (CPU model, cores), so a
+prefix, search space, and for a GPU task its target: :meth:`TuneTask.key`) and by the
+machine (CPU model, cores; for a GPU task the target and the GPU that ran it, or "modeled"
+without one: :meth:`Database.machine_of`), and each keeps its target string (``llvm`` for the
+CPU), so CPU and GPU records never mix and a
 later run of the same search on the same kind of machine starts from what was measured
 before — its candidates are not measured again, they train the cost model from the first
 round and seed the evolutionary population. A damaged file is set aside (renamed) and a new
@@ -37,7 +40,8 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, machine TEXT NOT NULL,
     digest TEXT NOT NULL, trace TEXT NOT NULL, seconds REAL, gflops REAL,
-    correct INTEGER NOT NULL, compile_ms REAL, error TEXT, created REAL);
+    correct INTEGER NOT NULL, compile_ms REAL, error TEXT, created REAL,
+    target TEXT NOT NULL DEFAULT 'llvm');
 CREATE INDEX IF NOT EXISTS records_by_task ON records (key, machine);
 CREATE UNIQUE INDEX IF NOT EXISTS records_unique ON records (key, machine, digest);
 """
@@ -121,6 +125,7 @@ class Database:
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.machine = machine or machine_fingerprint()
         self._lock = threading.Lock()
+        self._gpu: str | None = None
         #: why writing stopped (None while it works)
         self.failed: str | None = None
         self._conn = self._open()
@@ -148,6 +153,10 @@ class Database:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            cols = {row[1] for row in conn.execute("PRAGMA table_info(records)")}
+            if "target" not in cols:  # a file from before GPU targets: its records are CPU's
+                conn.execute("ALTER TABLE records ADD COLUMN target TEXT NOT NULL "
+                             "DEFAULT 'llvm'")
             conn.execute("SELECT count(*) FROM records").fetchone()
         except sqlite3.DatabaseError:
             conn.close()
@@ -163,6 +172,18 @@ class Database:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def machine_of(self, task: TuneTask) -> str:
+        """Where ``task``'s times come from: this machine for a CPU task; for a GPU task
+        its target and the GPU here (``"cuda -model=a100 on NVIDIA A100 ..."``) or
+        ``"... modeled"`` without one (the analytic model's times)."""
+        if not task.is_gpu:
+            return self.machine
+        if self._gpu is None:
+            from engine.gpu.driver import cuda_available  # noqa: PLC0415
+            ok, why = cuda_available()
+            self._gpu = why if ok else "modeled"
+        return f"{task.target} on {self._gpu}"
 
     # ------------------------------------------------------------------ writing
     def add(self, task: TuneTask, trace_doc: dict, result: MeasureResult,
@@ -181,27 +202,29 @@ class Database:
     def _add(self, task: TuneTask, trace_doc: dict, result: MeasureResult,
              confirmed: bool = False) -> None:
         key, digest = task.key(), trace_digest(trace_doc)
+        machine, target = self.machine_of(task), task.target or "llvm"
         now = time.time()
         with self._lock, self._conn:
             self._conn.execute(
                 "INSERT OR IGNORE INTO tasks (key, machine, description, created) "
                 "VALUES (?, ?, ?, ?)",
-                (key, self.machine, json.dumps(task.describe(), sort_keys=True), now))
+                (key, machine, json.dumps(task.describe(), sort_keys=True), now))
             row = self._conn.execute(
                 "SELECT seconds FROM records WHERE key=? AND machine=? AND digest=?",
-                (key, self.machine, digest)).fetchone()
+                (key, machine, digest)).fetchone()
             values = (json.dumps(trace_doc), result.seconds, result.gflops,
                       int(bool(result.correct)), result.compile_ms, result.error, now)
             if row is None:
                 self._conn.execute(
                     "INSERT INTO records (key, machine, digest, trace, seconds, gflops, "
-                    "correct, compile_ms, error, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (key, self.machine, digest) + values)
+                    "correct, compile_ms, error, created, target) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (key, machine, digest) + values + (target,))
             elif result.ok and (confirmed or row[0] is None or result.seconds < row[0]):
                 self._conn.execute(
                     "UPDATE records SET trace=?, seconds=?, gflops=?, correct=?, "
                     "compile_ms=?, error=?, created=? WHERE key=? AND machine=? AND digest=?",
-                    values + (key, self.machine, digest))
+                    values + (key, machine, digest))
 
     # ------------------------------------------------------------------ reading
     def records(self, task: TuneTask) -> list[TrialRecord]:
@@ -209,7 +232,8 @@ class Database:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT trace, seconds, gflops, correct, compile_ms, error FROM records "
-                "WHERE key=? AND machine=? ORDER BY id", (task.key(), self.machine)).fetchall()
+                "WHERE key=? AND machine=? AND target=? ORDER BY id",
+                (task.key(), self.machine_of(task), task.target or "llvm")).fetchall()
         out = []
         for trace, seconds, gflops, correct, compile_ms, error in rows:
             try:
@@ -230,5 +254,5 @@ class Database:
             if task is None:
                 return self._conn.execute("SELECT count(*) FROM records").fetchone()[0]
             return self._conn.execute(
-                "SELECT count(*) FROM records WHERE key=? AND machine=?",
-                (task.key(), self.machine)).fetchone()[0]
+                "SELECT count(*) FROM records WHERE key=? AND machine=? AND target=?",
+                (task.key(), self.machine_of(task), task.target or "llvm")).fetchone()[0]

@@ -65,6 +65,9 @@ class MeasureResult:
     correct: bool = False
     compile_ms: float | None = None
     error: str | None = None
+    #: how ``seconds`` was obtained when it is not a CPU timing: "measured on <GPU>" or
+    #: "modeled for <GPU> (no GPU on this machine)" (GPU targets)
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -77,7 +80,7 @@ class MeasureResult:
     def from_dict(d: dict) -> "MeasureResult":
         return MeasureResult(seconds=d.get("seconds"), gflops=d.get("gflops"),
                              correct=bool(d.get("correct")), compile_ms=d.get("compile_ms"),
-                             error=d.get("error"))
+                             error=d.get("error"), note=d.get("note"))
 
 
 @dataclass
@@ -144,6 +147,8 @@ class TaskContext:
     # ------------------------------------------------------------------ phases
     def build(self, trace_doc: dict) -> Built:
         """Replay, compile and check one candidate (the result says what failed)."""
+        if self.task.is_gpu:
+            return self._build_gpu(trace_doc)
         res = MeasureResult()
         try:
             sch = self.task.replay(trace_doc, mod=self.mod)
@@ -176,6 +181,8 @@ class TaskContext:
         res = built.result
         if built.rt is None or not res.correct:
             return res
+        if self.task.is_gpu:
+            return self._time_gpu(built)
         checked = built.checked_seconds
         if checked is not None and best_so_far and checked > CHECKED_SLOW_FACTOR * best_so_far:
             # its checked run alone shows it is far from the best: not run again (a
@@ -191,11 +198,91 @@ class TaskContext:
             return res
         return self._timed(res, secs)
 
+    # ------------------------------------------------------------------ GPU targets
+    def _build_gpu(self, trace_doc: dict) -> Built:
+        """A GPU candidate: replayed, built for the task's CUDA target (lowering, PTX,
+        ptxas when installed), run once on the GPU — or, without one, in the emulator, at
+        full size — and compared with the reference."""
+        from engine.gpu.build import build_gpu  # noqa: PLC0415
+        res = MeasureResult()
+        try:
+            sch = self.task.replay(trace_doc, mod=self.mod)
+        except Exception as e:  # noqa: BLE001 - reported with the trial
+            res.error = f"the trace does not replay: {e}"
+            return Built(res)
+        try:
+            t0 = time.perf_counter()
+            rt = build_gpu(sch.mod, self.task.target)
+            res.compile_ms = (time.perf_counter() - t0) * 1e3
+        except Exception as e:  # noqa: BLE001 - BuildError: too many threads, shared memory
+            res.error = f"compile failed: {e}"
+            return Built(res)
+        run_args = [a.copy() for a in self.args()]
+        try:
+            rt[self.task.func_name](*run_args)
+        except Exception as e:  # noqa: BLE001
+            res.error = f"running failed: {type(e).__name__}: {e}"
+            return Built(res)
+        problem = compare_outputs(run_args, self.expected())
+        if problem:
+            res.error = f"wrong result: {problem}"
+            return Built(res)
+        res.correct = True
+        return Built(res, rt)
+
+    def _time_gpu(self, built: Built) -> MeasureResult:
+        """Kernel time on the GPU (CUDA events, the best of a few repeats), or without one
+        the analytic model's time for the target's GPU (the note says which)."""
+        res, rt, name = built.result, built.rt, self.task.func_name
+        try:
+            ok, why = rt.device_status()
+            if ok:
+                args = [a.copy() for a in self.args()]
+                timing = rt.time_evaluator(name, number=10, repeat=3)(*args)
+                seconds, res.note = float(timing.min), f"measured on {why}"
+            else:
+                seconds = float(rt.model(name).time_s)
+                res.note = (f"modeled for {rt.target.spec.display_name} "
+                            "(no GPU on this machine)")
+        except Exception as e:  # noqa: BLE001
+            res.error = f"timing failed: {e}"
+            return res
+        return self._timed(res, seconds)
+
     def _timed(self, res: MeasureResult, seconds: float) -> MeasureResult:
         res.seconds = seconds
         if self.flops:
             res.gflops = self.flops / seconds / 1e9
         return res
+
+
+def compare_outputs(got: list, expected: list) -> str:
+    """"" when every array of ``got`` matches ``expected`` within the tolerances of
+    :func:`engine.runtime.check_correctness` (float32: rtol 1e-4, atol 1e-4 scaled by the
+    largest expected magnitude), else what differs."""
+    from engine.runtime.correctness import _tol  # noqa: PLC0415
+    problems = []
+    for n, (a, b) in enumerate(zip(got, expected)):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            problems.append(f"argument {n}: shape {a.shape}, expected {b.shape}")
+            continue
+        if a.dtype == b.dtype and np.array_equal(a, b):
+            continue
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        if a.dtype.kind in "biu":
+            bad = int(np.count_nonzero(a64 != b64))
+            if bad:
+                problems.append(f"argument {n}: {bad} of {a.size} elements differ")
+            continue
+        scale = float(np.nanmax(np.abs(b64))) if b64.size and np.any(np.isfinite(b64)) else 1.0
+        r, at = _tol(a.dtype, None, None, scale)
+        diff = np.abs(a64 - b64)
+        bad = int(np.count_nonzero(~(diff <= at + r * np.abs(b64))))
+        if bad:
+            problems.append(f"argument {n}: {bad} of {a.size} elements outside rtol={r:g}, "
+                            f"atol={at:g} (max abs err {float(np.nanmax(diff)):.3g})")
+    return "; ".join(problems)
 
 
 def _fixed(expected: list) -> Callable:

@@ -37,7 +37,7 @@ from engine.schedule import Schedule
 
 from .task import TuneError
 
-__all__ = ["Space", "FunctionSpace", "DirectiveSpace", "AutoSpace", "space_of",
+__all__ = ["Space", "FunctionSpace", "DirectiveSpace", "AutoSpace", "AutoGpuSpace", "space_of",
            "load_space_file", "DIRECTIVE_KINDS"]
 
 
@@ -231,13 +231,31 @@ class AutoSpace(Space):
         apply_auto(sch)
 
 
-def space_of(space: Any) -> Space:
-    """A :class:`Space` from ``"auto"``, a function, a list of directives or a Space."""
+class AutoGpuSpace(Space):
+    """MetaSchedule-like design-space rules for a CUDA target (see :mod:`.auto_gpu`);
+    ``target``: the target string (its limits bound the sampled thread blocks)."""
+
+    id = "auto-gpu:1"
+    description = ("auto (GPU): multi-level tiling bound to blockIdx/vthread/threadIdx with "
+                   "sampled tiles, local accumulation, cooperative shared-memory fetches, "
+                   "element-wise stages bound to sampled thread counts")
+
+    def __init__(self, target: str = "cuda"):
+        self.target = str(target)
+
+    def apply(self, sch: Schedule) -> None:
+        from .auto_gpu import apply_auto_gpu  # noqa: PLC0415
+        apply_auto_gpu(sch, self.target)
+
+
+def space_of(space: Any, target: str | None = None) -> Space:
+    """A :class:`Space` from ``"auto"``, a function, a list of directives or a Space;
+    ``target``: a CUDA target string makes ``"auto"`` the GPU rules."""
     if isinstance(space, Space):
         return space
     if isinstance(space, str):
         if space == "auto":
-            return AutoSpace()
+            return AutoGpuSpace(target) if target is not None else AutoSpace()
         raise TuneError(f"unknown search space {space!r}; pass 'auto', a function of a "
                         "schedule, or a list of sampling directives")
     if isinstance(space, list):

@@ -39,6 +39,13 @@ class TuneTask:
     script: str | None = None
     prefix: dict | None = None
     space_id: str = ""
+    #: the target string (None: the host CPU, "llvm"); a CUDA target ("cuda -model=a100")
+    #: makes the candidates GPU builds, checked in the emulator or on a GPU
+    target: str | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.target is not None
 
     # ------------------------------------------------------------------ programs
     def module(self) -> IRModule:
@@ -84,25 +91,30 @@ class TuneTask:
 
     def describe(self) -> dict:
         """The task as JSON-ready data (the database stores it next to its key)."""
-        return {"workload": self.workload, "params": dict(self.params),
-                "script_sha": _sha(self.script) if self.script is not None else None,
-                "func_name": self.func_name,
-                "prefix": (self.prefix or {}).get("insts", []), "space": self.space_id}
+        d = {"workload": self.workload, "params": dict(self.params),
+             "script_sha": _sha(self.script) if self.script is not None else None,
+             "func_name": self.func_name,
+             "prefix": (self.prefix or {}).get("insts", []), "space": self.space_id}
+        if self.target is not None:  # a CPU task's key is what it always was
+            d["target"] = self.target
+        return d
 
     def key(self) -> str:
-        """The database key: workload + parameters (or program text) + prefix + space."""
+        """The database key: workload + parameters (or program text) + prefix + space (+ the
+        target, for a GPU task: CPU and GPU records never share a key)."""
         return _sha(json.dumps(self.describe(), sort_keys=True, default=str))
 
     def as_dict(self) -> dict:
         return {"func_name": self.func_name, "workload": self.workload,
                 "params": dict(self.params), "script": self.script, "prefix": self.prefix,
-                "space_id": self.space_id}
+                "space_id": self.space_id, "target": self.target}
 
     @staticmethod
     def from_dict(d: dict) -> "TuneTask":
         return TuneTask(func_name=d["func_name"], workload=d.get("workload"),
                         params=dict(d.get("params") or {}), script=d.get("script"),
-                        prefix=d.get("prefix"), space_id=d.get("space_id", ""))
+                        prefix=d.get("prefix"), space_id=d.get("space_id", ""),
+                        target=d.get("target"))
 
 
 def _sha(text: str) -> str:
@@ -117,7 +129,7 @@ def _schedule(mod: IRModule, workload, func_name: str, seed: int | None) -> Sche
 
 
 def task_of(program: Any, func_name: str | None, space_id: str,
-            workload: Any = None) -> TuneTask:
+            workload: Any = None, target: str | None = None) -> TuneTask:
     """The :class:`TuneTask` of what :func:`engine.tune.tune` was given.
 
     ``program``: a workload name, ``(name, params)``, an ``engine.Schedule`` (its workload
@@ -161,8 +173,9 @@ def task_of(program: Any, func_name: str | None, space_id: str,
                         f"{', '.join(names)}")
     if workload is not None:
         return TuneTask(func_name=func_name, workload=workload[0], params=dict(workload[1]),
-                        prefix=prefix, space_id=space_id)
-    return TuneTask(func_name=func_name, script=mod.script(), prefix=prefix, space_id=space_id)
+                        prefix=prefix, space_id=space_id, target=target)
+    return TuneTask(func_name=func_name, script=mod.script(), prefix=prefix, space_id=space_id,
+                    target=target)
 
 
 def _same_program(a: IRModule, b: IRModule) -> bool:

@@ -23,6 +23,16 @@ if it matched numpy. After each round the fastest candidate and the runner-up ar
 again side by side unless that was done already (:func:`settle_best`): one measurement on
 a shared machine does not decide the best. ``on_progress(event)`` is called after every
 trial; ``should_stop()`` is asked between trials (what was found so far is kept).
+
+**GPU targets.** ``tune(..., target="cuda -model=a100")`` (any string
+:class:`engine.gpu.Target` accepts naming a CUDA GPU) tunes for that GPU: ``space="auto"``
+is then the GPU rules (:mod:`.auto_gpu`); each candidate is built with
+:func:`engine.gpu.build.build_gpu`, run once at full size — on the GPU when this machine
+has one, else in the emulator — and compared with the reference, and ranked by its kernel
+time measured on the GPU or, without one, by the analytic model's time for the target's
+GPU (:mod:`engine.gpu.model`; ``TuneResult.timing`` says "modeled for NVIDIA A100 ...").
+A candidate the GPU build refuses (too many threads, too much shared memory for the
+target) is a failed candidate, as a CPU candidate that does not compile.
 """
 from __future__ import annotations
 
@@ -79,6 +89,23 @@ class TuneResult:
     strategy: str = ""
 
     @property
+    def target(self) -> str:
+        """The target tuned for ("llvm": this machine's CPU)."""
+        return self.task.target or "llvm"
+
+    @property
+    def timing(self) -> str:
+        """How the times were obtained: "measured on this machine's CPU", "measured on
+        <GPU>" or "modeled for <GPU> (no GPU on this machine)"."""
+        if not self.task.is_gpu:
+            return "measured on this machine's CPU"
+        for r in [self.best] + self.records:
+            if r is not None and r.result.note:
+                return r.result.note
+        from engine.gpu.target import Target  # noqa: PLC0415
+        return f"modeled for {Target(self.task.target).spec.display_name}"
+
+    @property
     def best(self) -> TrialRecord | None:
         ok = [r for r in self.records + self.prior if r.ok]
         return min(ok, key=lambda r: r.seconds) if ok else None
@@ -122,18 +149,21 @@ def tune(mod: Any, space: Any = "auto", trials: int = 64, strategy: str = "evolu
          database: Database | str | None = None, *, batch_size: int | None = None,
          evolution: EvolutionConfig | None = None,
          on_progress: Callable[[ProgressEvent], None] | None = None,
-         should_stop: Callable[[], bool] | None = None) -> TuneResult:
+         should_stop: Callable[[], bool] | None = None,
+         target: Any = None) -> TuneResult:
     """Search ``space`` on ``mod`` for ``trials`` measured candidates; see the module
     docstring. ``mod``: a workload name, ``(name, params)``, an ``engine.Schedule`` (its
-    steps so far are the fixed prefix), an IRModule or a PrimFunc."""
+    steps so far are the fixed prefix), an IRModule or a PrimFunc. ``target``: None or
+    ``"llvm"`` for this machine's CPU, or a CUDA target (``"cuda -model=a100"``)."""
     if strategy not in STRATEGIES:
         raise TuneError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     if not isinstance(trials, int) or isinstance(trials, bool) or not 1 <= trials <= MAX_TRIALS:
         raise TuneError(f"trials must be a whole number from 1 to {MAX_TRIALS}, got {trials!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TuneError(f"seed must be an integer, got {seed!r}")
-    sp: Space = space_of(space)
-    task = task_of(mod, func_name, sp.id)
+    gpu_target = gpu_target_of(target)
+    sp: Space = space_of(space, gpu_target)
+    task = task_of(mod, func_name, sp.id, target=gpu_target)
     own_db = isinstance(database, str)
     db = Database(database) if own_db else database
     own_runner = runner is None
@@ -146,6 +176,21 @@ def tune(mod: Any, space: Any = "auto", trials: int = 64, strategy: str = "evolu
             run.close()
         if own_db and db is not None:
             db.close()
+
+
+def gpu_target_of(target: Any) -> str | None:
+    """The canonical CUDA target string of ``target``, or None for the CPU (None,
+    ``"llvm"`` or an llvm Target); anything else is refused with the target's sentence."""
+    if target is None:
+        return None
+    from engine.gpu.target import Target, TargetError  # noqa: PLC0415
+    try:
+        t = target if isinstance(target, Target) else Target(str(target))
+    except TargetError as e:
+        raise TuneError(f"bad target {str(target)!r}: {e}") from None
+    if t.kind.name == "llvm":
+        return None
+    return str(t)
 
 
 def _search(task: TuneTask, space: Space, trials: int, strategy: str, seed: int,
@@ -211,6 +256,8 @@ def settle_best(runner: Runner, task: TuneTask, result: "TuneResult",
                         key=lambda r: r.seconds)
         if len(ranked) < 2 or ranked[0].confirmed:
             return
+        if (ranked[0].result.note or "").startswith("modeled"):
+            return  # the analytic model's times do not vary: nothing to confirm
         best, rival = ranked[0], ranked[1]
         times = runner.confirm(task, [rival.trace, best.trace])
         if len(times) != 2 or None in times:
