@@ -5,14 +5,20 @@ block by block:
 
 1. **auto-inline** — as on the CPU (:func:`engine.tune.auto._auto_inline`): an element-wise
    stage that is not an output and has no condition is inlined into its consumers;
-2. **multi-level tiling ``SSSRRSRS``** of every block with spatial and reduction axes
-   (matmul, batch matmul, conv2d, a row reduction): each spatial loop is split into five
+2. **multi-level tiling** (MetaSchedule's ``SSSRRSRS``) of every block with spatial and
+   reduction axes (matmul, conv2d, a row reduction): each spatial loop is split into five
    factors ``[blockIdx, vthread, threadIdx, serial, inner]`` (``sample_perfect_tile``, the
    innermost at most :data:`INNER_TILE`; the vthread factors may be 1), each reduction loop
-   into three ``[outer, mid, inner]``, and the loops are reordered
-   ``S0 S1 S2 R0 R1 S3 R2 S4``. The ``S0`` loops are fused and bound to ``blockIdx.x``, the
-   ``S1`` loops to ``vthread.x`` (run one after the other by each thread here: the engine's
-   lowering makes a vthread a serial loop), the ``S2`` loops to ``threadIdx.x``. The result
+   into three ``[outer, mid, inner]``. The ``S0`` loops are fused and bound to
+   ``blockIdx.x``, the ``S2`` loops to ``threadIdx.x``, the ``S1`` loops to ``vthread.x``.
+   One change from MetaSchedule's order ``S0 S1 S2 R0 R1 S3 R2 S4``: the vthread level goes
+   below the reduction's outer loops, ``S0 S2 R0 R1 S1 S3 R2 S4``. TVM merges vthreads into
+   each thread (its vthread injection); the engine's lowering runs a vthread loop as a
+   serial loop, so under MetaSchedule's order each vthread would fetch the shared tiles again
+   and the shared buffers could not be compacted per reduction step. Placed inside, the
+   vthread level is a strided register tile, as in TVM; for ``reverse_compute_at`` to see one
+   box per thread a spatial axis has a vthread factor over 1 only when its thread factor is
+   1 (a constraint of the joint draw below). The result
    is accumulated in registers: ``cache_write(..., "local")`` written back per thread
    (``reverse_compute_at`` at the thread loop) — or, when the block's only consumer is an
    element-wise output stage (mm_relu's ReLU), that stage is moved there instead and the
@@ -32,8 +38,8 @@ block by block:
 schedule's seeded generator, :meth:`Schedule.fork_seed`) until the thread block has between
 a warp and the target's ``max_threads_per_block`` threads, at most :data:`MAX_VTHREADS`
 virtual threads and :data:`MAX_ACCUMULATORS` accumulators per thread, the shared tiles fit
-in the target's ``max_shared_memory_per_block``, and each shared tile is a whole number of
-rounds of the block's threads; the draw is then given to ``sample_perfect_tile`` as its
+in the target's ``max_shared_memory_per_block`` (estimated from the block's read regions),
+and each shared tile is a whole number of rounds of the block's threads; the draw is then given to ``sample_perfect_tile`` as its
 decision, so the trace records it like any sample and the search can mutate it. (After
 :data:`JOINT_TRIES` draws without such a tiling the last draw is used.)
 
@@ -48,6 +54,10 @@ one by one, not their product), so a mutation that changes a thread factor is re
 **Not done** (MetaSchedule does them): an unroll pragma (the lowering has none; the inner
 loops stay serial loops, which LLVM unrolls), cross-thread reductions (a block with no
 spatial axis is refused: the engine builds none), tensor cores.
+
+**Known gaps**: a fetch of a three-dimensional tile (batch matmul) is refused by ``bind``
+(the race check does not see through the fused, split index), and softmax's statistics
+stages are refused by ``reverse_compute_at``: the space gives no candidate for those yet.
 """
 from __future__ import annotations
 
