@@ -15,13 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import nd as _nd
 from .ir import IRModule, PrimFunc, display, structural_equal, structural_hash
 
 __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
     "build", "Schedule", "TensorIntrin", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
     "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
-    "relax", "nd", "register_func", "get_global_func", "cpu",
+    "relax", "nd", "register_func", "get_global_func", "cpu", "cuda",
 ]
 
 _SUBMODULES = {"relax", "nd", "workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
@@ -33,6 +34,7 @@ _LAZY = {
     "register_func": ("engine.runtime", "register_func"),
     "get_global_func": ("engine.runtime", "get_global_func"),
     "cpu": ("engine.nd", "cpu"),
+    "cuda": ("engine.nd", "cuda"),
     "ScriptError": ("engine.script", "ScriptError"),
     "interpret": ("engine.interpreter", "interpret"),
     "build": ("engine.runtime", "build"),
@@ -85,3 +87,14 @@ def _html(obj: Any) -> str:
 display.register("script", _script)
 display.register("repr", _repr)
 display.register("html", _html)
+
+
+# ``engine.cuda(0)`` and ``engine.nd.array(x, engine.cuda(0))``: ``engine.nd`` is at the
+# bottom of the engine, so the GPU side (engine.gpu.device, over the CUDA driver) is
+# registered here, from the top, and imported on first use.
+def _cuda_backend() -> Any:
+    from .gpu import device
+    return device
+
+
+_nd.register_cuda_backend(_cuda_backend)

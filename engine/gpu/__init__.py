@@ -15,7 +15,13 @@ Modules: :mod:`.specs` (named GPUs' specification sheets), :mod:`.target` (``Tar
 parsed from TVM-style strings), :mod:`.occupancy` (CUDA's occupancy rules),
 :mod:`.toolchain` (ptxas and NVRTC from the CUDA 12 wheels, in subprocesses),
 :mod:`.nvrtc_process` (the NVRTC subprocess). No GPU is needed for any of them.
+
+With a GPU: :mod:`.driver` (the CUDA driver API: ``cuda_available()``, ``load_ptx``,
+``launch``, ``DeviceBuffer``, ``time_launches``; without one each says "no CUDA device: ...")
+and :mod:`.device` (the GPU memory of ``engine.nd.array(x, engine.cuda(0))``).
 """
+from .driver import (CudaError, DeviceBuffer, DriverFunction, DriverModule, NoCudaDevice,
+                     cuda_available, launch, load_ptx, time_launches)
 from .occupancy import LIMITS, Occupancy, occupancy
 from .specs import (ARCH_REPRESENTATIVE, DEFAULT_GPU, GPUS, SUPPORTED_ARCHS, GPUSpec, get_spec,
                     spec_for_arch)
@@ -28,4 +34,6 @@ __all__ = ["GPUSpec", "GPUS", "DEFAULT_GPU", "ARCH_REPRESENTATIVE", "SUPPORTED_A
            "get_spec", "spec_for_arch", "Target", "TargetKind", "TargetError", "list_tags",
            "spec_by_model", "Occupancy", "LIMITS", "occupancy", "AssemblyReport",
            "KernelResources", "ToolchainError", "ToolchainStatus", "ToolStatus",
-           "assemble_ptx", "compile_cuda", "parse_ptxas_info", "toolchain_status"]
+           "assemble_ptx", "compile_cuda", "parse_ptxas_info", "toolchain_status",
+           "CudaError", "NoCudaDevice", "cuda_available", "DeviceBuffer", "DriverModule",
+           "DriverFunction", "load_ptx", "launch", "time_launches"]

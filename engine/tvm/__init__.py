@@ -29,14 +29,14 @@ import importlib
 from typing import Any
 
 from engine import nd, te, topi
-from engine.nd import cpu, device
+from engine.nd import cpu, cuda, device
 
 from . import ir, runtime, s_tir, script, target, tir, tirx
 from .driver import build, compile  # noqa: A004 - TVM's name
 from .ir import IRModule
 
 __all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
-           "target", "testing", "compile", "build", "cpu", "device"]
+           "target", "testing", "compile", "build", "cpu", "cuda", "device"]
 
 
 def __getattr__(name: str) -> Any:

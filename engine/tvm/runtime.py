@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.nd import NDArray, check_device, cpu, device, empty
+from engine.nd import NDArray, check_device, cpu, cuda, device, empty
 from engine.nd import array as tensor
 from engine.runtime import Module, get_global_func, register_func
 
 Tensor = NDArray
 
-__all__ = ["tensor", "empty", "Tensor", "NDArray", "cpu", "device", "Module", "Executable",
-           "get_global_func", "register_func"]
+__all__ = ["tensor", "empty", "Tensor", "NDArray", "cpu", "cuda", "device", "Module",
+           "Executable", "get_global_func", "register_func"]
 
 
 class Executable:
