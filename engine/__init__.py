@@ -37,7 +37,6 @@ _LAZY = {
     "cuda": ("engine.nd", "cuda"),
     "ScriptError": ("engine.script", "ScriptError"),
     "interpret": ("engine.interpreter", "interpret"),
-    "build": ("engine.runtime", "build"),
     "Schedule": ("engine.schedule", "Schedule"),
     "TensorIntrin": ("engine.schedule.tensor_intrin", "TensorIntrin"),
     "ScheduleError": ("engine.schedule", "ScheduleError"),
@@ -46,6 +45,25 @@ _LAZY = {
     "BuildError": ("engine.runtime", "BuildError"),
     "ArgumentError": ("engine.runtime", "ArgumentError"),
 }
+
+
+def build(mod: Any, target: Any = "llvm", **options: Any) -> Any:
+    """Compile ``mod`` (IRModule or PrimFunc): for the host CPU (``target="llvm"``, the
+    default; :func:`engine.runtime.build` and its options), or for a CUDA GPU
+    (``target="cuda"``, ``"cuda -arch=sm_80"``, ``"nvidia/nvidia-a100"``, an
+    ``engine.gpu.Target``: :func:`engine.gpu.build.build_gpu` — run on the GPU when there is
+    one, else in the emulator)."""
+    from .gpu.build import build_gpu, is_gpu_target
+    if is_gpu_target(target):
+        if options:
+            from .lower.errors import BuildError
+            raise BuildError(f"the GPU build takes no options (got {sorted(options)})")
+        return build_gpu(mod, target)
+    from .runtime import build as build_cpu
+    if not isinstance(target, str) and getattr(getattr(target, "kind", None), "name",
+                                                None) == "llvm":
+        target = str(target)
+    return build_cpu(mod, target=target, **options)
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,7 @@
     python -m engine tune WORKLOAD [--param n=512] [--space auto|FILE.py] --trials 64
                                    [--strategy random|evolutionary] [--dask ADDRESS]
                                    [--export best.json]
+    python -m engine gpu-check [--size 1024] [--gpu a100] [--program gemm_shared ...]
 
 Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
 input such as an unreadable or invalid trace, 1 for a program that computes wrong
@@ -120,6 +121,19 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--repeat", type=int, default=3, help="timing repeats")
     from engine.tune import cli as tune_cli  # noqa: PLC0415
     tune_cli.add_parser(sub)
+    g = sub.add_parser(
+        "gpu-check", help="run the course's GPU chapter on this machine's GPU",
+        description="Build the GPU chapter's programs (vector add, window sum, GEMM local "
+                    "and shared blocking) for CUDA, check them against numpy and time them: "
+                    "on the GPU when there is one (measured beside the model), else in the "
+                    "emulator with the model's figures, saying there is no GPU. Exits 0 "
+                    "when every result matches numpy.")
+    g.add_argument("--size", type=int, default=1024, help="n (default 1024, the course's)")
+    g.add_argument("--gpu", default=None, help="model the named GPU (h100-sxm, a100, "
+                                               "rtx-4090, tesla-p100, ...)")
+    g.add_argument("--program", action="append", default=None,
+                   choices=("vector_add", "window_sum", "gemm_local", "gemm_shared"),
+                   help="one program (repeatable; default: all four)")
     return p
 
 
@@ -371,6 +385,23 @@ def cmd_run_model(args: argparse.Namespace, out) -> int:
 
 COMMANDS = {"run-model": cmd_run_model, "tune": cmd_tune, "replay": cmd_replay, "workloads": cmd_workloads, "lessons": cmd_lessons,
             "challenges": cmd_challenges, "check": cmd_check}
+
+
+def cmd_gpu_check(args: argparse.Namespace, out) -> int:
+    from engine import gpu_check  # noqa: PLC0415
+    if not 1 <= args.size <= 8192:
+        raise CLIError(f"--size must be from 1 to 8192, got {args.size}")
+    if args.program and any(p.startswith("gemm") for p in args.program) or not args.program:
+        if args.size % 64:
+            raise CLIError(f"--size must be a multiple of 64 for the GEMMs (their tiles), "
+                           f"got {args.size}")
+    try:
+        return gpu_check.run(args.size, args.gpu, args.program, out)
+    except ValueError as e:    # a bad --gpu name: the target's sentence
+        raise CLIError(str(e)) from None
+
+
+COMMANDS["gpu-check"] = cmd_gpu_check
 
 
 def main(argv: Sequence[str] | None = None, out=None, err=None) -> int:

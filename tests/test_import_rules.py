@@ -34,7 +34,7 @@ ENGINE_LAYERS = [
     {"engine.schedule"},
     {"engine.cache", "engine.presets", "engine.notebook", "engine.relax"},
     {"engine.roofline", "engine.lessons", "engine.models", "engine.tune"},
-    {"engine.challenges"},
+    {"engine.challenges", "engine.gpu_check"},
     {"engine.cli"},
     {"engine.__main__", "engine", "engine.tvm"},
 ]

@@ -15,6 +15,8 @@ UNPICKLE_ALLOWED = {"app/service/actions.py"}      # IRModules pickled by the se
 SUBPROCESS_ALLOWED = {
     "engine/runtime/native.py",   # compiles the project's own parallel.c
     "engine/tune/runner.py",      # starts `python -m engine.tune.local_worker` (fixed argv)
+    "engine/gpu/toolchain.py",    # runs ptxas and the NVRTC child script (fixed argv, no shell,
+                                  # with a timeout; the source goes in a temporary file/stdin)
 }
 
 

@@ -88,6 +88,11 @@ class PrimFunc(Node):
         or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""
         return display.render("script", self, dialect=dialect)
 
+    def show(self, dialect: str = "course-2022", **_style: object) -> None:
+        """Print the TVMScript text (TVM's ``show()``; TVM's style options are accepted and
+        ignored: the text is not highlighted)."""
+        print(self.script(dialect=dialect))
+
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""
         return display.render("html", self)
@@ -209,6 +214,11 @@ class IRModule(Node):
         """TVMScript text: ``dialect="course-2022"`` (the course's spelling, the default)
         or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""
         return display.render("script", self, dialect=dialect)
+
+    def show(self, dialect: str = "course-2022", **_style: object) -> None:
+        """Print the TVMScript text (TVM's ``show()``; TVM's style options are accepted and
+        ignored: the text is not highlighted)."""
+        print(self.script(dialect=dialect))
 
     def _repr_html_(self) -> str:
         """Jupyter rendering: highlighted script and loop-nest picture."""

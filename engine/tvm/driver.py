@@ -1,5 +1,7 @@
-"""``tvm.compile`` (TVM 0.27) and the course's ``tvm.build``: :func:`engine.build` (LLVM,
-the host CPU), its module wrapped with TVM's call shapes (:class:`.runtime.Executable`)."""
+"""``tvm.compile`` (TVM 0.27) and the course's ``tvm.build``: :func:`engine.build` — for
+the host CPU, its module wrapped with TVM's call shapes (:class:`.runtime.Executable`); for
+a CUDA target, the GPU build itself (``rt["main"](...)``, ``imported_modules[0]
+.get_source()``, ``time_evaluator("main", dev)``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -16,6 +18,9 @@ def compile_module(mod: Any, target: Any = "llvm", **options: Any) -> Executable
     ``options`` are :func:`engine.build`'s (``fast_math``, ``opt_level``, ...)."""
     if target is None:   # TVM: the default host target
         target = "llvm"
+    from engine.gpu.build import build_gpu, is_gpu_target
+    if is_gpu_target(target):
+        return build_gpu(mod, target)
     return Executable(_build(mod, target=target if isinstance(target, str) else str(target),
                              **options))
 
