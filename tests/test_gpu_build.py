@@ -105,3 +105,18 @@ def test_gpu_check_runs_the_chapter_and_says_there_is_no_gpu():
     assert main(["gpu-check", "--size", "100", "--program", "gemm_local"], out=out,
                 err=err) == 2
     assert "multiple of 64" in err.getvalue()
+
+
+@pytest.mark.parametrize("arch", __import__("engine.gpu.specs", fromlist=["x"]).SUPPORTED_ARCHS)
+def test_every_supported_arch_builds_and_assembles(arch):
+    """LLVM aborts the whole process on a PTX version an arch does not take: each arch is
+    built in a child process, which must finish and assemble its kernel."""
+    import subprocess
+    import sys
+    code = ("from engine.presets import gpu_chapter as g; from engine.gpu.build import "
+            f"build_gpu; rt = build_gpu(g.gemm_shared(64, 4, 4, 4, 4, 4).mod, 'cuda -arch={arch}'); "
+            "print(rt.assembly.kernel('main_kernel0').registers)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip()) > 0

@@ -85,8 +85,10 @@ SHARED_PTR = ir.PointerType(addrspace=SHARED_AS)
 BUFFER_ALIGN = 16
 #: the PTX ISA version asked of LLVM (7.5: CUDA 11.5; ptxas of CUDA 12 reads it for sm_60..sm_90)
 PTX_FEATURES = "+ptx75"
-#: PTX ISA version needed by an arch above what PTX_FEATURES gives
-_ARCH_FEATURES = {"sm_90": "+ptx78"}
+#: PTX ISA version needed by an arch above what PTX_FEATURES gives (sm_89 and sm_90 came
+#: with PTX 7.8, CUDA 11.8; LLVM aborts the process on a lower version, so every supported
+#: arch is tested)
+_ARCH_FEATURES = {"sm_89": "+ptx78", "sm_90": "+ptx78"}
 
 LOG2_E = 1.4426950408889634
 LN_2 = 0.6931471805599453
