@@ -176,3 +176,39 @@ def test_gemm_local_then_shared_blocking_cells(capsys):
     # no GPU here: the times are the model's, and say so
     assert local.modeled and "no GPU on this machine" in local.note
     assert shared.mean < local.mean
+
+
+def test_the_chapters_tuning_cell(tmp_path):
+    """The chapter's last cell: MetaSchedule on the same GEMM for a GPU (here a few trials,
+    ranked by the model: no GPU), then built and run."""
+    from engine.tvm import meta_schedule as ms
+    sch_tuned = ms.tune_tir(mod=MyModuleMatmul, target="nvidia/tesla-p100",
+                            config=ms.TuneConfig(max_trials_global=6, num_trials_per_iter=6),
+                            work_dir=str(tmp_path / "tune_tmp"), task_name="main")
+    sch_tuned.mod.show()
+    rt_mod = tvm.build(sch_tuned.mod, target="nvidia/tesla-p100")
+    A_np = np.random.uniform(size=(N, N)).astype("float32")
+    B_np = np.random.uniform(size=(N, N)).astype("float32")
+    C_nd = tvm.nd.array(np.zeros((N, N), dtype="float32"), tvm.cuda(0))
+    rt_mod["main"](tvm.nd.array(A_np, tvm.cuda(0)), tvm.nd.array(B_np, tvm.cuda(0)), C_nd)
+    np.testing.assert_allclose(C_nd.numpy(), A_np @ B_np, rtol=1e-4, atol=1e-3)
+    # TVM 0.27's form: a database, then compile_tir
+    database = ms.tune_tir(mod=MyModuleMatmul, target="nvidia/tesla-p100",
+                           max_trials_global=6, num_trials_per_iter=6,
+                           work_dir=str(tmp_path / "tune_tmp"))
+    sch = ms.tir_integration.compile_tir(database, MyModuleMatmul, "nvidia/tesla-p100")
+    assert "thread_binding" in sch.mod.script()
+
+
+def test_tune_tir_on_the_cpu_as_the_automatic_optimisation_chapter_calls_it(tmp_path):
+    from engine.presets import gpu_chapter
+    from engine.tvm import meta_schedule as ms
+    mod = gpu_chapter.matmul_program(32)
+    database = ms.tune_tir(mod=mod, target="llvm --num-cores=1", max_trials_global=3,
+                           num_trials_per_iter=3, work_dir=str(tmp_path / "tune_tmp"))
+    assert "measured on this machine's CPU" in repr(database)
+    sch = ms.tir_integration.compile_tir(database, mod, "llvm --num-cores=1")
+    a, b = (np.random.uniform(size=(32, 32)).astype("float32") for _ in range(2))
+    c = np.zeros((32, 32), "float32")
+    tvm.build(sch.mod, target="llvm")["main"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)

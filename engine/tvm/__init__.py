@@ -20,7 +20,8 @@ Modules: :mod:`.ir` (``tvm.ir``), :mod:`.script` (``tvm.script``), :mod:`.tirx` 
 classes, ``stmt_functor``, ``TensorIntrin``), :mod:`.tir` (the course's ``tvm.tir``),
 :mod:`.s_tir` (``Schedule``, ``ScheduleError``, ``schedule.testing``), :mod:`.runtime`
 (``tensor``, ``Executable``), :mod:`.driver` (``compile``, ``build``), :mod:`.target`
-(``Target``: ``Target("cuda -arch=sm_80")``, ``Target("llvm")``), :mod:`.testing`
+(``Target``: ``Target("cuda -arch=sm_80")``, ``Target("llvm")``), :mod:`.meta_schedule`
+(``tune_tir`` and ``tir_integration.compile_tir`` over the engine's tuner), :mod:`.testing`
 (imported on first use: it needs pytest); ``te``, ``topi`` and ``nd`` are the engine's own.
 """
 from __future__ import annotations
@@ -36,11 +37,13 @@ from .driver import build, compile  # noqa: A004 - TVM's name
 from .ir import IRModule
 
 __all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
-           "target", "testing", "compile", "build", "cpu", "cuda", "device"]
+           "target", "testing", "meta_schedule", "compile", "build", "cpu", "cuda", "device"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "testing":  # imports pytest: only when asked for (TVM's tvm.testing too)
         return importlib.import_module("engine.tvm.testing")
+    if name == "meta_schedule":  # the tuner: imported when asked for
+        return importlib.import_module("engine.tvm.meta_schedule")
     raise AttributeError(f"module 'tvm' (engine.tvm) has no attribute {name!r}: the engine "
                          "has no counterpart of it")
