@@ -90,7 +90,9 @@ def test_unknown_function(mm):
 
 
 def test_build_errors():
-    with pytest.raises(BuildError, match="target"):
+    with pytest.raises(BuildError, match="unsupported target 'opencl'.*'llvm'.*'cuda'"):
+        engine.build(mm_relu(8), target="opencl")
+    with pytest.raises(BuildError, match="did you forget to bind"):   # a CPU program on a GPU
         engine.build(mm_relu(8), target="cuda")
     with pytest.raises(BuildError, match="unknown build option"):
         engine.build(mm_relu(8), fastmath=True)

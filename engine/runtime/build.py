@@ -102,8 +102,9 @@ def _refuse_thread_bindings(name: str, func: PrimFunc) -> None:
 def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     """Compile ``mod`` (IRModule or PrimFunc) for the host CPU; see the module docstring."""
     if not isinstance(target, str) or not target.split()[0:1] == ["llvm"]:
-        raise BuildError(f"unsupported target {target!r}; this engine compiles for 'llvm' "
-                         "(the host CPU) only")
+        raise BuildError(f"unsupported target {target!r}; the engine compiles for 'llvm' "
+                         "(the host CPU) and, through engine.build, for 'cuda' (a GPU: "
+                         "'cuda -arch=sm_80', 'nvidia/nvidia-a100', ...)")
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise BuildError(f"unknown build option(s) {sorted(unknown)}; "
