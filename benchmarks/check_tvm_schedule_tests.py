@@ -542,6 +542,10 @@ def main() -> int:
     ap.add_argument("--show-deselected", action="store_true",
                     help="list every deselected test with its rule")
     ap.add_argument("--verbose", action="store_true", help="show pytest's own output")
+    ap.add_argument("--with-thread-binding", action="store_true",
+                    help="also run the tests that only bind GPU threads (T.thread_binding, "
+                         "'threadIdx.x', ...; the engine has bind since the GPU work): they "
+                         "are counted with the others")
     ap.add_argument("--pytest-args", default="", help="more pytest options, e.g. "
                     "\"--tb=short\" with --verbose to see the tracebacks")
     args = ap.parse_args()
@@ -553,6 +557,8 @@ def main() -> int:
     files = sorted(args.tests.glob("test_*.py"))
     if args.files:
         files = [f for f in files if any(w in f.name for w in args.files)]
+    if args.with_thread_binding:
+        SOURCE_RULES[:] = [r for r in SOURCE_RULES if r[1] != "GPU thread binding"]
     decisions = {f.name: scan_file(f) for f in files}
 
     summaries = []

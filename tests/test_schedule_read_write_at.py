@@ -453,3 +453,38 @@ def test_a_buffer_allocated_under_the_loop_is_refused():
     before = sch.mod
     sch.read_at(sch.get_loops(q)[0], q, 0, "local")
     assert_computes_exactly(before, sch.mod)
+
+
+def _bound_matmul():
+    """A 32×32 matmul tiled as the GPU chapter's: blockIdx.y/x, threadIdx.y/x over 4×4
+    tiles of 2×2 per thread, the reduction split by 8 inside each thread."""
+    from engine.presets.gpu_chapter import matmul_program
+    sch = Schedule(matmul_program(32))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1, i2 = sch.split(i, [2, 8, 2])
+    j0, j1, j2 = sch.split(j, [2, 8, 2])
+    k0, k1 = sch.split(k, [None, 8])
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    for lp, tag in ((i0, "blockIdx.y"), (j0, "blockIdx.x"), (i1, "threadIdx.y"),
+                    (j1, "threadIdx.x")):
+        sch.bind(lp, tag)
+    return sch, c, k0
+
+
+def test_read_at_into_shared_copies_the_thread_blocks_tile():
+    """TVM's rule (its read_at tests): under thread loops, a "shared" copy holds what the
+    whole thread block reads at the loop — 16 rows of A per k_0 tile, not one thread's 2 —
+    and each thread's iteration copies the same values, so the meaning is kept."""
+    sch, c, k0 = _bound_matmul()
+    before = sch.mod
+    sch.read_at(k0, c, 0, "shared")
+    text = sch.mod.script()
+    assert "A[v0 * 16:v0 * 16 + 16, v1 * 8:v1 * 8 + 8]" in text, text
+    assert_computes_exactly(before, sch.mod, compiled=False)
+    # "local" is each thread's own: its copy holds one thread's 2 rows
+    sch2, c2, k02 = _bound_matmul()
+    sch2.read_at(k02, c2, 0, "local")
+    assert "v0 * 16 + v1 * 2:v0 * 16 + v1 * 2 + 2" in sch2.mod.script().replace(
+        "T.axis.remap", "")
+    assert_computes_exactly(before, sch2.mod, compiled=False)

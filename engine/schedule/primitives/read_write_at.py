@@ -56,6 +56,7 @@ from .buffers import (BufferSwap, alloc_site, buffer_index_of, buffer_names, che
                       compose, need_attrs, nth_buffer, rewrite_stmts)
 from .cache_regions import Opaque, access_sites, box_within, dense_box, relaxed_box, union_box
 from .cache_stage import _index_dtype, location_analyzer, loops_between
+from .region_inference import thread_loops_sharing
 
 
 class _Outer:
@@ -156,13 +157,17 @@ def _subtrees(ctx: Ctx, loop: For, src: Buffer) -> tuple[list, list]:
 # ---------------------------------------------------------------------------
 # the region
 # ---------------------------------------------------------------------------
-def _region(ctx: Ctx, loop: For, src: Buffer, blocks: list, is_read: bool, an) -> list:
+def _region(ctx: Ctx, loop: For, src: Buffer, blocks: list, is_read: bool, an,
+            threads: list = ()) -> list:
     """TVM's region: the union of the declared regions of ``src`` of ``blocks`` (their
     reads for read_at, writes for write_at; a block that declares none: what it loads or
-    stores) relaxed over the loops between each and ``loop``, per dimension ``(min,
-    extent)``; refused when an extent is not a constant or the region may leave the
-    buffer."""
+    stores) relaxed over the loops between each and ``loop`` — and over ``threads``, the
+    thread loops at and above ``loop`` whose threads share the copy (read_at into
+    "shared": the tile the whole thread block reads, as TVM's LoopDomainOfSRefTreePath with
+    the storage scope) —, per dimension ``(min, extent)``; refused when an extent is not a
+    constant or the region may leave the buffer."""
     lname = loop.loop_var.name
+    threads = list(threads)
     boxes = []
     for o in blocks:
         regions = [x for x in (o.blk.reads if is_read else o.blk.writes) if x.buffer is src]
@@ -172,10 +177,11 @@ def _region(ctx: Ctx, loop: For, src: Buffer, blocks: list, is_read: bool, an) -
                 ranges = [(substitute(rg.min, vmap),
                            substitute(E.binary(E.Sub, E.binary(E.Add, rg.min, rg.extent), 1),
                                       vmap)) for rg in reg.region]
-                boxes.append(relaxed_box(ranges, [], o.loops, an))
+                boxes.append(relaxed_box(ranges, [], o.loops + threads, an))
         else:
             for s in (o.loads if is_read else o.stores):
-                boxes.append(relaxed_box(s.ranges(), s.conds, o.loops + s.loops, an))
+                boxes.append(relaxed_box(s.ranges(), s.conds, o.loops + s.loops + threads,
+                                         an))
     box = boxes[0] if len(boxes) == 1 else union_box(boxes, an)
     names = ", ".join(dict.fromkeys(o.blk.name_hint for o in blocks))
     out = []
@@ -450,7 +456,12 @@ def _read_write_at(ctx: Ctx, inputs, attrs, is_read: bool) -> Result:
     redirected = [o for bs in per[lo:hi] for o in bs]
     accessing = [o for o in redirected if (o.reads if is_read else o.writes)]
     an = location_analyzer(ctx, loop)
-    region = _region(ctx, loop, src, accessing, is_read, an)
+    # read_at into a buffer the threads share: the copy holds what the whole thread block
+    # reads (each thread's iteration copies the same tile: the same values). write_at keeps
+    # one thread's region: a copy back of the block's tile from one thread would store
+    # elements other threads have not written yet.
+    threads = thread_loops_sharing(ctx, loop, scope) if is_read else []
+    region = _region(ctx, loop, src, accessing, is_read, an, threads)
     _check_inside(ctx, loop, src, redirected, region, is_read, an)
     if not is_read:
         _check_covered(ctx, loop, src, redirected, region, an)

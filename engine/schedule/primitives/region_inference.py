@@ -82,9 +82,14 @@ def shared_thread_loops(ctx: Ctx, loop: For, buffer) -> list[For]:
     function's root, as TVM looks) whose threads share ``buffer`` by its storage scope
     (:func:`relaxes_under_thread`), outermost first; ``[]`` for a program without thread
     axes."""
+    return thread_loops_sharing(ctx, loop, buffer.scope)
+
+
+def thread_loops_sharing(ctx: Ctx, loop: For, scope: str) -> list[For]:
+    """:func:`shared_thread_loops` for a buffer of storage scope ``scope``."""
     chain = [loop] + [a for a in ctx.index.ancestors(loop) if isinstance(a, For)]
     return [lp for lp in reversed(chain) if lp.kind is ForKind.THREAD_BINDING
-            and relaxes_under_thread(buffer.scope, lp.thread_tag)]
+            and relaxes_under_thread(scope, lp.thread_tag)]
 
 
 def access_bounds(ctx: Ctx, blk: Block, region, relax_loops: list[For]):
