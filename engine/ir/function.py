@@ -112,6 +112,24 @@ class GlobalVar:
         return f"I.GlobalVar({self.name_hint!r})"
 
 
+class Functions(tuple):
+    """A module's functions: a tuple of ``(name, function)`` pairs that also reads as TVM's
+    ``mod.functions`` map: ``items()`` gives ``(GlobalVar, function)`` pairs, ``keys()`` the
+    GlobalVars, ``values()`` the functions (what ``for gv, f in mod.functions.items()``
+    expects)."""
+
+    __slots__ = ()
+
+    def items(self) -> list:
+        return [(GlobalVar(n), f) for n, f in tuple.__iter__(self)]
+
+    def keys(self) -> list:
+        return [GlobalVar(n) for n, _ in tuple.__iter__(self)]
+
+    def values(self) -> list:
+        return [f for _, f in tuple.__iter__(self)]
+
+
 @node
 class IRModule(Node):
     """A module of named functions: ``mod["mm_relu"]``, ``mod.script()``.
@@ -136,7 +154,7 @@ class IRModule(Node):
             funcs = tuple((k, f.replace(name=k) if getattr(f, "private", False)
                            and isinstance(k, str) and f.name != k else f)
                           for k, f in funcs.items())
-        object.__setattr__(self, "functions", tuple(funcs))
+        object.__setattr__(self, "functions", Functions(funcs))
 
     @staticmethod
     def from_funcs(*funcs: PrimFunc) -> "IRModule":

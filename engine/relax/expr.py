@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.ir.node import Node, node
+from engine.ir.node import Node, Pairs, node
 
 from .struct_info import (ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
                           TupleStructInfo)
@@ -81,12 +81,22 @@ class ExternFunc(Expr):
 
 @node
 class Op(Expr):
-    """A Relax operator (``relax.call_tir``, ``relax.matmul``, ...) by name."""
+    """A Relax operator (``relax.call_tir``, ``relax.matmul``, ...) by name.
+
+    Two are equal (and hash alike) when they name the same operator, as TVM's operators
+    are one object per name: ``call.op == Op.get("relax.add")``, ``call.op in op_map``."""
 
     name: str
     struct_info: StructInfo = ObjectStructInfo()
 
-    __hash__ = object.__hash__
+    def __eq__(self, other: Any) -> bool:
+        return self is other or (type(other) is Op and other.name == self.name)
+
+    def __ne__(self, other: Any) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(("relax.Op", self.name))
 
 
 class ConstantData:
@@ -270,7 +280,8 @@ class Function(Expr):
 
     def __post_init__(self):
         object.__setattr__(self, "params", tuple(self.params))
-        object.__setattr__(self, "attrs", tuple(self.attrs))
+        attrs = self.attrs.items() if isinstance(self.attrs, dict) else (self.attrs or ())
+        object.__setattr__(self, "attrs", Pairs(tuple(attrs)))   # also read by key
 
     @property
     def struct_info(self) -> StructInfo:
@@ -281,6 +292,11 @@ class Function(Expr):
             if k == key:
                 return v
         return default
+
+    def with_attr(self, key: str, value: Any) -> "Function":
+        """A copy with the attribute ``key`` set to ``value`` (TVM's ``with_attr``)."""
+        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
+        return self.replace(attrs=attrs)
 
     def bindings(self):
         """Every binding of the body, in order."""

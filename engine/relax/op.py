@@ -106,6 +106,24 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _binary("divide", _divide)
 
 
+# ---------------------------------------------------------------- ewise_fma
+def _fma_infer(s: list, attrs: dict) -> TensorStructInfo:
+    a, b, c = (_tensor(s[i], f"R.ewise_fma's operand {i + 1}") for i in range(3))
+    if not a.shape == b.shape == c.shape:
+        raise OpError(f"R.ewise_fma: the three operands must have the same shape (no "
+                      f"broadcasting), got {a.shape}, {b.shape} and {c.shape}")
+    _same_dtype("R.ewise_fma", a, b)
+    return TensorStructInfo(a.shape, _same_dtype("R.ewise_fma", a, c))
+
+
+def _fma(x: list, attrs: dict) -> np.ndarray:
+    return (x[0] * x[1] + x[2]).astype(x[0].dtype, copy=False)
+
+
+register_op(OpDef("relax.ewise_fma", "R.ewise_fma", ("x1", "x2", "x3"), (), _fma_infer, _fma,
+                  "x1 * x2 + x3, element by element (TVM's fused multiply-add operator)"))
+
+
 # ---------------------------------------------------------------- unary
 def _unary(name: str, script: str, fn: Callable, doc: str) -> None:
     def infer(s: list, attrs: dict) -> TensorStructInfo:
