@@ -386,3 +386,14 @@ def test_a_nested_loop_that_depends_on_the_outer_thread_is_refused():
     ax0_1 = sch.get_loops("A_shared")[3]
     refused(sch, lambda: sch.bind(ax0_1, "threadIdx.x"), "already bound to threadIdx.x",
             "what runs under loop ax0_1 depends on i_1")
+
+
+def test_split_fuse_partition_of_a_bound_loop_are_refused_as_tvm():
+    sch = matmul()
+    i, j, k = sch.get_loops("C")
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    refused(sch, lambda: sch.split(j, [None, 8]), "the loop is bound to threadIdx.x",
+            "Split before binding")
+    refused(sch, lambda: sch.fuse(i, j), "the loop is bound to blockIdx.x")
+    refused(sch, lambda: sch.loop_partition(j, [None, 8]), "the loop is bound to threadIdx.x")

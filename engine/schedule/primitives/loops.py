@@ -50,9 +50,14 @@ def _add_predicate(ctx: Ctx, loop_body, pred):
 
 
 def _check_plain_loop(ctx: Ctx, loop: For, method: str) -> None:
-    """TVM's split and fuse take loops without annotations that start at 0
-    (HasAnnotationOrThreadBindingError, CheckLoopStartsWithZero)."""
+    """TVM's split and fuse take loops without annotations or a thread binding that start
+    at 0 (HasAnnotationOrThreadBindingError, CheckLoopStartsWithZero)."""
     name = loop.loop_var.name
+    if loop.thread_tag:
+        raise ctx.error(subject_of(loop), f"the loop is bound to {loop.thread_tag}, which "
+                        f"the {'new loops' if method == 'split' else 'fused loop'} would "
+                        "lose", f"{method} before binding the loop (TVM's rule)",
+                        highlight=[name])
     if loop.annotations:
         keys = ", ".join(str(k) for k, _v in loop.annotations)
         raise ctx.error(subject_of(loop), f"the loop carries annotations ({keys}), which "

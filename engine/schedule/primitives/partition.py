@@ -223,6 +223,10 @@ class LoopPartition(Primitive):
         loop = expect_loop(ctx, inputs[0])
         if attrs:
             as_bool(ctx, attrs[0], "preserve_unit_iters")
+        if loop.thread_tag:
+            raise ctx.error(subject_of(loop), f"the loop is bound to {loop.thread_tag}",
+                            "partition before binding the loop (TVM's rule)",
+                            highlight=[loop.loop_var.name])
         if loop.annotations:
             raise ctx.error(subject_of(loop), "the loop has annotations ("
                             f"{', '.join(str(k) for k, _ in loop.annotations)})",
@@ -430,6 +434,10 @@ class Merge(Primitive):
         chains = [_chain(ctx, lp, lca) for lp in loops]
         for chain in chains:
             for lp in chain:
+                if lp.thread_tag:
+                    raise ctx.error(subject_of(lp), f"the loop is bound to {lp.thread_tag}",
+                                    "merge before binding (TVM's rule)",
+                                    highlight=[lp.loop_var.name])
                 if lp.annotations:
                     raise ctx.error(subject_of(lp), "the loop has annotations", "unannotate it "
                                     "first", highlight=[lp.loop_var.name])
