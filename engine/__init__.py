@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from . import nd as _nd
-from .ir import IRModule, PrimFunc, display, structural_equal, structural_hash
+from .ir import IRModule, PrimFunc, display, parsers, structural_equal, structural_hash
 
 __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
@@ -116,3 +116,14 @@ def _cuda_backend() -> Any:
 
 
 _nd.register_cuda_backend(_cuda_backend)
+
+
+# ``@I.ir_module`` classes with ``@R.function`` methods (Python code, not a text): the
+# script layer reads the class, the Relax parser (``engine.relax``, above it) reads the
+# Relax functions; registered here, from the top, and imported on first use.
+def _relax_parser(ctx: Any, relax_fns: list, prims: dict, class_name: Any) -> dict:
+    from .relax.parser import RelaxParser
+    return RelaxParser(ctx, relax_fns, prims, class_name, None).run()
+
+
+parsers.register("relax", _relax_parser)

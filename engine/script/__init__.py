@@ -4,14 +4,15 @@
   (with the line span of every loop, block and statement).
 * :func:`parse` — TVMScript text -> IRModule, via Python's ``ast`` (never eval/exec);
   bad text raises :class:`ScriptError` with line and column.
-* ``from engine.script import tir as T`` / ``from engine.script import ir as I`` —
-  ``@T.prim_func`` and ``@I.ir_module`` decorators for Python code written like the course.
+* ``from engine.script import tir as T`` / ``from engine.script import ir as I`` /
+  ``from engine.script import relax as R`` — ``@T.prim_func``, ``@I.ir_module`` and
+  ``@R.function`` decorators for Python code written like the course.
 """
 from .errors import ScriptError
 from .printer import Span, repr_node, script, script_with_spans
 from .parser import parse
-from . import ir, tir
+from . import ir, relax, tir
 from .ir import ir_module
 
 __all__ = ["ScriptError", "Span", "parse", "script", "script_with_spans", "repr_node",
-           "tir", "ir", "ir_module"]
+           "tir", "ir", "relax", "ir_module"]

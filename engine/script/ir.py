@@ -11,7 +11,11 @@ IRModule::
             ...
 
 The ``@T.prim_func`` decorators have already parsed each function when the class body ran,
-so this only collects them, in definition order, keyed by their names.
+so this only collects them, in definition order, keyed by their names. A class that also
+holds ``@R.function`` methods (``engine.script.relax``) is read from its source
+(:func:`inspect.getsource`) by the script parser, which reads the Relax functions with the
+parser registered from above (:mod:`engine.ir.parsers`); the ``@T.prim_func`` functions
+already parsed are taken as they are.
 """
 from __future__ import annotations
 
@@ -30,12 +34,20 @@ def ir_module(cls: Any = None, **options: Any) -> Any:
         return lambda c: ir_module(c, **options)
     if not isinstance(cls, type):
         raise ScriptError(f"@ir_module decorates a class, not {type(cls).__name__}")
+    from .relax import RelaxFunctionSource, parse_python_source
     funcs = []
+    relax = False
     for name, value in vars(cls).items():
         if isinstance(value, PrimFunc):
             funcs.append((name, value if value.name == name else value.replace(name=name)))
+        elif isinstance(value, RelaxFunctionSource):
+            relax = True
+    if relax:
+        return parse_python_source(cls, dict(funcs))
     if not funcs:
-        raise ScriptError(f"class {cls.__name__} has no @T.prim_func functions")
+        raise ScriptError(f"class {cls.__name__} has no @T.prim_func functions (nor "
+                          "@R.function ones); decorate its methods with @T.prim_func or "
+                          "@R.function")
     return IRModule(tuple(funcs))
 
 

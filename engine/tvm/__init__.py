@@ -22,22 +22,25 @@ classes, ``stmt_functor``, ``TensorIntrin``), :mod:`.tir` (the course's ``tvm.ti
 (``tensor``, ``Executable``), :mod:`.driver` (``compile``, ``build``), :mod:`.target`
 (``Target``: ``Target("cuda -arch=sm_80")``, ``Target("llvm")``), :mod:`.meta_schedule`
 (``tune_tir`` and ``tir_integration.compile_tir`` over the engine's tuner), :mod:`.testing`
-(imported on first use: it needs pytest); ``te``, ``topi`` and ``nd`` are the engine's own.
+(imported on first use: it needs pytest); ``te``, ``topi``, ``nd`` and ``relax`` (``relax.build``,
+``relax.VirtualMachine``) are the engine's own, as ``register_func``/``get_global_func``.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from engine import nd, te, topi
+from engine import nd, relax, te, topi
 from engine.nd import cpu, cuda, device
+from engine.runtime import get_global_func, register_func
 
 from . import ir, runtime, s_tir, script, target, tir, tirx
 from .driver import build, compile  # noqa: A004 - TVM's name
 from .ir import IRModule
 
 __all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
-           "target", "testing", "meta_schedule", "compile", "build", "cpu", "cuda", "device"]
+           "target", "testing", "meta_schedule", "compile", "build", "cpu", "cuda", "device",
+           "relax", "register_func", "get_global_func"]
 
 
 def __getattr__(name: str) -> Any:

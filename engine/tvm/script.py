@@ -1,17 +1,18 @@
-"""``tvm.script``: the ``T`` and ``I`` namespaces (the engine's own modules, so ``@T.prim_func``
-works on the decorated function's source exactly as ``engine.script.tir``), under TVM 0.27's
-name ``tirx`` and the older ``tir``; ``ir_module``; ``from_source`` (text -> the one PrimFunc
-of a text defining a function, else the IRModule, as TVM)."""
+"""``tvm.script``: the ``T``, ``I`` and ``R`` namespaces (the engine's own modules, so
+``@T.prim_func`` works on the decorated function's source exactly as ``engine.script.tir``),
+under TVM 0.27's name ``tirx`` and the older ``tir``; ``relax`` (``@R.function`` methods of an
+``@ir_module`` class, read from the class's source); ``ir_module``; ``from_source`` (text ->
+the one PrimFunc of a text defining a function, else the IRModule, as TVM)."""
 from __future__ import annotations
 
 import ast
 from typing import Any
 
-from engine.script import ScriptError, ir, ir_module, parse, tir
+from engine.script import ScriptError, ir, ir_module, parse, relax, tir
 
 tirx = tir
 
-__all__ = ["tir", "tirx", "ir", "ir_module", "from_source", "parse", "ScriptError"]
+__all__ = ["tir", "tirx", "ir", "relax", "ir_module", "from_source", "parse", "ScriptError"]
 
 
 def from_source(input_func: Any, extra_vars: Any = None) -> Any:

@@ -113,6 +113,15 @@ class RelaxParser(RelaxExprParser):
         return X.Function(fn.name, tuple(params), X.SeqExpr(tuple(blocks), ret), ret_si,
                           tuple(self.attrs))
 
+    def class_alias(self, st: Any) -> bool:
+        """``cls = Module`` (TVM 0.27): ``cls.linear0`` names the module's function."""
+        if type(st) is ast.Assign and len(st.targets) == 1 and \
+                type(st.targets[0]) is ast.Name and type(st.value) is ast.Name and \
+                st.value.id in self.class_names:
+            self.class_names.add(st.targets[0].id)
+            return True
+        return False
+
     def func_attr(self, call: ast.Call) -> None:
         """``R.func_attr({"Primitive": 1})``: the function's attributes."""
         if len(call.args) != 1 or call.keywords or type(call.args[0]) is not ast.Dict:
@@ -138,9 +147,7 @@ class RelaxParser(RelaxExprParser):
             if t is ast.Pass or (t is ast.Expr and type(st.value) is ast.Constant and
                                  isinstance(st.value.value, str)):
                 continue
-            if t is ast.Assign and len(st.targets) == 1 and type(st.targets[0]) is ast.Name \
-                    and type(st.value) is ast.Name and st.value.id in self.class_names:
-                self.class_names.add(st.targets[0].id)  # cls = Module (TVM 0.27)
+            if self.class_alias(st):
                 continue
             if t is ast.With:
                 if loose:
@@ -209,6 +216,8 @@ class RelaxParser(RelaxExprParser):
         try:
             for s in body[:-1]:
                 self.ctx.current = s
+                if self.class_alias(s):
+                    continue
                 if type(s) not in (ast.Assign, ast.AnnAssign):
                     raise self.err(s, "a dataflow block holds bindings (lv0 = ...) and ends "
                                       "with R.output(...)")

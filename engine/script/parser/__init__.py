@@ -25,6 +25,6 @@ The parser is one class, :class:`.module.Parser`, assembled from one part per co
 entry points); :mod:`.dialect` holds the tables of the ``T.*`` names it knows.
 """
 from ..errors import ScriptError
-from .module import parse, parse_function_source
+from .module import parse, parse_class_source, parse_function_source
 
-__all__ = ["parse", "parse_function_source", "ScriptError"]
+__all__ = ["parse", "parse_class_source", "parse_function_source", "ScriptError"]

@@ -183,11 +183,13 @@ class ModuleParser(ParserContext):
             return "other:" + (name or "?")
         return None
 
-    def module(self, relax_hook: Any = None) -> IRModule:
+    def module(self, relax_hook: Any = None, given: dict | None = None) -> IRModule:
         """The IRModule of the whole text. ``@R.function`` functions are refused unless a
         ``relax_hook`` is given (``engine.relax`` gives one): it is called as
         ``relax_hook(self, relax_fns, prim_funcs, class_name)`` after the prim_funcs are
-        parsed and returns ``{name: function}``."""
+        parsed and returns ``{name: function}``. ``given``: TensorIR functions already
+        parsed (by their ``@T.prim_func`` decorators), by name, taken as they are."""
+        given = given or {}
         self.relax_ok = relax_hook is not None
         class_name = None
         try:
@@ -242,7 +244,8 @@ class ModuleParser(ParserContext):
                 raise self.err(fn, f"two functions are named {fn.name!r}")
             seen.add(fn.name)
         relax_fns = [fn for fn in funcs if self.decorator_kind(fn) == "relax"]
-        parsed = {fn.name: self.function(fn) for fn in funcs if fn not in relax_fns}
+        parsed = {fn.name: given[fn.name] if fn.name in given else self.function(fn)
+                  for fn in funcs if fn not in relax_fns}
         if relax_fns:
             self.current = None
             parsed.update(relax_hook(self, relax_fns, dict(parsed), class_name))
@@ -307,6 +310,17 @@ def parse(text: str, relax_hook: Any = None) -> IRModule:
         raise ScriptError(f"parse() needs the script text as a str, got {type(text).__name__}")
     p = Parser(text)
     return _run(p, lambda: p.module(relax_hook))
+
+
+def parse_class_source(text: str, namespaces: set, relax_namespaces: set, line_offset: int,
+                       col_offset: int, filename: str | None, captured: dict, relax_hook: Any,
+                       given: dict) -> IRModule:
+    """Parse the source of a Python module class holding ``@R.function`` methods (or of
+    one ``@R.function``): ``engine.script.ir.ir_module``. ``given``: its ``@T.prim_func``
+    functions already parsed, by name; ``relax_hook`` reads the Relax ones."""
+    p = Parser(text, namespaces, line_offset, col_offset, filename, captured)
+    p.relax_ns.update(relax_namespaces)
+    return _run(p, lambda: p.module(relax_hook, given))
 
 
 def parse_function_source(text: str, namespaces: set | None = None, line_offset: int = 0,
