@@ -11,7 +11,9 @@ machine.
     out = vm["main"](x, w0, b0, w1, b1)             # numpy arrays in, an array out
     mod2 = engine.relax.transform.BindParams("main", {"w0": w0, ...})(mod)
 
-Parts: :mod:`.struct_info` and :mod:`.expr` (the IR), :mod:`.op` (the operators),
+Parts: :mod:`.struct_info` and :mod:`.expr` (the IR), :mod:`.op` (the operators, and
+``relax.op.add(a, b)``, ``relax.op.nn.relu(x)``, ... building calls of them),
+:mod:`.block_builder` (``relax.BlockBuilder``: a module built from Python),
 :mod:`.parser` and :mod:`.printer` (TVMScript), :mod:`.vm` (build, memory planning, the
 virtual machine), :mod:`.transform` (passes).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .block_builder import BlockBuilder
 from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
                    Function, GlobalVar, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
                    VarBinding, call_dps_packed, call_tir, const)
@@ -28,7 +31,7 @@ from .printer import constants_of, script
 from .struct_info import (ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
                           TupleStructInfo)
 
-__all__ = ["parse", "script", "constants_of", "build", "VirtualMachine", "Executable", "vm",
+__all__ = ["BlockBuilder", "parse", "script", "constants_of", "build", "VirtualMachine", "Executable", "vm",
            "from_onnx", "frontend",
            "transform", "Function", "Var", "DataflowVar", "GlobalVar", "ExternFunc", "Op",
            "Call", "Constant", "Tuple", "TupleGetItem", "ShapeExpr", "SeqExpr", "VarBinding",

@@ -98,6 +98,21 @@ class Op(Expr):
     def __hash__(self) -> int:
         return hash(("relax.Op", self.name))
 
+    @staticmethod
+    def get(name: str) -> "Op":
+        """The operator named ``name`` (TVM's ``tvm.ir.Op.get("relax.add")``): one object
+        per name; equal to every ``Op`` of that name."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"an operator is named by a string such as 'relax.add', got "
+                             f"{name!r}")
+        op = _OPS_BY_NAME.get(name)
+        if op is None:
+            op = _OPS_BY_NAME[name] = Op(name)
+        return op
+
+
+_OPS_BY_NAME: dict[str, Op] = {}
+
 
 class ConstantData:
     """The immutable array of a :class:`Constant`: equal to another when dtype, shape and

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .struct_info import ShapeStructInfo, TensorStructInfo
+from .expr import Call, Expr, Op, ShapeExpr
+from .struct_info import ObjectStructInfo, ShapeStructInfo, TensorStructInfo
 
 
 class OpError(ValueError):
@@ -354,3 +355,101 @@ def normalize_attrs(op: OpDef, given: dict) -> tuple:
             v = tuple(v)
         out.append((k, v))
     return tuple(out)
+
+
+# ================================================================ the Python API
+# ``relax.op.add(a, b)``, ``relax.op.nn.relu(x)``, ...: a Call of the operator with its
+# struct info inferred from the operands (left to ``BlockBuilder.normalize`` when an operand
+# has none yet), as TVM's ``relax.op`` functions build them.
+def make_call(name: str, *args: Any, **attrs: Any) -> Any:
+    """A Call of the operator ``name`` on ``args`` with ``attrs`` (defaults filled in)."""
+    opdef = get_op(name)
+    operands = []
+    for i, a in enumerate(args):
+        if i in opdef.shape_inputs and isinstance(a, (list, tuple)):
+            a = ShapeExpr(tuple(a))
+        if not isinstance(a, Expr):
+            raise OpError(f"{opdef.script}: operand {i + 1} must be a Relax expression (a "
+                          f"Var, a call, relax.const(...)), got {type(a).__name__}")
+        operands.append(a)
+    norm = normalize_attrs(opdef, attrs)
+    sinfos = [a.struct_info for a in operands]
+    if any(type(s) is ObjectStructInfo for s in sinfos):
+        return Call(Op(name), tuple(operands), norm)  # inferred by BlockBuilder.normalize
+    return Call(Op(name), tuple(operands), norm, (), opdef.infer(sinfos, dict(norm)))
+
+
+def add(x1: Any, x2: Any) -> Any:
+    """``x1 + x2`` with numpy broadcasting (``R.add``)."""
+    return make_call("relax.add", x1, x2)
+
+
+def subtract(x1: Any, x2: Any) -> Any:
+    """``x1 - x2`` (``R.subtract``)."""
+    return make_call("relax.subtract", x1, x2)
+
+
+def multiply(x1: Any, x2: Any) -> Any:
+    """``x1 * x2`` (``R.multiply``)."""
+    return make_call("relax.multiply", x1, x2)
+
+
+def divide(x1: Any, x2: Any) -> Any:
+    """``x1 / x2`` (``R.divide``)."""
+    return make_call("relax.divide", x1, x2)
+
+
+def ewise_fma(x1: Any, x2: Any, x3: Any) -> Any:
+    """``x1 * x2 + x3``, element by element, the three of one shape (``R.ewise_fma``)."""
+    return make_call("relax.ewise_fma", x1, x2, x3)
+
+
+def matmul(x1: Any, x2: Any, out_dtype: str | None = None) -> Any:
+    """``numpy.matmul(x1, x2)`` (``R.matmul``)."""
+    return make_call("relax.matmul", x1, x2, out_dtype=out_dtype)
+
+
+def permute_dims(x: Any, axes: Any = None) -> Any:
+    """``numpy.transpose(x, axes)`` (``R.permute_dims``)."""
+    return make_call("relax.permute_dims", x, axes=None if axes is None else tuple(axes))
+
+
+def reshape(x: Any, shape: Any) -> Any:
+    """``x`` with the shape ``shape`` (``R.reshape``)."""
+    return make_call("relax.reshape", x, shape)
+
+
+def linear(data: Any, weight: Any, bias: Any = None, out_dtype: str | None = None) -> Any:
+    """``data @ weight.T + bias`` (``weight`` is ``(out_features, in_features)``, as
+    PyTorch keeps it). As TVM's, not an operator of its own: ``add(matmul(data,
+    permute_dims(weight)), bias)``, which ``BlockBuilder.emit`` binds as three calls."""
+    res = matmul(data, permute_dims(weight), out_dtype=out_dtype)
+    return res if bias is None else add(res, bias)
+
+
+class _Nn:
+    """``relax.op.nn``: the neural-network operators."""
+
+    @staticmethod
+    def relu(data: Any) -> Any:
+        """``max(data, 0)`` (``R.nn.relu``)."""
+        return make_call("relax.nn.relu", data)
+
+    @staticmethod
+    def softmax(data: Any, axis: int = -1) -> Any:
+        """``R.nn.softmax(data, axis)``."""
+        return make_call("relax.nn.softmax", data, axis=axis)
+
+    @staticmethod
+    def conv2d(data: Any, weight: Any, strides: Any = (1, 1), padding: Any = (0, 0),
+               dilation: Any = (1, 1), groups: int = 1, data_layout: str = "NCHW",
+               kernel_layout: str = "OIHW", out_layout: Any = None,
+               out_dtype: Any = None) -> Any:
+        """``R.nn.conv2d`` (NCHW data, OIHW weight)."""
+        return make_call("relax.nn.conv2d", data, weight, strides=strides, padding=padding,
+                         dilation=dilation, groups=groups, data_layout=data_layout,
+                         kernel_layout=kernel_layout, out_layout=out_layout,
+                         out_dtype=out_dtype)
+
+
+nn = _Nn()

@@ -1,4 +1,5 @@
-"""Neural-network operators: ``relu``, ``conv2d_nchw`` (with its padding stage), ``softmax``."""
+"""Neural-network operators: ``relu``, ``dense``, ``conv2d_nchw`` (with its padding stage),
+``softmax``."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,7 +8,7 @@ from engine import te
 
 from .broadcast import TopiError, compute_nd
 
-__all__ = ["relu", "conv2d_shape", "conv2d_nchw", "softmax"]
+__all__ = ["relu", "dense", "conv2d_shape", "conv2d_nchw", "softmax"]
 
 
 def relu(x: te.Tensor, name: str = "compute") -> te.Tensor:
@@ -19,6 +20,41 @@ def relu(x: te.Tensor, name: str = "compute") -> te.Tensor:
                 compute[v_i0, v_i1] = T.max(X[v_i0, v_i1], T.float32(0))
     """
     return compute_nd(x.shape, lambda *i: te.max(x[i], te.const(0, x.dtype)), name, "i")
+
+
+def dense(data: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None,
+          out_dtype: str | None = None) -> te.Tensor:
+    """``data @ weight.T`` (+ ``bias``): TVM's ``topi.nn.dense``, ``weight`` of shape
+    ``(out_features, in_features)`` as PyTorch keeps it (the course's ``map_nn_linear``)::
+
+        for i0, i1, k in T.grid(1, 128, 784):
+            with T.block("T_matmul_NT"):
+                v_i0, v_i1, v_k = T.axis.remap("SSR", [i0, i1, k])
+                with T.init():
+                    T_matmul_NT[v_i0, v_i1] = T.float32(0)
+                T_matmul_NT[v_i0, v_i1] = T_matmul_NT[v_i0, v_i1] + x[v_i0, v_k] * B[v_i1, v_k]
+    """
+    if data.ndim != 2 or weight.ndim != 2:
+        raise TopiError(f"dense: data and weight must be matrices, got shapes {data.shape} "
+                        f"and {weight.shape}")
+    (n, kin), (m, kw) = data.shape, weight.shape
+    if kin != kw:
+        raise TopiError(f"dense: data {data.shape} has {kin} columns but weight "
+                        f"{weight.shape} has {kw}; weight is (out_features, in_features)")
+    dtype = out_dtype or data.dtype
+
+    def cast(e, t):
+        return e if t.dtype == dtype else te.cast(e, dtype)
+
+    k = te.reduce_axis((0, kin), name="k")
+    out = compute_nd((n, m), lambda i, j: te.sum(cast(data[i, k], data) * cast(weight[j, k],
+                                                                               weight),
+                                                 axis=k), "T_matmul_NT", "i")
+    if bias is None:
+        return out
+    if tuple(bias.shape) != (m,):
+        raise TopiError(f"dense: bias must have shape ({m},), got {bias.shape}")
+    return compute_nd((n, m), lambda i, j: out[i, j] + cast(bias[j], bias), "T_add", "ax")
 
 
 def _pair(v, what: str, n: int = 2) -> tuple[int, ...]:

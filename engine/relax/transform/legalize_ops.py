@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from engine import te, topi
 from engine.ir.function import IRModule
+from engine.topi.broadcast import compute_nd
 
 from ..expr import Call, GlobalVar, Op, ShapeExpr, VarBinding, call_tir
 from ..struct_info import TensorStructInfo
@@ -58,6 +59,14 @@ def _conv2d(t: list, call: Call) -> te.Tensor:
                             tuple(a.get("dilation", (1, 1))), int(a.get("groups", 1)))
 
 
+def _ewise_fma(t: list, call: Call) -> te.Tensor:
+    a, b, c = t
+    if not tuple(a.shape) == tuple(b.shape) == tuple(c.shape):
+        raise topi.TopiError(f"ewise_fma: the operands must have one shape, got {a.shape}, "
+                             f"{b.shape} and {c.shape}")
+    return compute_nd(tuple(a.shape), lambda *i: a[i] * b[i] + c[i], "T_ewise_fma")
+
+
 def _reshape(t: list, call: Call) -> te.Tensor:
     shape = call.args[1]
     if not isinstance(shape, ShapeExpr):
@@ -78,6 +87,7 @@ LEGALIZE: dict[str, tuple[str, Callable[[list, Call], te.Tensor]]] = {
                            lambda t, c: topi.permute_dims(t[0], _attrs(c).get("axes"))),
     "relax.reshape": ("reshape", _reshape),
     "relax.nn.conv2d": ("conv2d", _conv2d),
+    "relax.ewise_fma": ("ewise_fma", _ewise_fma),
 }
 
 _PARAM_NAMES = "ABCDEFGH"
