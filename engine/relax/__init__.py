@@ -15,7 +15,8 @@ Parts: :mod:`.struct_info` and :mod:`.expr` (the IR), :mod:`.op` (the operators,
 ``relax.op.add(a, b)``, ``relax.op.nn.relu(x)``, ... building calls of them),
 :mod:`.block_builder` (``relax.BlockBuilder``: a module built from Python),
 :mod:`.parser` and :mod:`.printer` (TVMScript), :mod:`.vm` (build, memory planning, the
-virtual machine), :mod:`.transform` (passes).
+virtual machine), :mod:`.transform` (passes), :mod:`.expr_functor` (``PyExprVisitor``,
+``PyExprMutator``: rewriting in Python), :mod:`.analysis` (``remove_all_unused``).
 """
 from __future__ import annotations
 
@@ -37,13 +38,15 @@ __all__ = ["BlockBuilder", "parse", "script", "constants_of", "build", "VirtualM
            "Call", "Constant", "Tuple", "TupleGetItem", "ShapeExpr", "SeqExpr", "VarBinding",
            "BindingBlock", "DataflowBlock", "Expr", "call_tir", "call_dps_packed", "const",
            "StructInfo", "TensorStructInfo", "TupleStructInfo", "ShapeStructInfo",
-           "ObjectStructInfo"]
+           "ObjectStructInfo", "PyExprVisitor", "PyExprMutator", "expr_functor", "analysis"]
 
 _LAZY = {"build": ("engine.relax.vm", "build"),
+         "PyExprVisitor": ("engine.relax.expr_functor", "PyExprVisitor"),
+         "PyExprMutator": ("engine.relax.expr_functor", "PyExprMutator"),
          "from_onnx": ("engine.relax.frontend", "from_onnx"),
          "VirtualMachine": ("engine.relax.vm", "VirtualMachine"),
          "Executable": ("engine.relax.vm", "Executable")}
-_SUBMODULES = {"vm", "transform", "op", "frontend"}
+_SUBMODULES = {"vm", "transform", "op", "frontend", "expr_functor", "analysis"}
 
 
 def __getattr__(name: str) -> Any:

@@ -224,8 +224,8 @@ class Call(Expr):
 
     def __post_init__(self):
         object.__setattr__(self, "args", tuple(self.args))
-        object.__setattr__(self, "attrs", tuple(self.attrs))
-        object.__setattr__(self, "sinfo_args", tuple(self.sinfo_args))
+        object.__setattr__(self, "attrs", tuple(self.attrs or ()))   # TVM's Call(op, args,
+        object.__setattr__(self, "sinfo_args", tuple(self.sinfo_args or ()))  # None, None)
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:
@@ -308,10 +308,15 @@ class Function(Expr):
                 return v
         return default
 
-    def with_attr(self, key: str, value: Any) -> "Function":
-        """A copy with the attribute ``key`` set to ``value`` (TVM's ``with_attr``)."""
-        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
-        return self.replace(attrs=attrs)
+    def with_attr(self, key: Any, value: Any = None) -> "Function":
+        """A copy with the attribute ``key`` set to ``value`` (TVM's ``with_attr``; a dict
+        sets several), in place when it was already there, else last."""
+        out = self
+        for k, v in (key.items() if isinstance(key, dict) else [(key, value)]):
+            attrs = (tuple((a, v if a == k else b) for a, b in out.attrs)
+                     if k in out.attrs.keys() else tuple(out.attrs) + ((k, v),))
+            out = out.replace(attrs=attrs)
+        return out
 
     def bindings(self):
         """Every binding of the body, in order."""
@@ -321,6 +326,10 @@ class Function(Expr):
     def script(self) -> str:
         from engine.ir import display
         return display.render("script", self)
+
+    def show(self, **_style: Any) -> None:
+        """Print the TVMScript text (TVM's ``show()``; style options accepted, ignored)."""
+        print(self.script())
 
 
 def call_tir(callee: Expr, args: Any, out_sinfo: StructInfo) -> Call:

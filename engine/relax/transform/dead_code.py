@@ -82,6 +82,7 @@ class DeadCodeElimination(ModulePass):
     """Remove unused dataflow bindings and unreachable functions (module docstring)."""
 
     name = "DeadCodeElimination"
+    opt_level = 1
 
     def __init__(self, entry_functions: Iterable[str] | None = None):
         self.entry_functions = list(entry_functions) if entry_functions is not None else None

@@ -85,7 +85,9 @@ def fusion_groups(mod: IRModule, block, use_count: dict[int, int]) -> list[list[
         prim = mod[callee] if callee is not None and callee in mod else None
         if not isinstance(prim, PrimFunc):
             continue
-        pattern = op_pattern(prim)
+        pattern = dict(prim.attrs).get("op_pattern")   # AnnotateTIROpPattern's, if run
+        if not isinstance(pattern, int):
+            pattern = op_pattern(prim)
         args = tir_args(b.value)
         joined = None
         for arg in args:

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from engine.ir import expr as E
 from engine.ir.functor import post_order_visit
-from engine.ir.function import PrimFunc
+from engine.ir.function import IRModule, PrimFunc
 from engine.ir.stmt import Block, BufferStore
 
-__all__ = ["ELEMWISE", "BROADCAST", "INJECTIVE", "COMM_REDUCE", "OUT_EWISE_FUSABLE",
+from .base import Pass
+
+__all__ = ["AnnotateTIROpPattern", "ELEMWISE", "BROADCAST", "INJECTIVE", "COMM_REDUCE", "OUT_EWISE_FUSABLE",
            "OPAQUE", "PATTERN_NAMES", "op_pattern"]
 
 ELEMWISE, BROADCAST, INJECTIVE, COMM_REDUCE, OUT_EWISE_FUSABLE, OPAQUE = 0, 1, 2, 3, 4, 8
@@ -102,3 +104,15 @@ def op_pattern(func: PrimFunc) -> int:
     if not blocks:
         return OPAQUE
     return max(_block_pattern(b) for b in blocks)
+
+
+class AnnotateTIROpPattern(Pass):
+    """``AnnotateTIROpPattern()``: each TensorIR function of the module gets the attribute
+    ``op_pattern`` (its :func:`op_pattern`, an int), which FuseOps then reads (TVM's pass of
+    that name)."""
+
+    name = "AnnotateTIROpPattern"
+
+    def transform_module(self, mod: IRModule) -> IRModule:
+        return IRModule(tuple((n, f.with_attr("op_pattern", op_pattern(f))
+                               if isinstance(f, PrimFunc) else f) for n, f in mod.functions))
