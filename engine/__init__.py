@@ -52,7 +52,9 @@ def build(mod: Any, target: Any = "llvm", **options: Any) -> Any:
     default; :func:`engine.runtime.build` and its options), or for a CUDA GPU
     (``target="cuda"``, ``"cuda -arch=sm_80"``, ``"nvidia/nvidia-a100"``, an
     ``engine.gpu.Target``: :func:`engine.gpu.build.build_gpu` — run on the GPU when there is
-    one, else in the emulator)."""
+    one, else in the emulator). Called from Python, this is the user's own code: the CPU
+    build links extern functions (``link_extern``: the program's ``pragma_import_llvm``
+    LLVM IR), which the explorer's workers never do."""
     from .gpu.build import build_gpu, is_gpu_target
     if is_gpu_target(target):
         if options:
@@ -63,6 +65,7 @@ def build(mod: Any, target: Any = "llvm", **options: Any) -> Any:
     if not isinstance(target, str) and getattr(getattr(target, "kind", None), "name",
                                                 None) == "llvm":
         target = str(target)
+    options.setdefault("link_extern", True)   # the user's own Python: extern code links
     return build_cpu(mod, target=target, **options)
 
 

@@ -17,6 +17,8 @@ SUBPROCESS_ALLOWED = {
     "engine/tune/runner.py",      # starts `python -m engine.tune.local_worker` (fixed argv)
     "engine/gpu/toolchain.py",    # runs ptxas and the NVRTC child script (fixed argv, no shell,
                                   # with a timeout; the source goes in a temporary file/stdin)
+    "engine/tvm/contrib/clang.py",  # tvm.contrib.clang.create_llvm: clang -S -emit-llvm on the
+                                    # user's own source (fixed argv, no shell, a timeout)
 }
 
 

@@ -172,6 +172,8 @@ class IntrinsicMixin:
         if len(ld.indices) != 1 or lanes_of(ld.indices[0].dtype) != 1:
             raise self.err("address_of needs a flattened scalar BufferLoad (lower first)")
         p = self._elem_ptr(ld.buffer, self.index(ld.indices[0]))
+        if e.dtype == "handle":   # a pointer argument of an extern call
+            return p
         v = self.builder.ptrtoint(p, I64)
         return self.convert(v, "int64", e.dtype) if e.dtype != "int64" else v
 

@@ -56,6 +56,7 @@ from engine.ir.functor import Mutator, collect_vars, pre_order_visit, substitute
 from engine.ir.structural import structural_equal
 
 from .errors import BuildError
+from .extern import opaque_buffers
 
 ALIGN_KEY = "buffer_dim_align"
 
@@ -434,13 +435,14 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     if not col.owner:
         return func
     plan = _Planner(col)
+    opaque = opaque_buffers(func.body)   # an extern call's pointer: the layout stays
     plans: dict = {}
     at_loop: dict = {}
     in_block: dict = {}
     for bid, (blk, depth) in col.owner.items():
         buf = next(b for b in blk.alloc_buffers if id(b) == bid)
-        if buf.strides or buf.elem_offset:
-            continue  # an explicit layout is kept as written
+        if buf.strides or buf.elem_offset or bid in opaque:
+            continue  # an explicit layout is kept as written, as is one an extern call sees
         try:
             shape = buf.const_shape()
         except ValueError:

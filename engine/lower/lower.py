@@ -179,8 +179,11 @@ class _BlockLowerer:
             if c.op not in E.INTRINSICS:
                 known = ", ".join(sorted(E.INTRINSICS))
                 raise BuildError(f"unsupported intrinsic {c.op!r} {self.where()} (an extern "
-                                 "call is opaque code this engine cannot compile); "
-                                 f"the LLVM backend knows: {known}")
+                                 "call is opaque code: only engine.build or tvm.compile "
+                                 "called from your own Python links an extern function, "
+                                 "its LLVM IR given by a loop's pragma_import_llvm "
+                                 "annotation — a program pasted into or measured by the "
+                                 f"explorer never does); the LLVM backend knows: {known}")
             if len(c.args) != E.INTRINSICS[c.op]:
                 raise BuildError(f"intrinsic {c.op!r} takes {E.INTRINSICS[c.op]} argument(s) "
                                  f"but is called with {len(c.args)} {self.where()}")
@@ -512,8 +515,13 @@ class _Flattener(Mutator):
 
 
 # ---------------------------------------------------------------------------
-def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
+def lower(func: Any, *, legalize: bool = True, compact: bool = True,
+          extern: bool = False) -> Any:
     """Lower a PrimFunc (or every function of an IRModule); see the module docstring.
+
+    ``extern=True`` (a build that links outside code: ``engine.build`` from Python) makes
+    extern calls compilable first (:mod:`.extern`); without it they are refused as opaque
+    code.
 
     ``compact=False`` skips buffer placement/compaction (:mod:`.compact`; storage_align
     strides are then not applied either) — for comparisons only.
@@ -524,7 +532,8 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     in bounds).
     """
     if isinstance(func, IRModule):
-        return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact)
+        return IRModule(tuple((name, lower(f, legalize=legalize, compact=compact,
+                                           extern=extern)
                                if isinstance(f, PrimFunc) else f)
                               for name, f in func.functions))
     if not isinstance(func, PrimFunc):
@@ -538,6 +547,9 @@ def lower(func: Any, *, legalize: bool = True, compact: bool = True) -> Any:
     from .legalize import legalize_loops
     from .tails import peel_vector_tails
     from engine.ir.views import inline_views
+    if extern:
+        from .extern import link_extern_calls
+        func = link_extern_calls(func)
     func = inline_views(func)   # T.match_buffer views and B.elem_offset made plain first
     src = compact_buffers(func) if compact else func
     body = _BlockLowerer(func.name).stmt(src.body, {})

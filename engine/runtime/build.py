@@ -13,6 +13,15 @@ Options:
   possibly rewritten by an instrumentation pass); it is compiled as is;
 * ``extra_modules`` (None) — ``llvmlite.ir.Module`` objects (or LLVM IR text) added to the
   same JIT, so symbols they define resolve for ``call_extern``;
+* ``link_extern`` (False) — link outside code: the extern calls of the program
+  (``T.call_extern("int32", "tmm16", C.access_ptr("w"), ...)``, a tensor intrinsic's) are
+  compiled (:mod:`engine.lower.extern`) and the LLVM IR of each ``pragma_import_llvm``
+  annotation of a loop or block (TVM's, the course's ``sch.annotate(i,
+  "pragma_import_llvm", clang.create_llvm(c_code))``) is linked into the module, which must
+  define every extern function called. Only :func:`engine.build` and ``tvm.compile``/
+  ``tvm.build`` — Python run by the user in their own process — pass it; without it (the
+  explorer's workers, which build pasted and imported programs) an extern call is refused
+  as opaque code and an import as outside code, each with a sentence;
 * ``auto_vectorize`` (False) — LLVM's loop vectorizer on every loop, as in TVM's LLVM
   backend. By default it vectorizes only the loops the code generator asks it for
   (innermost loops that read under a condition, such as a convolution's padding); the
@@ -51,7 +60,10 @@ _compile_lock = JIT_LOCK   # (the cache simulator takes it from here too)
 _stats = {"hits": 0, "misses": 0}
 
 _OPTIONS = {"fast_math": False, "opt_level": 3, "lowered": False, "extra_modules": None,
-            "cache": True, "auto_vectorize": False}
+            "cache": True, "auto_vectorize": False, "link_extern": False}
+
+#: the annotation of a loop or block whose value is LLVM IR text to link (TVM's)
+IMPORT_LLVM = "pragma_import_llvm"
 
 
 def cache_info() -> dict:
@@ -99,6 +111,31 @@ def _refuse_thread_bindings(name: str, func: PrimFunc) -> None:
                          "loops")
 
 
+def _imported_llvm(name: str, func: PrimFunc, link: bool) -> list[str]:
+    """The LLVM IR texts of ``func``'s ``pragma_import_llvm`` annotations; refused with a
+    sentence unless the build links outside code."""
+    out = []
+    for node in (*collect_stmts(func.body, S.For), *collect_stmts(func.body, S.Block)):
+        for key, value in node.annotations or ():
+            if key != IMPORT_LLVM:
+                continue
+            what = (f"loop {node.loop_var.name}" if isinstance(node, S.For)
+                    else f"block {node.name_hint!r}")
+            if not link:
+                raise BuildError(f"{what} of function {name!r} imports LLVM IR "
+                                 f"({IMPORT_LLVM}): outside code is linked only by "
+                                 "engine.build or tvm.compile called from your own Python; "
+                                 "a program pasted into or measured by the explorer never "
+                                 "links it")
+            if not isinstance(value, str):
+                raise BuildError(f"the {IMPORT_LLVM} annotation of {what} of function "
+                                 f"{name!r} must be LLVM IR text, got "
+                                 f"{type(value).__name__}")
+            if value not in out:
+                out.append(value)
+    return out
+
+
 def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     """Compile ``mod`` (IRModule or PrimFunc) for the host CPU; see the module docstring."""
     if not isinstance(target, str) or not target.split()[0:1] == ["llvm"]:
@@ -121,12 +158,15 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     if not isinstance(extra, (list, tuple)):
         extra = [extra]
     extra_texts = [str(m) for m in extra]
+    link = bool(opts["link_extern"])
+    for name, f in funcs:
+        extra_texts += [t for t in _imported_llvm(name, f, link) if t not in extra_texts]
     key = None
     if opts["cache"]:
         h = structural_hash(tuple(funcs))
         ex = hashlib.sha256("\0".join(extra_texts).encode()).hexdigest() if extra_texts else ""
         key = (h, bool(opts["fast_math"]), opt_level, bool(opts["lowered"]), ex,
-               bool(opts["auto_vectorize"]))
+               bool(opts["auto_vectorize"]), link)
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
@@ -141,6 +181,21 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
     return out
+
+
+def _check_defined(funcs: list, extra_mods: list) -> None:
+    """Every extern function the program calls is defined by a linked module (never looked
+    up among the process's own symbols)."""
+    from engine.lower.extern import extern_symbols
+    defined = {f.name for m in extra_mods for f in m.functions if not f.is_declaration}
+    for name, f in funcs:
+        for sym in extern_symbols(f):
+            if sym not in defined:
+                raise BuildError(f"function {name!r} calls the extern function {sym!r}, "
+                                 "which no linked LLVM IR defines: give its LLVM IR with "
+                                 f"sch.annotate(loop, \"{IMPORT_LLVM}\", ll_text) "
+                                 "(tvm.contrib.clang.create_llvm compiles C or C++ to it) "
+                                 "or engine.build(..., extra_modules=[ll_text])")
 
 
 def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
@@ -161,7 +216,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
                                  "lowered=True")
             lowered.append((name, f))
         else:
-            lowered.append((name, lower(f)))
+            lowered.append((name, lower(f, extern=bool(opts["link_extern"]))))
     t1 = time.perf_counter()
     # the kernels, and each parallel loop body as a module of its own (compiled side by side)
     ir_mods, infos = codegen_units(lowered, fast_math=bool(opts["fast_math"]))
@@ -169,6 +224,16 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
     ll_text = join_units(texts)
     t2 = time.perf_counter()
     with _compile_lock:
+        extra_mods = []
+        for text in extra_texts:
+            try:
+                em = llvm.parse_assembly(text)
+                em.verify()
+            except RuntimeError as exc:
+                raise BuildError(f"an extra module is not valid LLVM IR: {exc}") from exc
+            extra_mods.append(em)
+        if opts["link_extern"]:
+            _check_defined(funcs, extra_mods)
         try:
             units = compile_units(texts, opts["opt_level"],
                                   auto_vectorize=bool(opts["auto_vectorize"]),
@@ -178,15 +243,15 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         t3 = time.perf_counter()
         holder = llvm.parse_assembly("")
         set_host_target(holder, opts["opt_level"])
-        ee = llvm.create_mcjit_compiler(holder, new_target_machine(opts["opt_level"]))
+        tm = new_target_machine(opts["opt_level"])
+        ee = llvm.create_mcjit_compiler(holder, tm)
         for u in units:
             ee.add_object_file(llvm.ObjectFileRef.from_data(u.obj))
-        for text in extra_texts:
-            try:
-                em = llvm.parse_assembly(text)
-                em.verify()
-            except RuntimeError as exc:
-                raise BuildError(f"an extra module is not valid LLVM IR: {exc}") from exc
+        for em in extra_mods:
+            # the JIT's layout (a module from another compiler — clang 14 — names an older
+            # one, and MCJIT aborts the process on a mismatch)
+            em.triple = tm.triple
+            em.data_layout = str(tm.target_data)
             ee.add_module(em)
         ee.finalize_object()
         functions = {}

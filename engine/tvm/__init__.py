@@ -22,7 +22,8 @@ classes, ``stmt_functor``, ``TensorIntrin``), :mod:`.tir` (the course's ``tvm.ti
 (``tensor``, ``Executable``), :mod:`.driver` (``compile``, ``build``), :mod:`.target`
 (``Target``: ``Target("cuda -arch=sm_80")``, ``Target("llvm")``), :mod:`.meta_schedule`
 (``tune_tir`` and ``tir_integration.compile_tir`` over the engine's tuner), :mod:`.testing`
-(imported on first use: it needs pytest); ``te``, ``topi``, ``nd`` and ``relax`` (``relax.build``,
+(imported on first use: it needs pytest), :mod:`.contrib` (``utils.tempdir``,
+``clang.create_llvm``: C compiled to LLVM IR for ``pragma_import_llvm``; on first use); ``te``, ``topi``, ``nd`` and ``relax`` (``relax.build``,
 ``relax.VirtualMachine``) are the engine's own, as ``register_func``/``get_global_func``.
 """
 from __future__ import annotations
@@ -48,5 +49,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("engine.tvm.testing")
     if name == "meta_schedule":  # the tuner: imported when asked for
         return importlib.import_module("engine.tvm.meta_schedule")
+    if name == "contrib":  # utils.tempdir, clang.create_llvm (runs clang): when asked for
+        return importlib.import_module("engine.tvm.contrib")
     raise AttributeError(f"module 'tvm' (engine.tvm) has no attribute {name!r}: the engine "
                          "has no counterpart of it")

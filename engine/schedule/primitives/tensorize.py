@@ -297,6 +297,26 @@ class _Fresh(_Rebase):
     def visit_BufferRegion(self, r):
         return self.generic_visit(r)
 
+    def visit_Call(self, c):
+        """``P.access_ptr(..)`` of a parameter ``P`` points at ``P.data + offset``: the
+        parameter's own offset was a number where it was parsed (a parameter is no view
+        there); on the view it is the region's, ``V.elem_offset`` (TVM's spelling)."""
+        out = self.generic_visit(c)
+        if c.op != "tvm_access_ptr" or len(c.args) != 5:
+            return out
+        data, off = c.args[1], c.args[2]
+        if type(data) is not E.BufferField or id(data.buffer) not in self.views or \
+                collect(off, E.BufferField):
+            return out
+        view = self.views[id(data.buffer)]
+        rel = simplify(E.binary(E.Sub, off, E.IntImm(off.dtype, int(data.buffer.elem_offset))))
+        field = E.BufferField(view, "elem_offset")
+        if field.dtype != rel.dtype:
+            rel = E.IntImm(field.dtype, rel.value) if type(rel) is E.IntImm else \
+                E.Cast(field.dtype, rel)
+        new_off = field if E.is_const_int(rel, 0) else E.binary(E.Add, field, rel)
+        return E.Call(out.dtype, out.op, (out.args[0], out.args[1], new_off) + out.args[3:])
+
 
 def _opaque(node) -> bool:
     """Does the implementation use opaque code (a buffer's address or offset, an extern
@@ -329,7 +349,9 @@ def _views(ctx: Ctx, cmp: Comparator, intrin: TensorIntrin, name: str, subject: 
         rng += [Range(b, x if x.dtype == b.dtype else E.IntImm(b.dtype, int(x.value))
                       if type(x) is E.IntImm else E.Cast(b.dtype, x))
                 for b, x in zip(base[off:], extents)]
-        view = ip.replace(dtype=prog.dtype, scope=prog.scope, strides=(), elem_offset=0)
+        # the implementation's strides stay (``strides=[sa, 1]``: ``sa`` is bound to the
+        # program buffer's stride where the view is made plain)
+        view = ip.replace(dtype=prog.dtype, scope=prog.scope, elem_offset=0)
         views[id(ip)] = view
         matches.append(MatchBufferRegion(view, BufferRegion(prog, tuple(rng))))
     return views, tuple(matches)

@@ -183,15 +183,23 @@ class BufferParser(ParserContext):
         """``X = T.match_buffer(B[vi, 0:4], (4,), ...)`` inside a block: ``X`` is a view of
         the region (:class:`engine.ir.stmt.MatchBufferRegion`). Its shape must be the
         region's extents (the trailing ones; the leading ones 1), its dtype and scope the
-        source's (they are the default); its strides and offset come from the region."""
+        source's (they are the default); its offset comes from the region, and so do its
+        strides: ``strides=(sa, 1)`` (a tensor intrinsic's, after tensorize) names them,
+        each a variable (bound to the source's stride when the view is made plain) or 1."""
         ctx = self.blocks[-1]
         source = self.region(call.args[0])
         spec = self.buffer_spec(call, "match_buffer", skip_first=True)
         src = source.buffer
-        for key in ("strides", "elem_offset"):
-            if key in spec:
-                raise self.err(call, f"a view takes its {key.replace('_', ' ')} from the "
-                                     "region it matches; leave out " + key + "=")
+        if "elem_offset" in spec:
+            raise self.err(call, "a view takes its elem offset from the region it matches; "
+                                 "leave out elem_offset=")
+        if "strides" in spec and (len(spec["strides"]) != len(spec["shape"]) or any(
+                type(st) is not E.Var and not E.is_const_int(st, 1)
+                for st in spec["strides"]) or not any(type(st) is E.Var
+                                                      for st in spec["strides"])):
+            raise self.err(call, "a view takes its strides from the region it matches: "
+                                 "leave out strides=, or name them, each one a variable "
+                                 "(strides=(sa, 1)) or 1, one per dimension")
         dtype = spec.get("dtype", src.dtype)
         scope = spec.get("scope", src.scope)
         if dtype != src.dtype:

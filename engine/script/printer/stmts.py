@@ -107,6 +107,8 @@ class StmtPrinter(ExprPrinter):
             parts.append(f'"{buf.dtype}"')
         if buf.scope != "global":
             parts.append(f'scope="{buf.scope}"')
+        if buf.strides:   # a tensor intrinsic's ``strides=[sa, 1]``: sa is the source's
+            parts.append(f"strides={self.shape(buf.strides)}")
         return f"{self.define(buf, buf.name)} = T.match_buffer({', '.join(parts)})"
 
     # ------------------------------------------------------------------ statements
