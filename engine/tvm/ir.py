@@ -1,4 +1,5 @@
-"""``tvm.ir``: ``IRModule``, structural equality and hashing (the engine's), and
+"""``tvm.ir``: ``IRModule``, ``Op`` (``Op.get("relax.add")``, a Relax operator, equal to
+every operator of its name), structural equality and hashing (the engine's), and
 ``assert_structural_equal``, which raises ``ValueError`` with the first differing lines of
 the two programs as the engine prints them (TVM's raises ValueError too)."""
 from __future__ import annotations
@@ -9,8 +10,9 @@ from typing import Any
 
 from engine.ir import IRModule, PrimExpr, PrimFunc, Range, structural_equal, structural_hash
 from engine.ir.function import GlobalVar
+from engine.relax.expr import Op
 
-__all__ = ["IRModule", "GlobalVar", "PrimExpr", "Range", "structural_equal", "structural_hash",
+__all__ = ["IRModule", "GlobalVar", "Op", "PrimExpr", "Range", "structural_equal", "structural_hash",
            "assert_structural_equal"]
 
 #: lines of unified diff shown at most in the error message
