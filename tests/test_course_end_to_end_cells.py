@@ -427,3 +427,128 @@ def test_a_relax_error_names_the_file_line():
 
     assert "test_course_end_to_end_cells.py" in str(e.value)
     assert "R.output" in str(e.value)
+
+
+# ---------------------------------------------------------------- symbolic shapes
+@tvm.script.ir_module
+class MyModuleSym:
+    @T.prim_func
+    def linear(x: T.handle, w: T.handle, b: T.handle, z: T.handle):
+        m, n, k = T.int64(), T.int64(), T.int64()
+        X = T.match_buffer(x, (m, k), "float32")
+        W = T.match_buffer(w, (n, k), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        Z = T.match_buffer(z, (m, n), "float32")
+        Y = T.alloc_buffer((m, n), "float32")
+        for i, j, kk in T.grid(m, n, k):
+            with T.block("Y"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, kk])
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vj, vk]
+        for i, j in T.grid(m, n):
+            with T.block("Z"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Z[vi, vj] = Y[vi, vj] + B[vj]
+
+    @T.prim_func
+    def relu(x: T.handle, y: T.handle):
+        m, n = T.int64(), T.int64()
+        X = T.match_buffer(x, (m, n), "float32")
+        Y = T.match_buffer(y, (m, n), "float32")
+        for i, j in T.grid(m, n):
+            with T.block("Y"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Y[vi, vj] = T.max(X[vi, vj], T.float32(0))
+
+    @R.function
+    def main(x: R.Tensor(("n", 784), "float32"),
+             w0: R.Tensor((128, 784), "float32"),
+             b0: R.Tensor((128,), "float32"),
+             w1: R.Tensor((10, 128), "float32"),
+             b1: R.Tensor((10,), "float32")):
+        n = T.int64()
+        cls = MyModuleSym
+        with R.dataflow():
+            lv0 = R.call_tir(cls.linear, (x, w0, b0), out_sinfo=R.Tensor((n, 128), "float32"))
+            lv1 = R.call_tir(cls.relu, (lv0,), out_sinfo=R.Tensor((n, 128), "float32"))
+            out = R.call_tir(cls.linear, (lv1, w1, b1), out_sinfo=R.Tensor(("n", 10), "float32"))
+            R.output(out)
+        return out
+
+
+def test_symbolic_batch():
+    ex = relax.build(MyModuleSym, target="llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    weights = [nd_params[k] for k in ("w0", "b0", "w1", "b1")]
+    for batch in (1, 3, 8):
+        x = _rng.random((batch, 784), dtype=np.float32)
+        nd_res = vm["main"](tvm.nd.array(x), *weights)
+        assert nd_res.shape == (batch, 10)
+        np.testing.assert_allclose(nd_res.numpy(), numpy_mlp(x, *mlp_params.values()),
+                                   rtol=1e-4, atol=1e-4)
+    # the printed module says ("n", 784) and reads back
+    text = MyModuleSym.script()
+    assert '("n", 784)' in text and "m = T.int64()" in text
+    again = relax.VirtualMachine(relax.build(engine.parse(text), target="llvm"), tvm.cpu())
+    np.testing.assert_allclose(again["main"](x, *weights).numpy(), nd_res.numpy(), rtol=1e-6)
+    with pytest.raises(engine.ArgumentError, match=r"shape \(n, 784\), got shape \(2, 700\)"):
+        vm["main"](x[:2, :700], *weights)
+
+
+def test_symbolic_sizes_shared_by_name():
+    @tvm.script.ir_module
+    class Two:
+        @R.function
+        def main(a: R.Tensor(("n", 4), "float32"), b: R.Tensor(("n", 4), "float32")):
+            with R.dataflow():
+                out = R.call_dps_packed("env.relu", (a,), R.Tensor(("n", 4), "float32"))
+                R.output(out)
+            return out
+
+    vm = relax.VirtualMachine(relax.build(Two, target="llvm"), tvm.cpu())
+    a = _rng.standard_normal((5, 4)).astype("float32")
+    np.testing.assert_array_equal(vm["main"](a, a).numpy(), np.maximum(a, 0))
+    with pytest.raises(engine.ArgumentError, match=r"argument 1 \(b\) has 3 in dimension 0, "
+                                                   r"which is n, but n is 5 from argument 0"):
+        vm["main"](a, a[:3])
+
+
+def test_symbolic_refusals():
+    with pytest.raises(ScriptError, match="'k' is not a symbolic size of this function"):
+        engine.parse('''
+@R.function
+def main(x: R.Tensor(("n", 4), "float32")):
+    with R.dataflow():
+        out = R.call_dps_packed("env.relu", (x,), R.Tensor((k, 4), "float32"))
+        R.output(out)
+    return out
+''')
+    with pytest.raises(ScriptError, match="high-level operators take tensors of known shape"):
+        engine.parse('''
+@R.function
+def main(x: R.Tensor(("n", 4), "float32")):
+    with R.dataflow():
+        out = R.add(x, x)
+        R.output(out)
+    return out
+''')
+    mod = engine.parse('''
+@R.function
+def main(x: R.Tensor((4,), "float32")):
+    with R.dataflow():
+        out = R.call_dps_packed("env.relu", (x,), R.Tensor(("m",), "float32"))
+        R.output(out)
+    return out
+''')
+    with pytest.raises(engine.BuildError, match="no parameter's shape defines"):
+        relax.build(mod, target="llvm")
+
+
+def test_symbolic_buffers_take_one_size_per_call():
+    src = MyModuleSym.script().replace('R.call_tir(relu, (lv0,), ("n", 128)',
+                                       'R.call_tir(relu, (lv0,), ("n", 10)')
+    assert src != MyModuleSym.script()
+    with pytest.raises(engine.BuildError, match="buffer Y is float32 \\(m, n\\) \\(a size "
+                                                "variable of the buffers gets one size"):
+        relax.build(engine.parse(src), target="llvm")

@@ -189,7 +189,7 @@ BAD = [
      "did you mean 'float32'"),
     (MY_MODULE.replace("R.call_tir(relu0", "R.cal_tir(relu0"), "did you mean R.call_tir"),
     (MY_MODULE.replace('x: Tensor((1, 784), "float32")', 'x: Tensor((n, 784), "float32")'),
-     "symbolic sizes are not supported"),
+     "'n' is not a symbolic size of this function"),
     (MY_MODULE.replace("        return out\n", ""), "must end with `return"),
     (MY_MODULE.replace("R.output(out)", "R.output(out, out)"), "listed twice"),
 ]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.ir import expr as E
 from engine.ir.function import IRModule, PrimFunc
 from engine.script.printer import prim_func_lines
 
@@ -48,9 +49,11 @@ def struct_info_text(si: Any) -> str:
 
 
 def _tuple(values: tuple) -> str:
-    if len(values) == 1:
-        return f"({values[0]},)"
-    return "(" + ", ".join(str(v) for v in values) + ")"
+    """``(1, 784)``; a symbolic size by its name as a string: ``("n", 784)``."""
+    items = [f'"{v.name}"' if isinstance(v, E.Var) else str(v) for v in values]
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return "(" + ", ".join(items) + ")"
 
 
 def _literal(v: Any) -> str:

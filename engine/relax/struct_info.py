@@ -1,7 +1,10 @@
 """What a Relax value is: the *struct info* of tensors, tuples and shapes.
 
-The subset is static: a tensor's shape is a tuple of ints (or unknown, with only its
-number of dimensions, as in the course's printed ``Tensor(None, "float32", ndim = 2)``).
+A tensor's shape is a tuple of sizes (or unknown, with only its number of dimensions, as
+in the course's printed ``Tensor(None, "float32", ndim = 2)``); a size is an int or a
+*symbolic size*, an ``int64`` :class:`engine.ir.expr.Var` (``R.Tensor(("n", 784),
+"float32")``: one variable per name in a function, bound by the virtual machine from the
+arguments' shapes).
 
 * :class:`TensorStructInfo` — ``Tensor((1, 784), "float32")`` / ``R.Tensor((1, 784),
   dtype="float32")``;
@@ -11,7 +14,41 @@ number of dimensions, as in the course's printed ``Tensor(None, "float32", ndim 
 """
 from __future__ import annotations
 
+from engine.ir import expr as E
 from engine.ir.node import Node, node
+
+
+def _size(s: object) -> object:
+    """A size: an int, or a symbolic size (an integer Var) kept as it is."""
+    return s if isinstance(s, E.Var) else int(s)
+
+
+def same_dim(a: object, b: object) -> bool:
+    """Two sizes are the same: equal ints, or the same symbolic variable."""
+    if isinstance(a, E.Var) or isinstance(b, E.Var):
+        return a is b
+    return a == b
+
+
+def same_shape(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
+
+
+def is_symbolic(si: object) -> bool:
+    """Does ``si`` (or one of its fields) have a symbolic size?"""
+    if isinstance(si, TensorStructInfo):
+        return si.shape is not None and any(isinstance(d, E.Var) for d in si.shape)
+    if isinstance(si, TupleStructInfo):
+        return any(is_symbolic(f) for f in si.fields)
+    return False
+
+
+def shape_text(shape: tuple) -> str:
+    """``(n, 784)``: a shape as the messages write it."""
+    items = [d.name if isinstance(d, E.Var) else str(d) for d in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
 class StructInfo(Node):
@@ -33,7 +70,7 @@ class TensorStructInfo(StructInfo):
 
     def __post_init__(self):
         if self.shape is not None:
-            shape = tuple(int(s) for s in self.shape)
+            shape = tuple(_size(s) for s in self.shape)
             object.__setattr__(self, "shape", shape)
             if self.ndim not in (-1, len(shape)):
                 raise ValueError(f"a tensor of shape {shape} has {len(shape)} dimensions, "
@@ -42,14 +79,14 @@ class TensorStructInfo(StructInfo):
 
     @property
     def size(self) -> int:
-        """The number of elements (the shape must be known)."""
+        """The number of elements (the shape must be known and not symbolic)."""
         n = 1
         for s in self.shape or ():
             n *= s
         return n
 
     def describe(self) -> str:
-        shape = "?" if self.shape is None else str(self.shape)
+        shape = "?" if self.shape is None else shape_text(self.shape)
         return f"{self.dtype} tensor of shape {shape}"
 
 
@@ -95,7 +132,7 @@ def same_struct_info(a: StructInfo, b: StructInfo) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, TensorStructInfo):
-        return a.shape == b.shape and a.dtype == b.dtype and a.ndim == b.ndim
+        return same_shape(a.shape, b.shape) and a.dtype == b.dtype and a.ndim == b.ndim
     if isinstance(a, TupleStructInfo):
         return len(a.fields) == len(b.fields) and all(
             same_struct_info(x, y) for x, y in zip(a.fields, b.fields))
@@ -115,7 +152,7 @@ def fits(value: StructInfo, declared: StructInfo) -> bool:
         if value.dtype != declared.dtype:
             return False
         if declared.shape is not None:
-            return value.shape == declared.shape
+            return same_shape(value.shape, declared.shape)
         return declared.ndim == -1 or value.ndim in (-1, declared.ndim)
     if isinstance(declared, TupleStructInfo):
         return len(value.fields) == len(declared.fields) and all(

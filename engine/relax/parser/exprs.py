@@ -7,12 +7,13 @@ import ast
 import difflib
 from typing import Any
 
+from engine.ir import expr as E
 from engine.script.errors import ScriptError
 
 from .. import expr as X
 from ..op import BY_SCRIPT, OpError, normalize_attrs
 from ..struct_info import (ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
-                           TupleStructInfo, fits)
+                           TupleStructInfo, fits, is_symbolic)
 
 #: how a function of the module is reached in ``R.call_tir``: a TensorIR or a Relax one
 PRIM, RELAX = "prim_func", "relax"
@@ -72,12 +73,44 @@ class RelaxExprParser:
         for e in items:
             v = self.literal(e, what) if type(e) is not ast.Name else None
             if type(v) is not int:
-                raise self.err(e, f"{what}: the sizes must be numbers such as (1, 784) "
-                                  "(symbolic sizes are not supported)")
+                raise self.err(e, f"{what}: the sizes must be numbers such as (1, 784), or "
+                                  "in a tensor's type symbolic sizes by name: (\"n\", 784)")
             if v < 0 and not (allow_minus_one and v == -1):
                 raise self.err(e, f"{what}: a size may not be negative, got {v}")
             out.append(v)
         return tuple(out)
+
+    def shape_tuple(self, node: Any, what: str) -> tuple:
+        """A tensor's shape: numbers and symbolic sizes, named by a string (``("n", 784)``)
+        or by a name declared at the top of the function (``n = T.int64()``); one variable
+        per name in the function."""
+        if type(node) is ast.Call and self.rname(node.func) == "R.shape" and \
+                len(node.args) == 1 and not node.keywords:
+            node = node.args[0]
+        items = node.elts if type(node) in (ast.Tuple, ast.List) else [node]
+        out: list = []
+        for e in items:
+            if type(e) is ast.Constant and isinstance(e.value, str):
+                out.append(self.shape_var(e.value, e))
+            elif type(e) is ast.Name and e.id in self.shape_vars:
+                out.append(self.shape_vars[e.id])
+            elif type(e) is ast.Name:
+                raise self.err(e, f"{what}: {e.id!r} is not a symbolic size of this function; "
+                                  f"write it as a string ((\"{e.id}\", 784)) or declare "
+                                  f"{e.id} = T.int64() at the top of the function")
+            else:
+                out.extend(self.int_tuple(e, what))
+        return tuple(out)
+
+    def shape_var(self, name: str, node: Any) -> E.Var:
+        """The function's symbolic size ``name`` (made on first use, int64 as TVM's)."""
+        if not name.isidentifier():
+            raise self.err(node, f"a symbolic size is named by an identifier such as \"n\", "
+                                 f"got {name!r}")
+        v = self.shape_vars.get(name)
+        if v is None:
+            v = self.shape_vars[name] = E.Var(name, "int64")
+        return v
 
     def dtype_value(self, node: Any, what: str = "dtype") -> str:
         if type(node) is ast.Call and self.rname(node.func) == "R.dtype" and len(node.args) == 1:
@@ -126,7 +159,7 @@ class RelaxExprParser:
             shape = None
             if shape_node is not None and not (type(shape_node) is ast.Constant
                                                and shape_node.value is None):
-                shape = self.int_tuple(shape_node, "a tensor's shape")
+                shape = self.shape_tuple(shape_node, "a tensor's shape")
             if "dtype" not in got:
                 raise self.err(node, "a tensor type needs its dtype: Tensor((1, 784), "
                                      "\"float32\")")
@@ -352,7 +385,7 @@ class RelaxExprParser:
             raise self.err(node, f"{name} needs dtype=\"float32\" (the output's dtype)")
         items = third.elts if type(third) in (ast.Tuple, ast.List) else [third]
         if items and all(type(e) in (ast.Tuple, ast.List) for e in items):
-            shapes = [self.int_tuple(e, f"{name}'s output shape") for e in items]
+            shapes = [self.shape_tuple(e, f"{name}'s output shape") for e in items]
             d = kws["dtype"]
             dtypes = [self.dtype_value(e) for e in d.elts] if type(d) in (ast.Tuple, ast.List) \
                 else [self.dtype_value(d)] * len(shapes)
@@ -360,7 +393,7 @@ class RelaxExprParser:
                 raise self.err(d, f"{len(shapes)} output shapes but {len(dtypes)} dtypes")
             return TupleStructInfo(tuple(TensorStructInfo(s, dt)
                                          for s, dt in zip(shapes, dtypes)))
-        shape = self.int_tuple(third, f"{name}'s output shape")
+        shape = self.shape_tuple(third, f"{name}'s output shape")
         return TensorStructInfo(shape, self.dtype_value(kws["dtype"]))
 
     def alloc_tensor(self, node: ast.Call) -> X.Call:
@@ -372,7 +405,7 @@ class RelaxExprParser:
         if not args:
             raise self.err(node, "R.alloc_tensor needs a shape: R.alloc_tensor((1, 128), "
                                  "dtype=\"float32\")")
-        shape = self.int_tuple(args[0], "R.alloc_tensor's shape")
+        shape = self.shape_tuple(args[0], "R.alloc_tensor's shape")
         dnode = kws.get("dtype", args[1] if len(args) > 1 else None)
         if dnode is None:
             raise self.err(node, "R.alloc_tensor needs dtype=\"float32\"")
@@ -410,6 +443,11 @@ class RelaxExprParser:
                                                        allow_minus_one=True)))
             else:
                 args.append(self.expr(a))
+        for a, e in zip(node.args, args):
+            if is_symbolic(e.struct_info):
+                raise self.err(a, f"{name} on a {e.struct_info.describe()}: high-level "
+                                  "operators take tensors of known shape here; call a "
+                                  "TensorIR function of symbolic shape with R.call_tir")
         given = {}
         for k in node.keywords:
             v = self.literal(k.value, f"{name}'s {k.arg}")

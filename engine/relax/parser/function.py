@@ -36,6 +36,7 @@ class RelaxParser(RelaxExprParser):
         self.block_locals: dict[str, Any] = {}
         self.in_dataflow = False
         self.attrs: list = []
+        self.shape_vars: dict = {}  # the function's symbolic sizes by name
 
     # ------------------------------------------------------------------ names
     def lookup(self, name: str) -> Any:
@@ -72,14 +73,14 @@ class RelaxParser(RelaxExprParser):
                                f"{' -> '.join(self.in_progress + [name])}); recursive Relax "
                                "functions are not supported")
         saved = (self.scopes, self.block_locals, self.in_dataflow, self.ctx.current,
-                 self.attrs)
+                 self.attrs, self.shape_vars)
         self.in_progress.append(name)
         try:
             f = self.function(self.asts[name])
         finally:
             self.in_progress.pop()
             self.scopes, self.block_locals, self.in_dataflow, self.ctx.current, \
-                self.attrs = saved
+                self.attrs, self.shape_vars = saved
         self.parsed[name] = f
         return f
 
@@ -88,6 +89,7 @@ class RelaxParser(RelaxExprParser):
         self.scopes = [{}]
         self.block_locals = {}
         self.in_dataflow = False
+        self.shape_vars = {}
         a = fn.args
         if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or a.defaults:
             raise self.err(fn, f"function {fn.name!r}: parameters must be plain "
@@ -122,6 +124,32 @@ class RelaxParser(RelaxExprParser):
             return True
         return False
 
+    def size_declaration(self, st: Any) -> bool:
+        """``n = T.int64()`` / ``m, n = T.int64(), T.int64()``: names for the function's
+        symbolic sizes (the same variables as ``"n"`` in its annotations)."""
+        if type(st) is not ast.Assign or len(st.targets) != 1:
+            return False
+        target, value = st.targets[0], st.value
+        if type(target) is ast.Name:
+            pairs = [(target, value)]
+        elif type(target) is ast.Tuple and type(value) is ast.Tuple and \
+                len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+        else:
+            return False
+        for t, v in pairs:
+            f = v.func if type(v) is ast.Call else None
+            if not (type(t) is ast.Name and type(f) is ast.Attribute and
+                    type(f.value) is ast.Name and f.value.id in self.ctx.ns and
+                    f.attr in ("int64", "int32") and not v.args and not v.keywords):
+                return False
+        for t, v in pairs:
+            if v.func.attr != "int64":
+                raise self.err(v, "a Relax function's symbolic sizes are int64: "
+                                  f"{t.id} = T.int64()")
+            self.shape_var(t.id, t)
+        return True
+
     def func_attr(self, call: ast.Call) -> None:
         """``R.func_attr({"Primitive": 1})``: the function's attributes."""
         if len(call.args) != 1 or call.keywords or type(call.args[0]) is not ast.Dict:
@@ -147,7 +175,7 @@ class RelaxParser(RelaxExprParser):
             if t is ast.Pass or (t is ast.Expr and type(st.value) is ast.Constant and
                                  isinstance(st.value.value, str)):
                 continue
-            if self.class_alias(st):
+            if self.class_alias(st) or self.size_declaration(st):
                 continue
             if t is ast.With:
                 if loose:

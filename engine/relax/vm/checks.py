@@ -12,17 +12,38 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.lower.errors import BuildError
 
 from .. import expr as X
-from ..struct_info import TensorStructInfo, TupleStructInfo
+from ..struct_info import TensorStructInfo, TupleStructInfo, same_dim, shape_text
 
 
-def _buffer_shape(buf: Any, fname: str) -> tuple:
-    out = []
+def _match(si: TensorStructInfo, buf: Any, sizes: dict) -> bool:
+    """Does a tensor of ``si``'s shape fit ``buf``? A buffer's symbolic size (a Var of the
+    TensorIR function) takes the first size passed for it and must get the same one at
+    every other buffer (``sizes``: Var id -> size); a symbolic size of the Relax function
+    against a buffer's number is checked when the call runs (the kernel reads the array's
+    shape)."""
+    if len(si.shape) != len(buf.shape):
+        return False
+    for d, b in zip(si.shape, buf.shape):
+        if type(b) is E.IntImm:
+            if isinstance(d, int) and d != b.value:
+                return False
+        elif isinstance(b, E.Var):
+            prev = sizes.setdefault(id(b), d)
+            if not same_dim(prev, d):
+                return False
+    return True
+
+
+def _buffer_text(buf: Any) -> str:
+    return shape_text(tuple(d.value if type(d) is E.IntImm else d for d in buf.shape))
+
+
+def _check_shapes(buf: Any, fname: str) -> None:
     for d in buf.shape:
-        if type(d) is not E.IntImm:
-            raise BuildError(f"TensorIR function {fname}: buffer {buf.name} has a symbolic "
-                             "shape; R.call_tir needs static shapes in this subset")
-        out.append(d.value)
-    return tuple(out)
+        if type(d) is not E.IntImm and not isinstance(d, E.Var):
+            raise BuildError(f"TensorIR function {fname}: buffer {buf.name} has the size "
+                             f"{d} in its shape; R.call_tir passes tensors to buffers whose "
+                             "sizes are numbers or variables (m = T.int64())")
 
 
 def _outputs(si: Any) -> list:
@@ -55,16 +76,21 @@ def check_call_tir(call: X.Call, mod: IRModule, where: str) -> None:
         raise BuildError(f"{text} passes {len(args.fields)} argument(s) and {len(outs)} "
                          f"output(s), but {name} takes {len(prim.params)} buffers ({bufs}): "
                          "the inputs, then the outputs")
+    sizes: dict = {}
     for (expr, si, kind, i), buf in zip(values, prim.params):
-        shape = _buffer_shape(buf, name)
+        if not hasattr(buf, "shape"):
+            raise BuildError(f"{text}: {name}'s parameter {buf.name} is a scalar; R.call_tir "
+                             "passes tensors to buffer parameters only")
+        _check_shapes(buf, name)
         what = f"{kind} {i}" + (f" ({_describe(expr)})" if expr is not None else "")
         if not isinstance(si, TensorStructInfo) or si.shape is None:
             raise BuildError(f"{text}: {what} must be a tensor of known shape for buffer "
                              f"{buf.name}, got a {si.describe()}")
-        if si.shape != shape or si.dtype != buf.dtype:
-            raise BuildError(f"{text}: shape mismatch: {what} is a {si.dtype} tensor of shape "
-                             f"{si.shape}, but {name}'s buffer {buf.name} is {buf.dtype} "
-                             f"{shape}")
+        if not _match(si, buf, sizes) or si.dtype != buf.dtype:
+            raise BuildError(f"{text}: shape mismatch: {what} is a {si.describe()}, but "
+                             f"{name}'s buffer {buf.name} is {buf.dtype} {_buffer_text(buf)}"
+                             + (" (a size variable of the buffers gets one size per call)"
+                                if any(isinstance(d, E.Var) for d in buf.shape) else ""))
 
 
 def check_module(mod: IRModule) -> None:

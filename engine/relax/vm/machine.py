@@ -29,7 +29,7 @@ from engine.runtime import build as build_tir
 from engine.runtime.packed import get_global_func, missing_message
 
 from .. import expr as X
-from ..struct_info import TensorStructInfo, TupleStructInfo
+from ..struct_info import TensorStructInfo, TupleStructInfo, shape_text
 from .checks import check_module
 from .memory import plan_memory
 from .program import Program, compile_function
@@ -89,6 +89,7 @@ def build(mod: Any, target: Any = "llvm", params: dict | None = None,
     if not isinstance(mod, IRModule):
         raise BuildError(f"relax.build expects an IRModule, got {type(mod).__name__}")
     target_name = target if isinstance(target, str) else getattr(target, "kind", target)
+    target_name = getattr(target_name, "name", target_name)   # a Target's kind: "llvm"
     if not isinstance(target_name, str) or target_name.split()[0:1] != ["llvm"]:
         raise BuildError(f"unsupported target {target!r}; this engine compiles for \"llvm\" "
                          "(the host CPU) only")
@@ -207,8 +208,11 @@ class VirtualMachine:
 
     def _execute(self, prog: Program, args: list, views: tuple) -> Any:
         regs: list = [None] * prog.num_regs
-        for (reg, _, _), a in zip(prog.params, args):
+        sizes: dict = {}  # the symbolic sizes of this call: Var id -> int
+        first: dict = {}  # Var id -> the argument that bound it (for messages)
+        for i, ((reg, si, name), a) in enumerate(zip(prog.params, args)):
             regs[reg] = a
+            _bind_sizes(prog, f"argument {i} ({name})", si, a, sizes, first)
         for reg, c in prog.consts.items():
             regs[reg] = c
         kernels = self.exe.kernels
@@ -218,7 +222,8 @@ class VirtualMachine:
             if kind == "kernel" or kind == "packed":
                 _, label, in_regs, outs, dst, is_tuple = ins
                 arrays = [views[t] if views[t] is not None else
-                          aligned_empty(tokens[t].shape, tokens[t].dtype) for t in outs]
+                          aligned_empty(tokens[t].resolve(sizes), tokens[t].dtype)
+                          for t in outs]
                 inputs = [regs[r] for r in in_regs]
                 if kind == "kernel":
                     kernels[label](*inputs, *arrays)
@@ -230,7 +235,7 @@ class VirtualMachine:
             elif kind == "alloc":
                 t = ins[1]
                 regs[ins[2]] = views[t] if views[t] is not None else \
-                    aligned_empty(tokens[t].shape, tokens[t].dtype)
+                    aligned_empty(tokens[t].resolve(sizes), tokens[t].dtype)
             elif kind == "op":
                 _, opdef, in_regs, attrs, dst = ins
                 regs[dst] = opdef.compute([regs[r] for r in in_regs], attrs)
@@ -258,6 +263,30 @@ def _arena_views(prog: Program) -> tuple:
         else:
             views.append(arena[off:off + spec.nbytes].view(spec.dtype).reshape(spec.shape))
     return tuple(views)
+
+
+def _bind_sizes(prog: Program, what: str, si: Any, a: Any, sizes: dict,
+                first: dict) -> None:
+    """Bind the symbolic sizes of a parameter's type from its argument's shape (``sizes``:
+    Var id -> int; ``first``: Var id -> the argument that bound it); a size met again must
+    be the same."""
+    if isinstance(si, TupleStructInfo):
+        for k, (f, x) in enumerate(zip(si.fields, a)):
+            _bind_sizes(prog, f"{what}[{k}]", f, x, sizes, first)
+        return
+    if not isinstance(si, TensorStructInfo) or si.shape is None:
+        return
+    for axis, d in enumerate(si.shape):
+        if isinstance(d, int):
+            continue
+        got = int(a.shape[axis])
+        known = sizes.setdefault(id(d), got)
+        if known != got:
+            raise ArgumentError(f"{prog.name}: shape mismatch: {what} has {got} in dimension "
+                                f"{axis}, which is {d.name}, but {d.name} is {known} "
+                                f"from {first.get(id(d), 'an earlier argument')} (shape "
+                                f"{tuple(a.shape)})")
+        first.setdefault(id(d), what)
 
 
 def _fresh(value: Any, consts: dict) -> Any:
@@ -303,12 +332,13 @@ def _convert(fname: str, what: str, si: Any, a: Any) -> Any:
         raise ArgumentError(f"{fname}: {what} must be an array (numpy or engine.nd.array), "
                             f"got {type(a).__name__}")
     a = np.asarray(a)  # an NDArray seen as a plain ndarray (no copy)
-    want = si.shape if si.shape is not None else f"{si.ndim} dimensions"
+    want = shape_text(si.shape) if si.shape is not None else f"{si.ndim} dimensions"
     if a.dtype != np.dtype(si.dtype):
         raise ArgumentError(f"{fname}: {what} must be a {si.dtype} tensor of shape {want}, "
                             f"got {a.dtype} (convert with .astype(\"{si.dtype}\"))")
-    if (si.shape is not None and a.shape != si.shape) or (si.shape is None and si.ndim >= 0
-                                                          and a.ndim != si.ndim):
+    if (si.shape is not None and (a.ndim != len(si.shape) or any(
+            isinstance(d, int) and d != n for d, n in zip(si.shape, a.shape)))) or \
+            (si.shape is None and si.ndim >= 0 and a.ndim != si.ndim):
         raise ArgumentError(f"{fname}: shape mismatch: {what} must be a {si.dtype} tensor of "
                             f"shape {want}, got shape {a.shape}")
     if not (a.flags.c_contiguous and a.flags.aligned):

@@ -7,7 +7,8 @@ the function returns *escape* and get memory of their own at each call; the othe
 placed in one arena, greedily in program order: a token takes the smallest free block that
 fits (else grows the largest free block, else opens a new one), and its block is freed after
 its last use. Outputs of an instruction never share storage with its inputs (inputs are
-freed only after the outputs are placed).
+freed only after the outputs are placed). A tensor of symbolic shape (``R.Tensor(("n",
+128), ...)``) is allocated at each call, its size known only then.
 
 For the course's MLP, ``lv0`` and ``lv1`` get two blocks and ``out`` escapes; in a longer
 chain the third intermediate reuses the first's block (``Executable.memory_plan``).
@@ -82,8 +83,9 @@ def plan_memory(program) -> MemoryPlan:
     escaping = holds.get(program.ret, frozenset())
     n = len(program.tokens)
     dies_at: dict[int, list] = {}
+    dynamic = {t for t in range(n) if program.tokens[t].symbolic}
     for t in range(n):
-        if t not in escaping:
+        if t not in escaping and t not in dynamic:
             dies_at.setdefault(last_use[t], []).append(t)
     block_sizes: list[int] = []
     free: list[int] = []
@@ -94,7 +96,7 @@ def plan_memory(program) -> MemoryPlan:
         defined_at.setdefault(d, []).append(t)
     for i in range(len(program.instrs)):
         for t in defined_at.get(i, ()):
-            if t in escaping:
+            if t in escaping or t in dynamic:
                 continue
             need = program.tokens[t].nbytes
             naive += need

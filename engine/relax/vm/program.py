@@ -32,10 +32,19 @@ from ..struct_info import TensorStructInfo, TupleStructInfo
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A tensor an instruction allocates."""
+    """A tensor an instruction allocates; a symbolic size in its shape is a Var of the
+    function, bound when it runs (:meth:`resolve`)."""
 
     shape: tuple
     dtype: str
+
+    @property
+    def symbolic(self) -> bool:
+        return any(not isinstance(s, int) for s in self.shape)
+
+    def resolve(self, sizes: dict) -> tuple:
+        """The shape with the symbolic sizes of this call (``sizes``: Var id -> int)."""
+        return tuple(s if isinstance(s, int) else sizes[id(s)] for s in self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -73,6 +82,7 @@ class _Compiler:
         self.tokens: list[TensorSpec] = []
         self.token_defs: list[int] = []
         self.names: dict[int, str] = {}
+        self.param_sizes: set[int] = set()  # ids of the symbolic sizes the parameters bind
 
     def new_reg(self) -> int:
         self.n += 1
@@ -82,6 +92,11 @@ class _Compiler:
         if not isinstance(si, TensorStructInfo) or si.shape is None:
             raise BuildError(f"{self.fname}: {what} must have a known tensor shape to be "
                              f"allocated, got a {si.describe()}")
+        for d in si.shape:
+            if not isinstance(d, int) and id(d) not in self.param_sizes:
+                raise BuildError(f"{self.fname}: {what} has the symbolic size {d.name}, which "
+                                 "no parameter's shape defines; a symbolic size is bound from "
+                                 "the arguments' shapes (x: R.Tensor((\"n\", 784), ...))")
         self.tokens.append(TensorSpec(si.shape, si.dtype))
         self.token_defs.append(len(self.instrs))
         return len(self.tokens) - 1
@@ -155,6 +170,7 @@ class _Compiler:
             reg = self.regs[id(p)] = self.new_reg()
             self.names[reg] = p.name_hint
             params.append((reg, p.struct_info, p.name_hint))
+            self.param_sizes.update(id(d) for d in _sizes(p.struct_info))
         for b in self.f.bindings():
             dst = self.new_reg()
             self.value(b.value, dst)
@@ -163,6 +179,15 @@ class _Compiler:
         ret = self.operand(self.f.body.body)
         return Program(self.fname, params, self.instrs, ret, self.n, self.consts,
                        self.tokens, self.token_defs, names=self.names)
+
+
+def _sizes(si: Any) -> list:
+    """The symbolic sizes in a parameter's type."""
+    if isinstance(si, TensorStructInfo) and si.shape is not None:
+        return [d for d in si.shape if not isinstance(d, int)]
+    if isinstance(si, TupleStructInfo):
+        return [d for f in si.fields for d in _sizes(f)]
+    return []
 
 
 def compile_function(f: X.Function, name: str) -> Program:
