@@ -205,8 +205,8 @@ def test_te_create_prim_func_schedules_and_runs():
 
 
 def test_what_the_engine_lacks_is_absent_by_name():
-    with pytest.raises(AttributeError, match="meta_schedule"):
-        tvm.meta_schedule  # noqa: B018
+    with pytest.raises(AttributeError, match="auto_scheduler"):
+        tvm.auto_scheduler  # noqa: B018
     with pytest.raises(AttributeError, match="ScheduleState"):
         tvm.s_tir.ScheduleState  # noqa: B018
 
