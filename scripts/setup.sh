@@ -14,6 +14,14 @@ if [ ! -f "$STAMP" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,gpu]'
     touch "$STAMP"
 fi
+if ! command -v clang >/dev/null 2>&1; then
+    # tvm.contrib.clang.create_llvm: the course's C kernels compiled to LLVM IR
+    echo "setup: installing Debian's clang"
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang >/dev/null
+fi
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
     echo "setup: installing Debian's chromium for the browser tests"
     SUDO=""

@@ -185,6 +185,14 @@ class Trace:
     def __repr__(self) -> str:
         return f"Trace({len(self)} instructions)\n" + self.as_python()
 
+    def show(self, style: Any = None, black_format: bool = False) -> None:
+        """TVM's ``sch.trace.show()``: print the trace as TVM's script, a function
+        ``apply_trace(sch)`` of TVM's lines (``style`` and ``black_format`` are ignored)."""
+        del style, black_format
+        lines = ["  " + line for line in self.as_tvm_python()] or ["  pass"]
+        print("\n".join(["# from tvm import s_tir",
+                          "def apply_trace(sch: s_tir.Schedule) -> None:", *lines]))
+
     def steps(self) -> list[str]:
         """One short Python line per instruction (for the trace pane); an instruction whose
         values cannot be written (a step the page will refuse to replay) shows as a comment."""

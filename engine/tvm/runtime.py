@@ -29,6 +29,12 @@ class Executable:
     def __getitem__(self, name: str) -> Any:
         return self.module[name]
 
+    @property
+    def mod(self) -> "Executable":
+        """TVM's ``exe.mod`` (its runtime module): ``rt_lib.mod.time_evaluator("main",
+        tvm.cpu())``, ``rt_lib.mod["main"]`` — the same calls as the executable's."""
+        return self
+
     def __getattr__(self, name: str) -> Any:
         if name == "module":  # not set yet (a copy being built)
             raise AttributeError(name)
