@@ -92,7 +92,12 @@ def _built(ctx):
     if "rt" not in ctx.state:
         mod, _ = _load(ctx)
         t0 = time.perf_counter()
-        ctx.state["rt"] = build(mod)
+        target = ctx.job.get("target")
+        if target:                    # a GPU target: engine.gpu's build (PTX, CUDA C, ptxas)
+            from engine.gpu.build import build_gpu
+            ctx.state["rt"] = build_gpu(mod, target)
+        else:
+            ctx.state["rt"] = build(mod)
         ctx.emit(compile_s=time.perf_counter() - t0)
     return ctx.state["rt"]
 
@@ -180,6 +185,17 @@ def act_step(ctx) -> None:
     mod, func_name = _load(ctx)
     job = ctx.job
     baseline = pickle.loads(job["baseline"]) if job.get("baseline") is not None else None
+    if job.get("target"):
+        # a GPU step: built for the target's GPU, run in the emulator (or on the GPU),
+        # checked, modeled; one core for the emulated run
+        with ctx.timing_slot(1, pin=False):
+            res = timing.measure_gpu_step(mod, job.get("workload"),
+                                          dict(job.get("params") or {}), job["target"],
+                                          func_name=func_name, baseline=baseline,
+                                          on_compiled=lambda: ctx.emit(compiled=True),
+                                          program_hash=job.get("program_hash"))
+        ctx.emit(step=_plain(res))
+        return
     ncores = _cores(mod)
     # (the end of the compile is said at once: a cache simulation waiting in the queue
     # starts then, see app.service.queue)
@@ -205,10 +221,44 @@ def act_run(ctx: Any) -> None:
     ctx.emit(ran_s=time.perf_counter() - t0)
 
 
+GPU_SOURCE_KINDS = ("cuda", "ptx", "resources")
+
+
+def _gpu_resources_text(rt) -> str:
+    """ptxas's resource line per kernel (registers, shared bytes, spills, occupancy) and
+    the host side's launches (grid, block, shared bytes)."""
+    lines = [f"// ptxas for {rt.target.arch} ({rt.target.spec.display_name})"]
+    if rt.assembly_error:
+        lines.append(f"// ptxas did not run: {rt.assembly_error}")
+    for r in rt.resources():
+        regs = r["registers"]
+        spills = (f"{r['spill_stores']} bytes spill stores, {r['spill_loads']} bytes spill "
+                  "loads" if r["spill_stores"] is not None else "spills unknown")
+        limited = ", ".join(r["occupancy_limited_by"] or ()) or "-"
+        lines.append(f"{r['kernel']}: {regs if regs is not None else '?'} registers, "
+                     f"{r['shared_bytes']} bytes smem, {spills}; occupancy "
+                     f"{r['occupancy']:.0%} (limited by {limited})")
+    lines.append("")
+    lines.append(rt.get_source().rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
 def act_source(ctx: Any) -> None:
     rt = _built(ctx)
     cap = int(ctx.job.get("source_max_chars", 400_000))
     out = {}
+    if ctx.job.get("target"):
+        for kind in GPU_SOURCE_KINDS:
+            try:
+                text = (_gpu_resources_text(rt) if kind == "resources"
+                        else rt.imported_modules[0].get_source(kind))
+            except Exception as e:  # noqa: BLE001
+                text = f"// {kind} is not available: {e}"
+            if len(text) > cap:
+                text = text[:cap] + f"\n// ... cut at {cap} characters ({len(text)} in all)\n"
+            out[kind] = text
+        ctx.emit(source=out)
+        return
     for kind in SOURCE_KINDS:
         try:
             text = rt.get_source(kind)

@@ -234,9 +234,14 @@ class StepMeasurer:
     def program_hash(cls, mod: Any) -> str:
         return cls._HASHES.get(mod, lambda: structural_hash(mod))
 
-    def _kind(self, workload: str | None, params: dict[str, Any], func_name: str | None) -> str:
-        return (f"{self.kind}:{workload or '-'}:{func_name or '-'}:"
+    def _kind(self, workload: str | None, params: dict[str, Any], func_name: str | None,
+              target: str | None = None) -> str:
+        """The store's kind of a step result; a GPU ``target``'s results are kept apart
+        from the CPU's (and from another GPU's) by naming it (the CPU's kind is unchanged,
+        so results stored before GPU targets existed stay valid)."""
+        kind = (f"{self.kind}:{workload or '-'}:{func_name or '-'}:"
                 f"{json.dumps(params, sort_keys=True, default=str)}")
+        return kind if not target else f"{kind}:{target}"
 
     # generic: stored value, or one shared job ------------------------------------------------
     def _lookup_or_submit(self, h: str, kind: str, make_job: Callable[[], Job],
@@ -318,22 +323,23 @@ class StepMeasurer:
     # measure_step -----------------------------------------------------------------------------
     def submit(self, mod: Any, workload: str | None, params: dict[str, Any], *,
                func_name: str | None = None, baseline: Any = None,
-               time_limit_s: float | None = None
+               time_limit_s: float | None = None, target: str | None = None
                ) -> tuple[dict[str, Any] | None, Ticket | None]:
-        """(stored result, None) or (None, ticket of the job measuring it)."""
+        """(stored result, None) or (None, ticket of the job measuring it); ``target``: a
+        GPU target string (None: this machine's CPU)."""
         h = self.program_hash(mod)
         return self._lookup_or_submit(
-            h, self._kind(workload, params, func_name),
+            h, self._kind(workload, params, func_name, target),
             lambda: step_job(mod, workload, params, func_name=func_name, baseline=baseline,
-                             time_limit_s=time_limit_s, program_hash=h),
+                             time_limit_s=time_limit_s, program_hash=h, target=target),
             lambda r: step_dict(r, h))
 
     def cached(self, mod: Any, workload: str | None, params: dict[str, Any],
-               func_name: str | None = None, program_hash: str | None = None
-               ) -> dict[str, Any] | None:
+               func_name: str | None = None, program_hash: str | None = None,
+               target: str | None = None) -> dict[str, Any] | None:
         """The stored (or remembered failed) step dict, or None; never submits."""
         return self._stored(program_hash or self.program_hash(mod),
-                            self._kind(workload, params, func_name))
+                            self._kind(workload, params, func_name, target))
 
     def result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:
         """The step dict of a finished (or, with ``timeout``, awaited) ticket."""
@@ -357,14 +363,16 @@ class StepMeasurer:
 
     def prefetch(self, mod: Any, workload: str | None, params: dict[str, Any], *,
                  func_name: str | None = None, baseline: Any = None,
-                 cache: bool = True) -> None:
+                 cache: bool = True, target: str | None = None) -> None:
         """Start measuring (and cache-simulating) a step without waiting; never raises.
 
         Called right after a step is applied: the pane's own request then finds the job
-        running (it shares the ticket) or the result stored."""
+        running (it shares the ticket) or the result stored. A GPU ``target``'s step is
+        not cache-simulated (the simulation models this CPU's caches)."""
         try:
-            self.submit(mod, workload, params, func_name=func_name, baseline=baseline)
-            if cache:
+            self.submit(mod, workload, params, func_name=func_name, baseline=baseline,
+                        target=target)
+            if cache and not target:
                 self._submit_cache(mod, func_name)
         except (QueueFull, PoolClosed, PoolUnavailable):
             pass
@@ -549,12 +557,17 @@ class StepMeasurer:
             return (text, None) if text is not None else (None, f"no {kind} text")
         return None, d.get("error") or "no code"
 
-    def submit_source(self, mod: Any) -> tuple[dict[str, Any] | None, Ticket | None]:
+    def submit_source(self, mod: Any, target: str | None = None
+                      ) -> tuple[dict[str, Any] | None, Ticket | None]:
         """(stored source value, None) or (None, ticket) — an urgent job (it only
-        compiles); read with :meth:`source_text` (``source_result_of`` for a ticket)."""
+        compiles); read with :meth:`source_text` (``source_result_of`` for a ticket). For a
+        GPU ``target`` the kinds are ``cuda``, ``ptx`` and ``resources`` (ptxas's report
+        and the host's launches)."""
         h = self.program_hash(mod)
         return self._lookup_or_submit(
-            h, "source", lambda: Job(actions=("compile", "source"), module=module_bytes(mod)),
+            h, "source" if not target else f"source:{target}",
+            lambda: Job(actions=("compile", "source"), module=module_bytes(mod),
+                        target=target),
             self._source_value, urgent=True)
 
     def source_result_of(self, ticket: Ticket, timeout: float | None = None) -> dict[str, Any]:

@@ -137,6 +137,9 @@ class Job:
                                         # stays in the server too
     program_hash: str | None = None     # ``module``'s structural hash, when the server has
                                         # it (the worker then does not hash it again)
+    target: str | None = None           # a GPU target string ("cuda -model=h100-sxm"): the
+                                        # step, compile and source actions build for it
+                                        # (engine.gpu.build_gpu); None: this machine's CPU
 
     @classmethod
     def for_trace(cls, workload: str, params: dict[str, Any], trace: Any,
@@ -283,14 +286,16 @@ def module_bytes(mod: Any) -> bytes:
 
 def step_job(mod: Any, workload: str | None, params: dict[str, Any], *,
              func_name: str | None = None, baseline: Any = None,
-             time_limit_s: float | None = None, program_hash: str | None = None) -> Job:
+             time_limit_s: float | None = None, program_hash: str | None = None,
+             target: str | None = None) -> Job:
     """The job for one explorer step: :func:`app.service.timing.measure_step` run in a
-    worker (its ``step`` action). ``program_hash``: ``mod``'s structural hash, when the
-    caller has it."""
+    worker (its ``step`` action), or for a GPU ``target``
+    :func:`app.service.timing.measure_gpu_step`. ``program_hash``: ``mod``'s structural
+    hash, when the caller has it."""
     return Job(actions=("step",), module=module_bytes(mod),
                baseline=(module_bytes(baseline) if baseline is not None else None),
                workload=workload, params=dict(params), func_name=func_name,
-               time_limit_s=time_limit_s, program_hash=program_hash)
+               time_limit_s=time_limit_s, program_hash=program_hash, target=target)
 
 
 _STAGE_OF_ACTION = {"compile": "compile", "check": "check", "time": "time", "step": "time"}

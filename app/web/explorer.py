@@ -22,6 +22,7 @@ from .panes import diagram, measurement, program, trace
 from .selection import module_trees
 from .services import store
 from .session import Session
+from .targets import TARGETS
 
 
 def context(session: Session, sel: str | None = None) -> dict:
@@ -32,10 +33,18 @@ def context(session: Session, sel: str | None = None) -> dict:
     ctx.update(program.context(session, mod, trees))
     ctx.update(trace.context(session))
     ctx["svgs"] = diagram.diagrams(mod, trees, text=ctx["program_text"])
-    ctx["toolbar"] = toolbar.context(trees, sel)
+    ctx["toolbar"] = toolbar.context(trees, sel, bind_trial(session))
     ctx["can_save"] = session.workload_arg() is not None and store() is not None
+    ctx["targets"] = list(TARGETS.values())
     ctx.update(stored_measurements(session))
     return ctx
+
+
+def bind_trial(session: Session):
+    """The toolbar's bind trials for a GPU session (None for the CPU: no bind offered)."""
+    if not session.target.is_gpu:
+        return None
+    return toolbar.bind_trial_of(lambda: session.schedule_at(session.at), session.bounded)
 
 
 STEP_EVENT = "explorer:step"

@@ -144,7 +144,8 @@ def prefetch(session: Session, mod) -> None:
     wl = session.workload_arg()
     measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
                         func_name=session.func_name, baseline=session.mod0 if wl is None else None,
-                        cache=plan is None or plan.simulate_cache)
+                        cache=(plan is None or plan.simulate_cache) and session.gpu is None,
+                        target=session.gpu)
 
 
 class SettledBodies:
@@ -194,7 +195,8 @@ def is_settled(kind: str, session: Session, ctx: dict | None) -> bool:
         return False
     if kind == "measure":
         if ctx.get("roofline_pending") or (session.workload_arg() is not None
-                                           and not ctx.get("roofline_fig")):
+                                           and not ctx.get("roofline_fig")
+                                           and session.gpu is None):
             return False
         return all(r.get("ok") is True and r.get("stage") == "done" and not r.get("error")
                    for r in rows)

@@ -42,7 +42,14 @@ def layout(title: str, **extra) -> dict:
 
 def runtime_figure(rows: list[dict], current: int | None = None) -> str:
     """``rows``: one dict per step with ``step``, ``time_ms``, ``gflops``, ``numpy_ms``,
-    ``correct`` (True/False/None). Returns the figure as a JSON string."""
+    ``correct`` (True/False/None). Returns the figure as a JSON string.
+
+    A GPU step's row carries ``time_label`` ("modeled for H100 SXM (no GPU on this
+    machine)", "measured on ..."): its points are a trace of that name and the y axis says
+    "modeled ms" — modeled and measured times are never one unlabelled series."""
+    labels = {r.get("time_label") for r in rows if r.get("time_ms") is not None}
+    if labels - {None}:
+        return _labelled_runtime_figure(rows, current, labels)
     xs = [r["step"] for r in rows if r.get("time_ms") is not None]
     ms = [r["time_ms"] for r in rows if r.get("time_ms") is not None]
     gf = [r.get("gflops") for r in rows if r.get("time_ms") is not None]
@@ -92,6 +99,47 @@ def runtime_figure(rows: list[dict], current: int | None = None) -> str:
         xaxis={"dtick": 1, "zeroline": False},
         yaxis={"title": {"text": "ms"}, "type": "log" if spread > 20 else "linear",
                "rangemode": "tozero"},
+    )
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
+
+
+_SERIES_COLORS = ("#1f6feb", "#bf3989", "#1a7f37", "#9a6700")
+
+
+def _labelled_runtime_figure(rows: list[dict], current: int | None, labels: set) -> str:
+    """The runtime figure of steps whose times are labelled (GPU steps: modeled or
+    measured): one named trace per label, no numpy line (numpy runs on this CPU)."""
+    order = sorted(labels, key=lambda x: (x is None, str(x)))
+    data = []
+    for i, label in enumerate(order):
+        pts = [r for r in rows if r.get("time_ms") is not None and r.get("time_label") == label]
+        corr = [r.get("correct") for r in pts]
+        color = _SERIES_COLORS[i % len(_SERIES_COLORS)]
+        data.append({
+            "type": "scatter", "mode": "lines+markers",
+            "name": label or "measured on this machine's CPU",
+            "x": [r["step"] for r in pts], "y": [r["time_ms"] for r in pts],
+            "marker": {"symbol": ["circle" if c is True else "x" if c is False
+                                  else "circle-open" for c in corr],
+                       "color": color,
+                       "size": [14 if current is not None and r["step"] == current else 9
+                                for r in pts]},
+            "line": {"color": color},
+            "text": ["correct" if c is True else "WRONG result" if c is False
+                     else "not checked" for c in corr],
+            "customdata": [[r.get("gflops") or 0.0, (r.get("model") or {}).get("bottleneck")
+                            or "-"] for r in pts],
+            "hovertemplate": ("step %{x}: %{y:.4f} ms, %{customdata[0]:.1f} GFLOP/s, bound by "
+                              "%{customdata[1]} (%{text})<extra>" + (label or "") + "</extra>"),
+        })
+    ms = [r["time_ms"] for r in rows if r.get("time_ms") is not None]
+    spread = (max(ms) / max(min(ms), 1e-12)) if ms else 1
+    all_modeled = all(str(label or "").startswith("modeled") for label in order)
+    fig_layout = layout(
+        "", height=150, margin={"l": 52, "r": 14, "t": 6, "b": 22}, showlegend=False,
+        xaxis={"dtick": 1, "zeroline": False},
+        yaxis={"title": {"text": "modeled ms" if all_modeled else "ms (see legend)"},
+               "type": "log" if spread > 20 else "linear", "rangemode": "tozero"},
     )
     return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
 

@@ -51,6 +51,7 @@ from .services import limits, measurer, store
 from .session import (CUSTOM, Session, changed_parameter, encode_src, parse_program,
                       trace_json, workload_info)
 from .session import load_workload, parse_params, workload_names
+from .targets import from_document as target_from_document
 
 bp = Blueprint("explorer", __name__)
 log = logging.getLogger("app")
@@ -101,7 +102,7 @@ def explore(workload: str):
 def toolbar_pane(workload: str):
     s = Session.from_request(workload, request.args)
     mod = s.mod_at(s.at)
-    tb = toolbar.context(module_trees(mod), request.args.get("sel"))
+    tb = toolbar.context(module_trees(mod), request.args.get("sel"), explorer.bind_trial(s))
     return render_template("panes/toolbar.html", s=s, toolbar=tb)
 
 
@@ -155,7 +156,7 @@ def apply_form(s: Session, form):
     tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), trees[0])
     try:
         with s.bounded():
-            summary = toolbar.apply(sch, tree, form)
+            summary = toolbar.apply(sch, tree, form, gpu=s.target.is_gpu)
     except toolbar.InputError as e:
         return refusal(str(e), e.highlight, 422)
     except ScheduleError as e:
@@ -252,10 +253,12 @@ def pattern_pane(workload: str):
 @bp.get("/explore/<workload>/code")
 def code_pane(workload: str):
     s = Session.from_request(workload, request.args, frozenset({"kind"}))
-    kind = request.args.get("kind", "ll-opt")
-    if kind not in ("ll-opt", "asm", "ll"):
+    allowed = code_view.kinds(s)
+    kind = request.args.get("kind", allowed[0])
+    if kind not in allowed:
         raise AppError(400, "Unknown code view",
-                       f"kind= must be ll-opt or asm, got “{kind[:20]}”.", back=s.url())
+                       f"kind= must be one of {', '.join(allowed[:3])} for this target, got "
+                       f"“{kind[:20]}”.", back=s.url())
     return render_template("panes/code.html", s=s, **code_view.context(s, kind))
 
 
@@ -321,11 +324,15 @@ def export(workload: str, fmt: str):
                        back=s.url())
     trace = _validated_trace(s)
     if fmt == "json":
-        body = json.dumps(trace_json(trace), indent=2)
+        body = json.dumps(document_of(trace, s), indent=2)
     elif fmt == "program":  # printed only: the web process never compiles or runs it
         body = program_view.program_text(s.mod_at(s.at), s.dialect)
+        if s.gpu:
+            body = f"# target: {s.gpu} ({s.target.label} GPU)\n" + body
     else:
         body = _export_text(trace, fmt, s)
+        if s.gpu:
+            body = _gpu_header(fmt, s) + body
     mime, ext, _ = EXPORTS[fmt]
     name = re.sub(r"[^A-Za-z0-9_-]", "_", s.func_name if workload == CUSTOM else workload)
     suffix = {"json": "trace", "python": "engine", "tvm": "tvm", "course": "course",
@@ -345,6 +352,27 @@ def _validated_trace(s: Session) -> Trace:
     if len(trace.decisions) < samplers:  # write the decisions the page replayed with
         trace = s.schedule_at(s.at).trace
     return Trace(trace.insts, workload=s.workload_arg(), decisions=trace.decisions)
+
+
+def document_of(trace, s: Session) -> dict:
+    """The trace document of a session: the trace's JSON, with the session's GPU target
+    (``"target": "cuda -model=h100-sxm"``; a CPU session's document has no target field,
+    as before GPU targets existed)."""
+    doc = trace_json(trace)
+    if s.gpu:
+        doc["target"] = s.gpu
+    return doc
+
+
+def _gpu_header(fmt: str, s: Session) -> str:
+    """The exported Python of a GPU session starts by naming its target, and how to build
+    the scheduled program for it (the exports themselves build nothing)."""
+    build = {"python": f'rt = engine.build(sch.mod, target="{s.gpu}")',
+             "tvm": f'rt = tvm.compile(sch.mod, target="cuda")  # the explorer: "{s.gpu}"',
+             "course": f'rt = tvm.build(sch.mod, target="cuda")  # the explorer: "{s.gpu}"'
+             }.get(fmt, "")
+    return (f"# target: {s.gpu} — the explorer built every step for the {s.target.label} "
+            f"GPU\n# build: {build}\n")
 
 
 def _export_text(trace, fmt: str, s: Session) -> str:
@@ -382,9 +410,19 @@ def import_trace():
     if not params and request.form.get("params"):
         params = _parse_param_text(request.form["params"])
     params = parse_params(info, {k: str(v) for k, v in params.items()})
+    target = _document_target(doc, "Import failed")
     s = _replayed(name, params, trace, "Import failed",
                   f"The trace does not replay on {name} {params}")
+    s.target = target
     return redirect(s.url(), code=303)
+
+
+def _document_target(doc, title: str):
+    """The target a trace document names (no ``target`` field: the CPU), or a 400."""
+    try:
+        return target_from_document(doc.get("target") if isinstance(doc, dict) else None)
+    except ValueError as e:
+        raise AppError(400, title, f"{e}.", back="/", back_label="the gallery") from None
 
 
 def _replayed(workload: str, params: dict, trace: Trace, title: str, failure: str) -> Session:
@@ -417,7 +455,8 @@ def save_trace(workload: str):
         name = limits().check_name(request.form.get("name", ""), "name")
     except LimitsInputError as e:
         return refusal(str(e), [], 422)
-    tid = saved_traces.save_trace(name, workload, s.params, trace_json(s.prefix_trace(s.at)))
+    tid = saved_traces.save_trace(name, workload, s.params,
+                                  document_of(s.prefix_trace(s.at), s))
     if tid is None:
         return refusal("The trace could not be saved (the server's store failed); copy the "
                         "link instead — it holds the whole session.", [], 500)
@@ -442,8 +481,10 @@ def open_saved(tid: str):
                        back_label="the gallery") from None
     info = workload_info(saved.workload)
     params = parse_params(info, {k: str(v) for k, v in (saved.params or {}).items()})
+    target = _document_target(saved.trace, "The saved trace cannot be read")
     s = _replayed(saved.workload, params, trace, "The saved trace does not replay",
                   f"“{saved.name}” does not replay on {saved.workload} {params}")
+    s.target = target
     return redirect(s.url(), code=303)
 
 

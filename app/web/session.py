@@ -8,7 +8,11 @@ The URL is the whole session (``/explore/mm_relu?n=128&t=<token>&at=<k>``):
 * the other query parameters are the workload's parameters (``n=128``);
 * for a pasted program (``/explore/custom``), ``src`` carries the program text compressed;
 * ``dialect`` — how the program pane prints the program: ``course-2022`` (absent, the
-  default) or ``tvm-0.27`` (what Apache TVM 0.27 reads).
+  default) or ``tvm-0.27`` (what Apache TVM 0.27 reads);
+* ``target`` — what every step is compiled for: absent (or ``cpu``) this machine's CPU, or
+  a named GPU (``cuda-h100-sxm``, ``cuda-a100``, ``cuda-rtx-4090``, ``cuda-tesla-p100``;
+  :mod:`app.web.targets`): built, run in the emulator (or on a GPU) and modeled by the
+  workers.
 
 A *step* is one state-changing schedule instruction; the look-ups recorded before it
 (``GetBlock``, ``GetLoops``, ...) belong to it. Every bad part of a URL raises
@@ -40,8 +44,10 @@ from ..kept import MiB, Kept, ir_bytes
 from ..limits import whole_number
 from .budget import budget_error_of, ensure_budget, over_budget_text
 from .services import limits
+from .targets import CPU, TargetChoice
+from .targets import choice as target_choice
 
-RESERVED = {"t", "at", "sel", "src", "dialect"}
+RESERVED = {"t", "at", "sel", "src", "dialect", "target"}
 #: the program pane's script dialects (``dialect=`` in the URL; the first is the default)
 DIALECTS = {"course-2022": "course 2022", "tvm-0.27": "TVM 0.27"}
 DEFAULT_DIALECT = "course-2022"
@@ -340,6 +346,7 @@ class Session:
     decisions: dict = field(default_factory=dict)   # inst index -> sampling decision
     at: int = 0
     dialect: str = DEFAULT_DIALECT       # the program pane's script dialect
+    target: TargetChoice = field(default_factory=lambda: target_choice(None))
     _mods: dict = field(default_factory=dict)
 
     # -- construction
@@ -390,6 +397,11 @@ class Session:
                                f"This trace has {s.nsteps} steps; at={at} is outside 0..{s.nsteps}.",
                                back=s.url(at=None))
             s.at = at
+        try:
+            s.target = target_choice(args.get("target"))
+        except ValueError as e:   # the link's state is kept: the way back is it on the CPU
+            raise AppError(400, "Unknown target", f"{e}.", back=s.url(),
+                           back_label="this state on the CPU") from None
         return s
 
     def set_trace(self, trace, token: str | None = None) -> None:
@@ -425,6 +437,12 @@ class Session:
     def workload_arg(self):
         return (self.workload, dict(self.params)) if self.workload != CUSTOM else None
 
+    @property
+    def gpu(self) -> str | None:
+        """The engine's target string of a GPU session (``"cuda -model=h100-sxm"``), None
+        for the CPU: what the measurement jobs are built for."""
+        return self.target.engine if self.target.is_gpu else None
+
     # -- URLs
     def query(self, token: str | None = None, at: int | None | str = "keep", **extra) -> dict:
         q: dict[str, Any] = {}
@@ -443,18 +461,25 @@ class Session:
             q["at"] = at
         if self.dialect != DEFAULT_DIALECT:
             q["dialect"] = self.dialect
+        if self.target.key != CPU:
+            q["target"] = self.target.key
         q.update({k: v for k, v in extra.items() if v is not None})
         return q
 
     def url(self, token: str | None = None, at: int | None | str = "keep", path: str = "",
-            dialect: str | None = None) -> str:
-        """This state's link (``dialect`` switches the program pane's dialect)."""
+            dialect: str | None = None, target: str | None = None) -> str:
+        """This state's link (``dialect`` switches the program pane's dialect, ``target``
+        the compile target: a key of :data:`app.web.targets.TARGETS`)."""
         base = f"/explore/{self.workload}{path}"
         q = self.query(token, at)
         if dialect is not None:
             q.pop("dialect", None)
             if dialect != DEFAULT_DIALECT:
                 q["dialect"] = dialect
+        if target is not None:
+            q.pop("target", None)
+            if target != CPU:
+                q["target"] = target
         return base + ("?" + urlencode(q) if q else "")
 
     # -- programs

@@ -40,9 +40,16 @@ class Prim:
     doc: str
     args: list = field(default_factory=list)
     disabled: str = ""              # why it cannot be applied here (shown as tooltip)
+    note: str = ""                  # a longer explanation shown beside it (bind's refusals)
 
 
 SCOPES = [("global", "global"), ("local", "local"), ("shared", "shared")]
+#: a GPU target's scopes: a block's "shared" memory, a thread's "local" registers, global
+GPU_SCOPES = [("shared", "shared (per thread block)"), ("local", "local (per thread)"),
+              ("global", "global")]
+#: the thread axes a loop may be bound to, in the order the toolbar tries them
+BIND_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+             "threadIdx.z", "vthread.x", "vthread.y", "vthread.z")
 DTYPES = [(t, t) for t in ("float64", "float32", "float16", "int32", "int64")]
 MAX_MAP_TEXT = 400   # characters of an index map typed in the toolbar
 
@@ -98,7 +105,31 @@ def loop_prims(tree: FuncTree, loop: LoopNode) -> list[Prim]:
     return prims
 
 
-def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
+def bind_prim(loop: LoopNode, trial) -> Prim:
+    """``bind`` for a loop of a GPU session: the thread axes ``trial(axis)`` accepts
+    (None: legal; else the refusal's sentence — bind tried on a copy of the schedule) are
+    offered, the others listed with their reasons. The default is ``blockIdx.x`` when it is
+    legal, else ``threadIdx.x`` (under a loop bound to blockIdx.x)."""
+    legal, refused = [], []
+    for axis in BIND_AXES:
+        why = trial(axis)
+        if why is None:
+            legal.append(axis)
+        else:
+            refused.append((axis, why))
+    default = next((a for a in ("blockIdx.x", "threadIdx.x") if a in legal),
+                   legal[0] if legal else "")
+    note = "; ".join(f"{a}: {why}" for a, why in refused)
+    return Prim("bind", "bind", "Bind this loop to a GPU thread axis: its iterations run as "
+                "the thread blocks of the grid (blockIdx), the threads of a block "
+                "(threadIdx) or virtual threads (vthread).",
+                [Arg("thread_axis", "thread axis", "select", default,
+                     choices=[(a, a) for a in legal])],
+                disabled="" if legal else f"no thread axis is legal for {loop.name} here",
+                note=f"Not offered here — {note}" if note else "")
+
+
+def block_prims(tree: FuncTree, block_name: str, gpu: bool = False) -> list[Prim]:
     node = tree.by_sel.get(f"B/{tree.func_name}/{block_name}")
     own = loops_of_block(tree, block_name)
     own_ids = {id(l) for l in own}
@@ -133,12 +164,19 @@ def block_prims(tree: FuncTree, block_name: str) -> list[Prim]:
              disabled="" if own_choices else "this block has no loops"),
         Prim("cache_read", "cache_read", "Copy a buffer this block reads into a new buffer first.",
              [Arg("buffer", "read buffer", "select", choices=reads),
-              Arg("scope", "scope", "select", "local", choices=SCOPES)],
+              Arg("scope", "scope", "select", "shared" if gpu else "local",
+                  choices=GPU_SCOPES if gpu else SCOPES)],
              disabled="" if reads else "this block reads no buffer"),
         Prim("cache_write", "cache_write", "Write the result into a new buffer, copied out after.",
              [Arg("buffer", "write buffer", "select", choices=writes),
-              Arg("scope", "scope", "select", "local", choices=SCOPES)],
+              Arg("scope", "scope", "select", "local", choices=GPU_SCOPES if gpu else SCOPES)],
              disabled="" if writes else "this block writes no buffer"),
+        *([Prim("set_scope", "set_scope", "Place an intermediate buffer this block writes in "
+                "another memory: a thread block's shared memory or a thread's local "
+                "registers.",
+                [Arg("buffer", "write buffer", "select", choices=writes),
+                  Arg("scope", "scope", "select", "shared", choices=GPU_SCOPES)],
+                disabled="" if writes else "this block writes no buffer")] if gpu else []),
         Prim("pad_einsum", "pad_einsum", "Round each axis of this Einsum block up to a multiple "
              "of its factor, through zero-padded copies of its buffers.",
              [Arg("padding", "padding", "text", ", ".join(["16"] * n_axes),
@@ -213,13 +251,15 @@ ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfa
              "reindex", "cache_inplace", "cache_index", "rolling_buffer", "add_unit_loop", "blockize",
              "tensorize", "loop_partition", "merge", "transform_block_layout",
              "reorder_block_iter_var", "annotate_buffer_access", "unsafe_set_dtype",
-             "reindex_cache_read", "reindex_cache_write"}
+             "reindex_cache_read", "reindex_cache_write", "bind", "set_scope"}
+#: the primitives only a GPU session offers (and applies)
+GPU_PRIMS = {"bind", "set_scope"}
 # form fields of the toolbar that are not workload parameters
 FORM_FIELDS = frozenset({"sel", "primitive", "factors", "order", "factor_axis", "loop", "buffer",
                          "scope", "padding", "intrin", "index_map", "dtype",
-                         "cse_thresh"})
+                         "cse_thresh", "thread_axis"})
 LOOP_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
-              "add_unit_loop", "blockize", "tensorize", "loop_partition", "merge"}
+              "add_unit_loop", "blockize", "tensorize", "loop_partition", "merge", "bind"}
 
 
 # ---------------------------------------------------------------------------- parsing inputs
@@ -344,11 +384,16 @@ def _sel(form, key: str, kind: str) -> dict:
     return parsed
 
 
-def apply(sch, tree: FuncTree, form) -> str:
-    """Apply the primitive described by ``form`` to ``sch``; returns a one-line summary."""
+def apply(sch, tree: FuncTree, form, gpu: bool = False) -> str:
+    """Apply the primitive described by ``form`` to ``sch``; returns a one-line summary.
+    ``gpu``: the session targets a GPU (``bind`` and ``set_scope`` are refused otherwise,
+    and the GPU's scopes are accepted)."""
     prim = form.get("primitive", "")
     if prim not in ALL_PRIMS:
         raise InputError(f"Unknown primitive “{prim[:40]}”.")
+    if prim in GPU_PRIMS and not gpu:
+        raise InputError(f"{prim} places work or data on a GPU: switch the target to a GPU "
+                         "first (the target menu above the program).")
     sel = form.get("sel", "")
     kind = "loop" if prim in LOOP_PRIMS else "block"
     if prim == "tensorize" and str(sel).startswith("B/"):   # a loop or a block
@@ -411,6 +456,13 @@ def apply(sch, tree: FuncTree, form) -> str:
         tnode = tree.by_sel.get(form.get("loop", ""))
         sch.merge(_loop(sch, subj, sel), _loop(sch, target, form.get("loop", "")))
         return f"merge {name} with {tnode.name if tnode else 'loop'}"
+    if prim == "bind":
+        axis = form.get("thread_axis", "")
+        if axis not in BIND_AXES:
+            raise InputError(f"Unknown thread axis “{str(axis)[:20]}”; use one of "
+                             f"{', '.join(BIND_AXES)}.", [sel])
+        sch.bind(_loop(sch, subj, sel), axis)
+        return f"bind {name} to {axis}"
     if prim == "rfactor":
         axis = _int(form.get("factor_axis", "0"), "factor axis")
         sch.rfactor(_loop(sch, subj, sel), factor_axis=axis)
@@ -469,6 +521,14 @@ def apply(sch, tree: FuncTree, form) -> str:
     if prim == "tensorize":
         sch.tensorize(block, _intrin(form))
         return f"tensorize {name} with {form.get('intrin')}"
+    if prim == "set_scope":
+        idx = _int(form.get("buffer", "0"), "buffer index")
+        scope = form.get("scope", "shared")
+        if scope not in dict(GPU_SCOPES):
+            raise InputError(f"Unknown storage scope “{scope[:20]}”; use shared, local or "
+                             "global.")
+        sch.set_scope(block, idx, scope)
+        return f"set_scope {name} buffer #{idx} ({scope})"
     if prim in ("cache_read", "cache_write"):
         idx = _int(form.get("buffer", "0"), "buffer index")
         scope = form.get("scope", "local")
@@ -530,21 +590,59 @@ def _apply_block_layout(sch, block, name: str, prim: str, form) -> str:
 
 
 # ---------------------------------------------------------------------------- the pane
-def context(trees: list[FuncTree], sel: str | None) -> dict:
-    """The toolbar pane for a selection id: the primitives it offers, with their inputs."""
+def context(trees: list[FuncTree], sel: str | None, bind_trial=None) -> dict:
+    """The toolbar pane for a selection id: the primitives it offers, with their inputs.
+
+    ``bind_trial``: for a GPU session, ``bind_trial(sel, axis)`` -> None when binding the
+    selected loop to ``axis`` is legal, else the refusal's sentence (tried on a copy of the
+    schedule, :func:`bind_trial_of`); without it (a CPU session) ``bind`` is not offered."""
     parsed = parse_sel(sel) if sel else None
     tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), None)
     node = tree.by_sel.get(sel) if tree is not None else None
     if node is None:
         return {"sel": None, "node": None, "prims": [], "kind": None, "stale": bool(sel)}
+    gpu = bind_trial is not None
     if node.is_loop:
         prims = loop_prims(tree, node)
+        if gpu:
+            prims.insert(1, bind_prim(node, lambda axis: bind_trial(sel, axis)))
         desc = f"loop {node.name} (extent {node.extent_text}, {node.kind})"
     else:
-        prims = block_prims(tree, node.name)
+        prims = block_prims(tree, node.name, gpu=gpu)
         desc = f"block {node.name}"
     return {"sel": sel, "node": node, "prims": prims, "kind": "loop" if node.is_loop else "block",
             "desc": desc, "stale": False}
+
+
+def bind_trial_of(schedule_of, bounded):
+    """``trial(sel, axis)`` for :func:`context`: bind the loop ``sel`` to ``axis`` on a
+    duplicate of the state's schedule (``schedule_of()``, fetched once) within the
+    request's work budget (``bounded()``, a context); None when the engine accepts it, else
+    its refusal's rule. Trials past the budget are reported as not tried."""
+    from engine.schedule import ScheduleError
+    got: dict = {}
+
+    def trial(sel: str, axis: str) -> str | None:
+        if got.get("over"):
+            return "not tried (the request's work budget is spent)"
+        try:
+            with bounded():
+                if "sch" not in got:
+                    got["sch"] = schedule_of()
+                sch = got["sch"].duplicate()
+                parsed = parse_sel(sel)
+                if parsed is None or parsed["kind"] != "loop":
+                    return "select a loop"
+                sch.bind(_loop(sch, parsed, sel), axis)
+        except ScheduleError as e:
+            return e.rule
+        except InputError as e:
+            return str(e)
+        except Exception as e:  # noqa: BLE001 - over the budget, or an engine bug: not offered
+            got["over"] = True
+            return f"not tried ({type(e).__name__})"
+        return None
+    return trial
 
 
 def refusal_highlight(exc, trees: list[FuncTree]) -> list[str]:

@@ -70,17 +70,26 @@ def matmul_program(n: int = 1024):
 
 def vector_add(n: int = 1024, nthread: int = 128) -> Schedule:
     sch = Schedule(vector_add_program(n))
-    block_c = sch.get_block("C")
+    apply_vector_add(sch, nthread)
+    return sch
+
+
+def apply_vector_add(sch: Schedule, nthread: int = 128, func_name: str | None = None) -> None:
+    block_c = sch.get_block("C", func_name=func_name)
     i, = sch.get_loops(block=block_c)
     i0, i1 = sch.split(i, [None, nthread])
     sch.bind(i0, "blockIdx.x")
     sch.bind(i1, "threadIdx.x")
-    return sch
 
 
 def window_sum(n: int = 1024, nthread: int = 128) -> Schedule:
     sch = Schedule(window_sum_program(n))
-    block_c = sch.get_block("C")
+    apply_window_sum(sch, nthread)
+    return sch
+
+
+def apply_window_sum(sch: Schedule, nthread: int = 128, func_name: str | None = None) -> None:
+    block_c = sch.get_block("C", func_name=func_name)
     i, = sch.get_loops(block=block_c)
     i0, i1 = sch.split(i, [None, nthread])
     sch.bind(i0, "blockIdx.x")
@@ -90,14 +99,20 @@ def window_sum(n: int = 1024, nthread: int = 128) -> Schedule:
     ax = sch.get_loops(a_shared)[-1]
     ax0, ax1 = sch.split(ax, [None, nthread])
     sch.bind(ax1, "threadIdx.x")
-    return sch
 
 
 def gemm_local(n: int = 1024, tile_local_y: int = 8, tile_local_x: int = 8,
                tile_block_y: int = 8, tile_block_x: int = 8, tile_k: int = 4) -> Schedule:
     """The course's ``blocking(sch, 8, 8, 8, 8, 4)``."""
     sch = Schedule(matmul_program(n))
-    block_c = sch.get_block("C")
+    apply_gemm_local(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k)
+    return sch
+
+
+def apply_gemm_local(sch: Schedule, tile_local_y: int = 8, tile_local_x: int = 8,
+                     tile_block_y: int = 8, tile_block_x: int = 8, tile_k: int = 4,
+                     func_name: str | None = None) -> None:
+    block_c = sch.get_block("C", func_name=func_name)
     c_local = sch.cache_write(block_c, 0, "local")
     i, j, k = sch.get_loops(block=block_c)
     i0, i1, i2 = sch.split(loop=i, factors=[None, tile_block_y, tile_local_y])
@@ -111,7 +126,6 @@ def gemm_local(n: int = 1024, tile_local_y: int = 8, tile_local_x: int = 8,
     sch.bind(i1, "threadIdx.y")
     sch.bind(j1, "threadIdx.x")
     sch.decompose_reduction(block_c, k0)
-    return sch
 
 
 def _cache_read_and_coop_fetch(sch: Schedule, block, nthread: int, read_idx: int, read_loc):
@@ -130,7 +144,14 @@ def gemm_shared(n: int = 1024, tile_local_y: int = 8, tile_local_x: int = 8,
                 tile_block_y: int = 8, tile_block_x: int = 8, tile_k: int = 8) -> Schedule:
     """The course's ``blocking_with_shared(sch, 8, 8, 8, 8, 8)``."""
     sch = Schedule(matmul_program(n))
-    block_c = sch.get_block("C")
+    apply_gemm_shared(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k)
+    return sch
+
+
+def apply_gemm_shared(sch: Schedule, tile_local_y: int = 8, tile_local_x: int = 8,
+                      tile_block_y: int = 8, tile_block_x: int = 8, tile_k: int = 8,
+                      func_name: str | None = None) -> None:
+    block_c = sch.get_block("C", func_name=func_name)
     c_local = sch.cache_write(block_c, 0, "local")
     i, j, k = sch.get_loops(block=block_c)
     i0, i1, i2 = sch.split(loop=i, factors=[None, tile_block_y, tile_local_y])
@@ -146,7 +167,6 @@ def gemm_shared(n: int = 1024, tile_local_y: int = 8, tile_local_x: int = 8,
     _cache_read_and_coop_fetch(sch, block_c, nthread, 0, k0)   # A
     _cache_read_and_coop_fetch(sch, block_c, nthread, 1, k0)   # B
     sch.decompose_reduction(block_c, k0)
-    return sch
 
 
 #: name -> (schedule builder, FLOPs at size n)

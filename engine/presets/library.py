@@ -221,3 +221,49 @@ register(Preset(
     "unrolled) is accumulated over input channels and the 3x3 window; the "
     "channel-block loop, moved outermost, runs in parallel.",
     "conv2d", dict(CONV_PARAMS), _conv_best, tags=("performance",)))
+
+
+# --------------------------------------------------------------------------- the GPU chapter
+#: the course's GPU chapter (engine.presets.gpu_chapter) opens on this GPU target
+GPU_TARGET = "cuda -model=h100-sxm"
+
+
+def _gpu(recipe: str):
+    def apply(sch, p) -> None:
+        from . import gpu_chapter
+        if recipe == "vector_add":
+            gpu_chapter.apply_vector_add(sch, _fit(128, p["n"]), func_name="vector_add")
+        elif recipe == "window_sum":
+            gpu_chapter.apply_window_sum(sch, _fit(128, p["n"]), func_name="window_sum")
+        elif recipe == "gemm_local":
+            gpu_chapter.apply_gemm_local(sch, 8, 8, 8, 8, 4, func_name="matmul")
+        else:
+            gpu_chapter.apply_gemm_shared(sch, 8, 8, 8, 8, 8, func_name="matmul")
+    return apply
+
+
+register(Preset(
+    "gpu-vector-add", "GPU: vector add, blockIdx.x × threadIdx.x",
+    "The course's GPU chapter, first program: split the loop by 128 and bind the parts to "
+    "blockIdx.x and threadIdx.x (built for the H100 SXM target).",
+    "vector_add", {"n": 1024}, _gpu("vector_add"), tags=("course", "gpu"), target=GPU_TARGET))
+
+register(Preset(
+    "gpu-window-sum", "GPU: window sum with a cooperative fetch into shared memory",
+    "As vector add, then A is read into a shared-memory tile per thread block "
+    "(cache_read \"shared\", compute_at under the thread loop) fetched cooperatively: the "
+    "fetch loop split by the thread count, its inner part bound to threadIdx.x.",
+    "window_sum", {"n": 1024}, _gpu("window_sum"), tags=("course", "gpu"), target=GPU_TARGET))
+
+register(Preset(
+    "gpu-gemm-local", "GPU: GEMM with local blocking (8, 8, 8, 8, 4)",
+    "The course's blocking(sch, 8, 8, 8, 8, 4): an 8x8 tile of C per thread accumulated in "
+    "\"local\" registers, 8x8 threads per block, k split by 4 and unrolled.",
+    "matmul", {"n": 1024}, _gpu("gemm_local"), tags=("course", "gpu"), target=GPU_TARGET))
+
+register(Preset(
+    "gpu-gemm-shared", "GPU: GEMM with shared-memory blocking (8, 8, 8, 8, 8)",
+    "The course's blocking_with_shared(sch, 8, 8, 8, 8, 8): local blocking with the thread "
+    "loops fused into threadIdx.x, and A and B read into \"shared\" tiles at k0 by "
+    "cooperative, vectorized fetches.",
+    "matmul", {"n": 1024}, _gpu("gemm_shared"), tags=("course", "gpu"), target=GPU_TARGET))

@@ -30,6 +30,9 @@ class Preset:
     params: dict
     apply: Callable[[Any, dict], None] = field(repr=False, compare=False)
     tags: tuple = ()
+    #: what the preset is built for: None for this machine's CPU, or a GPU target string
+    #: ``"cuda -model=h100-sxm"`` (its explorer link then opens with that GPU target)
+    target: str | None = None
 
     def resolved_params(self, **overrides) -> dict:
         """The preset's parameters with ``overrides`` applied (unknown names refused)."""
@@ -66,12 +69,24 @@ class Preset:
         tr = self.trace(**overrides)
         query = dict(tr.workload[1]) if tr.workload else {}
         query["t"] = tr.encode()
+        if self.target:
+            query["target"] = target_key(self.target)
         return f"/explore/{self.workload}?{urlencode(query)}"
 
     def as_dict(self) -> dict:
         """Metadata for a menu: name, title, description, workload and parameters."""
         return {"name": self.name, "title": self.title, "description": self.description,
-                "workload": self.workload, "params": dict(self.params), "tags": list(self.tags)}
+                "workload": self.workload, "params": dict(self.params), "tags": list(self.tags),
+                "target": self.target}
+
+
+def target_key(target: str) -> str:
+    """The explorer link's spelling of a GPU target string: ``"cuda -model=a100"`` ->
+    ``"cuda-a100"``."""
+    head, _, model = target.partition(" -model=")
+    if head != "cuda" or not model or " " in model:
+        raise PresetError(f"a preset's target is 'cuda -model=NAME', got {target!r}")
+    return f"cuda-{model}"
 
 
 _REGISTRY: dict[str, Preset] = {}

@@ -282,6 +282,27 @@ register(Spec(
 ))
 
 
+# --------------------------------------------------------------------------- vector_add
+def _build_vector_add(p):
+    n = p["n"]
+    A = te.placeholder((n,), F32, name="A")
+    B = te.placeholder((n,), F32, name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    return te.create_prim_func([A, B, C], name="vector_add")
+
+
+register(Spec(
+    name="vector_add", title="Vector add (course GPU chapter)",
+    description="C[i] = A[i] + B[i]: the GPU chapter's first program — split the loop and "
+                "bind its parts to blockIdx.x and threadIdx.x.",
+    defaults={"n": 1024}, limits={"n": (1, 1 << 24)}, func_name="vector_add", num_inputs=2,
+    build=_build_vector_add,
+    reference=lambda p: lambda a, b: _f32(a.astype(np.float64) + b),
+    flops=lambda p: p["n"], bytes=lambda p: 4 * 3 * p["n"],
+    input_ranges=lambda p: [_unit(), _unit()],
+))
+
+
 # --------------------------------------------------------------------------- window_sum
 def _build_window_sum(p):
     """Hand-built to match the course's GPU chapter exactly (block "C" writing B)."""

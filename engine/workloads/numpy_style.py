@@ -76,6 +76,7 @@ NUMPY_STYLE: dict[str, Callable[[dict], Callable]] = {
     "conv2d_relu": lambda p: _conv(p, relu=True),
     "depthwise_conv2d": _depthwise,
     "window_sum": lambda p: lambda a: a[:-2] + a[1:-1] + a[2:],
+    "vector_add": lambda p: lambda a, b: a + b,
     "softmax": _softmax,
     "layernorm": _layernorm,
     "transpose": lambda p: lambda a: np.ascontiguousarray(a.T),

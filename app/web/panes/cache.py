@@ -25,6 +25,14 @@ def context(session: Session, budget_s: float | None = None,
         return {"rows": [], "fig": None, "unavailable": None, "current": None,
                 "per_buffer": [], "npoints": 0, "pending": [],
                 "simulate_only": plan.reason or plan.cache_reason}
+    if session.gpu is not None:
+        return {"rows": [], "fig": None, "unavailable": None, "current": None,
+                "per_buffer": [], "npoints": 0, "pending": [],
+                "gpu_note": f"The cache simulation models this machine's CPU caches; the "
+                            f"steps of this session are built for the "
+                            f"{session.target.label} GPU, whose memory behaviour (sectors "
+                            f"per request, DRAM and L2 bytes, shared-memory bank conflicts) "
+                            f"the analytic model estimates instead."}
     m = measurer()
     fname = session.func_name
     if stored_only:

@@ -1,6 +1,6 @@
 """The code pane: the generated LLVM IR (before and after LLVM's optimisation) and the x86
-assembly of the current step, compiled by a measurement worker (the web process never
-compiles).
+assembly of the current step — for a GPU target its CUDA C, PTX and ptxas's resources with
+the host's launches — compiled by a measurement worker (the web process never compiles).
 """
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ from ..session import Session
 CODE_BUDGET_S = 3.0
 #: Lines of code text shown (the rest is cut, with a note).
 MAX_LINES = 3000
+#: the code views of a CPU session and of a GPU session (``kind=``; the first the default)
+CPU_KINDS = ("ll-opt", "asm", "ll")
+GPU_KINDS = ("cuda", "ptx", "resources")
+
+
+def kinds(session: Session) -> tuple:
+    return GPU_KINDS if session.gpu else CPU_KINDS
 
 
 def context(session: Session, kind: str) -> dict:
@@ -22,7 +29,7 @@ def context(session: Session, kind: str) -> dict:
     mod = session.mod_at(session.at)
     m = measurer()
     try:
-        got, ticket = m.submit_source(mod)
+        got, ticket = m.submit_source(mod, target=session.gpu)
     except QueueFull:
         return {"queued": measuring.queued_text(None), "text": None, "kind": kind}
     except (PoolClosed, PoolUnavailable) as e:

@@ -10,6 +10,7 @@ from ...service.protocol import JobResult, PoolClosed, PoolUnavailable, QueueFul
 from .. import measuring, plots
 from ..services import measurer
 from ..session import Session
+from ..targets import model_label
 
 
 def context(session: Session, budget_s: float | None = None,
@@ -32,16 +33,19 @@ def context(session: Session, budget_s: float | None = None,
     name, params = wl if wl else (None, {})
     baseline = session.mod0 if wl is None else None
     fname = session.func_name
+    gpu = session.gpu
     if stored_only:
-        found = measuring.stored(session, lambda mod: m.cached(mod, name, params, fname))
-        if found is None or (wl is not None and m.cached_roofline() is None):
+        found = measuring.stored(session, lambda mod: m.cached(mod, name, params, fname,
+                                                               target=gpu))
+        if found is None or (wl is not None and gpu is None and m.cached_roofline() is None):
             return None
         queued, busy = {}, None
     else:
         found, queued, busy = measuring.collect(
             session,
-            lambda mod: m.cached(mod, name, params, fname),
-            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline),
+            lambda mod: m.cached(mod, name, params, fname, target=gpu),
+            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline,
+                                 target=gpu),
             m.result_of, budget)
     by_step: dict[int, dict] = {}
     unavailable = None
@@ -57,8 +61,29 @@ def context(session: Session, budget_s: float | None = None,
                poll_delay=measuring.POOL_POLL, large_note=plan.note if plan is not None else None)
     if session.at in queued:
         ctx["current_queued"] = ctx["queued"][session.at]
-    ctx.update(roofline(session, ctx["rows"], m))
+    if gpu is not None:
+        ctx.update(roofline_note=gpu_roofline_note(session), gpu=session.target)
+    else:
+        ctx.update(roofline(session, ctx["rows"], m))
     return ctx
+
+
+def gpu_roofline_note(session: Session) -> str:
+    return (f"The roofline tab shows this machine's CPU roofs, measured here; the steps of "
+            f"this session are built for the {session.target.label} GPU (their bottleneck, "
+            f"modeled, is in the Runtime tab's hover and the code pane's resources).")
+
+
+def time_label(row: dict) -> str | None:
+    """What a GPU step's time is: "modeled for H100 SXM (no GPU on this machine)" or
+    "measured on <the GPU>"; None for a CPU step (measured on this machine)."""
+    kind = row.get("time_kind")
+    if kind == "modeled":
+        return model_label(str(row.get("gpu") or ""))
+    if kind == "measured":
+        return model_label(str(row.get("gpu") or ""),
+                           measured_on=str(row.get("device") or row.get("gpu_name") or "GPU"))
+    return None
 
 
 def one_numpy_time(rows: list[dict]) -> list[dict]:
@@ -81,6 +106,7 @@ def one_numpy_time(rows: list[dict]) -> list[dict]:
 def _rows_context(session: Session, by_step: dict[int, dict], pending: list[int],
                   unavailable) -> dict:
     rows = one_numpy_time([by_step[k] for k in sorted(by_step)])
+    rows = [dict(r, time_label=time_label(r)) if r.get("time_kind") else r for r in rows]
     by_step = {r["step"]: r for r in rows}
     fig = plots.runtime_figure(rows, current=session.at) if rows else None
     cur = by_step.get(session.at)
