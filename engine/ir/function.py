@@ -171,8 +171,8 @@ class IRModule(Node):
         return IRModule((("main", named),))
 
     def __getitem__(self, name: "str | GlobalVar") -> PrimFunc:
-        if isinstance(name, GlobalVar):
-            name = name.name_hint
+        if not isinstance(name, str):   # a GlobalVar (also a Relax one, relax.GlobalVar)
+            name = getattr(name, "name_hint", name)
         for n, f in self.functions:
             if n == name:
                 return f
@@ -180,8 +180,8 @@ class IRModule(Node):
         raise KeyError(f"no function named {name!r} in this module (it has: {names})")
 
     def __contains__(self, name: "str | GlobalVar") -> bool:
-        if isinstance(name, GlobalVar):
-            name = name.name_hint
+        if not isinstance(name, str):   # a GlobalVar (also a Relax one, relax.GlobalVar)
+            name = getattr(name, "name_hint", name)
         return any(n == name for n, _ in self.functions)
 
     def get_global_var(self, name: str) -> GlobalVar:

@@ -170,7 +170,7 @@ class BlockBuilder:
     _current: list = []
 
     def __init__(self, mod: IRModule | None = None):
-        self._funcs: dict[str, Any] = dict(mod.functions) if mod is not None else {}
+        self._funcs: dict[str, Any] = dict(mod.items()) if mod is not None else {}
         self._func: _Function | None = None
         self._blocks: list[_Block] = []          # the open blocks, innermost last
         self._bound: dict[X.Var, X.Expr] = {}    # every binding made: lookup_binding

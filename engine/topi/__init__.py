@@ -26,8 +26,8 @@ from .broadcast import TopiError, add, binary, broadcast_shape, divide, multiply
 from .linalg import linear, matmul, matmul_shape
 from .nn import conv2d_nchw, conv2d_shape, dense, relu, softmax
 from .reduction import argmax, argmin
-from .transform import permute_dims, reshape, reshape_shape
+from .transform import permute_dims, reshape, reshape_shape, transpose
 
 __all__ = ["TopiError", "add", "subtract", "multiply", "divide", "binary", "broadcast_shape", "matmul", "matmul_shape", "linear", "relu", "dense",
            "conv2d_nchw", "conv2d_shape", "softmax", "permute_dims", "reshape",
-           "reshape_shape", "argmax", "argmin"]
+           "reshape_shape", "argmax", "argmin", "transpose"]

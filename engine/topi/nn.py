@@ -6,9 +6,11 @@ from typing import Sequence
 
 from engine import te
 
-from .broadcast import TopiError, compute_nd
+from .broadcast import TopiError, add, compute_nd
+from .linalg import matmul as _matmul
+from .transform import permute_dims
 
-__all__ = ["relu", "dense", "conv2d_shape", "conv2d_nchw", "softmax"]
+__all__ = ["relu", "dense", "matmul", "conv2d_shape", "conv2d_nchw", "softmax"]
 
 
 def relu(x: te.Tensor, name: str = "compute") -> te.Tensor:
@@ -168,3 +170,29 @@ def softmax(x: te.Tensor, axis: int = -1) -> te.Tensor:
     expsum = compute_nd(red_shape, lambda *i: te.sum(exp[with_k(i, ks)], axis=ks),
                         "T_softmax_expsum", "i")
     return compute_nd(x.shape, lambda *i: exp[i] / expsum[drop(i)], "T_softmax_norm", "i")
+
+
+def matmul(tensor_a: te.Tensor, tensor_b: te.Tensor, bias: te.Tensor | None = None,
+           out_dtype: str | None = None, transpose_a: bool = False,
+           transpose_b: bool = False) -> te.Tensor:
+    """TVM's ``topi.nn.matmul``: ``a @ b`` (each operand's last two dimensions transposed
+    first when asked: an extra ``T_transpose`` stage here), plus ``bias`` when given; the
+    product's block is ``T_matmul_NN`` (``NT``, ``TN``, ``TT`` with transposes), as TVM
+    names it."""
+    if out_dtype not in (None, tensor_a.dtype):
+        raise TopiError(f"nn.matmul: out_dtype={out_dtype!r} differs from the operands' "
+                        f"{tensor_a.dtype}; cast the operands first")
+
+    def swap(t: te.Tensor) -> te.Tensor:
+        if t.ndim < 2:
+            raise TopiError(f"nn.matmul: a transposed operand needs two dimensions, got "
+                            f"shape {t.shape}")
+        axes = list(range(t.ndim))
+        axes[-2], axes[-1] = axes[-1], axes[-2]
+        return permute_dims(t, axes)
+
+    a = swap(tensor_a) if transpose_a else tensor_a
+    b = swap(tensor_b) if transpose_b else tensor_b
+    name = "T_matmul_" + ("T" if transpose_a else "N") + ("T" if transpose_b else "N")
+    out = _matmul(a, b, name=name)
+    return add(out, bias) if bias is not None else out

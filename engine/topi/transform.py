@@ -8,7 +8,7 @@ from engine import te
 
 from .broadcast import TopiError, compute_nd
 
-__all__ = ["permute_dims", "reshape_shape", "reshape"]
+__all__ = ["permute_dims", "reshape_shape", "reshape", "transpose"]
 
 
 def permute_dims(x: te.Tensor, axes: Sequence[int] | None = None) -> te.Tensor:
@@ -78,3 +78,8 @@ def reshape(x: te.Tensor, new_shape: Sequence[int]) -> te.Tensor:
         return x[tuple(reversed(src))]
 
     return compute_nd(shape, fcompute, "T_reshape")
+
+
+def transpose(a: te.Tensor, axes: Sequence[int] | None = None) -> te.Tensor:
+    """TVM's ``topi.transpose``: :func:`permute_dims` (the dimensions reversed by default)."""
+    return permute_dims(a, axes)

@@ -35,13 +35,13 @@ from engine import nd, relax, te, topi
 from engine.nd import cpu, cuda, device
 from engine.runtime import get_global_func, register_func
 
-from . import ir, runtime, s_tir, script, target, tir, tirx
+from . import ir, runtime, s_tir, script, target, tir, tirx, transform
 from .driver import build, compile  # noqa: A004 - TVM's name
 from .ir import IRModule
 
 __all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
            "target", "testing", "meta_schedule", "compile", "build", "cpu", "cuda", "device",
-           "relax", "register_func", "get_global_func"]
+           "relax", "register_func", "get_global_func", "transform"]
 
 
 def __getattr__(name: str) -> Any:

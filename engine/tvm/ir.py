@@ -1,18 +1,28 @@
 """``tvm.ir``: ``IRModule``, ``Op`` (``Op.get("relax.add")``, a Relax operator, equal to
-every operator of its name), structural equality and hashing (the engine's), and
+every operator of its name), ``transform`` (``module_pass``, ``Sequential``, ``PassContext``),
+``module`` (``from tvm.ir.module import IRModule``), structural equality and hashing (the engine's), and
 ``assert_structural_equal``, which raises ``ValueError`` with the first differing lines of
 the two programs as the engine prints them (TVM's raises ValueError too)."""
 from __future__ import annotations
 
 import difflib
 import re
+import sys
 from typing import Any
 
 from engine.ir import IRModule, PrimExpr, PrimFunc, Range, structural_equal, structural_hash
 from engine.ir.function import GlobalVar
 from engine.relax.expr import Op
 
-__all__ = ["IRModule", "GlobalVar", "Op", "PrimExpr", "Range", "structural_equal", "structural_hash",
+from . import ir_module as module
+from . import transform
+
+# ``from tvm.ir.module import IRModule``: tvm.ir is a module here, so its "submodule" is
+# registered by name (the import system finds it in sys.modules)
+sys.modules.setdefault(__name__ + ".module", module)
+sys.modules.setdefault(__name__ + ".transform", transform)
+
+__all__ = ["IRModule", "GlobalVar", "Op", "module", "transform", "PrimExpr", "Range", "structural_equal", "structural_hash",
            "assert_structural_equal"]
 
 #: lines of unified diff shown at most in the error message

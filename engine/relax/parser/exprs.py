@@ -32,7 +32,8 @@ class RelaxExprParser:
 
     # ------------------------------------------------------------------ names
     def rname(self, node: Any) -> str | None:
-        """``R.nn.relu`` -> "R.nn.relu" when the first part names Relax's namespace; a bare
+        """``R.nn.relu`` -> "R.nn.relu" when the first part names Relax's namespace
+        (``relax.op.nn.relu``, the Python operator, -> "R.nn.relu" too); a bare
         ``Tensor``/``Tuple``/``Object``/``Shape`` (the course's annotations) -> "R.<name>"."""
         parts = []
         while type(node) is ast.Attribute:
@@ -41,7 +42,10 @@ class RelaxExprParser:
         if type(node) is not ast.Name:
             return None
         if node.id in self.ctx.relax_ns and parts:
-            return "R." + ".".join(reversed(parts))
+            parts.reverse()
+            if parts[0] == "op" and len(parts) > 1:   # relax.op.multiply: the operator R.multiply
+                parts = parts[1:]
+            return "R." + ".".join(parts)
         if not parts and node.id in ("Tensor", "Tuple", "Object", "Shape") and \
                 self.lookup(node.id) is None:
             return "R." + node.id
