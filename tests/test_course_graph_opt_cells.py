@@ -288,7 +288,7 @@ def _stages():
 
 
 def _run(mod, x):
-    ex = tvm.compile(mod, tvm.target.Target("llvm", host="llvm"))
+    ex = tvm.compile(mod, "llvm")
     vm = relax.VirtualMachine(ex, tvm.cpu())
     return vm["main"](tvm.runtime.tensor(x)).numpy()
 
