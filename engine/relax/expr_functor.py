@@ -43,10 +43,8 @@ from typing import Any
 
 from engine.ir.structural import structural_equal
 
-from engine.ir.function import IRModule
-
 from . import expr as X
-from .op import OPS, normalize_attrs
+from .block_builder import BlockBuilder
 from .struct_info import ObjectStructInfo
 
 __all__ = ["PyExprVisitor", "PyExprMutator", "visitor", "mutator", "ExprFunctorError"]
@@ -178,7 +176,7 @@ class PyExprMutator:
     _functor_kind = "mutator"
 
     def __init__(self, mod: Any = None) -> None:
-        self.builder_ = _builder_class()(mod)
+        self.builder_ = _MutatorBuilder(mod)
         self.var_remap_: dict = {}
 
     # ------------------------------------------------------------ entry points
@@ -359,78 +357,17 @@ def mutator(cls: type) -> type:
     return _decorate(cls, PyExprMutator, "mutator")
 
 
-_BUILDER: list = []
+class _MutatorBuilder(BlockBuilder):
+    """The mutators' builder: a :class:`BlockBuilder` whose ``update_func`` also adds a
+    function the module lacks (as TVM's: the course's ``MatmulAddFusor`` starts from an
+    empty builder and updates ``main`` into it)."""
+
+    def update_func(self, gv: Any, func: Any) -> None:
+        name = getattr(gv, "name_hint", gv)
+        if isinstance(name, str) and name not in self._funcs:
+            self._funcs[name] = func.replace(name=name) if hasattr(func, "replace") else func
+            return
+        super().update_func(gv, func)
 
 
-def _builder_class() -> type:
-    """The mutators' builder: engine.relax.block_builder's BlockBuilder, whose
-    ``update_func`` also adds a function the module lacks (as TVM's: the course's
-    ``MatmulAddFusor`` starts from an empty builder and updates ``main`` into it)."""
-    if not _BUILDER:
-        try:
-            from .block_builder import BlockBuilder as base
-        except ImportError:   # pragma: no cover - before the builder existed
-            base = _InterimBuilder
-
-        class MutatorBlockBuilder(base):
-            def update_func(self, gv: Any, func: Any) -> None:
-                name = getattr(gv, "name_hint", gv)
-                if isinstance(name, str) and name not in self._funcs:
-                    self._funcs[name] = func.replace(name=name) if hasattr(func, "replace") \
-                        else func
-                    return
-                super().update_func(gv, func)
-
-        MutatorBlockBuilder.__name__ = MutatorBlockBuilder.__qualname__ = "BlockBuilder"
-        _BUILDER.append(MutatorBlockBuilder)
-    return _BUILDER[0]
-
-
-class _InterimBuilder:
-    """The builder protocol the mutator uses, until engine.relax.block_builder lands."""
-
-    def __init__(self, mod: Any = None):
-        self._funcs = dict(mod.functions) if isinstance(mod, IRModule) else {}
-        self._blocks: list = []
-        self._table: dict = {}
-
-    def begin_dataflow_block(self):
-        self._blocks.append((X.DataflowBlock, []))
-
-    def begin_binding_block(self):
-        self._blocks.append((X.BindingBlock, []))
-
-    def end_block(self):
-        kind, bindings = self._blocks.pop()
-        return kind(tuple(bindings))
-
-    def emit_normalized(self, binding):
-        self._blocks[-1][1].append(binding)
-        self._table[id(binding.var)] = binding.value
-
-    def lookup_binding(self, var):
-        return self._table.get(id(var))
-
-    def normalize(self, e):
-        if isinstance(e, X.Call) and isinstance(e.struct_info, ObjectStructInfo):
-            attrs = () if e.attrs is None else e.attrs
-            if isinstance(e.op, X.Op) and e.op.name in OPS:
-                opdef = OPS[e.op.name]
-                attrs = normalize_attrs(opdef, dict(attrs))
-                si = opdef.infer([a.struct_info for a in e.args], dict(attrs))
-                return X.Call(e.op, tuple(e.args), attrs, (), si)
-            if isinstance(e.op, X.GlobalVar) and e.op.name_hint in self._funcs:
-                f = self._funcs[e.op.name_hint]
-                return X.Call(e.op, tuple(e.args), attrs, (), f.ret_struct_info)
-        return e
-
-    def add_func(self, func, name):
-        self._funcs[name] = func.replace(name=name)
-        return X.GlobalVar(name)
-
-    def update_func(self, gv, func):
-        name = gv if isinstance(gv, str) else gv.name_hint
-        self._funcs[name] = func.replace(name=name)
-
-    def get(self):
-        return IRModule(tuple(self._funcs.items()))
+_MutatorBuilder.__name__ = _MutatorBuilder.__qualname__ = "BlockBuilder"
