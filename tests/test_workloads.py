@@ -9,7 +9,7 @@ from engine import workloads as W
 from engine.ir import Block, IRModule, PrimFunc, post_order_visit, structural_equal
 
 EXPECTED = ["mm_relu", "matmul", "batch_matmul", "conv2d", "conv2d_relu", "depthwise_conv2d",
-            "window_sum", "softmax", "layernorm", "transpose", "add", "relu", "mlp", "sum"]
+            "vector_add", "window_sum", "softmax", "layernorm", "transpose", "add", "relu", "mlp", "sum"]
 
 
 def block_names(func):
