@@ -176,7 +176,7 @@ class PyExprMutator:
     _functor_kind = "mutator"
 
     def __init__(self, mod: Any = None) -> None:
-        self.builder_ = _MutatorBuilder(mod)
+        self.builder_ = BlockBuilder(mod)
         self.var_remap_: dict = {}
 
     # ------------------------------------------------------------ entry points
@@ -357,17 +357,3 @@ def mutator(cls: type) -> type:
     return _decorate(cls, PyExprMutator, "mutator")
 
 
-class _MutatorBuilder(BlockBuilder):
-    """The mutators' builder: a :class:`BlockBuilder` whose ``update_func`` also adds a
-    function the module lacks (as TVM's: the course's ``MatmulAddFusor`` starts from an
-    empty builder and updates ``main`` into it)."""
-
-    def update_func(self, gv: Any, func: Any) -> None:
-        name = getattr(gv, "name_hint", gv)
-        if isinstance(name, str) and name not in self._funcs:
-            self._funcs[name] = func.replace(name=name) if hasattr(func, "replace") else func
-            return
-        super().update_func(gv, func)
-
-
-_MutatorBuilder.__name__ = _MutatorBuilder.__qualname__ = "BlockBuilder"
