@@ -9,7 +9,9 @@ what the lowering makes of the course's programs, written with the IR's construc
 * :func:`local_gemm` — a 4-wide row of C per thread in a local array, unrolled loops;
 * :func:`math_kernel` — exp, sqrt, fma, max, min, floor, sigmoid on float32;
 * :func:`tile_2d` — a 2-D block (threadIdx.x/y, blockIdx.x/y) transposing a matrix
-  through a shared tile.
+  through a shared tile;
+* :func:`vector_add_ptx` — a hand-written PTX vector add (``c[i] = a[i] + b[i]`` for
+  ``i < n``) for the toolchain's and the driver's tests.
 """
 from __future__ import annotations
 
@@ -164,3 +166,48 @@ def masked_copy(n: int = 1000, threads: int = 64) -> Kernel:
 
 ALL = (vector_add, vector_add_guarded, window_sum, vector_add_float4, local_gemm,
        math_kernel, tile_2d, masked_copy)
+
+
+#: c[i] = a[i] + b[i] for i < n, written by hand in PTX (``.format(arch=...)``)
+_VECTOR_ADD_PTX = """\
+.version 7.8
+.target {arch}
+.address_size 64
+
+.visible .entry vector_add(
+    .param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<11>;
+    ld.param.u64 %rd1, [a];
+    ld.param.u64 %rd2, [b];
+    ld.param.u64 %rd3, [c];
+    ld.param.u32 %r2, [n];
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %tid.x;
+    mad.lo.s32 %r1, %r3, %r4, %r5;
+    setp.ge.s32 %p1, %r1, %r2;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd4, %rd1;
+    cvta.to.global.u64 %rd5, %rd2;
+    cvta.to.global.u64 %rd6, %rd3;
+    mul.wide.s32 %rd7, %r1, 4;
+    add.s64 %rd8, %rd4, %rd7;
+    add.s64 %rd9, %rd5, %rd7;
+    add.s64 %rd10, %rd6, %rd7;
+    ld.global.f32 %f1, [%rd8];
+    ld.global.f32 %f2, [%rd9];
+    add.f32 %f3, %f1, %f2;
+    st.global.f32 [%rd10], %f3;
+DONE:
+    ret;
+}}
+"""
+
+
+def vector_add_ptx(arch: str = "sm_60") -> str:
+    """The hand-written PTX vector add for ``arch``."""
+    return _VECTOR_ADD_PTX.format(arch=arch)

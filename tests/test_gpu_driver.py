@@ -23,6 +23,7 @@ from cuda.bindings import driver as real
 import engine
 from engine import nd
 from engine import tvm
+from gpu_kernel_samples import vector_add_ptx
 from engine.gpu import driver
 from engine.gpu import device as gpu_device
 from engine.gpu.driver import (CudaError, DeviceBuffer, DevicePointer, NoCudaDevice,
@@ -38,43 +39,7 @@ without_gpu = pytest.mark.skipif(HAVE_GPU, reason=f"a CUDA device exists ({WHY})
                                  "tests are of a machine without one")
 
 #: c[i] = a[i] + b[i] for i < n
-VECTOR_ADD_PTX = """\
-.version 7.8
-.target sm_60
-.address_size 64
-
-.visible .entry vector_add(
-    .param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<11>;
-    ld.param.u64 %rd1, [a];
-    ld.param.u64 %rd2, [b];
-    ld.param.u64 %rd3, [c];
-    ld.param.u32 %r2, [n];
-    mov.u32 %r3, %ctaid.x;
-    mov.u32 %r4, %ntid.x;
-    mov.u32 %r5, %tid.x;
-    mad.lo.s32 %r1, %r3, %r4, %r5;
-    setp.ge.s32 %p1, %r1, %r2;
-    @%p1 bra DONE;
-    cvta.to.global.u64 %rd4, %rd1;
-    cvta.to.global.u64 %rd5, %rd2;
-    cvta.to.global.u64 %rd6, %rd3;
-    mul.wide.s32 %rd7, %r1, 4;
-    add.s64 %rd8, %rd4, %rd7;
-    add.s64 %rd9, %rd5, %rd7;
-    add.s64 %rd10, %rd6, %rd7;
-    ld.global.f32 %f1, [%rd8];
-    ld.global.f32 %f2, [%rd9];
-    add.f32 %f3, %f1, %f2;
-    st.global.f32 [%rd10], %f3;
-DONE:
-    ret;
-}
-"""
+VECTOR_ADD_PTX = vector_add_ptx("sm_60")
 
 
 def _assert_no_device(excinfo) -> None:

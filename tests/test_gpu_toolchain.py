@@ -5,49 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_kernel_samples import vector_add_ptx
 from engine.gpu import (SUPPORTED_ARCHS, AssemblyReport, ToolchainError, assemble_ptx,
                         compile_cuda, parse_ptxas_info, toolchain_status)
 from engine.gpu import toolchain
 
 #: c[i] = a[i] + b[i] for i < n, by hand; ``.target`` filled in per arch (PTX ISA 7.8, the
 #: first to know sm_90, CUDA 11.8)
-VECTOR_ADD_PTX = """\
-.version 7.8
-.target {arch}
-.address_size 64
-
-.visible .entry vector_add(
-    .param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)
-{{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<11>;
-    ld.param.u64 %rd1, [a];
-    ld.param.u64 %rd2, [b];
-    ld.param.u64 %rd3, [c];
-    ld.param.u32 %r2, [n];
-    mov.u32 %r3, %ctaid.x;
-    mov.u32 %r4, %ntid.x;
-    mov.u32 %r5, %tid.x;
-    mad.lo.s32 %r1, %r3, %r4, %r5;
-    setp.ge.s32 %p1, %r1, %r2;
-    @%p1 bra DONE;
-    cvta.to.global.u64 %rd4, %rd1;
-    cvta.to.global.u64 %rd5, %rd2;
-    cvta.to.global.u64 %rd6, %rd3;
-    mul.wide.s32 %rd7, %r1, 4;
-    add.s64 %rd8, %rd4, %rd7;
-    add.s64 %rd9, %rd5, %rd7;
-    add.s64 %rd10, %rd6, %rd7;
-    ld.global.f32 %f1, [%rd8];
-    ld.global.f32 %f2, [%rd9];
-    add.f32 %f3, %f1, %f2;
-    st.global.f32 [%rd10], %f3;
-DONE:
-    ret;
-}}
-"""
 
 #: a kernel with a static shared array: 256 floats = 1024 bytes of smem
 SHARED_CUDA = r"""
@@ -70,7 +34,7 @@ extern "C" __global__ void add(float* a, const float* b, const float* c, int n) 
 
 @pytest.mark.parametrize("arch", ["sm_60", "sm_80", "sm_90"])
 def test_a_hand_written_ptx_kernel_assembles(arch):
-    report = assemble_ptx(VECTOR_ADD_PTX.format(arch=arch), arch=arch)
+    report = assemble_ptx(vector_add_ptx(arch), arch=arch)
     assert isinstance(report, AssemblyReport) and report.arch == arch
     assert report.cubin[:4] == b"\x7fELF"                  # a cubin is an ELF file
     (kernel,) = report.kernels
@@ -82,7 +46,7 @@ def test_a_hand_written_ptx_kernel_assembles(arch):
 
 
 def test_broken_ptx_gives_ptxas_own_line():
-    bad = VECTOR_ADD_PTX.format(arch="sm_80").replace("add.f32 %f3, %f1, %f2;",
+    bad = vector_add_ptx("sm_80").replace("add.f32 %f3, %f1, %f2;",
                                                       "add.f32 %f3, %f1, %f9;")
     with pytest.raises(ToolchainError) as err:
         assemble_ptx(bad, arch="sm_80")
@@ -93,12 +57,12 @@ def test_broken_ptx_gives_ptxas_own_line():
 
 def test_ptx_for_a_newer_arch_is_refused():
     with pytest.raises(ToolchainError, match="ptxas refused"):
-        assemble_ptx(VECTOR_ADD_PTX.format(arch="sm_90"), arch="sm_80")
+        assemble_ptx(vector_add_ptx("sm_90"), arch="sm_80")
 
 
 def test_unsupported_archs_are_refused_before_running_anything():
     with pytest.raises(ToolchainError, match="unsupported arch 'sm_100'.*sm_60, sm_70"):
-        assemble_ptx(VECTOR_ADD_PTX.format(arch="sm_80"), arch="sm_100")
+        assemble_ptx(vector_add_ptx("sm_80"), arch="sm_100")
     with pytest.raises(ToolchainError, match="unsupported arch 'sm_52'"):
         compile_cuda(ADD_CUDA, arch="sm_52")
     assert SUPPORTED_ARCHS == ("sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
@@ -139,14 +103,14 @@ def test_nvrtc_options_are_passed():
 
 def test_a_tool_that_runs_too_long_is_stopped():
     with pytest.raises(ToolchainError, match="did not finish within"):
-        assemble_ptx(VECTOR_ADD_PTX.format(arch="sm_80"), arch="sm_80", timeout=1e-6)
+        assemble_ptx(vector_add_ptx("sm_80"), arch="sm_80", timeout=1e-6)
 
 
 def test_missing_tools_name_the_package_to_install(monkeypatch):
     monkeypatch.setattr(toolchain, "_package_dir", lambda module: None)
     with pytest.raises(ToolchainError, match="ptxas was not found.*nvidia-cuda-nvcc-cu12"
                                              ".*pip install"):
-        assemble_ptx(VECTOR_ADD_PTX.format(arch="sm_80"))
+        assemble_ptx(vector_add_ptx("sm_80"))
     with pytest.raises(ToolchainError, match="NVRTC .* was not found.*nvidia-cuda-nvrtc-cu12"
                                              ".*pip install"):
         compile_cuda(ADD_CUDA)
