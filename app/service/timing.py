@@ -557,6 +557,35 @@ def _gpu_resources(rt) -> list:
     return out
 
 
+#: the accesses of one kernel the step's result keeps (the memory pane's table), and the
+#: characters of an access's flat index kept with it
+MAX_ACCESSES = 64
+MAX_INDEX_CHARS = 160
+
+
+def _gpu_access(a) -> dict:
+    """One :class:`engine.gpu.model.AccessModel` as plain data (the memory pane's row)."""
+    return {"buffer": str(a.buffer), "kind": str(a.kind), "scope": str(a.scope),
+            "sectors_per_request": float(a.sectors_per_request),
+            "bytes_per_request": float(a.bytes_per_request),
+            "efficiency": float(a.efficiency), "conflict_ways": float(a.conflict_ways),
+            "wavefronts_per_request": float(a.wavefronts_per_request),
+            "executions": float(a.executions), "vector_lanes": int(a.vector_lanes),
+            "guarded": bool(a.guarded), "analysed": bool(a.analysed),
+            "index": str(a.index)[:MAX_INDEX_CHARS]}
+
+
+def _gpu_occupancy(o) -> dict | None:
+    if o is None:
+        return None
+    return {"blocks_per_sm": int(o.active_blocks_per_sm),
+            "warps_per_sm": int(o.active_warps_per_sm),
+            "max_warps_per_sm": int(o.max_warps_per_sm),
+            "warps_per_block": int(o.warps_per_block), "occupancy": float(o.occupancy),
+            "limited_by": [str(x) for x in o.limited_by],
+            "shared_bytes_per_block": int(o.shared_bytes_per_block)}
+
+
 def _gpu_model(m) -> dict:
     """The analytic model as plain data (for the page now, and the memory pane later)."""
     kernels = []
@@ -570,7 +599,14 @@ def _gpu_model(m) -> dict:
             if isinstance(getattr(k, "time_s_per_pipe", None), dict) else None,
             "threads_per_block": k.threads_per_block, "blocks": k.blocks,
             "waves": k.waves, "registers_per_thread": k.registers_per_thread,
-            "notes": [str(n) for n in (k.notes or ())][:8]})
+            "notes": [str(n) for n in (k.notes or ())][:8],
+            "accesses": [_gpu_access(a) for a in tuple(k.accesses)[:MAX_ACCESSES]],
+            "accesses_total": len(k.accesses),
+            "occupancy": _gpu_occupancy(getattr(k, "occupancy", None)),
+            "registers_from": str(getattr(k, "registers_from", "")),
+            "flops": float(k.flops),
+            "dram_bytes_per_buffer": {str(b): float(v) for b, v in
+                                      dict(k.dram_bytes_per_buffer or {}).items()}})
     lines = m.summary() if callable(m.summary) else m.summary
     return {"time_s": m.time_s, "gflops": m.gflops, "bottleneck": str(m.bottleneck),
             "dram_bytes": m.dram_bytes, "l2_bytes": m.l2_bytes,
