@@ -591,7 +591,8 @@ def _gpu_model(m) -> dict:
     kernels = []
     for k in m.kernels:
         kernels.append({
-            "name": getattr(k, "name", None) or getattr(getattr(k, "kernel", None), "name", ""),
+            "name": getattr(k, "name", None) or (k.kernel if isinstance(k.kernel, str) else
+                                                 getattr(k.kernel, "name", "")),
             "time_s": k.time_s, "gflops": k.gflops, "bottleneck": str(k.bottleneck),
             "dram_bytes": k.dram_bytes, "l2_bytes": k.l2_bytes,
             "shared_wavefronts": k.shared_wavefronts,
