@@ -29,7 +29,7 @@ from engine.relax.transform.fuse_ops import call_tir_callee
 from .schedules import schedule_module
 
 __all__ = ["STAGES", "stage_module", "all_stages", "OpTime", "Profile", "profile",
-           "call_sequence", "time_call"]
+           "call_sequence", "time_call", "time_binding"]
 
 STAGES = ("unscheduled", "scheduled", "fused", "fused+scheduled")
 
@@ -135,18 +135,84 @@ def time_call(prim: PrimFunc, number: int = 10, repeat: int = 3, seed: int = 0) 
     return float(res.median)
 
 
+def time_binding(mod: IRModule, binding, number: int = 10, repeat: int = 3,
+                 seed: int = 0) -> float:
+    """Seconds of one call ``main`` makes that is not ``R.call_tir``: a high-level operator
+    (run by the virtual machine in numpy) or a Relax function of the module (a Primitive
+    function before FuseTIR), alone in the virtual machine on random arrays of its
+    operands' shapes."""
+    from engine import relax
+    from engine.relax.expr import (DataflowBlock, Function, GlobalVar, SeqExpr, Var,
+                                   VarBinding)
+
+    call = binding.value
+    params, args = [], []
+    for a in call.args:
+        if isinstance(a, Var):
+            p = Var(a.name_hint, a.struct_info)
+            params.append(p)
+            args.append(p)
+        else:
+            args.append(a)
+    out = Var("out", binding.var.struct_info)
+    body = SeqExpr((DataflowBlock((VarBinding(out, call.replace(args=tuple(args))),)),), out)
+    funcs = [("main", Function("main", tuple(params), body, out.struct_info,
+                               (("global_symbol", "main"),)))]
+    if isinstance(call.op, GlobalVar):
+        callee = mod[call.op.name_hint]
+        funcs.append((call.op.name_hint, callee))
+        for _, name in call_sequence(mod, call.op.name_hint):
+            funcs.append((name, mod[name]))
+    vm = relax.VirtualMachine(relax.build(IRModule(tuple(funcs)), target="llvm"))
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(tuple(int(d) for d in p.struct_info.shape))
+              .astype(p.struct_info.dtype) for p in params]
+    main = vm["main"]
+    return _best_of(lambda: main(*arrays), number, repeat)
+
+
+def _other_calls(mod: IRModule) -> list:
+    """``main``'s bindings calling a high-level operator or a Relax function, with their
+    names in the per-operator table (``lv1 = R.matmul``, ``fused_matmul_add0``)."""
+    from engine.relax.expr import Call, GlobalVar, Op
+
+    out = []
+    for b in mod["main"].bindings():
+        v = b.value
+        if not isinstance(v, Call) or call_tir_callee(v) is not None:
+            continue
+        if isinstance(v.op, GlobalVar) and v.op.name_hint in mod:
+            out.append((v.op.name_hint, b))
+        elif isinstance(v.op, Op) and v.op.name.startswith("relax."):
+            out.append((f"{b.var.name_hint} = R.{v.op.name.removeprefix('relax.')}", b))
+    return out
+
+
 def profile(mod: IRModule, inputs: list[np.ndarray], stage: str = "", number: int = 10,
             repeat: int = 3, numpy_fn: Callable[[], object] | None = None) -> Profile:
-    """Time ``main`` end to end in the VM and each TensorIR function it calls."""
+    """Time ``main`` end to end in the VM and each call it makes: each TensorIR function
+    alone (:func:`time_call`), each high-level operator or Relax function call alone in
+    the VM (:func:`time_binding`; a module as legalized has none)."""
     from engine import relax
 
     vm = relax.VirtualMachine(relax.build(mod, target="llvm"))
     main = vm["main"]
     e2e = _best_of(lambda: main(*inputs), number, repeat)
-    counts: dict[str, int] = {}
-    for _, callee in call_sequence(mod):
-        counts[callee] = counts.get(callee, 0) + 1
-    ops = [OpTime(name, n, time_call(mod[name], number, repeat)) for name, n in counts.items()]
+    others = {id(b): name for name, b in _other_calls(mod)}
+    ops: list[OpTime] = []
+    at: dict[str, int] = {}
+    for b in mod["main"].bindings():           # in call order; a function called again
+        callee = call_tir_callee(b.value)      # is one more call of its row
+        name = callee if callee is not None else others.get(id(b))
+        if name is None:
+            continue
+        if name in at:
+            ops[at[name]].calls += 1
+            continue
+        at[name] = len(ops)
+        seconds = (time_call(mod[name], number, repeat) if callee is not None
+                   else time_binding(mod, b, number, repeat))
+        ops.append(OpTime(name, 1, seconds))
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].ndim else 1
     np_s = _best_of(numpy_fn, number, repeat) if numpy_fn is not None else None
     return Profile(stage, batch, e2e, ops, np_s)
