@@ -36,8 +36,23 @@ def test_lesson_plays_and_stays_correct(lid):
             assert match_nest(after, step.expect, les.func), (
                 f"{lid} step {k}: nest\n" + "\n".join(nest_lines(after, les.func))
                 + "\ndoes not match\n" + "\n".join(step.expect))
+        if les.target:   # a GPU lesson: the interpreter's meaning (the GPU build and the
+            # emulator's race check are in test_lessons_gpu.py)
+            assert _interpreted_matches(after, les, params), f"{lid} step {k} ({step.title})"
+            continue
         chk = check_module(after, les.workload, params)
         assert chk.correct, f"{lid} step {k} ({step.title}): {chk.message}"
+
+
+def _interpreted_matches(mod, les, params) -> bool:
+    import numpy as np
+    args = engine.workloads.random_args(les.workload, **params)
+    n_in = engine.workloads.info(les.workload).num_inputs
+    want = engine.workloads.reference(les.workload, **params)(*[a.copy() for a in args[:n_in]])
+    wants = list(want) if isinstance(want, (tuple, list)) else [want]
+    engine.interpret(mod, les.func_name(mod), *args)
+    return all(np.allclose(got, exp, rtol=1e-4, atol=1e-4)
+               for got, exp in zip(args[n_in:], wants))
 
 
 @pytest.mark.parametrize("lid", LESSONS)

@@ -27,6 +27,7 @@ from engine.notebook import explorer_link as _explorer_link
 from engine.schedule import Schedule
 from engine.script.nest import first_difference, loop_nest, match_nest, nest_lines, nest_text
 
+from . import checks as step_checks
 from .actions import (PRIMITIVES, ActionError, action_python, apply_action, describe_action,
                       validate_action)
 from .markup import to_html, to_text
@@ -42,6 +43,9 @@ FORMAT = "schedule-explorer/lesson"
 VERSION = 1
 #: panes a step can point the learner at
 LOOK_AT = ("program", "diagram", "runtime", "cache", "code", "trace", "diff", "tune")
+#: the GPU targets a lesson may open with (engine.gpu.specs' named GPUs the explorer offers)
+GPU_TARGETS = ("cuda -model=h100-sxm", "cuda -model=a100", "cuda -model=rtx-4090",
+               "cuda -model=tesla-p100")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 
@@ -89,6 +93,7 @@ class Step:
     question: Question | None = None
     expect: tuple[str, ...] = ()      # loop-nest pattern the program matches after the step
     note: str = ""                    # what to notice after applying (markdown-light)
+    checks: tuple = ()                # what the program after the step must show (.checks)
 
     @property
     def code(self) -> str:
@@ -113,6 +118,8 @@ class Step:
         if self.note:
             d["note"] = self.note
             d["note_html"] = to_html(self.note)
+        if self.checks:
+            d["checks"] = [dict(c) for c in self.checks]
         return d
 
 
@@ -134,6 +141,9 @@ class Lesson:
     func: str | None = None
     order: int = 0
     source: str = ""
+    #: what the lesson compiles for: None for this machine's CPU, or a GPU target string
+    #: (``"cuda -model=h100-sxm"``; the player opens with that target)
+    target: str | None = None
     _mods: dict = field(default_factory=dict, repr=False, compare=False)
 
     # -- building -------------------------------------------------------------------
@@ -296,11 +306,33 @@ class Lesson:
             diff += "; you may need to replay the earlier steps first"
         return False, f"{lead} In the loop nest, {diff}.{hint}"
 
+    def run_checks(self, k: int, mod: Any, result: dict | None = None,
+                   earlier: dict | None = None) -> list:
+        """Step ``k``'s checks on ``mod`` (the program after the learner's step): a list of
+        :class:`checks.Outcome`. ``result`` is the measurement worker's step dict of ``mod``
+        and ``earlier`` maps a step number to the worker's step dict of the lesson's own
+        program after that step (:meth:`check_steps_needed`); both are passed in — nothing
+        here compiles or runs a program."""
+        self._check_k(k, len(self.steps) - 1)
+        fname = self.func_name(mod)
+        return [step_checks.evaluate(c, mod, fname, result, earlier)
+                for c in self.steps[k].checks]
+
+    def check_steps_needed(self, k: int) -> tuple[bool, tuple[int, ...]]:
+        """(whether step ``k``'s checks read the worker's result of the learner's program,
+        the lesson's steps whose programs' results they compare with)."""
+        cs = self.steps[k].checks
+        return (any(step_checks.needs_result(c) for c in cs),
+                tuple(sorted({c["than_step"] for c in cs if "than_step" in c})))
+
     # -- serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"id": self.id, "title": self.title, "summary": self.summary,
+        d = {"id": self.id, "title": self.title, "summary": self.summary,
                 "summary_html": to_html(self.summary), "workload": self.workload,
                 "params": dict(self.params), "steps": [s.to_dict() for s in self.steps]}
+        if self.target:
+            d["target"] = self.target
+        return d
 
     def python(self, upto: int | None = None, params: dict | None = None) -> str:
         """The first ``upto`` steps (all by default) as runnable engine Python."""
@@ -376,7 +408,7 @@ def parse_lesson(data: Any, source: str = "<data>") -> Lesson:
         raise LessonError(f"unsupported lesson version {version!r}; this engine reads "
                           f"version {VERSION}", source)
     known = {"format", "version", "id", "title", "summary", "workload", "steps", "test_params",
-             "func", "order"}
+             "func", "order", "target"}
     for key in data:
         if key not in known:
             raise LessonError(f"unknown key {key!r} (allowed: {', '.join(sorted(known))})",
@@ -408,6 +440,10 @@ def parse_lesson(data: Any, source: str = "<data>") -> Lesson:
     order = data.get("order", 0)
     if not isinstance(order, int) or isinstance(order, bool):
         raise LessonError("\"order\" must be an integer", source, "order")
+    target = data.get("target")
+    if target is not None and target not in GPU_TARGETS:
+        raise LessonError(f"\"target\" must be one of {', '.join(map(repr, GPU_TARGETS))} "
+                          f"(absent: the CPU), got {str(target)[:40]!r}", source, "target")
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps:
         raise LessonError("\"steps\" must be a non-empty list", source, "steps")
@@ -419,7 +455,7 @@ def parse_lesson(data: Any, source: str = "<data>") -> Lesson:
         raise LessonError("a lesson needs at least one step with an action", source, "steps")
     return Lesson(id=lid, title=title, summary=summary, workload=wl["name"],
                   params=dict(params), steps=tuple(steps), test_params=dict(test_params),
-                  func=func, order=order, source=source)
+                  func=func, order=order, source=source, target=target)
 
 
 def _check_workload(name: str, params: dict, source: str) -> None:
@@ -433,7 +469,7 @@ def _parse_step(i: int, raw: Any, source: str, bound: set[str]) -> Step:
     where = f"steps[{i}]"
     if not isinstance(raw, dict):
         raise LessonError("each step must be an object", source, where)
-    known = {"title", "text", "action", "look_at", "question", "expect", "note"}
+    known = {"title", "text", "action", "look_at", "question", "expect", "note", "checks"}
     for key in raw:
         if key not in known:
             raise LessonError(f"unknown key {key!r} (allowed: {', '.join(sorted(known))})",
@@ -489,7 +525,13 @@ def _parse_step(i: int, raw: Any, source: str, bound: set[str]) -> Step:
         raise LessonError("\"expect\" must be a list of loop-nest pattern lines", source,
                           f"{where}.expect")
     note = _text(raw.get("note"), f"{where}.note", source, required=False)
-    return Step(i, title, text, action, look_at, question, tuple(expect), note)
+    checks: tuple = ()
+    if "checks" in raw:
+        try:
+            checks = step_checks.validate(raw["checks"], f"{where}.checks", i)
+        except step_checks.CheckError as exc:
+            raise LessonError(str(exc), source) from None
+    return Step(i, title, text, action, look_at, question, tuple(expect), note, checks)
 
 
 def load(path: str | Path) -> Lesson:

@@ -69,6 +69,7 @@ PRIMITIVES: dict[str, tuple[Param, ...]] = {
     "transform_layout": (Param("block", "block"), Param("buffer", "buffer"),
                          Param("index_map", "str")),
     "annotate": (Param("loop", "loop"), Param("ann_key", "str"), Param("ann_val", "any")),
+    "bind": (Param("loop", "loop"), Param("thread_axis", "str")),
 }
 
 # keys an action may carry besides its parameters
