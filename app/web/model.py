@@ -2,7 +2,12 @@
 with its trace), and its end-to-end time per stage measured by the workers.
 
 The URL is the state: ``/model/mlp?batch=1&fused=1&t.<function>=<trace token>...``
-(``fused=0`` shows the functions as legalized, one per operator).  Traces are replayed
+(``fused=0`` shows the functions as legalized, one per operator).  With ``passes=`` the page
+steps through Relax passes instead (``passes=BindParams,FuseDenseAdd,LowerToTensorIR,FuseTIR``,
+``at=<step>`` the step whose graph is shown): the model's graph as written, then one pass
+per step, each named from :data:`engine.models.passes.PASS_STEPS` only (an unknown name is
+a 400 with a sentence); the passes run here within the request's work budget (pure IR
+work), every step's module is measured by the workers.  Traces are replayed
 here (pure IR work, within the request's budget), never compiled: the measurement is one
 ``model`` job of the service (:meth:`app.service.measurer.StepMeasurer.submit_model`).
 """
@@ -19,6 +24,7 @@ import numpy as np
 
 from engine import IRModule, PrimFunc, structural_equal
 from engine.models import zoo
+from engine.models import passes as model_passes
 from engine.models.pipeline import call_sequence, stage_module
 from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
 from engine.schedule import Schedule
@@ -155,6 +161,10 @@ class ModelState:
     batch: int
     fused: bool
     tokens: dict[str, str] = field(default_factory=dict)
+    #: the pass sequence (keys of PASS_STEPS), or None: the page shows the stages
+    passes: list[str] | None = None
+    #: the step whose graph is shown (0: as written); None: the last
+    at: int | None = None
 
     @classmethod
     def from_request(cls, name: str, args) -> "ModelState":
@@ -169,18 +179,44 @@ class ModelState:
             raise AppError(400, "Over a limit", f"This link schedules {len(tokens)} functions; "
                            f"the limit is {limits().max_model_traces} (max_model_traces).",
                            back=back, back_label="the model")
-        return cls(name, batch, fused, tokens)
+        state = cls(name, batch, fused, tokens)
+        if "passes" in args:
+            try:
+                state.passes = model_passes.parse_passes(args.get("passes"))
+            except model_passes.PassStepError as e:
+                keys = [k for k in str(args.get("passes") or "").split(",")
+                        if k in model_passes.PASS_STEPS][:model_passes.MAX_PASSES]
+                raise AppError(400, "No such pass", f"{e}.", back=state.url(passes=keys),
+                               back_label="the model with the passes it knows") from None
+            state.at = _int_arg(args, "at", len(state.passes), 0, len(state.passes),
+                                state.url())
+        return state
 
     def url(self, **changes: Any) -> str:
         s = ModelState(self.name, changes.get("batch", self.batch),
                        changes.get("fused", self.fused), dict(changes.get("tokens",
-                                                                          self.tokens)))
-        q = {"batch": s.batch, "fused": int(s.fused)}
+                                                                          self.tokens)),
+                       changes.get("passes", self.passes), changes.get("at", None))
+        q: dict[str, Any] = {"batch": s.batch, "fused": int(s.fused)}
+        if s.passes is not None:
+            q["passes"] = ",".join(s.passes)
+            if s.at is not None and s.at != len(s.passes):
+                q["at"] = s.at
         q.update({f"t.{k}": v for k, v in sorted(s.tokens.items())})
         return f"/model/{s.name}?" + urlencode(q)
 
+    # passes -----------------------------------------------------------------------------
+    def pass_modules(self) -> list[IRModule]:
+        """The graph as written and after each pass of the link (see :func:`pass_modules`)."""
+        return pass_modules(self.name, self.batch, tuple(self.passes or ()), self.url)
+
+    def shown_step(self) -> int:
+        return len(self.passes or ()) if self.at is None else self.at
+
     # programs ---------------------------------------------------------------------------
     def base(self) -> IRModule:
+        if self.passes is not None:
+            return self.pass_modules()[-1]
         return model_stage(self.name, self.batch, "fused" if self.fused else "unscheduled")
 
     def scheduled(self) -> tuple[IRModule, dict[str, Any]]:
@@ -201,6 +237,97 @@ class ModelState:
             funcs[fname] = sch.mod[fname]
             traces[fname] = trace
         return IRModule(tuple(funcs.items())), traces
+
+
+#: the modules of pass sequences, by model, batch and sequence (weighed by their IR)
+_PASSES: "Kept[list]" = Kept(32 * MiB, lambda mods: sum(ir_bytes(m) for m in mods))
+
+
+def model_weights(name: str, batch: int) -> tuple[IRModule, dict]:
+    """The model's graph as written and the weights ``BindParams`` binds."""
+    return model_passes.start_graph(get_model(name), batch)
+
+
+def pass_modules(name: str, batch: int, keys: tuple, url: Any) -> list[IRModule]:
+    """``[graph as written, after pass 1, ...]``, run within the request's work budget
+    (its CPU seconds checked after each pass, its program size on every TensorIR function
+    a pass makes); kept per sequence, each prefix too, so a step added to a link runs only
+    its own pass.  A pass that cannot apply is a 400 naming it, back to the steps before."""
+    from engine.schedule.work_budget import current_budget
+
+    hit = _PASSES.get((name, batch, keys))
+    if hit is not None:
+        return hit
+    start, weights = model_weights(name, batch)
+    done = 0
+    mods = [start]
+    for k in range(len(keys), 0, -1):      # the longest prefix already run
+        got = _PASSES.get((name, batch, keys[:k]))
+        if got is not None:
+            mods, done = list(got), k
+            break
+
+    def check(i: int, mod: IRModule) -> None:
+        budget = current_budget()
+        if budget is None:
+            return
+        what = model_passes.PASS_STEPS[keys[done + i]].label
+        budget.check_time(what)
+        for _, f in mod.items():
+            if isinstance(f, PrimFunc):
+                budget.check_size(what, f)
+
+    try:
+        with ensure_budget(limits()):
+            more = model_passes.run_passes(mods[-1], list(keys[done:]), weights, check)
+    except model_passes.PassStepError as e:
+        index = done + (e.index or 0)
+        raise AppError(400, "The pass does not apply", f"{e}".replace(
+            f"step {(e.index or 0) + 1},", f"step {index + 1},"),
+            back=url(passes=list(keys[:index])),
+            back_label="the steps before it") from None
+    except Exception as e:  # noqa: BLE001 - over the request's budget
+        over = budget_error_of(e)
+        if over is None:
+            raise
+        raise AppError(400, "Over a limit", over_budget_text("These passes", over, limits()),
+                       back=url(passes=[]), back_label="the graph as written") from None
+    mods = mods + more[1:]
+    for k in range(done + 1, len(keys) + 1):
+        _PASSES.put((name, batch, keys[:k]), mods[:k + 1])
+    if not keys:
+        _PASSES.put((name, batch, keys), mods)
+    return mods
+
+
+def relax_members(mods: list[IRModule]) -> dict[str, list[str]]:
+    """Fused function -> what it groups, read from the Relax ``Primitive`` functions of the
+    modules (the last one's name wins: after FuseTIR a function keeps its group's name)."""
+    from engine.relax.expr import Function
+
+    out: dict[str, list[str]] = {}
+    for mod in mods:
+        for n, f in mod.items():
+            if isinstance(f, Function) and f.attr("Primitive"):
+                out[n] = _inner_calls(f)
+    return out
+
+
+def _inner_calls(f) -> list[str]:
+    from engine.relax.expr import Call, GlobalVar, Op
+    from engine.relax.transform.fuse_ops import call_tir_callee
+
+    out = []
+    for b in f.bindings():
+        v = b.value
+        c = call_tir_callee(v)
+        if c is not None:
+            out.append(c)
+        elif isinstance(v, Call) and isinstance(v.op, Op):
+            out.append("R." + v.op.name.removeprefix("relax."))
+        elif isinstance(v, Call) and isinstance(v.op, GlobalVar):
+            out.append(v.op.name_hint)
+    return out
 
 
 def _replay(trace, sch, fname: str, back: str) -> None:
@@ -279,8 +406,15 @@ def measure_doc(state: ModelState, current: IRModule) -> tuple[str, dict]:
     """The key and the document of the model's measurement job: the four reference stages
     and the link's own program."""
     model = get_model(state.name)
-    stages = [(label, model_stage(state.name, state.batch, stage))
-              for stage, label in STAGE_LABELS.items()]
+    if state.passes is not None:
+        _, weights = model_weights(state.name, state.batch)
+        mods = state.pass_modules()
+        labels = ["0. as written"] + [f"{i + 1}. {model_passes.PASS_STEPS[k].label}"
+                                      for i, k in enumerate(state.passes)]
+        stages = [(label, model_passes.runnable(m, weights)) for label, m in zip(labels, mods)]
+    else:
+        stages = [(label, model_stage(state.name, state.batch, stage))
+                  for stage, label in STAGE_LABELS.items()]
     if state.tokens:
         stages.append(("this link's schedules", current))
     x, ref = _input_and_reference(state.name, state.batch)
@@ -299,18 +433,50 @@ def context(state: ModelState) -> dict[str, Any]:
     model = get_model(state.name)
     base = state.base()
     current, traces = state.scheduled()
+    steps = None
+    if state.passes is not None:
+        mods = state.pass_modules()
+        k = state.shown_step()
+        members = relax_members(mods[:k + 1])
+        shown = current if k == len(state.passes) else mods[k]
+        steps = {
+            "list": [{"index": 0, "label": "the graph as written", "python": "",
+                      "what": "high-level operators; the weights parameters of main",
+                      "url": state.url(at=0)}]
+                    + [{"index": i + 1, "label": model_passes.PASS_STEPS[key].label,
+                        "python": model_passes.PASS_STEPS[key].python,
+                        "what": model_passes.PASS_STEPS[key].what,
+                        "url": state.url(at=i + 1)} for i, key in enumerate(state.passes)],
+            "at": k,
+            "offer": [{"key": key, "label": st.label, "what": st.what, "python": st.python,
+                       "url": state.url(passes=list(state.passes) + [key])}
+                      for key, st in model_passes.PASS_STEPS.items()]
+                     if len(state.passes) < model_passes.MAX_PASSES else [],
+            "undo": state.url(passes=list(state.passes[:-1])) if state.passes else None,
+            "before": graph_svg(mods[k - 1], {}, members, svg_id="model-graph-before")
+                      if k > 0 else None,
+            "before_label": (["the graph as written"] + [model_passes.PASS_STEPS[x].label
+                                                         for x in state.passes])[k - 1]
+                            if k > 0 else "",
+        }
     n_show = 8
     images = model.test_images[:n_show] if model.test_images is not None else None
     preds = (model.numpy_fn(images.reshape(len(images), -1)).argmax(axis=1).tolist()
              if images is not None else None)
+    if steps is not None:
+        graph = graph_svg(shown, traces if shown is current else {}, members,
+                          svg_id="model-graph-after")
+    else:
+        graph = graph_svg(current, traces, fused_members(state.name, state.batch)
+                          if state.fused else {})
     return {
-        "state": state, "model": model,
-        "graph": graph_svg(current, traces, fused_members(state.name, state.batch)
-                           if state.fused else {}),
+        "state": state, "model": model, "steps": steps,
+        "graph": graph,
         "functions": _functions(state, base, traces),
         "samples": [{"pixels": images[i].tolist(), "label": int(model.test_labels[i]),
                      "numpy": preds[i]} for i in range(len(images))] if images is not None
         else [],
-        "main_script": current["main"].script() if hasattr(current["main"], "script") else "",
+        "main_script": (shown if steps is not None else current)["main"].script()
+        if hasattr(current["main"], "script") else "",
         "stage_labels": STAGE_LABELS,
     }

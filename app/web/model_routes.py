@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from urllib.parse import parse_qs, urlparse
@@ -119,7 +120,7 @@ def model_apply(name: str):
     tokens = dict(state.tokens)
     for t in targets:
         tokens[t] = token
-    new = model_view.ModelState(state.name, state.batch, state.fused, tokens)
+    new = dataclasses.replace(state, tokens=tokens, at=None)
     new.scheduled()  # refuse now (400 naming the function) when a trace does not replay
     return redirect(new.url(), code=303)
 
