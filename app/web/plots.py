@@ -218,6 +218,52 @@ def cache_figure(rows: list[dict], current: int | None = None) -> str:
     return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
 
 
+GPU_TRAFFIC_COLORS = {"DRAM": "#cf222e", "L2": "#bf8700", "shared": "#1a7f37"}
+
+
+def gpu_memory_figure(rows: list[dict], current: int | None = None) -> str:
+    """A GPU session's memory traffic over the steps, modeled (``engine.gpu.model``):
+    grouped bars of the bytes each step moves from DRAM and through L2 (log scale when the
+    spread is large) and a line of its shared-memory wavefronts on a second axis.
+
+    ``rows``: ``{"step", "dram_bytes", "l2_bytes", "shared_wavefronts"}`` per modeled step
+    (:func:`app.web.panes.gpu_memory.traffic`)."""
+    data = []
+    for name, key in (("DRAM", "dram_bytes"), ("L2", "l2_bytes")):
+        pts = [r for r in rows if r.get(key) is not None]
+        xs = [r["step"] for r in pts]
+        data.append({"type": "bar", "name": f"{name} bytes (modeled)", "x": xs,
+                     "y": [max(float(r[key]), 0.0) for r in pts],
+                     "marker": {"color": GPU_TRAFFIC_COLORS[name],
+                                "line": {"width": [3 if x == current else 0 for x in xs],
+                                         "color": "#1b1f24"}},
+                     "hovertemplate": f"step %{{x}}: %{{y:.3s}}B from {name} "
+                                      f"(modeled)<extra></extra>"})
+    wf = [r for r in rows if r.get("shared_wavefronts")]
+    if wf:
+        data.append({"type": "scatter", "mode": "lines+markers",
+                     "name": "shared wavefronts (modeled)", "yaxis": "y2",
+                     "x": [r["step"] for r in wf], "y": [float(r["shared_wavefronts"]) for r in wf],
+                     "line": {"color": GPU_TRAFFIC_COLORS["shared"]},
+                     "marker": {"color": GPU_TRAFFIC_COLORS["shared"],
+                                "size": [12 if r["step"] == current else 7 for r in wf]},
+                     "hovertemplate": "step %{x}: %{y:.3s} shared-memory wavefronts "
+                                      "(modeled)<extra></extra>"})
+    values = [y for d in data if d["type"] == "bar" for y in d["y"] if y > 0]
+    spread = (max(values) / min(values)) if values else 1
+    yaxis = ({"title": {"text": "bytes (log)"}, "type": "log"} if spread > 20 else
+             {"title": {"text": "bytes"}, "rangemode": "tozero"})
+    extra = {}
+    if wf:
+        extra["yaxis2"] = {"title": {"text": "wavefronts"}, "overlaying": "y", "side": "right",
+                           "rangemode": "tozero", "showgrid": False}
+    fig_layout = layout("", barmode="group", xaxis={"title": {"text": "step"}, "dtick": 1},
+                        yaxis=yaxis, showlegend=False, **extra)
+    fig_layout["height"] = 166
+    fig_layout["margin"] = dict(fig_layout["margin"], t=8)
+    return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
+
+
 MAX_CELLS = 128 * 128
 
 
@@ -288,7 +334,7 @@ def _fmt_num(v: float) -> str:
 
 
 def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
-                    reference: dict | None = None) -> str:
+                    reference: dict | None = None, modeled: str | None = None) -> str:
     """The roofline of this machine with one marker per measured trace step (log-log).
 
     ``peaks``: ``engine.roofline.machine_peaks()`` (``peak_gflops``, ``bandwidth_gbs``,
@@ -303,6 +349,10 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
     several threads, a dotted line shows one thread's share of it (a step without parallel
     loops runs on one core). Step markers are labelled with the step number, the current
     step is larger and outlined, a wrong result is a red cross.
+
+    ``modeled``: the points are a model's, not measurements (a GPU target's: "modeled for
+    H100 SXM (no GPU on this machine)"): the roofs are the GPU's sheet (``peaks``' ``gpu``
+    names it: "FP32 peak", "DRAM"), every hover and the y axis say "modeled".
     """
     peak = float(peaks["peak_gflops"])
     bw = float(peaks["bandwidth_gbs"])
@@ -331,10 +381,12 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
     }]
     annotations = [
         {"x": math.log10(hi), "y": math.log10(peak), "xanchor": "right", "yanchor": "bottom",
-         "text": f"peak {_fmt_num(peak)} GFLOP/s", "showarrow": False,
+         "text": (f"FP32 peak {_fmt_num(peak)} GFLOP/s" if modeled else
+                  f"peak {_fmt_num(peak)} GFLOP/s"), "showarrow": False,
          "font": {"size": 12, "color": "#24292f"}},
         {"x": math.log10(lo), "y": math.log10(bw * lo), "xanchor": "left", "yanchor": "bottom",
-         "text": f"{_fmt_num(bw)} GB/s", "showarrow": False, "xshift": 4, "yshift": 2,
+         "text": f"{'DRAM ' if modeled else ''}{_fmt_num(bw)} GB/s", "showarrow": False,
+         "xshift": 4, "yshift": 2,
          "font": {"size": 12, "color": "#24292f"}},
         {"x": math.log10(ridge), "y": math.log10(peak), "xanchor": "center", "yanchor": "bottom",
          "text": f"ridge {_fmt_num(ridge)}", "showarrow": False, "yshift": 6,
@@ -395,8 +447,9 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
                               else "#fb8500" if current_step else "#1f6feb" for r in sel],
                     "line": {"width": 2 if current_step else 0, "color": "#1b1f24"}},
                 "showlegend": False,
-                "hovertemplate": ("step %{text}: %{y:.3g} GFLOP/s at %{x:.3g} flop/byte"
-                                  "%{customdata}<extra></extra>"),
+                "hovertemplate": ("step %{text}: " + ("modeled " if modeled else "")
+                                  + "%{y:.3g} GFLOP/s at %{x:.3g} flop/byte"
+                                  "%{customdata}<extra>" + (modeled or "") + "</extra>"),
             }
         cur = [r for r in pts if r["step"] == current]
         others = sorted((r for r in pts if r["step"] != current), key=lambda r: r["gflops"])
@@ -422,10 +475,12 @@ def roofline_figure(rows: list[dict], peaks: dict, current: int | None = None,
         xaxis={"title": {"text": "arithmetic intensity (flop/byte)", "standoff": 4},
                "type": "log", "range": [math.log10(lo), math.log10(hi)],
                "dtick": 1, "zeroline": False},
-        yaxis={"title": {"text": "GFLOP/s"}, "type": "log",
+        yaxis={"title": {"text": "modeled GFLOP/s" if modeled else "GFLOP/s"}, "type": "log",
                "range": [math.log10(y_lo), math.log10(y_hi)], "dtick": 1, "zeroline": False},
         annotations=annotations,
     )
+    if modeled:
+        fig_layout["xaxis"]["title"]["text"] = "flop per modeled DRAM byte"
     fig_layout.pop("legend", None)
     return json.dumps({"data": data, "layout": fig_layout}, default=jsonable)
 

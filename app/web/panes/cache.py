@@ -1,6 +1,8 @@
 """The cache pane: simulated cache misses per level at every step and per buffer at the
 current one (``engine.cache.simulate``, run by the measurement service's workers), and the
 access-pattern view (which elements one iteration of a loop touches, and in which order).
+On a GPU target the pane is the memory pane of :mod:`app.web.panes.gpu_memory` (the
+analytic model's accesses and traffic) instead.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from .. import measuring, plots
 from ..selection import module_trees, parse_sel, walk_tree
 from ..services import measurer
 from ..session import Session
+from . import gpu_memory
 
 
 def context(session: Session, budget_s: float | None = None,
@@ -21,18 +24,18 @@ def context(session: Session, budget_s: float | None = None,
     submitted, nothing waited for)."""
     budget = measuring.STEP_BUDGET_S if budget_s is None else budget_s
     plan = measuring.measure_plan(session)
+    if session.gpu is not None:
+        # a GPU target: the memory pane (the model's accesses and traffic, from the steps'
+        # worker results) in the cache pane's place
+        if plan is not None and not plan.measure:
+            return {"rows": [], "fig": None, "unavailable": None, "current": None,
+                    "per_buffer": [], "npoints": 0, "pending": [],
+                    "simulate_only": plan.reason}
+        return gpu_memory.context(session, budget, stored_only)
     if plan is not None and (not plan.measure or not plan.simulate_cache):
         return {"rows": [], "fig": None, "unavailable": None, "current": None,
                 "per_buffer": [], "npoints": 0, "pending": [],
                 "simulate_only": plan.reason or plan.cache_reason}
-    if session.gpu is not None:
-        return {"rows": [], "fig": None, "unavailable": None, "current": None,
-                "per_buffer": [], "npoints": 0, "pending": [],
-                "gpu_note": f"The cache simulation models this machine's CPU caches; the "
-                            f"steps of this session are built for the "
-                            f"{session.target.label} GPU, whose memory behaviour (sectors "
-                            f"per request, DRAM and L2 bytes, shared-memory bank conflicts) "
-                            f"the analytic model estimates instead."}
     m = measurer()
     fname = session.func_name
     if stored_only:
