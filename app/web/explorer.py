@@ -32,7 +32,9 @@ def context(session: Session, sel: str | None = None) -> dict:
     ctx: dict[str, Any] = {"s": session, "sel": sel, "mod": mod, "trees": trees}
     ctx.update(program.context(session, mod, trees))
     ctx.update(trace.context(session))
-    ctx["svgs"] = diagram.diagrams(mod, trees, text=ctx["program_text"])
+    ctx["svgs"] = diagram.diagrams(mod, trees, text=ctx["program_text"],
+                                   gpu=session.target.is_gpu)
+    ctx["diagram_gpu"] = diagram.gpu_context(session, mod, trees)
     ctx["toolbar"] = toolbar.context(trees, sel, bind_trial(session))
     ctx["can_save"] = session.workload_arg() is not None and store() is not None
     ctx["targets"] = list(TARGETS.values())

@@ -7,6 +7,14 @@ Each loop is a box whose header says ``for <name> in <extent>``; its kind is sho
 * parallel — orange, thick border, "parallel"
 * vectorized — green, diagonal stripes, "vectorized"
 * unroll — purple, dashed border, "unrolled"
+* bound to the grid (``blockIdx``) — red, thick double-weight border, "blockIdx.x · grid"
+* bound to the thread block (``threadIdx``) — teal, thick border, "threadIdx.x · block";
+  a ``threadIdx.x`` loop also draws a warp's slice (its 32 threads, the warp boundaries)
+* a virtual thread (``vthread``) — sand, dotted border, "vthread.x"
+
+A program with bound loops also gets a line per kernel (each top-level bound nest): its grid
+and block sizes from the bindings, the threads and warps per block. On a GPU target the CPU
+cache footprints are not drawn (they describe this machine's caches).
 
 Blocks are white boxes with their name, axis kinds (S/R), the buffers they read and write,
 and an "init" badge for reductions. Every loop/block carries ``data-sel`` (its selection id,
@@ -36,7 +44,31 @@ KIND_STYLE = {
     "parallel": ("#fde3c4", "#c26a12", "parallel", ""),
     "vectorized": ("url(#stripes)", "#23804f", "vectorized", ""),
     "unroll": ("#eee2fa", "#7446a8", "unrolled", "6 4"),
+    # loops bound to a GPU thread axis (their kind is "thread_binding"; the style by axis)
+    "grid": ("#fde2e1", "#b42318", "grid", ""),
+    "thread": ("#d5f2ee", "#0f766e", "block", ""),
+    "vthread": ("#f6ecd6", "#8a6116", "vthread", "2 3"),
 }
+#: the height of a threadIdx.x loop's warp row
+WARP_ROW = 20
+WARP = 32
+
+
+def _axis_kind(n) -> str:
+    """A loop's style key: its kind, or for a bound loop its axis' ("grid", "thread",
+    "vthread")."""
+    tag = getattr(n.node, "thread_tag", "") if n.kind == "thread_binding" else ""
+    if tag.startswith("blockIdx"):
+        return "grid"
+    if tag.startswith("threadIdx"):
+        return "thread"
+    if tag.startswith("vthread"):
+        return "vthread"
+    return n.kind
+
+
+def _warp_row(n) -> bool:
+    return n.kind == "thread_binding" and getattr(n.node, "thread_tag", "") == "threadIdx.x"
 
 _DEFS = """<defs>
 <pattern id="stripes" patternUnits="userSpaceOnUse" width="10" height="10" patternTransform="rotate(45)">
@@ -48,7 +80,7 @@ _DEFS = """<defs>
 def _height(n) -> int:
     if isinstance(n, LoopNode):
         inner = sum(_height(c) for c in n.children) + GAP * max(0, len(n.children) - 1)
-        return HEAD + (inner + PAD if n.children else 6)
+        return HEAD + (WARP_ROW if _warp_row(n) else 0) + (inner + PAD if n.children else 6)
     lines = 1 + (1 if n.reads else 0) + (1 if n.writes else 0)
     inner = sum(_height(c) for c in n.children) + GAP * max(0, len(n.children) - 1)
     return lines * BLOCK_LINE + 8 + (inner + PAD if n.children else 0)
@@ -71,19 +103,30 @@ def human_bytes(b: int) -> str:
     return f"{b / (1024 * 1024):.1f} MiB"
 
 
-def _render(n, x: int, y: int, w: int, out: list[str], fps: dict | None = None) -> int:
+def _render(n, x: int, y: int, w: int, out: list[str], fps: dict | None = None,
+            gpu: dict | None = None) -> int:
     h = _height(n)
     if isinstance(n, LoopNode):
-        fill, stroke, word, dash = KIND_STYLE.get(n.kind, KIND_STYLE["serial"])
-        sw = 3 if n.kind == "parallel" else 1.5
+        style = _axis_kind(n)
+        fill, stroke, word, dash = KIND_STYLE.get(style, KIND_STYLE["serial"])
+        tag = getattr(n.node, "thread_tag", "") if n.kind == "thread_binding" else ""
+        if tag:
+            word = f"{tag} · {word}"
+        sw = 3 if style in ("parallel", "grid", "thread") else 1.5
         attrs = f' data-sel="{escape(n.sel)}" tabindex="0" role="button"' if n.sel else ""
+        if tag:
+            attrs += f' data-thread="{escape(tag)}"'
         label = f"loop {n.name}, extent {n.extent_text}" + (f", {word}" if word else "")
+        if tag.startswith("blockIdx"):
+            label += " (the grid: one thread block per iteration)"
+        elif tag.startswith("threadIdx"):
+            label += " (the threads of a block: one thread per iteration)"
         fp = (fps or {}).get(id(n.node))
         if fp is not None:
             nbytes, fits_in = fp
             where = f"fits in {fits_in}" if fits_in else "fits in no cache level"
             label += f"; one iteration touches {human_bytes(nbytes)} ({where})"
-        out.append(f'<g class="dnode dloop kind-{escape(n.kind)}"{attrs} aria-label="{escape(label)}">')
+        out.append(f'<g class="dnode dloop kind-{escape(style)}"{attrs} aria-label="{escape(label)}">')
         out.append(f"<title>{escape(label)}</title>")
         d = f' stroke-dasharray="{dash}"' if dash else ""
         out.append(f'<rect class="box" x="{x}" y="{y}" width="{w}" height="{h}" rx="6" '
@@ -103,10 +146,12 @@ def _render(n, x: int, y: int, w: int, out: list[str], fps: dict | None = None) 
         if word:
             out.append(_text(right, y + 19, word, size=13, fill=stroke, anchor="end",
                              weight="bold"))
+        if _warp_row(n):
+            _draw_warp(n, x, y + HEAD, w, out, (gpu or {}).get(id(n.node)))
         out.append("</g>")
-        cy = y + HEAD
+        cy = y + HEAD + (WARP_ROW if _warp_row(n) else 0)
         for c in n.children:
-            cy = _render(c, x + PAD, cy, w - 2 * PAD, out, fps) + GAP
+            cy = _render(c, x + PAD, cy, w - 2 * PAD, out, fps, gpu) + GAP
         return y + h
     # block
     attrs = f' data-sel="{escape(n.sel)}" tabindex="0" role="button"'
@@ -138,8 +183,94 @@ def _render(n, x: int, y: int, w: int, out: list[str], fps: dict | None = None) 
     out.append("</g>")
     cy = ty + 12
     for c in n.children:
-        cy = _render(c, x + PAD, cy, w - 2 * PAD, out, fps) + GAP
+        cy = _render(c, x + PAD, cy, w - 2 * PAD, out, fps, gpu) + GAP
     return y + h
+
+
+def _draw_warp(n, x: int, y: int, w: int, out: list[str], info: dict | None) -> None:
+    """A ``threadIdx.x`` loop's warp row: a bar of its threads, the first warp's shaded and
+    the warp boundaries marked, and which threads make warp 0 (32 consecutive threads of the
+    block in CUDA's order: threadIdx.x fastest, then y, then z)."""
+    extent = n.extent if isinstance(n.extent, int) and n.extent > 0 else None
+    bar_w = max(60, min(w - 16, 220))
+    bx, by = (info or {}).get("block", (extent or 0, 1, 1))[:2]
+    bx = extent or bx
+    if extent is None:
+        text = "a warp: 32 consecutive threads along threadIdx.x"
+    elif extent >= WARP:
+        text = (f"warp 0 = threadIdx.x 0–{WARP - 1}"
+                + (f"; {-(-extent // WARP)} warps along x" if extent > WARP else ""))
+    else:
+        rows = max(1, min(by or 1, WARP // extent))
+        text = (f"warp 0 = threadIdx.x 0–{extent - 1}"
+                + (f" × threadIdx.y 0–{rows - 1}" if (by or 1) > 1 else "")
+                + ("" if extent * min(rows, by or 1) >= WARP or (by or 1) > 1
+                   else f" ({extent} of 32 lanes active)"))
+    x0, y0 = x + 8, y + 3
+    out.append(f'<g class="warp" aria-label="{escape(text)}">')
+    out.append(f'<rect x="{x0}" y="{y0}" width="{bar_w}" height="12" fill="#ffffff" '
+               f'stroke="#0f766e" stroke-width="1"/>')
+    if extent:
+        cell = bar_w / extent
+        first = min(extent, WARP)
+        out.append(f'<rect class="warp0" x="{x0}" y="{y0}" width="{cell * first:.1f}" '
+                   f'height="12" fill="#0f766e" fill-opacity="0.55"/>')
+        for b in range(WARP, extent, WARP):
+            if extent // WARP > 48:
+                break
+            xb = x0 + cell * b
+            out.append(f'<line x1="{xb:.1f}" y1="{y0}" x2="{xb:.1f}" y2="{y0 + 12}" '
+                       f'stroke="#0f766e" stroke-width="1.5"/>')
+    out.append(_text(x0 + bar_w + 8, y0 + 11, text, size=12, fill="#0f766e", cls="warp-text"))
+    out.append("</g>")
+
+
+# ---------------------------------------------------------------------------- kernels
+def gpu_kernels(tree: FuncTree) -> list[dict]:
+    """The kernels of a function as its bindings say (no lowering, no compiling): each
+    top-level bound loop nest, with its grid and block sizes (per axis the extent of the
+    loops bound to it; a symbolic extent is None), threads and warps per block, and the
+    loops bound in it (``loops``: ``id(For)`` -> the kernel's dict)."""
+    out: list[dict] = []
+
+    def walk(n, kernel):
+        if n.is_loop and n.kind == "thread_binding":
+            if kernel is None:
+                kernel = {"index": len(out), "root": n.name, "axes": {}, "symbolic": False}
+                out.append(kernel)
+            tag = getattr(n.node, "thread_tag", "")
+            if isinstance(n.extent, int):
+                kernel["axes"][tag] = max(kernel["axes"].get(tag, 0), n.extent)
+            else:
+                kernel["symbolic"] = True
+            kernel.setdefault("nodes", []).append(id(n.node))
+        for c in n.children:
+            walk(c, kernel)
+
+    for r in tree.roots:
+        walk(r, None)
+    for k in out:
+        ax = k["axes"]
+        k["grid"] = tuple(ax.get(f"blockIdx.{a}", 1) for a in "xyz")
+        k["block"] = tuple(ax.get(f"threadIdx.{a}", 1) for a in "xyz")
+        k["vthreads"] = tuple(ax.get(f"vthread.{a}", 1) for a in "xyz")
+        k["blocks"] = k["grid"][0] * k["grid"][1] * k["grid"][2]
+        k["threads"] = k["block"][0] * k["block"][1] * k["block"][2]
+        k["warps"] = -(-k["threads"] // WARP)
+    return out
+
+
+def _kernel_line(k: dict) -> str:
+    def dims(d):
+        return "(" + ", ".join(str(v) for v in d) + ")"
+    line = (f"kernel {k['index']}: grid {dims(k['grid'])} = {k['blocks']:,} blocks × "
+            f"block {dims(k['block'])} = {k['threads']} threads ({k['warps']} "
+            f"warp{'s' if k['warps'] != 1 else ''})")
+    if k["vthreads"] != (1, 1, 1):
+        line += f", vthreads {dims(k['vthreads'])}"
+    if k["symbolic"]:
+        line += ", some extents symbolic"
+    return line
 
 
 def _shape(buf) -> str:
@@ -149,8 +280,8 @@ def _shape(buf) -> str:
         return ""
 
 
-def render_svg(tree: FuncTree, *, title: str | None = None, footprints: dict | None = None
-               ) -> Markup:
+def render_svg(tree: FuncTree, *, title: str | None = None, footprints: dict | None = None,
+               kernels: list[dict] | None = None) -> Markup:
     """The whole diagram of one function as an inline ``<svg>`` element.
 
     ``footprints``: ``id(For) -> (bytes, fits_in)`` — the data one iteration of the loop's
@@ -166,9 +297,20 @@ def render_svg(tree: FuncTree, *, title: str | None = None, footprints: dict | N
     if bufs:
         out.append(_text(8, y + 12, f"intermediate buffers: {bufs}", size=13, fill="#57606a"))
         y += 20
+    by_loop: dict = {}
+    for k in kernels or ():
+        over = k["threads"] > 1024
+        out.append(f'<g class="kernel-line" data-kernel="{k["index"]}" data-grid='
+                   f'"{",".join(map(str, k["grid"]))}" data-block="{",".join(map(str, k["block"]))}">')
+        out.append(_text(8, y + 12, _kernel_line(k) + (" — over 1024!" if over else ""),
+                         size=13, weight="bold", fill="#cf222e" if over else "#0f766e"))
+        out.append("</g>")
+        y += 20
+        for nid in k.get("nodes", ()):
+            by_loop[nid] = k
     y += 4
     for n in tree.roots:
-        y = _render(n, 8, y, WIDTH - 16, out, footprints) + GAP
+        y = _render(n, 8, y, WIDTH - 16, out, footprints, by_loop) + GAP
     height = y + 4
     if not tree.roots:
         out.append(_text(8, y + 14, "(no loops or blocks)", fill="#57606a"))
@@ -208,17 +350,61 @@ _DRAWN: "Kept[list[Markup]]" = Kept(
     8 * MiB, lambda drawn: 64 + sum(len(svg) for svg in drawn))
 
 
-def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = None
-             ) -> list[Markup]:
-    """One diagram per function of ``mod``, with its loops' cache footprints; ``label``
-    prefixes the titles (the compare page's "A" and "B"). ``text``: ``mod`` as printed, when
-    the caller has it: the diagrams are then kept by it, and drawn once per program."""
-    key = (text, label) if text is not None else None
+def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = None,
+             gpu: bool = False) -> list[Markup]:
+    """One diagram per function of ``mod``, with its loops' cache footprints (not on a
+    ``gpu`` target: they describe this machine's CPU caches) and its kernels' grid and
+    block; ``label`` prefixes the titles (the compare page's "A" and "B"). ``text``:
+    ``mod`` as printed, when the caller has it: the diagrams are then kept by it, and drawn
+    once per program."""
+    key = (text, label, gpu) if text is not None else None
     got = _DRAWN.get(key) if key is not None else None
     if got is not None:
         return list(got)
     out = [render_svg(t, title=f"{label}: {t.func_name}" if label else t.func_name,
-                      footprints=footprints(mod, t)) for t in trees]
+                      footprints=None if gpu else footprints(mod, t),
+                      kernels=gpu_kernels(t)) for t in trees]
     if key is not None:
         _DRAWN.put(key, out)
     return list(out)
+
+
+# ---------------------------------------------------------------------------- the GPU strip
+def gpu_context(session, mod, trees: list[FuncTree]) -> dict | None:
+    """The line under the diagram of a GPU session (None on the CPU): per kernel its grid
+    and block (from the bindings, read here), threads per block against the GPU's limit,
+    and — from the worker's result for this step, when it is stored (never submitted nor
+    waited for here: the memory pane asks for it) — shared memory per block against the
+    per-block and per-SM limits, ptxas's registers per thread and the occupancy they
+    allow."""
+    from .gpu_memory import fmt_kib, resources
+    from ..services import measurer
+    target = session.target
+    if not target.is_gpu:
+        return None
+    fname = session.func_name
+    tree = next((t for t in trees if t.func_name == fname), trees[0] if trees else None)
+    kernels = gpu_kernels(tree) if tree is not None else []
+    spec = None
+    try:
+        from engine.gpu.specs import get_spec
+        spec = get_spec(target.gpu)
+    except Exception:  # noqa: BLE001 - no limits shown
+        spec = None
+    res = None
+    if kernels:
+        try:
+            wl = session.workload_arg()
+            name, params = wl if wl else (None, {})
+            res = measurer().cached(mod, name, params, fname, target=session.gpu)
+        except Exception:  # noqa: BLE001 - the strip shows the static part only
+            res = None
+    built = resources(res, target.gpu) if isinstance(res, dict) and res.get("resources") else []
+    rows = []
+    for i, k in enumerate(kernels):
+        r = built[i] if i < len(built) else None
+        rows.append({"kernel": k, "res": r})
+    return {"label": target.label, "kernels": rows, "spec": spec,
+            "max_threads": spec.max_threads_per_block if spec else 1024,
+            "error": (res or {}).get("error") if isinstance(res, dict) else None,
+            "built": bool(built), "fmt_kib": fmt_kib}
