@@ -62,7 +62,8 @@ def context(session: Session, budget_s: float | None = None,
     if session.at in queued:
         ctx["current_queued"] = ctx["queued"][session.at]
     if gpu is not None:
-        ctx.update(roofline_note=gpu_roofline_note(session), gpu=session.target)
+        ctx.update(gpu=session.target)
+        ctx.update(gpu_roofline(session, ctx["rows"]))
     else:
         ctx.update(roofline(session, ctx["rows"], m))
     return ctx
@@ -72,6 +73,54 @@ def gpu_roofline_note(session: Session) -> str:
     return (f"The roofline tab shows this machine's CPU roofs, measured here; the steps of "
             f"this session are built for the {session.target.label} GPU (their bottleneck, "
             f"modeled, is in the Runtime tab's hover and the code pane's resources).")
+
+
+def gpu_roofline(session: Session, rows: list[dict]) -> dict:
+    """The roofline tab of a GPU session: the GPU's roofs from its specification sheet
+    (``engine.gpu.specs``: FP32 peak, DRAM bandwidth) and one point per modeled step — its
+    modeled GFLOP/s at its FLOPs per *modeled* DRAM byte (the model's traffic, so a schedule
+    that moves less from DRAM moves right) — labelled as modeled. A step timed on a GPU
+    (``time_kind`` "measured") is placed by its measured GFLOP/s, its label saying so."""
+    from engine.gpu.specs import get_spec
+    try:
+        spec = get_spec(session.target.gpu or "")
+    except Exception:  # noqa: BLE001
+        return {"roofline_note": gpu_roofline_note(session)}
+    peak, bw = float(spec.fp32_peak_gflops), float(spec.dram_bandwidth_gbs)
+    points = []
+    for r in rows:
+        model = r.get("model") if isinstance(r.get("model"), dict) else None
+        if not model or r.get("error") or r.get("not_gpu"):
+            continue
+        dram, gflops = model.get("dram_bytes"), r.get("gflops") or model.get("gflops")
+        flops = sum(float(k.get("flops") or 0) for k in model.get("kernels") or []
+                    if isinstance(k, dict))
+        if not flops and gflops and r.get("time_ms"):
+            flops = float(gflops) * 1e9 * float(r["time_ms"]) / 1e3
+        if not (isinstance(dram, (int, float)) and dram > 0 and gflops and flops):
+            continue
+        intensity = flops / float(dram)
+        attainable = min(peak, bw * intensity)
+        points.append({"step": r["step"], "intensity": intensity, "gflops": float(gflops),
+                       "correct": r.get("correct"), "attainable_gflops": attainable,
+                       "fraction_of_roof": float(gflops) / attainable if attainable else None,
+                       "bound": "memory" if bw * intensity < peak else "compute",
+                       "bottleneck": model.get("bottleneck"), "time_kind": r.get("time_kind")})
+    label = next((r.get("time_label") for r in rows if r.get("time_label")), None) or \
+        model_label(session.target.gpu or "")
+    peaks = {"peak_gflops": peak, "bandwidth_gbs": bw, "ridge_intensity": peak / bw,
+             "threads": 1, "gpu": spec.display_name}
+    if not points:
+        return {"roofline_note": (f"No modeled point yet: the roofline of the "
+                                  f"{session.target.label} (FP32 peak {peak:,.0f} GFLOP/s, "
+                                  f"DRAM {bw:,.0f} GB/s) places each step once it is a GPU "
+                                  f"program the workers have modeled."),
+                "roofline_gpu": peaks}
+    current = next((p for p in points if p["step"] == session.at), None)
+    return {"roofline_fig": plots.roofline_figure(points, peaks, current=session.at,
+                                                  modeled=label),
+            "roofline_points": len(points), "roofline_current": current,
+            "roofline_peaks": peaks, "roofline_gpu": peaks, "roofline_label": label}
 
 
 def time_label(row: dict) -> str | None:
