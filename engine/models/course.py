@@ -84,34 +84,9 @@ def mlp_module(batch: int = 1, params: dict | None = None) -> IRModule:
     ))
 
 
-def mlp_graph(batch: int = 1, params: dict | None = None) -> IRModule:
-    """The MLP as the graph-optimisation chapter builds it with ``relax.BlockBuilder``:
-    high-level operators (``R.permute_dims``, ``R.matmul``, ``R.add``, ``R.nn.relu``), no
-    TensorIR yet.  Without ``params`` the weights are parameters of ``main`` after ``x``
-    (``BindParams("main", params)`` makes them constants); with them, constants (the
-    chapter's ``create_model``)."""
-    from engine.relax import op
-    from engine.relax.block_builder import BlockBuilder
-    from engine.relax.expr import const
 
-    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 4096:
-        raise ValueError(f"the batch must be an integer from 1 to 4096, got {batch!r}")
-    names = ("w0", "b0", "w1", "b1")
-    bb = BlockBuilder()
-    x = Var("x", TensorStructInfo((batch, SHAPES["w0"][1]), "float32"))
-    if params is None:
-        w0, b0, w1, b1 = (Var(n, TensorStructInfo(SHAPES[n], "float32")) for n in names)
-        args = [x, w0, b0, w1, b1]
-    else:
-        w0, b0, w1, b1 = (const(params[n], "float32") for n in names)
-        args = [x]
-    with bb.function("main", args):
-        with bb.dataflow():
-            lv0 = bb.emit(op.matmul(x, op.permute_dims(w0)))
-            lv1 = bb.emit(op.add(lv0, b0))
-            lv2 = bb.emit(op.nn.relu(lv1))
-            lv3 = bb.emit(op.matmul(lv2, op.permute_dims(w1)))
-            lv4 = bb.emit(op.add(lv3, b1))
-            gv = bb.emit_output(lv4)
-        bb.emit_func_output(gv)
-    return bb.get()
+def mlp_graph(batch: int = 1, params: dict | None = None) -> IRModule:
+    """The MLP as the graph-optimisation chapter builds it (high-level operators):
+    :func:`engine.relax.course_graphs.mlp_graph`."""
+    from engine.relax.course_graphs import mlp_graph as graph
+    return graph(batch, params)

@@ -12,7 +12,9 @@ import numpy as np
 
 from engine.ir.function import IRModule
 
-from .pipeline import call_sequence, profile
+from engine.relax.transform.steps import main_calls
+
+from .pipeline import profile
 
 __all__ = ["measure_stages", "engine_accuracy"]
 
@@ -51,7 +53,7 @@ def measure_stages(stages: list[tuple[str, IRModule]], x: np.ndarray, reference:
     out: dict[str, Any] = {"stages": [], "accuracy": None, "predictions": None}
     for label, mod in stages:
         entry: dict[str, Any] = {"label": label, "ok": False, "error": None,
-                                 "calls": [c for _, c in call_sequence(mod)]}
+                                 "calls": [c for _, _, c in main_calls(mod)]}
         try:
             got = np.asarray(relax.VirtualMachine(relax.build(mod, target="llvm"))["main"](x))
         except Exception as e:  # noqa: BLE001 - the page shows the sentence
