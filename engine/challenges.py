@@ -8,6 +8,9 @@ Two kinds:
 * :class:`BeatTime` — "beat this time / GFLOP/s": the learner's program must be correct and
   at least ``speedup`` times faster than a reference schedule measured *in the same run*
   (same machine, same moment), and optionally reach ``gflops`` GFLOP/s.
+* :class:`BeatModel` — "beat this schedule on a named GPU's model": the learner's program,
+  built for the challenge's GPU ``target``, must be correct (emulated, race-checked when
+  small) and its modeled time below a reference preset's (the course's schedules).
 
 Every check returns a :class:`ChallengeResult` with ``ok``, a plain-language ``message``,
 the measured figures and a share ``link`` of the learner's solution::
@@ -30,7 +33,7 @@ from engine.lessons import runner
 from engine.notebook import explorer_link
 from engine.script.nest import first_difference, match_nest, nest_lines
 
-__all__ = ["Challenge", "ReachNest", "BeatTime", "ChallengeResult", "ChallengeError", "names",
+__all__ = ["Challenge", "ReachNest", "BeatTime", "BeatModel", "ChallengeResult", "ChallengeError", "names",
            "get", "all_challenges"]
 
 
@@ -241,6 +244,128 @@ class BeatTime(Challenge):
         return ChallengeResult(self.id, True, f"Solved: {figures}.", details, link)
 
 
+@dataclass
+class BeatModel(Challenge):
+    """Be faster than a reference preset on the model of a named GPU (``target``, e.g.
+    ``"cuda -model=a100"``): ``speedup`` times the preset's modeled speed, with a correct
+    result (run in the emulator without a GPU, checked against numpy).
+
+    The figures come from ``measure(mod)`` -> a step dict with ``correct``, ``time_ms``
+    (``time_kind`` "modeled" without a GPU), ``error``/``detail``/``not_gpu`` — what the
+    explorer's measurement workers answer for a GPU step (the web app passes theirs; the
+    web process compiles nothing). Without ``measure`` the engine builds, emulates and
+    models the program itself (:meth:`engine_measure`: the command line, tests).
+    """
+
+    target: str = "cuda -model=a100"
+    reference_preset: str = "gpu-gemm-shared"
+    speedup: float = 1.0
+
+    kind = "beat_model"
+
+    def __post_init__(self) -> None:
+        from engine import presets  # noqa: PLC0415
+        from engine.gpu.target import Target  # noqa: PLC0415
+        if not (isinstance(self.speedup, (int, float)) and self.speedup > 0
+                and math.isfinite(self.speedup)):
+            raise ChallengeError(f"challenge {self.id}: speedup must be a positive number")
+        try:
+            Target(self.target)
+        except Exception as exc:  # noqa: BLE001
+            raise ChallengeError(f"challenge {self.id}: bad target {self.target!r}: {exc}") \
+                from None
+        if self.reference_preset not in presets.names():
+            raise ChallengeError(f"challenge {self.id}: no preset {self.reference_preset!r}")
+        if presets.info(self.reference_preset).workload != self.workload:
+            raise ChallengeError(f"challenge {self.id}: preset {self.reference_preset!r} is "
+                                 f"not a {self.workload} schedule")
+
+    @property
+    def gpu_name(self) -> str:
+        from engine.gpu.target import Target  # noqa: PLC0415
+        return Target(self.target).spec.display_name
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.update(target=self.target, gpu=self.gpu_name, speedup=self.speedup,
+                 reference_preset=self.reference_preset)
+        return d
+
+    def _link(self, sch: Any) -> str | None:
+        from engine.presets.registry import target_key  # noqa: PLC0415
+        link = super()._link(sch)
+        return f"{link}&target={target_key(self.target)}" if link else link
+
+    def start_link(self) -> str:
+        """The explorer link of the unscheduled workload on the challenge's GPU."""
+        from urllib.parse import urlencode  # noqa: PLC0415
+        from engine.presets.registry import target_key  # noqa: PLC0415
+        return (f"/explore/{self.workload}?"
+                + urlencode({**self.params, "target": target_key(self.target)}))
+
+    def reference_schedule(self, params: dict | None = None):
+        from engine import presets  # noqa: PLC0415
+        return presets.get(self.reference_preset, **self._params(params))
+
+    def engine_measure(self, mod: Any, params: dict) -> dict:
+        """The step dict of ``mod`` built here (no worker): build for the target, run in the
+        emulator (or on a GPU), compare with numpy, the model's time."""
+        import numpy as np  # noqa: PLC0415
+        from engine import workloads  # noqa: PLC0415
+        from engine.gpu.build import build_gpu  # noqa: PLC0415
+        from engine.gpu.target import Target  # noqa: PLC0415
+        fname = runner.main_func(mod, self.workload)
+        try:
+            rt = build_gpu(mod, Target(self.target))
+        except Exception as exc:  # noqa: BLE001
+            return {"error": f"refused at build: {exc}"}
+        args = workloads.random_args(self.workload, **params)
+        n_in = workloads.info(self.workload).num_inputs
+        want = workloads.reference(self.workload, **params)(*[a.copy() for a in args[:n_in]])
+        wants = list(want) if isinstance(want, (tuple, list)) else [want]
+        rt[fname](*args)
+        ok = all(np.allclose(g, w, rtol=1e-4, atol=1e-4) for g, w in zip(args[n_in:], wants))
+        return {"correct": ok, "time_ms": rt.model(fname).time_s * 1e3, "time_kind": "modeled"}
+
+    def check(self, solution: Any, params: dict | None = None,
+              measure: Callable[[Any], dict] | None = None, **kw: Any) -> ChallengeResult:
+        sch, fail = self._learner(solution, params)
+        if fail is not None:
+            return fail
+        p = self._params(params)
+        link = self._link(sch)
+        measure = measure or (lambda mod: self.engine_measure(mod, p))
+        you = measure(sch.mod)
+        details: dict = {"correct": you.get("correct"), "gpu": self.gpu_name}
+        gpu = self.gpu_name
+        if you.get("not_gpu"):
+            return ChallengeResult(self.id, False, f"Your program is not a GPU kernel yet: "
+                                   f"{you['not_gpu']}", details, link)
+        if you.get("error") or not you.get("time_ms"):
+            return ChallengeResult(self.id, False, "Your program could not be built and run "
+                                   f"for the {gpu}: {you.get('error') or 'no time'}",
+                                   details, link)
+        if you.get("correct") is not True:
+            return ChallengeResult(self.id, False, "Your program is not correct: "
+                                   f"{you.get('detail') or 'its result differs from numpy'}",
+                                   details, link)
+        base = measure(self.reference_schedule(params).mod)
+        if base.get("error") or not base.get("time_ms"):
+            return ChallengeResult(self.id, False, "The reference schedule could not be "
+                                   f"modeled: {base.get('error') or 'no time'}", details, link)
+        t_ref, t_you = base["time_ms"] / 1e3, you["time_ms"] / 1e3
+        kind = you.get("time_kind", "modeled")
+        details.update(reference_seconds=t_ref, seconds=t_you, speedup=t_ref / t_you,
+                       time_kind=kind)
+        figures = (f"yours {t_you * 1e3:.4f} ms vs the chapter's {t_ref * 1e3:.4f} ms "
+                   f"({details['speedup']:.2f}x), {kind} for the {gpu}")
+        if not t_you * self.speedup < t_ref:
+            goal = "faster than" if self.speedup == 1 else f"{self.speedup:g}x as fast as"
+            return ChallengeResult(self.id, False, f"Not fast enough yet: {figures}; the goal "
+                                   f"is {goal} the reference.", details, link)
+        return ChallengeResult(self.id, True, f"Solved: {figures}.", details, link)
+
+
 # ---------------------------------------------------------------------------
 # the shipped challenges
 def _course_steps() -> list[dict]:
@@ -304,6 +429,16 @@ def _catalogue() -> list[Challenge]:
                          "course's split/reorder/reverse_compute_at/decompose_reduction "
                          "schedule (try vectorize and parallel)."),
             workload="mm_relu", params={"n": 128}, reference=_course_steps(), speedup=1.5),
+        BeatModel(
+            id="gpu_gemm_beat_shared_a100",
+            title="Beat the shared-blocking GEMM on the A100's model",
+            description=("The GPU chapter ends with shared-memory blocking (8, 8, 8, 8, 8). "
+                         "On the A100 target, schedule the 512x512 matmul so the GPU model "
+                         "says it runs faster — bigger thread blocks, another tile per "
+                         "thread, a deeper k tile... It must still match numpy (run in the "
+                         "emulator and race-checked)."),
+            workload="matmul", params={"n": 512}, target="cuda -model=a100",
+            reference_preset="gpu-gemm-shared"),
     ]
 
 

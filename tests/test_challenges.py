@@ -26,7 +26,7 @@ def test_catalogue():
     ids = challenges.names()
     assert "mm_relu_course_nest" in ids and "mm_relu_beat_naive" in ids
     kinds = {challenges.get(i).kind for i in ids}
-    assert kinds == {"reach_nest", "beat_time"}
+    assert kinds == {"reach_nest", "beat_time", "beat_model"}
     for i in ids:
         d = challenges.get(i).to_dict()
         assert d["id"] == i and d["title"] and d["description"]

@@ -347,12 +347,13 @@ class StepMeasurer:
 
     def measure(self, mod: Any, workload: str | None, params: dict[str, Any], *,
                 func_name: str | None = None, baseline: Any = None,
-                timeout: float | None = None) -> dict[str, Any]:
-        """Blocking: the step dict, from the store or from a worker.  Never raises for a
-        bad program or a busy server: those come back as ``ok: False`` with the sentence."""
+                timeout: float | None = None, target: str | None = None) -> dict[str, Any]:
+        """Blocking: the step dict, from the store or from a worker (``target``: a GPU
+        target string, None: the CPU).  Never raises for a bad program or a busy server:
+        those come back as ``ok: False`` with the sentence."""
         try:
             got, ticket = self.submit(mod, workload, params, func_name=func_name,
-                                      baseline=baseline)
+                                      baseline=baseline, target=target)
         except (QueueFull, PoolClosed, PoolUnavailable) as e:
             status = {QueueFull: "busy", PoolClosed: "shutdown"}.get(type(e), "unavailable")
             return step_dict(JobResult(status, str(e)), self.program_hash(mod))

@@ -88,6 +88,8 @@ def challenge_page(cid: str):
             with ensure_budget(limits()):
                 if getattr(ch, "kind", "") == "beat_time":
                     res = beat_time(ch, token, params or None)
+                elif getattr(ch, "kind", "") == "beat_model":
+                    res = beat_model(ch, token, params or None)
                 else:   # structural: replays the schedule, compiles nothing
                     res = ch.check(token, params or None)
         except Exception as e:  # noqa: BLE001 - a checker failure is reported, not a 500
@@ -98,7 +100,8 @@ def challenge_page(cid: str):
     info = ch.to_dict()
     return render_template("challenges/page.html", ch=ch, info=info, result=result,
                            solution=solution, present=presenter.is_on(),
-                           start_link=f"/explore/{ch.workload}?" + urlencode(ch.params))
+                           start_link=(ch.start_link() if hasattr(ch, "start_link") else
+                                       f"/explore/{ch.workload}?" + urlencode(ch.params)))
 
 
 def beat_time(ch, token: str, params: dict | None):
@@ -145,3 +148,16 @@ def beat_time(ch, token: str, params: dict | None):
         return ChallengeResult(ch.id, False, f"Not fast enough yet: {figures}; the goal is "
                                f"{ch.gflops:g} GFLOP/s.", details, link)
     return ChallengeResult(ch.id, True, f"Solved: {figures}.", details, link)
+
+
+def beat_model(ch, token: str, params: dict | None):
+    """Check a "beat this schedule on a GPU's model" challenge: the learner's program and
+    the reference preset are each a GPU step job of the workers (built for the
+    challenge's target, emulated and race-checked, compared with numpy, modeled), stored
+    per target like the explorer's; :meth:`engine.challenges.BeatModel.check` compares."""
+    p = ch._params(params)
+
+    def measure(mod):
+        return measurer().measure(mod, ch.workload, p, target=ch.target,
+                                  func_name=runner.main_func(mod, ch.workload))
+    return ch.check(token, params, measure=measure)

@@ -10,7 +10,15 @@
 ``       …&t=<token>``                     the learner's own program (checked against step k)
 ``POST /lessons/<id>/apply?step=k``        "try it yourself": the explorer toolbar's form,
                                            applied and checked; panes as OOB swaps
+``GET  /lessons/<id>/checks?step=k&t=…``   the step's checks on the learner's program (a
+                                           fragment the pane polls while a check waits for
+                                           the workers' result)
 =========================================  ==================================================
+
+A lesson with a ``target`` (a GPU) opens its sessions on that target. A step's ``checks``
+(:mod:`engine.lessons.checks`) are evaluated here on the learner's program: the IR ones
+directly, the others on the measurement workers' step dicts of the learner's program and of
+the lesson's earlier programs they compare with (the web process never builds or runs them).
 
 The toolbar is the explorer's own (``panes/toolbar.html``): on a lesson page
 static/lessons.js sends its forms to this blueprint's ``apply`` instead of the explorer's.
@@ -33,7 +41,9 @@ from ..errors import AppError
 from ..limits import whole_number
 from ..web import explorer, measuring, toolbar
 from ..web.routes import apply_form
+from ..web.services import measurer
 from ..web.session import Session
+from ..web.targets import from_document as target_from_document
 from . import compare
 from . import presenter
 
@@ -90,8 +100,15 @@ def lesson_token(les, k: int) -> str:
     return tok
 
 
+def target_key(les) -> str | None:
+    """The link's ``target=`` of a lesson's sessions (None: the CPU)."""
+    return target_from_document(les.target).key if les.target else None
+
+
 def lesson_session(les, token: str, at: str | None = None) -> Session:
     args = MultiDict({k: str(v) for k, v in les._params(None).items()})
+    if les.target:
+        args["target"] = target_key(les)
     if token:
         args["t"] = token
     if at not in (None, ""):
@@ -133,7 +150,55 @@ def check_learner(les, k: int, s: Session) -> dict | None:
         return {"state": "wrong", "text": f"Your step could not be checked: {e}"}
     # the engine counts steps from 0; the page shows them from 1
     msg = msg.replace(f"step {k} (", f"step {k + 1} (")
-    return {"state": "ok" if ok else "wrong", "text": msg}
+    out = {"state": "ok" if ok else "wrong", "text": msg}
+    if step.checks:
+        out["checks"] = step_checks(les, k, s, mod, wait_s=0.0)
+        if ok and any(c["state"] == "failed" for c in out["checks"]):
+            out.update(state="wrong", text="The program is the lesson's, but a check below "
+                                            "fails.")
+    return out
+
+
+#: how long the checks fragment waits for the workers' results before answering "waiting"
+CHECK_WAIT_S = 2.0
+
+
+def _result(s: Session, mod, wait_s: float) -> dict | None:
+    """The workers' step dict of ``mod`` on the session's target: stored, or waited for up
+    to ``wait_s`` (0: only what is stored; the job is started either way); None while it
+    is not there."""
+    m = measurer()
+    fname = s.func_name
+    try:
+        got, ticket = m.submit(mod, s.workload, s.params, func_name=fname,
+                               target=s.gpu)
+    except Exception:  # noqa: BLE001 - a busy queue: the check waits
+        return None
+    if got is None and ticket is not None and wait_s > 0:
+        got = m.result_of(ticket, timeout=wait_s)
+    if not got or got.get("status") in ("pending", "busy"):
+        return None
+    return got
+
+
+def step_checks(les, k: int, s: Session, mod, wait_s: float = 0.0) -> list[dict]:
+    """Step ``k``'s checks on the learner's program ``mod``: ``[{"state", "text"}]``."""
+    needs, earlier_steps = les.check_steps_needed(k)
+    result = _result(s, mod, wait_s) if needs else None
+    earlier = {}
+    for t in earlier_steps:
+        try:
+            theirs = lesson_session(les, lesson_token(les, t + 1))
+        except AppError:
+            continue
+        got = _result(theirs, theirs.mod_at(theirs.at), wait_s)
+        if got is not None:
+            earlier[t] = got
+    try:
+        return [o.to_dict() for o in les.run_checks(k, mod, result, earlier)]
+    except Exception as e:  # noqa: BLE001 - a checker failure is shown, not a 500
+        log.exception("lesson checks failed")
+        return [{"state": "failed", "text": f"the checks could not run: {e}"}]
 
 
 def player_context(les, k: int, *, token: str = "", applied: bool = False,
@@ -164,7 +229,13 @@ def player_context(les, k: int, *, token: str = "", applied: bool = False,
     final_link = None
     if end:
         final_link = lesson_session(les, lesson_token(les, n)).url()
+    checks = None
+    if check is not None and "checks" in check:
+        checks = check["checks"]
+    elif applied and step is not None and step.checks:
+        checks = step_checks(les, k, s, s.mod_at(s.at))
     ctx.update(
+        checks=checks, checks_url=lesson_url(les, k, token=token, path="/checks"),
         les=les, k=k, n=n, step=step, end=end, applied=applied, mine=mine, check=check,
         done=done, next_url=next_url, prev_url=prev_url, present=present,
         step_html=Markup(step.html()) if step is not None else None,
@@ -266,9 +337,13 @@ def lesson_apply(lesson_id: str):
     les = get_lesson(lesson_id)
     k = parse_step(les, request.args.get("step"), allow_end=False)
     on = presenter.is_on()
-    s = Session.from_request(les.workload, request.form,
+    form = request.form
+    if les.target:   # the lesson's target, whatever the form says
+        form = form.copy()
+        form["target"] = target_key(les)
+    s = Session.from_request(les.workload, form,
                              toolbar.FORM_FIELDS | {"present", "step"})
-    done = apply_form(s, request.form)
+    done = apply_form(s, form)
     if not isinstance(done, tuple):
         return done
     sch, summary = done
@@ -291,3 +366,16 @@ def lesson_apply(lesson_id: str):
                          trigger=explorer.step_event(ctx["s"], ctx))
 
 
+
+
+@bp.get("/lessons/<lesson_id>/checks")
+def lesson_checks(lesson_id: str):
+    """The step's checks on the learner's program (the pane polls it while one waits)."""
+    les = get_lesson(lesson_id)
+    k = parse_step(les, request.args.get("step"), allow_end=False)
+    token = request.args.get("t", "") or ""
+    s = lesson_session(les, token, request.args.get("at")) if token else \
+        lesson_session(les, lesson_token(les, k + 1))
+    checks = step_checks(les, k, s, s.mod_at(s.at), wait_s=CHECK_WAIT_S)
+    return render_template("lessons/_checks.html", checks=checks,
+                           checks_url=lesson_url(les, k, token=token, path="/checks"))

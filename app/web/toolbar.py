@@ -245,6 +245,8 @@ def block_prims(tree: FuncTree, block_name: str, gpu: bool = False) -> list[Prim
     ]
 
 
+#: primitives that only mean something on the CPU (not offered, and refused, on a GPU target)
+CPU_ONLY_PRIMS = {"parallel"}
 ALL_PRIMS = {"split", "reorder", "fuse", "parallel", "vectorize", "unroll", "rfactor",
              "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
              "decompose_reduction", "cache_read", "cache_write", "pad_einsum", "decompose_padding",
@@ -394,6 +396,9 @@ def apply(sch, tree: FuncTree, form, gpu: bool = False) -> str:
     if prim in GPU_PRIMS and not gpu:
         raise InputError(f"{prim} places work or data on a GPU: switch the target to a GPU "
                          "first (the target menu above the program).")
+    if prim in CPU_ONLY_PRIMS and gpu:
+        raise InputError(f"{prim} runs a loop on the CPU's threads; on a GPU, bind the loop "
+                         "to a thread axis instead (or switch the target to the CPU).")
     sel = form.get("sel", "")
     kind = "loop" if prim in LOOP_PRIMS else "block"
     if prim == "tensorize" and str(sel).startswith("B/"):   # a loop or a block
@@ -604,7 +609,8 @@ def context(trees: list[FuncTree], sel: str | None, bind_trial=None) -> dict:
     gpu = bind_trial is not None
     if node.is_loop:
         prims = loop_prims(tree, node)
-        if gpu:
+        if gpu:   # CPU threads mean nothing in a kernel (vectorize stays: vector loads)
+            prims = [p for p in prims if p.name not in CPU_ONLY_PRIMS]
             prims.insert(1, bind_prim(node, lambda axis: bind_trial(sel, axis)))
         desc = f"loop {node.name} (extent {node.extent_text}, {node.kind})"
     else:
