@@ -78,7 +78,7 @@ def create_app(config: dict[str, Any] | None = None):
 
     from . import service
     from .limits import Limits
-    from .teaching import challenges, compare, lessons, presenter
+    from .teaching import challenges, compare, graph_lessons, lessons, presenter
     from .web import budget, learner, model_routes, routes
     from .web.security import init_security
 
@@ -106,8 +106,8 @@ def create_app(config: dict[str, Any] | None = None):
     budget.install(app)     # every request's replays draw on one bounded work budget
     learner.install(app, app.config.get("EXPLORER_INSTANCE") or app.instance_path)
 
-    for blueprint in (routes.bp, model_routes.bp, lessons.bp, challenges.bp, compare.bp,
-                      presenter.bp):
+    for blueprint in (routes.bp, model_routes.bp, lessons.bp, graph_lessons.bp, challenges.bp,
+                      compare.bp, presenter.bp):
         app.register_blueprint(blueprint)
     routes.register_error_handlers(app)
     if app.config.get("SECURITY", True):

@@ -92,3 +92,44 @@ def test_minimal_graph_lesson_parses_and_plays():
     les = graph.parse(copy.deepcopy(MIN), "tiny.json")
     assert les.steps[0].label == "ewise_fma"
     assert all(o.ok for o in les.run_checks(0, les.modules()[1]))
+
+
+# ---------------------------------------------------------------- the player
+@pytest.fixture(scope="module")
+def client():
+    from inline_service import make_test_app
+    app = make_test_app()
+    with app.app_context():
+        yield app.test_client()
+
+
+def test_lesson_list_links_the_graph_lessons(client):
+    html = client.get("/lessons").get_data(as_text=True)
+    for lid in IDS:
+        assert f'href="/lessons/graph/{lid}"' in html
+
+
+@pytest.mark.parametrize("lid", IDS)
+def test_every_step_of_every_graph_lesson_renders(client, lid):
+    from html import unescape
+    les = graph.get(lid)
+    for k, step in enumerate(les.steps):
+        r = client.get(f"/lessons/graph/{lid}?step={k}")
+        assert r.status_code == 200, (lid, k)
+        page = unescape(r.get_data(as_text=True))
+        assert f"Step {k + 1} of {len(les.steps)}" in page and 'id="graph-after"' in page
+        assert page.count('class="check-ok"') == len(step.checks)
+        assert ('id="graph-before"' in page) == bool(step.pass_key)
+        if les.model:
+            link = page.split('id="open-model" href="')[1].split('"')[0]
+            assert client.get(link).status_code == 200
+    end = client.get(f"/lessons/graph/{lid}?step={len(les.steps)}")
+    assert end.status_code == 200 and "Lesson finished" in end.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("url,status", [("/lessons/graph/nope", 404),
+                                        ("/lessons/graph/12_ewise_fma?step=9", 400),
+                                        ("/lessons/graph/12_ewise_fma?step=-1", 400),
+                                        ("/lessons/graph/12_ewise_fma?step=1e3", 400)])
+def test_bad_graph_lesson_links(client, url, status):
+    assert client.get(url).status_code == status
