@@ -454,7 +454,8 @@ def act_tune(ctx: Any) -> None:
     try:
         res = tune(sch, space=spec.get("space", "auto"), trials=int(spec.get("trials", 16)),
                    strategy=spec.get("strategy", "evolutionary"), seed=int(spec.get("seed", 0)),
-                   runner=runner, database=db, on_progress=progress)
+                   runner=runner, database=db, on_progress=progress,
+                   target=spec.get("target"))
     finally:
         if db is not None:
             db.close()

@@ -6,6 +6,11 @@ into the tuning job's spec; :func:`progress_context` turns a running or finished
 job's partial results (one entry per trial, sent by the worker as each ends) into the live
 view: progress, time left, the scatter plot and the table of the best candidates, each
 linking to its trace in the explorer. The search itself runs in a measurement worker.
+
+On a GPU target the search is the engine's GPU space (``engine.tune.auto_gpu``: tiles bound
+to blockIdx/vthread/threadIdx, a local accumulator, cooperative fetches into shared
+memory), every candidate built for the target, run in the emulator, checked against numpy
+and ranked by the model's time for that GPU: the view says "modeled for <GPU>".
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from ...errors import AppError
 from ...limits import whole_number
 from .. import plots
 from ..selection import module_trees, walk_tree
+from ..targets import from_document as target_from_document
+from ..targets import model_label
 
 STRATEGIES = ("evolutionary", "random")
 MAX_TRIALS = 256
@@ -42,9 +49,12 @@ def form_context(s: Any) -> dict:
     names = [lp["name"] for lp in loops]
     for lp in loops:  # a name two loops share is told apart by its block
         lp["shared"] = names.count(lp["name"]) > 1
+    gpu = s.target.gpu if s.target.is_gpu else None
     return {"tune_loops": loops, "tune_blocks": blocks, "strategies": STRATEGIES,
             "max_trials": MAX_TRIALS, "default_trials": DEFAULT_TRIALS,
-            "tunable": s.workload_arg() is not None}
+            "tunable": s.workload_arg() is not None, "tune_gpu": gpu,
+            "tune_modeled": model_label(gpu) if gpu else None,
+            "default_trials_here": 16 if gpu else DEFAULT_TRIALS}
 
 
 def spec_from_form(form: Any, s: Any) -> dict:
@@ -72,6 +82,11 @@ def spec_from_form(form: Any, s: Any) -> dict:
         first_of_name.setdefault(lp["name"], lp)
     blocks = set(ctx["tune_blocks"])
     space: Any = "auto"
+    if form.get("space") == "clicks" and s.gpu:
+        raise AppError(400, "Only the GPU space on a GPU",
+                       "On a GPU target the search is the engine's GPU space (auto): it "
+                       "binds the loops it tiles; your own choices of splits and locations "
+                       "would leave the program unbound.", back=back)
     if form.get("space") == "clicks":
         directives = []
         for key in form.getlist("split"):
@@ -98,8 +113,11 @@ def spec_from_form(form: Any, s: Any) -> dict:
                        back=back)
     seed = str(form.get("seed", "0")).strip()
     seed_value = whole_number(seed)
-    return {"space": space, "trials": trials, "strategy": strategy,
+    spec = {"space": space, "trials": trials, "strategy": strategy,
             "seed": seed_value if seed_value is not None and seed_value < 10 ** 9 else 0}
+    if s.gpu:
+        spec["target"] = s.gpu     # the engine's string of one of app.web.targets' GPUs
+    return spec
 
 
 def _trials(data: dict) -> list[dict]:
@@ -110,10 +128,14 @@ def _trials(data: dict) -> list[dict]:
     return sorted(out, key=lambda t: t.get("trial") or 0)
 
 
-def candidate_url(workload: str, params: dict, token: str | None) -> str | None:
+def candidate_url(workload: str, params: dict, token: str | None,
+                  target_key: str | None = None) -> str | None:
     if not token:
         return None
-    return f"/explore/{workload}?" + urlencode({**params, "t": token})
+    q = {**params, "t": token}
+    if target_key:
+        q["target"] = target_key
+    return f"/explore/{workload}?" + urlencode(q)
 
 
 def progress_context(ticket: Any) -> dict:
@@ -123,7 +145,11 @@ def progress_context(ticket: Any) -> dict:
     trials = _trials(data)
     prog = data.get("progress") or {}
     total = int(prog.get("total") or (job.tune or {}).get("trials") or 0)
-    numpy_s = prog.get("numpy_seconds")
+    tgt = (job.tune or {}).get("target")
+    choice = target_from_document(tgt) if tgt else None
+    modeled = model_label(choice.gpu) if choice is not None and choice.is_gpu else None
+    # numpy runs on this CPU: no yardstick for a GPU's modeled time
+    numpy_s = None if modeled else prog.get("numpy_seconds")
     numpy_ms = numpy_s * 1e3 if numpy_s else None
     best = None
     curve = []
@@ -134,7 +160,8 @@ def progress_context(ticket: Any) -> dict:
         curve.append(best["gflops"] if best else None)
     ok = sorted((t for t in trials if t.get("ok")), key=lambda t: t["seconds"])[:TOP_ROWS]
     for t in ok:
-        t["url"] = candidate_url(job.workload, job.params, t.get("token"))
+        t["url"] = candidate_url(job.workload, job.params, t.get("token"),
+                                 choice.key if modeled else None)
         t["vs_numpy"] = (numpy_s / t["seconds"]) if numpy_s and t.get("seconds") else None
     flops_gf = None
     if numpy_s and best and best.get("gflops") and best.get("seconds"):
@@ -148,5 +175,5 @@ def progress_context(ticket: Any) -> dict:
     return {"ticket": ticket, "state": state, "done": len(trials), "total": total,
             "eta": prog.get("eta"), "elapsed": prog.get("elapsed"), "numpy_ms": numpy_ms,
             "best": best, "top": ok, "failed": sum(1 for t in trials if not t.get("ok")),
-            "status": status, "queue_position": ticket.position(),
+            "status": status, "queue_position": ticket.position(), "modeled": modeled,
             "fig": plots.tune_figure(trials, curve, numpy_gflops) if trials else None}
