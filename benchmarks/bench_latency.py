@@ -33,6 +33,12 @@ every compile) and drives it two ways:
   of its own (a fresh results store: the lesson's programs are the same every time).
   ``panes`` here is the program and diagram panes with the lesson's check saying the step
   matches (the lesson page has no trace pane).
+* **gpu** (browser, ``--gpu-rounds``): clicks on the GPU chapter's first preset's program
+  (vector add, n=1024, on the H100 SXM target): split by a factor that varies per round,
+  bind blockIdx.x, bind threadIdx.x. ``panes`` as above; ``modeled point``: the runtime
+  plot showing the step's point — the step built for CUDA, run in the emulator (race-
+  checked), compared with numpy and timed by the GPU model in a worker — for the two
+  binding clicks (the split alone is not a kernel: no point). No cache plot on a GPU.
 * **http**: the same steps as raw requests: the apply request (replay + primitive + print +
   diagram: every pane but the measurements), then the measurement and the cache requests
   sent side by side (each asked again while it says a step is pending, as the page polls),
@@ -67,6 +73,9 @@ CHROMIUM = "/usr/bin/chromium"
 FACTORS = [4, 8, 2, 16, 32, 64]
 #: the issue's targets, p50 in ms (browser)
 TARGETS = {"panes": 50, "runtime": 150, "cache": 250, "warm all": 60}
+#: issue 39's targets for clicks on a GPU target, p50 in ms (browser)
+GPU_TARGETS = {"panes": 50, "runtime": 150}
+GPU_FACTORS = [128, 64, 256, 32, 512, 16]
 
 
 def free_port() -> int:
@@ -162,13 +171,15 @@ def http_round(base: str, n: int, f: int, pool) -> list[dict]:
 # Installed in the page before each click: notes (performance.now() from the click) when the
 # program, diagram and trace panes show step k, and when each plot is drawn with k+1 points.
 RECORDER = r"""
-([k, formSel, doneSel, doneCount, armed]) => { const rec = new Promise((resolve, reject) => {
+([k, formSel, doneSel, doneCount, armed, want, points]) => { const rec = new Promise((resolve, reject) => {
+  want = want || ['runtime', 'cache'];
+  points = points || k + 1;
   const old = {program: document.getElementById('program-pane'),
                diagram: document.getElementById('diagram-pane')};
   const seen = {};
   let t0 = 0;
   const plotAt = id => { const e = document.querySelector(id + '[data-drawn]');
-                         return e && parseInt(e.dataset.points) === k + 1; };
+                         return e && parseInt(e.dataset.points) === points; };
   const check = () => {
     if (t0 === 0) return;               // (armed: not clicked yet)
     const now = performance.now() - t0;
@@ -176,12 +187,12 @@ RECORDER = r"""
         document.querySelectorAll(doneSel).length === doneCount &&
         document.getElementById('program-pane') !== old.program &&
         document.getElementById('diagram-pane') !== old.diagram) seen.panes = now;
-    if (seen.runtime === undefined && plotAt('#runtime-plot')) seen.runtime = now;
-    if (seen.cache === undefined && plotAt('#cache-plot')) seen.cache = now;
-    if (seen.panes !== undefined && seen.runtime !== undefined && seen.cache !== undefined) {
+    if (seen.runtime === undefined && want.includes('runtime') && plotAt('#runtime-plot')) seen.runtime = now;
+    if (seen.cache === undefined && want.includes('cache') && plotAt('#cache-plot')) seen.cache = now;
+    if (seen.panes !== undefined && want.every(w => seen[w] !== undefined)) {
       obs.disconnect();
       clearTimeout(timer);
-      seen.all = Math.max(seen.panes, seen.runtime, seen.cache);
+      seen.all = Math.max(seen.panes, ...want.map(w => seen[w]));
       resolve(seen);
     }
   };
@@ -201,15 +212,16 @@ RECORDER = r"""
 
 
 def click_and_record(page, k: int, form_sel: str, done_sel: str, done_count: int,
-                     press_s: float = 0.0) -> dict:
+                     press_s: float = 0.0, want: list | None = None,
+                     points: int | None = None) -> dict:
     """Click the form's button and note when each part shows the new step (ms from the
     click, see RECORDER). ``press_s`` 0: the click at once (``button.click()``); else a
     person's click: the pointer moves onto the button, presses it for ``press_s`` seconds
     and releases it (the press sends the form to be measured ahead, as a real press does),
     timed from the release."""
     if not press_s:
-        return page.evaluate(RECORDER, [k, form_sel, done_sel, done_count, False])
-    page.evaluate(RECORDER, [k, form_sel, done_sel, done_count, True])
+        return page.evaluate(RECORDER, [k, form_sel, done_sel, done_count, False, want, points])
+    page.evaluate(RECORDER, [k, form_sel, done_sel, done_count, True, want, points])
     box = page.locator(form_sel + " button").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.down()
@@ -259,6 +271,46 @@ SERVER_TIME = r"""
         const t = e.length && e[e.length - 1].serverTiming.find(x => x.name === 'app');
         return t ? t.duration : null; }
 """
+
+
+GPU_TARGET = "cuda-h100-sxm"
+
+
+def gpu_steps(f: int):
+    """Vector add's GPU steps with i split by ``f``: (selection, primitive, args, the
+    runtime plot's points after it — None: not a kernel yet, no point)."""
+    return [("L/vector_add/0/C", "split", {"factors": f"None, {f}"}, None),
+            ("L/vector_add/0/C", "bind", {"thread_axis": "blockIdx.x"}, 1),
+            ("L/vector_add/1/C", "bind", {"thread_axis": "threadIdx.x"}, 2)]
+
+
+def gpu_round(page, base: str, f: int) -> list[dict]:
+    page.goto(f"{base}/explore/vector_add?n=1024&target={GPU_TARGET}")
+    page.wait_for_selector("#program-pane")
+    out = []
+    for k, (sel, prim, args, points) in enumerate(gpu_steps(f), start=1):
+        form_sel = fill_form(page, sel, prim, args)
+        want = ["runtime"] if points else []
+        seen = click_and_record(page, k, form_sel, "#trace-pane li.step", k + 1,
+                                want=want, points=points)
+        seen["server"] = page.evaluate(SERVER_TIME)
+        out.append({key: v / 1e3 for key, v in seen.items() if v is not None})
+        if page.locator("#measure-now .bad, td .bad").count():
+            raise SystemExit(f"a GPU step failed or was wrong (split by {f}, {prim})")
+    return out
+
+
+def gpu_passes(base: str, factors: list[int]) -> dict:
+    from playwright.sync_api import sync_playwright
+    res: dict[str, list[dict]] = {}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = b.new_page(viewport={"width": 1280, "height": 720})
+        for name in ("cold", "warm"):
+            res[name] = [x for f in factors for x in gpu_round(page, base, f)]
+        b.close()
+    return res
 
 
 LESSON = "01_tensorir_mm_relu"   # the course's four steps, split by 4, at n=128
@@ -332,6 +384,10 @@ def main() -> int:
                     help="learners doing lesson 1 with the toolbar (0: none)")
     ap.add_argument("--reading", type=float, default=2.0,
                     help="seconds a learner spends on a lesson step before clicking")
+    ap.add_argument("--gpu-rounds", type=int, default=5,
+                    help="rounds of 3 clicks on vector add on the H100 SXM target (0: none)")
+    ap.add_argument("--gpu-only", action="store_true",
+                    help="only the GPU round (no CPU browser passes, lesson or http)")
     ap.add_argument("--think-ms", type=float, default=0.0,
                     help="ms between filling the form and clicking its button (default 0: at "
                          "once; a learner takes a few hundred, in which the page sends the "
@@ -349,6 +405,28 @@ def main() -> int:
           + (f"; clicks pressed for {a.press_ms:g} ms, timed from the release"
              if a.press_ms else ""))
     try:
+        if not a.no_browser and os.path.exists(CHROMIUM) and a.gpu_rounds > 0:
+            gf = GPU_FACTORS[:max(1, min(a.gpu_rounds, len(GPU_FACTORS)))]
+            port = free_port()
+            proc = start_server(port, os.path.join(work, "gpu"))
+            try:
+                res = gpu_passes(f"http://127.0.0.1:{port}", gf)
+            finally:
+                stop_server(proc)
+            print(f"GPU target (H100 SXM, modeled; no GPU here): vector add n=1024, "
+                  f"{len(gf)} rounds x 3 clicks (split i by {gf}, bind blockIdx.x, bind "
+                  "threadIdx.x)")
+            for name in ("cold", "warm"):
+                print(summary(f"gpu {name}: program + diagram + trace",
+                              [x["panes"] for x in res[name]],
+                              GPU_TARGETS["panes"] if name == "cold" else None))
+                print(summary(f"gpu {name}: modeled point (bind clicks)",
+                              [x["runtime"] for x in res[name] if "runtime" in x],
+                              GPU_TARGETS["runtime"] if name == "cold" else None))
+                print(summary(f"gpu {name}: the apply on the server",
+                              [x["server"] for x in res[name] if "server" in x]))
+        if a.gpu_only:
+            return 0
         if not a.no_browser and os.path.exists(CHROMIUM):
             port = free_port()
             proc = start_server(port, os.path.join(work, "browser"))

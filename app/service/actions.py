@@ -575,6 +575,13 @@ def warm_up() -> None:
         compile_units(unit_texts(mods, 3), 3, max_threads=1)
     except Exception:  # noqa: BLE001
         pass
+    try:   # a GPU step's modules (and the CUDA bindings' import, not the driver itself)
+        import engine.gpu.build  # noqa: F401
+        import engine.gpu.emulator  # noqa: F401
+        import engine.gpu.model  # noqa: F401
+        from cuda.bindings import driver  # noqa: F401
+    except Exception:  # noqa: BLE001 - no CUDA wheels: the GPU steps say so
+        pass
 
 
 _WARM_UP_PROGRAM = """
