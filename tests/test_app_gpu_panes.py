@@ -169,7 +169,7 @@ def test_diagram_kernels_grid_block_and_warp_of_the_local_gemm():
     assert k["threads"] == 64 and k["warps"] == 2 and k["blocks"] == 16
     svg = str(diagram.render_svg(tree, kernels=[k]))
     assert 'data-grid="4,4,1" data-block="8,8,1"' in svg
-    assert "kernel 0: grid (4, 4, 1) = 16 blocks × block (8, 8, 1) = 64 threads (2 warps)" in svg
+    assert "kernel 0: grid (4,4,1) × block (8,8,1) = 64 threads" in svg
     assert svg.count('class="dnode dloop kind-grid"') == 2
     assert svg.count('class="dnode dloop kind-thread"') == 2
     assert 'data-thread="blockIdx.y"' in svg and 'data-thread="threadIdx.x"' in svg
@@ -228,15 +228,15 @@ def test_memory_pane_and_diagram_of_the_shared_gemm_preset(client):
     assert 'data-grid="2,2,1" data-block="64,1,1"' in page
     cache = _settle(client, "matmul", q, "cache")
     assert "modeled for H100 SXM" in cache and 'id="gpu-dram"' in cache
-    assert re.search(r'data-buffer="A_shared"[^>]*>\s*<td>A_shared</td><td>shared</td>'
-                     r'<td>load</td>\s*<td class="what">4-way bank conflict', cache)
+    assert re.search(r'data-buffer="A_shared"[^>]*>\s*<td>A_shared</td><td>shared load</td>'
+                     r'\s*<td class="what">4-way bank conflict', cache)
     fig = _fig(cache, "gpu-memory-plot")
     assert fig["data"][0]["name"] == "DRAM bytes (modeled)"
     # the diagram's strip, now that the step is stored: ptxas's registers, occupancy
     page = client.get(url).get_data(as_text=True)
     strip = re.search(r'id="diagram-gpu">(.*?)</div>', page, re.S).group(1)
     assert "registers/thread" in strip and "occupancy" in strip and "4 KiB" in strip
-    assert "of 48 KiB (228 KiB per SM)" in strip
+    assert "4 KiB of 48 KiB/block, 228 KiB/SM" in strip
     # the GPU roofline: the sheet's roofs, the modeled point
     measure = _settle(client, "matmul", q, "measure")
     roof = _fig(measure, "roofline-plot")

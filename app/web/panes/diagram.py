@@ -192,7 +192,7 @@ def _draw_warp(n, x: int, y: int, w: int, out: list[str], info: dict | None) -> 
     the warp boundaries marked, and which threads make warp 0 (32 consecutive threads of the
     block in CUDA's order: threadIdx.x fastest, then y, then z)."""
     extent = n.extent if isinstance(n.extent, int) and n.extent > 0 else None
-    bar_w = max(60, min(w - 16, 220))
+    bar_w = max(60, min(w - 16, 150))
     bx, by = (info or {}).get("block", (extent or 0, 1, 1))[:2]
     bx = extent or bx
     if extent is None:
@@ -262,10 +262,9 @@ def gpu_kernels(tree: FuncTree) -> list[dict]:
 
 def _kernel_line(k: dict) -> str:
     def dims(d):
-        return "(" + ", ".join(str(v) for v in d) + ")"
-    line = (f"kernel {k['index']}: grid {dims(k['grid'])} = {k['blocks']:,} blocks × "
-            f"block {dims(k['block'])} = {k['threads']} threads ({k['warps']} "
-            f"warp{'s' if k['warps'] != 1 else ''})")
+        return "(" + ",".join(str(v) for v in d) + ")"
+    line = (f"kernel {k['index']}: grid {dims(k['grid'])} × block {dims(k['block'])} = "
+            f"{k['threads']} threads")
     if k["vthreads"] != (1, 1, 1):
         line += f", vthreads {dims(k['vthreads'])}"
     if k["symbolic"]:

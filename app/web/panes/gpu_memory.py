@@ -93,7 +93,7 @@ def access_rows(kernel: dict) -> list[dict]:
         per_req = _num(a.get("bytes_per_request")) or 0.0
         lanes = _int(a.get("vector_lanes")) or 1
         if scope == "global":
-            what = f"{sectors:.3g} sectors/request, {(eff or 0) * 100:.0f}% coalesced"
+            what = f"{sectors:.3g} sectors · {(eff or 0) * 100:.0f}% coalesced"
             moved = sectors * 32 * execs * warps if warps else None
             bad = eff is not None and eff < 0.5
         else:
