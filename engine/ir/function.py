@@ -228,6 +228,22 @@ class IRModule(Node):
             out.append((name, func))
         return IRModule(tuple(out))
 
+    def update_func(self, gv: "GlobalVar | str", func: Any) -> None:
+        """TVM's ``mod.update_func(gv, func)``: the function ``gv`` names replaced by
+        ``func`` — added when the module has none of that name, as TVM's
+        ``IRModule::Update`` — *in place*: TVM's modules are mutable, and the course
+        replaces a tuned function this way (``MyModule.update_func(gv, new_func)``, then
+        builds ``MyModule``). The one change made to a module after it exists; everything
+        holding this module object sees it, as in TVM. Use :meth:`with_function` for a
+        changed copy. ``workload`` is dropped (a changed module)."""
+        name = gv if isinstance(gv, str) else getattr(gv, "name_hint", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"update_func takes a GlobalVar (mod.get_global_var(name)) or a "
+                            f"function name, got {type(gv).__name__}")
+        updated = self.with_function(name, func)
+        object.__setattr__(self, "functions", updated.functions)
+        object.__setattr__(self, "workload", None)
+
     def script(self, dialect: str = "course-2022") -> str:
         """TVMScript text: ``dialect="course-2022"`` (the course's spelling, the default)
         or ``"tvm-0.27"`` (what Apache TVM 0.27's parser reads: ``T.sblock``, ...)."""

@@ -185,13 +185,19 @@ class Trace:
     def __repr__(self) -> str:
         return f"Trace({len(self)} instructions)\n" + self.as_python()
 
+    def __str__(self) -> str:
+        """What TVM prints for ``print(sch.trace)``: the trace as TVM's script, a function
+        ``apply_trace(sch)`` of TVM's lines (the text ``show()`` prints; ``repr`` stays the
+        engine's lines)."""
+        lines = ["  " + line for line in self.as_tvm_python()] or ["  pass"]
+        return "\n".join(["# from tvm import s_tir",
+                           "def apply_trace(sch: s_tir.Schedule) -> None:", *lines])
+
     def show(self, style: Any = None, black_format: bool = False) -> None:
         """TVM's ``sch.trace.show()``: print the trace as TVM's script, a function
         ``apply_trace(sch)`` of TVM's lines (``style`` and ``black_format`` are ignored)."""
         del style, black_format
-        lines = ["  " + line for line in self.as_tvm_python()] or ["  pass"]
-        print("\n".join(["# from tvm import s_tir",
-                          "def apply_trace(sch: s_tir.Schedule) -> None:", *lines]))
+        print(str(self))
 
     def steps(self) -> list[str]:
         """One short Python line per instruction (for the trace pane); an instruction whose

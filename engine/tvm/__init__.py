@@ -24,7 +24,8 @@ classes, ``stmt_functor``, ``TensorIntrin``), :mod:`.tir` (the course's ``tvm.ti
 (``tune_tir`` and ``tir_integration.compile_tir`` over the engine's tuner), :mod:`.testing`
 (imported on first use: it needs pytest), :mod:`.contrib` (``utils.tempdir``,
 ``clang.create_llvm``: C compiled to LLVM IR for ``pragma_import_llvm``; on first use); ``te``, ``topi``, ``nd`` and ``relax`` (``relax.build``,
-``relax.VirtualMachine``) are the engine's own, as ``register_func``/``get_global_func``.
+``relax.VirtualMachine``) are the engine's own, as ``register_func`` (also under TVM's
+current name ``register_global_func``)/``get_global_func``.
 """
 from __future__ import annotations
 
@@ -35,13 +36,17 @@ from engine import nd, relax, te, topi
 from engine.nd import cpu, cuda, device
 from engine.runtime import get_global_func, register_func
 
+#: TVM's current name of ``register_func`` (``@tvm.register_global_func("env.linear",
+#: override=True)``): the same registry, the same signature
+register_global_func = register_func
+
 from . import ir, runtime, s_tir, script, target, tir, tirx, transform
 from .driver import build, compile  # noqa: A004 - TVM's name
 from .ir import IRModule
 
 __all__ = ["ir", "IRModule", "script", "tirx", "tir", "s_tir", "te", "topi", "nd", "runtime",
            "target", "testing", "meta_schedule", "compile", "build", "cpu", "cuda", "device",
-           "relax", "register_func", "get_global_func", "transform"]
+           "relax", "register_func", "register_global_func", "get_global_func", "transform"]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,11 @@ and the course's 2022 form, which returns the best schedule itself::
                       config=ms.TuneConfig(max_trials_global=64, num_trials_per_iter=64),
                       work_dir="./tune_tmp", task_name="main")
 
+``space=ms.space_generator.ScheduleFn(stochastic_schedule_mm)`` (or the function itself,
+as TVM accepts) searches the course's own stochastic schedule function (the engine's
+``FunctionSpace``) instead of the default rules (TVM's ``"post-order-apply"``: the engine's
+``auto`` space).
+
 ``work_dir`` holds the tuning database (``database.sqlite3``): a later run with the same
 program and target reuses its measurements, as MetaSchedule's JSON database does.
 """
@@ -23,7 +28,51 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["tune_tir", "TuneConfig", "TuneDatabase", "tir_integration"]
+from engine.tune.space import FunctionSpace
+
+__all__ = ["tune_tir", "TuneConfig", "TuneDatabase", "tir_integration", "space_generator"]
+
+
+class ScheduleFn(FunctionSpace):
+    """TVM's ``ms.space_generator.ScheduleFn(sch_fn)``: a search space made by a Python
+    function that samples and schedules (the engine's :class:`FunctionSpace`). TVM's
+    ``sch_rules``, ``postprocs`` and ``mutator_probs`` are the post-order-apply generator's
+    rules; for a schedule function only their defaults are accepted."""
+
+    def __init__(self, sch_fn: Any, sch_rules: Any = "from-target", postprocs: Any = "from-target",
+                 mutator_probs: Any = "from-target"):
+        for name, value in (("sch_rules", sch_rules), ("postprocs", postprocs),
+                            ("mutator_probs", mutator_probs)):
+            if value not in (None, "from-target"):
+                raise ValueError(f"ScheduleFn's {name} is not supported here: the engine "
+                                 "tunes a schedule function by its own sampling and "
+                                 "mutations only (leave it at its default)")
+        super().__init__(sch_fn)
+
+
+class _SpaceGenerator:
+    """``ms.space_generator``: ``ScheduleFn`` (a function's space); ``PostOrderApply`` is
+    the default (``space="post-order-apply"``), the engine's ``auto`` rules."""
+
+    ScheduleFn = ScheduleFn
+
+
+space_generator = _SpaceGenerator()
+
+#: TVM's names of the default space
+_DEFAULT_SPACES = ("post-order-apply", "auto")
+
+
+def _space(space: Any) -> Any:
+    """What ``tune_tir(space=...)`` names, as the engine's tuner takes it."""
+    if space is None or (isinstance(space, str) and space in _DEFAULT_SPACES):
+        return "auto"
+    if isinstance(space, FunctionSpace):
+        return space
+    if callable(space):   # TVM wraps a bare function in ScheduleFn
+        return ScheduleFn(space)
+    raise ValueError(f"tune_tir's space must be 'post-order-apply', a ScheduleFn or a "
+                     f"schedule function, got {space!r}")
 
 
 @dataclass(frozen=True)
@@ -71,8 +120,9 @@ def _target_string(target: Any) -> Any:
 def tune_tir(mod: Any, target: Any = None, work_dir: str | None = None,
              max_trials_global: int | None = None, num_trials_per_iter: int | None = None,
              config: TuneConfig | None = None, task_name: str = "main", seed: int | None = None,
-             **_ignored: Any):
-    """Tune ``mod``'s function for ``target`` with the engine's ``auto`` space. With
+             space: Any = "post-order-apply", **_ignored: Any):
+    """Tune ``mod``'s function for ``target`` with the engine's ``auto`` space (or
+    ``space``: a :class:`ScheduleFn` or a schedule function). With
     ``config`` (the course's 2022 call) the best :class:`engine.Schedule` is returned; else
     a :class:`TuneDatabase` for :func:`tir_integration.compile_tir`."""
     from engine.ir import IRModule, PrimFunc
@@ -89,7 +139,7 @@ def tune_tir(mod: Any, target: Any = None, work_dir: str | None = None,
     if work_dir is not None:
         os.makedirs(work_dir, exist_ok=True)
         database = os.path.join(work_dir, "database.sqlite3")
-    result = tune(mod, space="auto", trials=int(trials),
+    result = tune(mod, space=_space(space), trials=int(trials),
                   strategy=config.strategy if config is not None else "evolutionary",
                   seed=0 if seed is None else seed, func_name=func_name, database=database,
                   target=_target_string(target))

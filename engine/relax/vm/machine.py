@@ -11,6 +11,9 @@ The machine runs a :class:`~.program.Program` instruction by instruction: Tensor
 functions are the compiled kernels of :mod:`engine.runtime` (called on the arrays, no copy),
 ``"env.*"`` names the functions registered with ``engine.register_func`` (looked up at each
 call, so ``override=True`` takes effect at once), high-level operators their numpy meaning.
+A packed name (``R.call_dps_packed("linear0", ...)``) that is the global symbol of one of the
+module's TensorIR functions calls that function's kernel, as TVM's virtual machine finds
+the name in the executable's own library before the registry.
 Intermediate tensors live in one arena per function laid out by :mod:`.memory` and kept
 between calls; the returned tensors are fresh arrays.
 """
@@ -103,12 +106,27 @@ def build(mod: Any, target: Any = "llvm", params: dict | None = None,
     check_module(mod)
     prims = [(n, f) for n, f in mod.functions if isinstance(f, PrimFunc)]
     kernels = build_tir(IRModule(tuple(prims)), target="llvm", **options) if prims else None
+    symbols = {_global_symbol(n, f): n for n, f in prims}
     programs = {}
     for name, f in relax_funcs:
         prog = compile_function(f, name)
+        prog.instrs = [_own_kernel(ins, symbols) for ins in prog.instrs]
         prog.plan = plan_memory(prog)
         programs[name] = prog
     return Executable(mod, kernels, programs)
+
+
+def _global_symbol(name: str, f: PrimFunc) -> str:
+    return str(dict(f.attrs).get("global_symbol", name))
+
+
+def _own_kernel(ins: tuple, symbols: dict) -> tuple:
+    """A packed call of a name the module's TensorIR functions export (their global
+    symbol) made a call of that kernel: the executable's library is searched before the
+    registry, as in TVM."""
+    if ins[0] == "packed" and ins[1] in symbols:
+        return ("kernel", symbols[ins[1]], *ins[2:])
+    return ins
 
 
 class VirtualMachine:
@@ -127,6 +145,13 @@ class VirtualMachine:
         self.exe = exe
         self._arenas: dict[str, tuple] = {}
         self._locks = {name: threading.Lock() for name in exe.programs}
+
+    @property
+    def module(self) -> "VirtualMachine":
+        """TVM's ``vm.module`` (the machine's runtime module):
+        ``vm.module.time_evaluator("main", tvm.cpu(), number=100)``, ``vm.module["main"]``
+        — the same calls as the machine's own."""
+        return self
 
     def __getitem__(self, name: str) -> Any:
         _known(self.exe.programs, name)

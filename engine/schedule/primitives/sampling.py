@@ -19,7 +19,7 @@ The course's stochastic schedule, seeded so that it is reproducible::
     j_0, j_1 = sch.split(loop=j, factors=j_factors)
     sch.reorder(i, j_0, k, j_1)
     sch.decompose_reduction(block_C, k)
-    print(sch.trace)   # v3, v4 = sch.sample_perfect_tile(l2, n=2, ..., decision=[8, 16])
+    print(sch.trace)   # v3, v4 = sch.sample_perfect_tile(loop=l2, n=2, ..., decision=[8, 16])
 
 Decisions read from a link or an imported trace are hostile input: a perfect-tile decision
 must multiply to the loop's extent (a partitioned tile's too, its inner part's product a
