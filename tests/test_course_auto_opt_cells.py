@@ -5,13 +5,18 @@ namespace, in the course's current spelling (``tvm.compile``, ``tvm.runtime.tens
 ``tvm.register_global_func``), each result compared with numpy.
 
 Changes, all for running offline and quickly: ``IPython.display.HTML(code2html(x))`` cells
-are ``code2html(x)`` with a stand-in ``code2html`` (pygments is not a dependency); the
-tuning cells search 8 candidates instead of 64 (``max_trials_global=8``) in a ``tmp_path``
-work directory instead of ``./tune_tmp``; the end-to-end part's FashionMNIST image and
-trained weights (downloaded by the course with torchvision and wget) are random arrays of
-the same shapes (``engine.models.mlp.SHAPES``); the registered ``env.linear``/``env.relu``
-are written with numpy instead of PyTorch (``torch.from_dlpack``), and the cell that shows
-the image with matplotlib is left out (it only draws).
+are ``code2html(x)`` (the course's helper, pygments' HTML; the program read back from it is
+checked); the tuning cells search 8 candidates instead of 64 (``max_trials_global=8``) in
+a ``tmp_path`` work directory instead of ``./tune_tmp``; the stochastic cells that the
+course runs several times unseeded are seeded; the end-to-end part's FashionMNIST image
+and trained weights (downloaded by the course with torchvision and wget) are random arrays
+of the same shapes (``engine.models.mlp.SHAPES``); the registered ``env.linear``/
+``env.relu`` are written with numpy instead of PyTorch (``torch.from_dlpack``), and the
+cell that shows the image with matplotlib is left out (it only draws).
+
+One result differs from TVM's: cell 15's ``type(j_factors[0])`` is the engine's handle
+class ``ExprRV`` (a symbolic variable standing for the sampled value, as the course says),
+where TVM shows ``tvm.tir.expr.Var``.
 """
 from __future__ import annotations
 
@@ -29,9 +34,20 @@ TRIALS = 8   # the course's max_trials_global=64, num_trials_per_iter=64
 
 
 def code2html(code):
-    """The course's helper turns the code into highlighted HTML with pygments; here the
-    text itself, in a <pre> (what the cells check is the program, not its colours)."""
-    return "<pre>%s</pre>\n" % code
+    """Helper function to use pygments to turn the code string into highlighted html."""
+    import pygments
+    from pygments.lexers import Python3Lexer
+    from pygments.formatters import HtmlFormatter
+    formatter = HtmlFormatter()
+    html = pygments.highlight(code, Python3Lexer(), formatter)
+    return "<style>%s</style>%s\n" % (formatter.get_style_defs(".highlight"), html)
+
+
+def _text(html):
+    """The program text of ``code2html``'s HTML (its spans removed), for the checks."""
+    import html as html_lib
+    import re
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", html.split("</style>", 1)[1]))
 
 
 # ---------------------------------------------------------------- recap (cells 2-7)
@@ -91,7 +107,7 @@ def test_cells_5_to_9_schedule_and_trace(capsys):
     sch = tvm.tir.Schedule(MyModule)                              # cell 6
     sch = schedule_mm(sch)
     html = code2html(sch.mod.script())
-    assert 'T.block("C_init")' in html
+    assert 'T.block("C_init")' in _text(html)
 
     lib = tvm.compile(sch.mod, target="llvm")                     # cell 7
     f_timer_after = lib.mod.time_evaluator("main", tvm.cpu())
@@ -174,7 +190,7 @@ def test_cells_14_to_22_step_by_step(capsys):
     check(sch)                                                    # cell 20
     sch.reorder(i, j_0, k, j_1)                                   # cell 21
     sch.decompose_reduction(block_C, k)
-    assert 'T.block("C_init")' in code2html(sch.mod.script())    # cell 22
+    assert 'T.block("C_init")' in _text(code2html(sch.mod.script()))    # cell 22
     check(sch)
 
 
@@ -229,7 +245,7 @@ def test_cells_25_to_28_tune_with_the_stochastic_space(tmp_path, capsys):
     sch.trace.show()                                              # cell 26
     out = capsys.readouterr().out
     assert "sample_perfect_tile" in out and "decompose_reduction" in out
-    assert 'T.block("C_init")' in code2html(sch.mod.script())    # cell 27
+    assert 'T.block("C_init")' in _text(code2html(sch.mod.script()))    # cell 27
 
     lib = tvm.compile(sch.mod, target="llvm")                     # cell 28
     f_timer_after = lib.mod.time_evaluator("main", tvm.cpu())
@@ -368,8 +384,8 @@ def test_cells_39_to_41_the_mixture_module():
 def test_cells_42_to_46_tune_linear0_and_replace_it(tmp_path):
     from engine.tvm import meta_schedule as ms
 
-    mod_linear = tvm.IRModule.from_expr(MyModuleMixture["linear0"].with_attr("global_symbol", "main"))
-    assert "def main(" in code2html(mod_linear.script())
+    mod_linear = tvm.IRModule.from_expr(MyModuleMixture["linear0"].with_attr("global_symbol", "main"))  # noqa: E501
+    assert "def main(" in _text(code2html(mod_linear.script()))
 
     database = ms.tune_tir(                                       # cell 43
         mod=mod_linear,
@@ -385,7 +401,7 @@ def test_cells_42_to_46_tune_linear0_and_replace_it(tmp_path):
     new_func = sch.mod["main"].with_attr("global_symbol", "linear0")
     gv = MyModuleWithParams2.get_global_var("linear0")
     MyModuleWithParams2.update_func(gv, new_func)
-    text = code2html(MyModuleWithParams2.script())
+    text = _text(code2html(MyModuleWithParams2.script()))
     assert MyModuleWithParams2["linear0"] is new_func             # replaced, in place
     assert "def linear0(" in text
 
