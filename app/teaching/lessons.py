@@ -55,6 +55,9 @@ LOOK_AT_LABELS = {"program": "the program text", "diagram": "the loop diagram",
                   "code": "the generated code (LLVM IR / assembly tabs)",
                   "trace": "the list of steps", "diff": "the diff of the last step",
                   "tune": "the Tune tab (search, live scatter plot, best candidates)"}
+#: what a pane is called on a GPU target (its code tabs are CUDA C, PTX and resources)
+GPU_LOOK_AT_LABELS = {"code": "the generated code (CUDA C / PTX / Resources tabs)",
+                      "runtime": "the runtime chart (times modeled for the GPU)"}
 _TOKENS: dict[tuple, str] = {}
 _TOKENS_LOCK = threading.Lock()
 
@@ -241,7 +244,9 @@ def player_context(les, k: int, *, token: str = "", applied: bool = False,
         step_html=Markup(step.html()) if step is not None else None,
         note_html=Markup(_md(step.note)) if step is not None and step.note else None,
         summary_html=Markup(_md(les.summary)) if les.summary else None,
-        look_label=LOOK_AT_LABELS.get(step.look_at, step.look_at) if step else None,
+        look_label=(GPU_LOOK_AT_LABELS.get(step.look_at) if s.gpu else None)
+        or (LOOK_AT_LABELS.get(step.look_at, step.look_at) if step else None)
+        if step else None,
         apply_url=lesson_url(les, k, applied=True, present=present),
         before_url=lesson_url(les, k, present=present),
         post_url=lesson_url(les, _apply_step(les, k, step, applied, check), present=present,
