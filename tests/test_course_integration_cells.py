@@ -12,6 +12,11 @@ graphs as ``fx.symbolic_trace`` gives them, parameters as numpy arrays behind
 After the chapter: the BlockBuilder API the chapter and the graph-optimisation chapter use
 (``relax.Call`` with ``tvm.ir.Op.get``, ``normalize``, ``lookup_binding``, ``call_te``,
 ``add_func``/``update_func``, ``IRModule.from_expr``) and its refusals.
+
+With PyTorch installed, the same ``from_fx`` also reads real ``torch.fx`` traces of the
+chapter's ``MyModel`` and ``MLP`` (``nn.Module`` subclasses as the chapter writes them), and
+the virtual machine's result is compared with torch's own; without it those tests are
+skipped ("torch is not installed").
 """
 from __future__ import annotations
 
@@ -501,6 +506,90 @@ def test_mlp_from_fx_high_level_operators(capsys):
     lowered = relax.transform.LegalizeOps()(MLPModuleHighLevel)
     assert {"transpose", "matmul", "add", "relu"} <= set(lowered.prim_func_names())
     np.testing.assert_allclose(run_vm(lowered, data), ref, rtol=1e-4, atol=1e-4)
+
+
+
+# ------------------------------------------- from_fx over a real torch.fx trace (torch optional)
+def real_torch():
+    """PyTorch itself (``torch``, ``torch.nn``, ``torch.fx``), or the test is skipped: the
+    stand-in above is what runs offline; with torch installed, the course's ``from_fx``
+    (the same functions, unchanged) also reads what ``fx.symbolic_trace`` really gives."""
+    torch_ = pytest.importorskip("torch", reason="torch is not installed")
+    from torch import fx as fx_, nn as nn_
+    return torch_, nn_, fx_
+
+
+def test_from_fx_traces_a_torch_module():
+    torch_, nn_, fx_ = real_torch()
+    torch_.manual_seed(0)
+
+    class MyModel(nn_.Module):          # the chapter's model, as written there
+        def __init__(self):
+            super(MyModel, self).__init__()
+            self.weight = nn_.Parameter(torch_.randn(128, 128))
+
+        def forward(self, x):
+            x = torch_.matmul(x, self.weight)
+            x = torch_.relu(x)
+            return x
+
+    model = MyModel()
+    fx_module = fx_.symbolic_trace(model)
+    assert [n.op for n in fx_module.graph.nodes] == ["placeholder", "get_attr",
+                                                     "call_function", "call_function",
+                                                     "output"]
+    assert fetch_attr(fx_module, "weight") is fx_module.get_parameter("weight")
+    MyModule = from_fx(
+        fx_module,
+        input_shapes=[(1, 128)],
+        call_function_map={
+            torch_.matmul: map_matmul,
+            torch_.relu: map_relu,
+        },
+        call_module_map={},
+    )
+    assert MyModule.names() == ["te_matmul", "te_relu", "main"]
+    x = torch_.randn(1, 128)
+    with torch_.no_grad():
+        expected = model(x).numpy()
+    np.testing.assert_allclose(run_vm(MyModule, x.numpy()), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_mlp_from_fx_traces_a_torch_module():
+    torch_, nn_, fx_ = real_torch()
+    torch_.manual_seed(0)
+
+    class MLP(nn_.Module):              # the chapter's MLP, as written there
+        def __init__(self):
+            super(MLP, self).__init__()
+            self.linear0 = nn_.Linear(784, 128, bias=True)
+            self.relu = nn_.ReLU()
+            self.linear1 = nn_.Linear(128, 10, bias=True)
+
+        def forward(self, data):
+            x = self.linear0(data)
+            x = self.relu(x)
+            x = self.linear1(x)
+            return x
+
+    mlp_model = MLP()
+    fx_module = fx_.symbolic_trace(mlp_model)
+    assert [(n.op, n.target) for n in fx_module.graph.nodes][1:4] == [
+        ("call_module", "linear0"), ("call_module", "relu"), ("call_module", "linear1")]
+    assert fx_module.get_submodule("linear0") is dict(fx_module.named_modules())["linear0"]
+    for high_level, maps in ((False, {torch_.nn.Linear: map_nn_linear,
+                                      torch_.nn.ReLU: map_nn_relu}),
+                             (True, {torch_.nn.Linear: map_nn_linear_op,
+                                     torch_.nn.ReLU: map_nn_relu_op})):
+        MLPModule = from_fx(fx_module, input_shapes=[(1, 784)], call_function_map={},
+                            call_module_map=maps)
+        if not high_level:
+            assert MLPModule.names() == ["dense", "add", "te_relu", "dense1", "add1", "main"]
+        data = torch_.rand(1, 784)
+        with torch_.no_grad():
+            expected = mlp_model(data).numpy()
+        np.testing.assert_allclose(run_vm(MLPModule, data.numpy()), expected,
+                                   rtol=1e-4, atol=1e-4)
 
 
 # ---------------------------------------------------------------- the API around the chapter
