@@ -397,3 +397,54 @@ def test_split_fuse_partition_of_a_bound_loop_are_refused_as_tvm():
             "Split before binding")
     refused(sch, lambda: sch.fuse(i, j), "the loop is bound to blockIdx.x")
     refused(sch, lambda: sch.loop_partition(j, [None, 8]), "the loop is bound to threadIdx.x")
+
+
+def test_unroll_parallel_vectorize_of_a_bound_loop_drop_the_binding_as_tvm():
+    for prim in ("unroll", "vectorize"):
+        sch = vector_add()
+        i0, i1 = sch.split(sch.get_loops("C")[0], [None, 4])
+        sch.bind(i1, "threadIdx.x")
+        getattr(sch, prim)(i1)
+        lp = sch.get(i1)
+        assert lp.thread_tag == "" and lp.kind is not ForKind.THREAD_BINDING
+        assert_computes_exactly(vector_add().mod, sch.mod)
+
+
+def test_with_launch_thread_parses():
+    mod = engine.parse("""
+@T.prim_func
+def main(A: T.Buffer((256,), "float32"), B: T.Buffer((256,), "float32")):
+    with T.launch_thread("threadIdx.x", 128) as tx:
+        bx = T.launch_thread("blockIdx.x", 2)
+        B[bx * 128 + tx] = A[bx * 128 + tx] + T.float32(1)
+""")
+    a = np.arange(256, dtype="float32")
+    b = np.zeros(256, "float32")
+    engine.interpret(mod, "main", a, b)
+    np.testing.assert_array_equal(b, a + 1)
+
+
+@given(text=programs(min_stages=2), data=st.data())
+def test_primitives_after_random_bindings_refuse_or_keep_the_program(text, data):
+    """Loops bound first, then random primitives (split, fuse, reorder, reindex,
+    compute_at, reverse_compute_at, unroll, vectorize, parallel): each is refused with a
+    sentence or keeps every output — never an exception of another kind."""
+    from test_schedule_differential import STEPS
+    c = Checker(text)
+    for _ in range(data.draw(st.integers(1, 3))):
+        b = c.sch.get_block(data.draw(st.sampled_from(_blocks(c.sch))))
+        loops = c.sch.get_loops(b)
+        if loops:
+            lp = data.draw(st.sampled_from(loops))
+            tag = data.draw(st.sampled_from(TAGS[:-1]))
+            c.step(f"bind({tag})", lambda: c.sch.bind(lp, tag))
+    for _ in range(data.draw(st.integers(1, 3))):
+        name = data.draw(st.sampled_from(sorted(STEPS) + ["unroll", "vectorize", "parallel"]))
+        if name in STEPS:
+            STEPS[name](c, data)
+            continue
+        b = c.sch.get_block(data.draw(st.sampled_from(_blocks(c.sch))))
+        loops = c.sch.get_loops(b)
+        if loops:
+            lp = data.draw(st.sampled_from(loops))
+            c.step(name, lambda: getattr(c.sch, name)(lp))

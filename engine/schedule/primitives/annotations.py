@@ -102,7 +102,9 @@ def _check_shared_buffers(ctx: Ctx, loop: For, what: str, private=None) -> None:
 
 
 def _set_kind(ctx: Ctx, loop: For, kind: ForKind) -> Result:
-    new = loop.replace(kind=kind)
+    """The loop with its new kind; a thread binding is dropped, as TVM's primitives drop
+    it (the loop keeps its meaning: a bound loop means a serial one)."""
+    new = loop.replace(kind=kind, thread_tag="")
     return Result(replace_stmts(ctx.func, {loop: new}), [])
 
 

@@ -199,6 +199,20 @@ class BlockParser(ParserContext):
             var = E.Var(item.optional_vars.id, dtype)
             body = self.nested(n.body, {item.optional_vars.id: var})
             return S.LetStmt(var, value, body)
+        if f == "launch_thread":
+            # TVM's `with T.launch_thread("threadIdx.x", 1024) as tx:` — a loop bound to the
+            # axis over the body (as `tx = T.launch_thread(...)` over the statements after it)
+            if type(item.optional_vars) is not ast.Name:
+                raise self.err(n, 'write `with T.launch_thread("threadIdx.x", 128) as tx:`')
+            args, _ = self.call_args(call, f, 2, 2)
+            tag = self.thread_tag(args[0])
+            ext = self.loop_bound(args[1], "T.launch_thread() extent")
+            var = E.Var(item.optional_vars.id, ext.dtype)
+            self.loop_dom[id(var)] = (E.IntImm(ext.dtype, 0), ext)
+            self.keep.append(var)
+            body = self.nested(n.body, {item.optional_vars.id: var})
+            return S.For(var, E.IntImm(ext.dtype, 0), ext, S.ForKind.THREAD_BINDING, body, (),
+                         tag)
         if f == "allocate":
             if type(item.optional_vars) is not ast.Name:
                 raise self.err(n, "write `with T.allocate(shape, dtype) as X:`")
