@@ -44,6 +44,17 @@ def test_the_chapter_runs_in_the_emulator_and_matches_numpy(built):
     np.testing.assert_allclose(arrays[-1], want, rtol=1e-5, atol=1e-4)
 
 
+def test_the_race_checked_emulator_at_o0_matches_numpy(built):
+    """The explorer's step compiles a small program's race-checked emulator at LLVM -O0
+    (quicker to build); its results are those of -O3's."""
+    name, _sch, rt = built
+    arrays, want = _arrays(name, SIZES[name])
+    emu = rt.emulator("main", check_races=True, opt_level=0)
+    assert emu.opt_level == 0 and emu is rt.emulator("main", check_races=True, opt_level=0)
+    emu(*arrays)
+    np.testing.assert_allclose(arrays[-1], want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("arch", ["sm_60", "sm_80", "sm_90"])
 def test_the_chapter_assembles_and_its_cuda_c_compiles(built, arch):
     name, sch, _ = built

@@ -156,3 +156,21 @@ ptxas info    : Used 10 registers, used 0 barriers
     assert (second.name, second.registers, second.shared_bytes, second.constant_bytes) == \
         ("second", 10, 0, 0)
     assert parse_ptxas_info("") == ()
+
+
+def test_started_assembly_gives_what_assemble_ptx_gives():
+    """start_assembly runs ptxas in the background (build_gpu's way): the same report, the
+    same refusals, and the same timeout."""
+    ptx = vector_add_ptx("sm_80")
+    pending = toolchain.start_assembly(ptx, arch="sm_80")
+    report = pending.result()
+    assert pending.done() and pending.result() is report
+    direct = assemble_ptx(ptx, arch="sm_80")
+    assert report.kernels == direct.kernels and report.cubin[:4] == b"\x7fELF"
+    bad = ptx.replace("add.f32 %f3, %f1, %f2;", "add.f32 %f3, %f1, %f9;")
+    with pytest.raises(ToolchainError, match="kernel.ptx, line 31; error"):
+        toolchain.start_assembly(bad, arch="sm_80").result()
+    with pytest.raises(ToolchainError, match="did not finish within"):
+        toolchain.start_assembly(ptx, arch="sm_80", timeout=1e-6).result()
+    with pytest.raises(ToolchainError, match="unsupported arch"):
+        toolchain.start_assembly(ptx, arch="sm_10")

@@ -435,7 +435,6 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
     spills, occupancy), ``race_checked``; a program with no bound loop is ``not_gpu`` (the
     sentence), settled, with no time."""
     from engine.gpu.build import build_gpu
-    from engine.gpu.emulator import RaceError
     from engine.gpu.target import Target
     h = program_hash or structural_hash(mod)
     fname = func_name or mod.names()[0]
@@ -462,9 +461,28 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
     except Exception as e:  # noqa: BLE001 - a refusal at build is shown on the step
         return empty_step(h, stage="compile", error=f"refused at build: {e}", **gpu_fields)
     out = empty_step(h, stage="check", compile_ms=compile_ms, **gpu_fields)
-    out["resources"] = _gpu_resources(rt)
-    if rt.assembly_error:
-        out["assembly_error"] = rt.assembly_error
+    try:
+        return _check_and_model_gpu(rt, out, mod, fname, workload, params, baseline)
+    finally:
+        # ptxas's figures (build_gpu ran it in the background, beside the emulator)
+        try:
+            out["resources"] = _gpu_resources(rt)
+            if rt.assembly_error:
+                out["assembly_error"] = rt.assembly_error
+        except Exception as e:  # noqa: BLE001
+            out["assembly_error"] = f"reading ptxas's report failed: {e}"
+
+
+#: the emulator compiles a race-checked program of at most this many FLOPs at LLVM's -O0
+#: (its compile was most of a small step's time: vector add 36 instead of 92 ms, GEMM n=128
+#: 75 instead of 700 ms; the run 2-4 times slower, 28 ms for that GEMM), larger ones at -O3
+EMULATOR_O0_MAX_FLOPS = 2 ** 25
+
+
+def _check_and_model_gpu(rt, out: dict, mod, fname: str, workload, params, baseline) -> dict:
+    """The GPU step after its build: run (GPU or emulator, race-checked when small),
+    compare with numpy, model; fills and returns ``out``."""
+    from engine.gpu.emulator import RaceError
     on_gpu, device = rt.device_status()
     out["device"] = device
     try:
@@ -475,12 +493,13 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
         return out
     flops = workloads.info(workload).flops(**params) if workload is not None else None
     race_check = not on_gpu and (flops is None or flops <= RACE_CHECK_MAX_FLOPS)
+    opt_level = 0 if flops is not None and flops <= EMULATOR_O0_MAX_FLOPS else 3
     run_args = [a.copy() for a in inputs.args]
     if inputs.expected is not None:
         try:
             if race_check:
                 rt[fname].check_args(tuple(run_args))
-                rt.emulator(fname, check_races=True)(*run_args)
+                rt.emulator(fname, check_races=True, opt_level=opt_level)(*run_args)
             else:
                 rt[fname](*run_args)
         except RaceError as e:

@@ -95,11 +95,34 @@ class GpuRuntimeModule:
         self.gpu_module = gpu_module
         self.ptx = ptx
         self.cuda_source = cuda_source
-        self.assembly = assembly
-        self.assembly_error = assembly_error
+        # ptxas's report, or a PendingAssembly still running (build_gpu starts it in the
+        # background: the emulator compiles and runs meanwhile); read through ``assembly``
+        self._assembly = assembly
+        self._assembly_error = assembly_error
         self.imported_modules = [DeviceSourceModule(self)]
         self._emulators: dict = {}
         self._device_modules: dict = {}
+
+    def _settle_assembly(self) -> None:
+        from .toolchain import PendingAssembly, ToolchainError
+        if isinstance(self._assembly, PendingAssembly):
+            pending, self._assembly = self._assembly, None
+            try:
+                self._assembly = pending.result()
+            except ToolchainError as e:
+                self._assembly_error = str(e)
+
+    @property
+    def assembly(self) -> Any:
+        """ptxas's :class:`~.toolchain.AssemblyReport` (waits for ptxas when it still runs),
+        or None when ptxas did not run (``assembly_error`` says why)."""
+        self._settle_assembly()
+        return self._assembly
+
+    @property
+    def assembly_error(self) -> str:
+        self._settle_assembly()
+        return self._assembly_error
 
     # ---------------------------------------------------------------- contents
     @property
@@ -155,12 +178,15 @@ class GpuRuntimeModule:
         from .driver import cuda_available
         return cuda_available()
 
-    def emulator(self, func_name: str = "main", check_races: bool = False):
+    def emulator(self, func_name: str = "main", check_races: bool = False,
+                 opt_level: int = 3):
+        """The :class:`~.emulator.Emulator` of ``func_name`` (compiled once per build, race
+        check and LLVM optimisation level)."""
         from .emulator import Emulator
-        key = (func_name, check_races)
+        key = (func_name, check_races, opt_level)
         if key not in self._emulators:
             self._emulators[key] = Emulator(self.gpu_module[func_name],
-                                            check_races=check_races)
+                                            check_races=check_races, opt_level=opt_level)
         return self._emulators[key]
 
     def __getitem__(self, name: str) -> "GpuFunctionRunner":
@@ -315,21 +341,24 @@ def _size(buf: Buffer) -> int:
 
 def build_gpu(mod: Any, target: Any = "cuda") -> GpuRuntimeModule:
     """Build ``mod`` (IRModule or PrimFunc) for a CUDA ``target``; see the module
-    docstring. ptxas's absence is not an error here (the module records the sentence in
+    docstring. ptxas runs in the background (``rt.assembly`` waits for it). Its absence is
+    not an error here (the module records the sentence in
     ``assembly_error``); a program the GPU lowering or LLVM refuses raises BuildError."""
     from .cuda_source import module_to_cuda
     from .lower import lower_gpu
     from .nvptx import compile_ptx
-    from .toolchain import ToolchainError, assemble_ptx
+    from .toolchain import ToolchainError, start_assembly
     target = as_gpu_target(target)
     gmod = lower_gpu(mod, target)
     kernels = [k for f in gmod.functions for k in f.kernels]
     ptx = compile_ptx(kernels, arch=target.arch) if kernels else ""
-    cuda = module_to_cuda(gmod)
     assembly, error = None, ""
     if kernels:
+        # ptxas runs in the background while the caller goes on (the CUDA C, the emulator's
+        # compile and run); whatever reads its figures waits for it
         try:
-            assembly = assemble_ptx(ptx, arch=target.arch)
+            assembly = start_assembly(ptx, arch=target.arch)
         except ToolchainError as e:
             error = str(e)
+    cuda = module_to_cuda(gmod)
     return GpuRuntimeModule(target, gmod, ptx, cuda, assembly, error)

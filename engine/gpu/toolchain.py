@@ -1,6 +1,9 @@
 """NVIDIA's compilers from the CUDA 12 Python wheels: ptxas (PTX -> cubin) and NVRTC
 (CUDA C++ -> PTX). No GPU is needed for either.
 
+* :func:`start_assembly` — the same, started in the background: a :class:`PendingAssembly`
+  whose ``result()`` waits for it (a build need not wait for ptxas before it runs the
+  kernels);
 * :func:`assemble_ptx` — ``ptxas -v`` on a PTX text for one arch: an :class:`AssemblyReport`
   (the cubin's bytes, and per kernel the registers, shared memory, stack and spills that
   ptxas reports).
@@ -27,7 +30,9 @@ import os
 import re
 import subprocess
 import sys
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 
 from .specs import SUPPORTED_ARCHS
@@ -217,6 +222,89 @@ def assemble_ptx(ptx_text: str, arch: str = "sm_80", *, timeout: float = DEFAULT
         with open(out, "rb") as f:
             cubin = f.read()
     return AssemblyReport(arch=arch, cubin=cubin, kernels=parse_ptxas_info(log), log=log)
+
+
+class PendingAssembly:
+    """``ptxas -v`` running in the background (:func:`start_assembly`): a child process,
+    started and left to run while the caller goes on (no thread of ours waits for it);
+    ``result()`` waits for it and returns its :class:`AssemblyReport` or raises its
+    :class:`ToolchainError`. ptxas's report is far below a pipe's buffer, so it never waits
+    for us to read it."""
+
+    def __init__(self, ptx_text: str, arch: str, timeout: float, options: tuple[str, ...]):
+        self.arch = arch
+        self._deadline = time.monotonic() + timeout
+        self._timeout = timeout
+        self._outcome: AssemblyReport | ToolchainError | None = None
+        self._proc: subprocess.Popen | None = None
+        self._tmp = tempfile.mkdtemp(prefix="engine-ptxas-")
+        try:
+            exe = ptxas_path()
+            with open(os.path.join(self._tmp, "kernel.ptx"), "w", encoding="utf-8") as f:
+                f.write(ptx_text)
+            argv = [exe, f"-arch={arch}", "-v", *options, "-o", "kernel.cubin", "kernel.ptx"]
+            try:
+                self._proc = subprocess.Popen(argv, cwd=self._tmp, stdin=subprocess.DEVNULL,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True)
+            except OSError as e:
+                raise ToolchainError(f"ptxas could not be started: {e}") from None
+        except ToolchainError as e:
+            self._finish(e)
+
+    def _finish(self, outcome) -> None:
+        self._outcome = outcome
+        self._proc = None
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def done(self) -> bool:
+        return self._outcome is not None or (self._proc is not None
+                                             and self._proc.poll() is not None)
+
+    def result(self) -> AssemblyReport:
+        if self._outcome is None:
+            proc = self._proc
+            assert proc is not None
+            try:
+                out, err = proc.communicate(timeout=max(0.0, self._deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                self._finish(ToolchainError(f"ptxas did not finish within {self._timeout:g} s"))
+            else:
+                log = (out + err).strip()
+                if proc.returncode != 0:
+                    self._finish(ToolchainError(f"ptxas refused the PTX for {self.arch}:\n{log}"))
+                else:
+                    with open(os.path.join(self._tmp, "kernel.cubin"), "rb") as f:
+                        cubin = f.read()
+                    self._finish(AssemblyReport(arch=self.arch, cubin=cubin,
+                                                kernels=parse_ptxas_info(log), log=log))
+        if isinstance(self._outcome, ToolchainError):
+            raise self._outcome
+        assert self._outcome is not None
+        return self._outcome
+
+    def __del__(self) -> None:   # never asked for: end ptxas and remove its folder
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        if proc is not None:
+            try:
+                proc.communicate(timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
+        if getattr(self, "_tmp", None):
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def start_assembly(ptx_text: str, arch: str = "sm_80", *, timeout: float = DEFAULT_TIMEOUT_S,
+                   options: tuple[str, ...] = ()) -> PendingAssembly:
+    """:func:`assemble_ptx` started in the background (ptxas is a process of its own, so it
+    runs beside the caller's work); ``.result()`` is what :func:`assemble_ptx` returns or
+    raises. An unsupported arch is refused at once."""
+    check_arch(arch)
+    return PendingAssembly(ptx_text, arch, timeout, options)
 
 
 def compile_cuda(source: str, arch: str = "sm_80", name: str = "kernel.cu", *,
