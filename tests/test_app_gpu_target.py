@@ -276,3 +276,51 @@ def test_gpu_preset_page_offers_bind(client):
     q = state_of(url)
     m = text(client.get("/explore/window_sum/measure", query_string=q))
     assert "✓ matches numpy" in m and "modeled for H100 SXM" in m
+
+
+def test_the_tvm_export_of_the_shared_gemm_is_tvm_python_for_cuda(client, monkeypatch):
+    """The TVM export of the course's shared-memory GEMM (gpu_chapter's trace, on the H100
+    SXM target): Python that parses, defines ``apply_trace``, and run with the engine's
+    ``tvm`` namespace on the original program rebuilds the explorer's program; its build
+    (a snippet in comments, as every export's) compiles for target="cuda" — and that
+    build, run here in the emulator, matches numpy."""
+    import ast
+    import sys
+
+    import numpy as np
+
+    import engine
+    from engine import tvm as etvm
+    from engine.presets import gpu_chapter
+
+    params = {"m": 128, "n": 128, "k": 128}
+    base = workloads.get("matmul", **params)
+    sch = Schedule(base)
+    gpu_chapter.apply_gemm_shared(sch, 8, 8, 8, 8, 8, func_name="matmul")
+    q = dict(GPU, **{k: str(v) for k, v in params.items()}, t=sch.trace.encode())
+    r = client.get("/explore/matmul/export/tvm", query_string=q)
+    assert r.status_code == 200, text(r)
+    body = text(r)
+    tree = ast.parse(body)
+    assert [f.name for f in tree.body if isinstance(f, ast.FunctionDef)] == ["apply_trace"]
+    comments = [ln for ln in body.splitlines() if ln.startswith("#")]
+    assert comments[0].startswith("# target: cuda -model=h100-sxm")
+    build = [ln for ln in comments if "tvm.compile(" in ln]
+    assert build == ['#     rt = tvm.compile(sch.mod, target="cuda")'], comments
+    assert "#     apply_trace(sch)" in comments
+    # run as TVM Python against the engine's tvm namespace, on the original program
+    monkeypatch.setitem(sys.modules, "tvm", etvm)
+    monkeypatch.setitem(sys.modules, "tvm.s_tir", etvm.s_tir)
+    ns: dict = {}
+    exec(compile(tree, "matmul-tvm.py", "exec"), ns)     # the explorer's own export
+    tsch = etvm.s_tir.Schedule(workloads.get("matmul", **params))
+    ns["apply_trace"](tsch)
+    assert engine.structural_equal(tsch.mod["matmul"], sch.mod["matmul"])
+    # the snippet's build line, as written (after "#     ")
+    local = {"tvm": etvm, "sch": tsch}
+    exec(build[0][len("#     "):], local)
+    rt = local["rt"]
+    a, b = (np.random.default_rng(i).random((128, 128), np.float32) for i in (1, 2))
+    c = np.zeros((128, 128), np.float32)
+    rt["matmul"](a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)

@@ -367,12 +367,19 @@ def document_of(trace, s: Session) -> dict:
 def _gpu_header(fmt: str, s: Session) -> str:
     """The exported Python of a GPU session starts by naming its target, and how to build
     the scheduled program for it (the exports themselves build nothing)."""
-    build = {"python": f'rt = engine.build(sch.mod, target="{s.gpu}")',
-             "tvm": f'rt = tvm.compile(sch.mod, target="cuda")  # the explorer: "{s.gpu}"',
-             "course": f'rt = tvm.build(sch.mod, target="cuda")  # the explorer: "{s.gpu}"'
-             }.get(fmt, "")
-    return (f"# target: {s.gpu} — the explorer built every step for the {s.target.label} "
-            f"GPU\n# build: {build}\n")
+    head = (f"# target: {s.gpu} — the explorer built every step for the {s.target.label} "
+            "GPU\n")
+    if fmt not in ("tvm", "course"):
+        return head + f'# build: rt = engine.build(sch.mod, target="{s.gpu}")\n'
+    # TVM's own build for CUDA, as a snippet in comments: the export defines apply_trace
+    # only, like the CPU's, and the explorer's named GPU is not one of TVM's targets
+    schedule, build = (("tvm.s_tir.Schedule", "tvm.compile") if fmt == "tvm"
+                       else ("tvm.tir.Schedule", "tvm.build"))
+    return head + (f'# build, with TVM built for CUDA (the explorer\'s target: "{s.gpu}"):\n'
+                   f"#     sch = {schedule}(mod)  # mod: the program the explorer opened "
+                   f"({s.func_name})\n"
+                   "#     apply_trace(sch)\n"
+                   f'#     rt = {build}(sch.mod, target="cuda")\n')
 
 
 def _export_text(trace, fmt: str, s: Session) -> str:

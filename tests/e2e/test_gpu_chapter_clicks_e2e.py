@@ -11,9 +11,15 @@ Python: the last program, read back from the page, is structurally equal to it).
 
 After the last step: the loop diagram shows the kernel's grid and block, the memory pane
 the modeled accesses and traffic, the code pane CUDA C, and the step's modeled time is
-checked against numpy (in the emulator, race-checked). Screenshots of each program's last
+checked against numpy (in the emulator, race-checked); the shared GEMM's trace, exported
+as TVM Python, parses, says how to build it for target="cuda", and run with the engine's
+``tvm`` namespace rebuilds the same program. Screenshots of each program's last
 step: test-artifacts/screenshots/gpu-chapter-*.png."""
 from __future__ import annotations
+
+import ast
+import contextlib
+import sys
 
 import pytest
 
@@ -21,6 +27,7 @@ from test_explorer_e2e import program_text, select, wait_address, wait_steps
 from test_gpu_panes_e2e import top, wait_memory
 
 import engine
+from engine import tvm as etvm
 from engine import workloads
 from engine.presets import gpu_chapter
 from engine.schedule import Schedule
@@ -112,6 +119,21 @@ PROGRAMS = {
                                                                  func_name=f),
                     "2,2,1", "64,1,1", ("A", "A_shared", "B_shared")),
 }
+
+
+@contextlib.contextmanager
+def tvm_is_the_engines():
+    """``import tvm`` gives the engine's TVM namespace (engine/tvm) for a while."""
+    saved = {k: sys.modules.get(k) for k in ("tvm", "tvm.s_tir")}
+    sys.modules["tvm"], sys.modules["tvm.s_tir"] = etvm, etvm.s_tir
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
 
 
 def page_program(page) -> str:
@@ -222,6 +244,19 @@ def test_the_chapter_through_the_toolbar(page, server, shot, name):
     assert "__global__" in cuda and "threadIdx.x" in cuda
     if "shared" in name or name == "window-sum":
         assert "__shared__" in cuda and "__syncthreads()" in cuda
+    if name == "gemm-shared":   # the learner's trace exported as TVM Python for CUDA
+        query = page.url.split("?", 1)[1]
+        body = page.request.get(f"{server}/explore/{workload}/export/tvm?{query}").text()
+        assert '#     rt = tvm.compile(sch.mod, target="cuda")' in body
+        tree = ast.parse(body)
+        assert [f.name for f in tree.body if isinstance(f, ast.FunctionDef)] == ["apply_trace"]
+        ns: dict = {}
+        with tvm_is_the_engines():
+            exec(body, ns)                       # the explorer's own export
+            tsch = etvm.s_tir.Schedule(workloads.get(workload, **params))
+            ns["apply_trace"](tsch)
+        assert engine.structural_equal(tsch.mod[func],
+                                       chapter_program(workload, params, apply_chapter))
     top(page, "#measure-now")
     # the kernel itself (after TVM's header) in view
     page.eval_on_selector("#code-ll pre", """e => {
