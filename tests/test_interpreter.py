@@ -55,6 +55,7 @@ SMALL = {
         "batch": st.integers(1, 2), "channels": st.integers(1, 4), "size": st.integers(3, 8),
         "kernel": st.integers(1, 3), "pad": st.integers(0, 2), "stride": st.integers(1, 3)}),
     "window_sum": st.fixed_dictionaries({"n": st.integers(1, 40)}),
+    "vector_add": st.fixed_dictionaries({"n": st.integers(1, 40)}),
     "softmax": st.fixed_dictionaries({"m": st.integers(1, 6), "n": st.integers(1, 13)}),
     "layernorm": st.fixed_dictionaries({"m": st.integers(1, 6), "n": st.integers(1, 13)}),
     "transpose": st.fixed_dictionaries({"m": st.integers(1, 9), "n": st.integers(1, 9)}),
