@@ -26,44 +26,8 @@ from engine.gpu.lower import lower_gpu  # noqa: E402
 from engine.presets import gpu_chapter as G  # noqa: E402
 
 
-def gemm_shared_by_name(n: int):
-    """The course's ``blocking_with_shared(sch, 8, 8, 8, 8, 8)`` with the cached buffers
-    named (``cache_read(C, "A", "shared")``) rather than numbered."""
-    from engine.schedule import Schedule
-    sch = Schedule(G.matmul_program(n))
-    block_c = sch.get_block("C")
-    c_local = sch.cache_write(block_c, 0, "local")
-    i, j, k = sch.get_loops(block=block_c)
-    i0, i1, i2 = sch.split(loop=i, factors=[None, 8, 8])
-    j0, j1, j2 = sch.split(loop=j, factors=[None, 8, 8])
-    k0, k1 = sch.split(loop=k, factors=[None, 8])
-    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
-    sch.reverse_compute_at(c_local, j1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    tx = sch.fuse(i1, j1)
-    sch.bind(tx, "threadIdx.x")
-    for name in ("A", "B"):
-        rc = sch.cache_read(block_c, name, "shared")
-        sch.compute_at(rc, k0)
-        inner = sch.fuse(*sch.get_loops(block=rc)[-2:])
-        _, t, vec = sch.split(loop=inner, factors=[None, 64, 4])
-        sch.vectorize(vec)
-        sch.bind(t, "threadIdx.x")
-    sch.decompose_reduction(block_c, k0)
-    return sch
-
-
 def schedule(name: str, n: int):
-    builder, _ = G.PROGRAMS[name]
-    if name != "gemm_shared":
-        return builder(n)
-    try:
-        return builder(n)
-    except Exception as exc:  # noqa: BLE001 - the preset's numbering may be refused
-        print(f"  (gemm_shared preset refused: {str(exc).splitlines()[0][:120]}; "
-              "scheduling it with the buffers named)")
-        return gemm_shared_by_name(n)
+    return G.PROGRAMS[name][0](n)
 
 
 def arrays(name: str, n: int, rng):

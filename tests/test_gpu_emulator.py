@@ -286,7 +286,7 @@ def test_global_write_from_two_blocks_is_a_race():
 # the course's GPU chapter programs, scheduled as the course does, lowered by lower_gpu
 
 def _lowered(name, n):
-    lower_gpu = pytest.importorskip("engine.gpu.lower").lower_gpu
+    from engine.gpu.lower import lower_gpu
     from engine.presets import gpu_chapter as G
     if name == "gemm_shared":
         sch = _gemm_shared(n)
@@ -296,36 +296,9 @@ def _lowered(name, n):
 
 
 def _gemm_shared(n):
-    """The course's ``blocking_with_shared(sch, 8, 8, 8, 8, 8)``; the cached buffers named
-    (the preset numbers them as TVM's reads list does, which may be refused here)."""
+    """The course's ``blocking_with_shared(sch, 8, 8, 8, 8, 8)``."""
     from engine.presets import gpu_chapter as G
-    from engine.schedule import Schedule
-    from engine.schedule.error import ScheduleError
-    try:
-        return G.gemm_shared(n)
-    except ScheduleError:
-        pass
-    sch = Schedule(G.matmul_program(n))
-    block_c = sch.get_block("C")
-    c_local = sch.cache_write(block_c, 0, "local")
-    i, j, k = sch.get_loops(block=block_c)
-    i0, i1, i2 = sch.split(loop=i, factors=[None, 8, 8])
-    j0, j1, j2 = sch.split(loop=j, factors=[None, 8, 8])
-    k0, k1 = sch.split(loop=k, factors=[None, 8])
-    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
-    sch.reverse_compute_at(c_local, j1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(sch.fuse(i1, j1), "threadIdx.x")
-    for name in ("A", "B"):
-        rc = sch.cache_read(block_c, name, "shared")
-        sch.compute_at(rc, k0)
-        inner = sch.fuse(*sch.get_loops(block=rc)[-2:])
-        _, t, vec = sch.split(loop=inner, factors=[None, 64, 4])
-        sch.vectorize(vec)
-        sch.bind(t, "threadIdx.x")
-    sch.decompose_reduction(block_c, k0)
-    return sch
+    return G.gemm_shared(n)
 
 
 @pytest.mark.parametrize("check", [False, True])
@@ -411,7 +384,7 @@ def test_barrier_under_uniform_if_and_block_dependent_loop():
 def test_lowered_fetch_with_thread_y_unbound_writes_redundantly_not_a_race():
     # GEMM local blocking with A read into shared memory at k_0 by a fetch bound to
     # threadIdx.x only: every threadIdx.y writes the same values (TVM emits that)
-    lower_gpu = pytest.importorskip("engine.gpu.lower").lower_gpu
+    from engine.gpu.lower import lower_gpu
     from engine.presets import gpu_chapter as G
     from engine.schedule import Schedule
     n = 64

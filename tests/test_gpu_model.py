@@ -350,15 +350,7 @@ def test_hand_built_gemm_steps_rank_naive_local_shared(spec):
     assert shared.dram_bytes < local.l2_bytes
 
 
-# --------------------------------------------------------- end to end, when lower lands
-def _lower_gpu():
-    try:
-        from engine.gpu.lower import lower_gpu
-    except ImportError:
-        return None
-    return lower_gpu
-
-
+# ----------------------------------------------------- end to end, through lower_gpu
 def naive_gemm_schedule(n: int):
     from engine.presets.gpu_chapter import matmul_program
     from engine.schedule import Schedule
@@ -370,9 +362,7 @@ def naive_gemm_schedule(n: int):
 
 
 def _model_schedule(build, n, spec):
-    lower_gpu = _lower_gpu()
-    if lower_gpu is None:
-        pytest.skip("engine.gpu.lower has not landed")
+    from engine.gpu.lower import lower_gpu
     return model_function(lower_gpu(build(n).mod, "cuda").functions[0], spec)
 
 
@@ -392,12 +382,7 @@ def test_chapter_local_blocking_beats_naive(spec):
 @pytest.mark.parametrize("spec", [H100, P100], ids=lambda s: s.name)
 def test_chapter_shared_blocking_beats_local(spec):
     from engine.presets.gpu_chapter import gemm_local, gemm_shared
-    from engine.schedule.error import ScheduleError
     n = 1024
-    try:
-        gemm_shared(n)
-    except ScheduleError as exc:   # the compute_at change it needs is landing separately
-        pytest.skip(f"the chapter's shared blocking schedule cannot be built yet: {exc}")
     local = _model_schedule(gemm_local, n, spec)
     shared = _model_schedule(gemm_shared, n, spec)
     assert shared.flops == 2 * n ** 3
