@@ -257,13 +257,8 @@ def test_llvm_module_holds_every_kernel():
 # ---------------------------------------------------------------------------------------
 # the course's programs through the GPU lowering
 
-try:
-    from engine.gpu.lower import lower_gpu
-    from engine.presets import gpu_chapter
-except ImportError:  # the lowering not there yet
-    lower_gpu = None
-
-lowering = pytest.mark.skipif(lower_gpu is None, reason="engine.gpu.lower is not there")
+from engine.gpu.lower import lower_gpu  # noqa: E402
+from engine.presets import gpu_chapter  # noqa: E402
 
 
 def _lowered(program: str, **kw):
@@ -271,7 +266,6 @@ def _lowered(program: str, **kw):
     return lower_gpu(sch.mod, "cuda -arch=sm_80")
 
 
-@lowering
 @pytest.mark.parametrize("program,kw", [("vector_add", {}), ("window_sum", {}),
                                         ("gemm_local", {"n": 128})])
 def test_course_programs_compile_both_ways(program, kw):
@@ -288,7 +282,6 @@ def test_course_programs_compile_both_ways(program, kw):
             _check_report(report, k)
 
 
-@lowering
 def test_course_vector_add_is_the_split_and_bound_kernel():
     gm = _lowered("vector_add")
     (k,) = gm["main"].kernels
@@ -298,7 +291,6 @@ def test_course_vector_add_is_the_split_and_bound_kernel():
     assert "blockIdx.x" in src and "threadIdx.x" in src
 
 
-@lowering
 def test_course_window_sum_fetches_into_shared_memory():
     gm = _lowered("window_sum")
     (k,) = gm["main"].kernels
