@@ -1,5 +1,5 @@
 """The CUDA driver API, thinly: devices, the primary context, PTX modules, kernel launches,
-device memory and event timing, over ``cuda.bindings.driver`` (PyPI's ``cuda-bindings``).
+device memory and event timing, over ``cuda.bindings.driver`` (the ``cuda-bindings`` wheel).
 
 Every function here names the driver API functions it calls. Each call is checked: a
 ``CUresult`` other than ``CUDA_SUCCESS`` becomes a :class:`CudaError` carrying the call, the
