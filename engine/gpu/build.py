@@ -19,6 +19,8 @@ as in TVM, where the device code is a module imported by the host module.
 from __future__ import annotations
 
 import statistics
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -339,16 +341,42 @@ def _size(buf: Buffer) -> int:
     return int(np.prod(buf.const_shape()))
 
 
+#: the last GPU builds, by (structural hash of the program, target): a worker asked for a
+#: step's measurement and then for its code (or the same program again) builds it once, and
+#: the emulator compiled for it is kept with it. Programs are immutable, so a build is too.
+BUILD_CACHE_SIZE = 16
+_builds: "OrderedDict[tuple, GpuRuntimeModule]" = OrderedDict()
+_builds_lock = threading.Lock()
+
+
 def build_gpu(mod: Any, target: Any = "cuda") -> GpuRuntimeModule:
     """Build ``mod`` (IRModule or PrimFunc) for a CUDA ``target``; see the module
     docstring. ptxas runs in the background (``rt.assembly`` waits for it). Its absence is
     not an error here (the module records the sentence in
-    ``assembly_error``); a program the GPU lowering or LLVM refuses raises BuildError."""
+    ``assembly_error``); a program the GPU lowering or LLVM refuses raises BuildError.
+    The same program built again for the same target is the same module (the last
+    :data:`BUILD_CACHE_SIZE` builds are kept)."""
+    from engine.ir.structural import structural_hash
+    target = as_gpu_target(target)
+    key = (structural_hash(mod), str(target))
+    with _builds_lock:
+        hit = _builds.get(key)
+        if hit is not None:
+            _builds.move_to_end(key)
+            return hit
+    rt = _build(mod, target)
+    with _builds_lock:
+        _builds[key] = rt
+        while len(_builds) > BUILD_CACHE_SIZE:
+            _builds.popitem(last=False)
+    return rt
+
+
+def _build(mod: Any, target: Target) -> GpuRuntimeModule:
     from .cuda_source import module_to_cuda
     from .lower import lower_gpu
     from .nvptx import compile_ptx
     from .toolchain import ToolchainError, start_assembly
-    target = as_gpu_target(target)
     gmod = lower_gpu(mod, target)
     kernels = [k for f in gmod.functions for k in f.kernels]
     ptx = compile_ptx(kernels, arch=target.arch) if kernels else ""

@@ -152,8 +152,6 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     funcs = _functions_of(mod)
-    for name, f in funcs:
-        _refuse_thread_bindings(name, f)
     extra = opts["extra_modules"] or []
     if not isinstance(extra, (list, tuple)):
         extra = [extra]
@@ -174,6 +172,8 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
                 _stats["hits"] += 1
                 return hit
             _stats["misses"] += 1
+    for name, f in funcs:      # a cached build passed this check when it was made
+        _refuse_thread_bindings(name, f)
     out = _compile(funcs, opts, extra_texts)
     if key is not None:
         with _cache_lock:
