@@ -18,7 +18,7 @@ from flask import current_app, has_request_context, request
 
 from ..kept import Kept, MiB
 from ..limits import LimitError, MeasurePlan
-from ..service.protocol import PoolClosed, PoolUnavailable, QueueFull
+from ..service.protocol import JobResult, PoolClosed, PoolUnavailable, QueueFull, step_dict
 from .services import limits, measurer
 from .session import Session
 
@@ -223,3 +223,41 @@ def may_measure_ahead() -> bool:
         return pool.queue.waiting() == 0 and pool.queue.running() < len(pool.worker_pids())
     except (PoolClosed, PoolUnavailable, AttributeError):
         return False
+
+
+def step_results(session: Session, budget: float, stored_only: bool = False):
+    """The step jobs the measurement and memory panes share, for every step of the session:
+    ``(by_step, unavailable, queued, busy)`` — each step's result dict (with its ``step``),
+    the sentence when the workers are unavailable, the steps still queued and the busy
+    note. ``stored_only``: stored results alone (nothing submitted), None when a step has
+    none yet."""
+    m = measurer()
+    wl = session.workload_arg()
+    name, params = wl if wl else (None, {})
+    baseline = session.mod0 if wl is None else None
+    fname, gpu = session.func_name, session.gpu
+
+    def lookup(mod):
+        return m.cached(mod, name, params, fname, target=gpu)
+
+    if stored_only:
+        found = stored(session, lookup)
+        if found is None:
+            return None
+        queued, busy = {}, None
+    else:
+        found, queued, busy = collect(
+            session, lookup,
+            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline,
+                                 target=gpu),
+            m.result_of, budget)
+    by_step: dict[int, dict] = {}
+    unavailable = None
+    for k, res in found.items():
+        if isinstance(res, Exception):       # the workers could not be started
+            res = step_dict(JobResult("unavailable", str(res)), "")
+        if res.get("stage") == "unavailable":
+            unavailable = res.get("error")
+            continue
+        by_step[k] = dict(res, step=k)
+    return by_step, unavailable, queued, busy

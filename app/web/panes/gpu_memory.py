@@ -19,9 +19,7 @@ from typing import Any
 
 from engine.gpu.specs import get_spec
 
-from ...service.protocol import JobResult, step_dict
 from .. import measuring, plots
-from ..services import measurer
 from ..session import Session
 from ..targets import GPU_LABELS
 
@@ -229,34 +227,10 @@ def context(session: Session, budget_s: float | None = None,
     (stored results first, else the running or new job of each step); ``stored_only``:
     None when a step has no stored result yet."""
     budget = measuring.STEP_BUDGET_S if budget_s is None else budget_s
-    m = measurer()
-    wl = session.workload_arg()
-    name, params = wl if wl else (None, {})
-    baseline = session.mod0 if wl is None else None
-    fname = session.func_name
-    gpu = session.gpu
-    if stored_only:
-        found = measuring.stored(session, lambda mod: m.cached(mod, name, params, fname,
-                                                               target=gpu))
-        if found is None:
-            return None
-        queued, busy = {}, None
-    else:
-        found, queued, busy = measuring.collect(
-            session,
-            lambda mod: m.cached(mod, name, params, fname, target=gpu),
-            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline,
-                                 target=gpu),
-            m.result_of, budget)
-    by_step: dict[int, dict] = {}
-    unavailable = None
-    for k, res in found.items():
-        if isinstance(res, Exception):
-            res = step_dict(JobResult("unavailable", str(res)), "")
-        if res.get("stage") == "unavailable":
-            unavailable = res.get("error")
-            continue
-        by_step[k] = res
+    got = measuring.step_results(session, budget, stored_only)
+    if got is None:
+        return None
+    by_step, unavailable, queued, busy = got
     ctx = memory_context(session.at, by_step, session.target.gpu)
     ctx.update(unavailable=unavailable, pending=sorted(queued), busy=busy,
                queued={k: measuring.queued_text(p) for k, p in queued.items()},

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.roofline import point
 
-from ...service.protocol import JobResult, PoolClosed, PoolUnavailable, QueueFull, step_dict
+from ...service.protocol import PoolClosed, PoolUnavailable, QueueFull
 from .. import measuring, plots
 from ..services import measurer
 from ..session import Session
@@ -29,33 +29,12 @@ def context(session: Session, budget_s: float | None = None,
         return {"rows": [], "fig": None, "unavailable": None, "current": None,
                 "speedup": None, "pending": [], "simulate_only": plan.reason}
     m = measurer()
-    wl = session.workload_arg()
-    name, params = wl if wl else (None, {})
-    baseline = session.mod0 if wl is None else None
-    fname = session.func_name
     gpu = session.gpu
-    if stored_only:
-        found = measuring.stored(session, lambda mod: m.cached(mod, name, params, fname,
-                                                               target=gpu))
-        if found is None or (wl is not None and gpu is None and m.cached_roofline() is None):
-            return None
-        queued, busy = {}, None
-    else:
-        found, queued, busy = measuring.collect(
-            session,
-            lambda mod: m.cached(mod, name, params, fname, target=gpu),
-            lambda mod: m.submit(mod, name, params, func_name=fname, baseline=baseline,
-                                 target=gpu),
-            m.result_of, budget)
-    by_step: dict[int, dict] = {}
-    unavailable = None
-    for k, res in found.items():
-        if isinstance(res, Exception):       # the workers could not be started
-            res = step_dict(JobResult("unavailable", str(res)), "")
-        if res.get("stage") == "unavailable":
-            unavailable = res.get("error")
-            continue
-        by_step[k] = dict(res, step=k)
+    got = measuring.step_results(session, budget, stored_only)
+    if got is None or (stored_only and session.workload_arg() is not None and gpu is None
+                       and m.cached_roofline() is None):
+        return None
+    by_step, unavailable, queued, busy = got
     ctx = _rows_context(session, by_step, list(queued), unavailable)
     ctx.update(queued={k: measuring.queued_text(p) for k, p in queued.items()}, busy=busy,
                poll_delay=measuring.POOL_POLL, large_note=plan.note if plan is not None else None)
