@@ -47,7 +47,7 @@ GRAPH_CHECKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 def _err(source: str, where: str, msg: str) -> ValueError:
-    from . import LessonError
+    from .lesson import LessonError
     return LessonError(msg, source, where)
 
 
@@ -202,7 +202,7 @@ def _checks(raw: Any, where: str, source: str) -> tuple:
 
 # ---------------------------------------------------------------------------- loading
 def parse(data: Any, source: str = "<data>") -> GraphLesson:
-    from . import Question, _text
+    from .lesson import Question, _text
 
     if not isinstance(data, dict):
         raise _err(source, "", "the file must hold one JSON object")
