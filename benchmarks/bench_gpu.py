@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import engine  # noqa: E402
 from engine.gpu.driver import cuda_available  # noqa: E402
-from engine.gpu_check import _inputs  # noqa: E402
+from engine.gpu_check import chapter_inputs  # noqa: E402
 from engine.presets import gpu_chapter as G  # noqa: E402
 from engine.schedule import Schedule  # noqa: E402
 
@@ -78,7 +78,7 @@ def one(name: str, n: int, gpu: str, on_device: bool) -> tuple[bool, str]:
     make, flops = PROGRAMS[name]
     sch = make(n)
     rt = engine.build(sch.mod, target=f"cuda -model={gpu}")
-    arrays, reference = _inputs("gemm" if name.startswith("gemm") else name, n,
+    arrays, reference = chapter_inputs("gemm" if name.startswith("gemm") else name, n,
                                 np.random.default_rng(0))
     rt["main"](*arrays)
     want = reference()

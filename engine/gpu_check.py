@@ -32,7 +32,7 @@ class CheckResult:
         return self.flops / seconds / 1e9 if seconds else None
 
 
-def _inputs(program: str, n: int, rng: np.random.Generator) -> tuple[list, Callable]:
+def chapter_inputs(program: str, n: int, rng: np.random.Generator) -> tuple[list, Callable]:
     f32 = np.float32
     if program == "vector_add":
         a, b = rng.random(n, f32), rng.random(n, f32)
@@ -52,7 +52,7 @@ def check_program(program: str, n: int, target: Any, seed: int = 0) -> CheckResu
     make, flops = PROGRAMS[program]
     sch = make(n)
     rt = build_gpu(sch.mod, target)
-    arrays, reference = _inputs(program, n, np.random.default_rng(seed))
+    arrays, reference = chapter_inputs(program, n, np.random.default_rng(seed))
     rt["main"](*arrays)
     want = reference()
     err = float(np.max(np.abs(arrays[-1] - want))) if want.size else 0.0
