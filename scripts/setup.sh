@@ -29,3 +29,16 @@ if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+if [ "${1:-}" = "--browser" ] && { ! command -v qemu-aarch64 >/dev/null 2>&1 \
+        || ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+        || ! command -v ld.lld >/dev/null 2>&1 || ! command -v wasm-ld >/dev/null 2>&1 \
+        || [ ! -d /usr/aarch64-linux-gnu/lib ]; }; then
+    # the deployment tests: aarch64 libraries cross-linked and run under qemu-user,
+    # wasm32 linked with wasm-ld
+    echo "setup: installing Debian's qemu-user, lld and the aarch64 cross toolchain"
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq qemu-user lld \
+        gcc-aarch64-linux-gnu libc6-dev-arm64-cross >/dev/null
+fi
