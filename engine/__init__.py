@@ -22,12 +22,12 @@ __all__ = [
     "IRModule", "PrimFunc", "structural_equal", "structural_hash", "parse", "interpret",
     "build", "Schedule", "TensorIntrin", "ScheduleError", "Trace", "TraceError", "BuildError", "ArgumentError", "ScriptError", "workloads", "te", "script",
     "cache", "presets", "arith", "lower", "codegen", "runtime", "schedule", "ir",
-    "relax", "nd", "register_func", "get_global_func", "cpu", "cuda",
+    "relax", "nd", "register_func", "get_global_func", "cpu", "cuda", "tune",
 ]
 
 _SUBMODULES = {"relax", "nd", "workloads", "te", "script", "cache", "presets", "arith", "lower", "codegen",
                "runtime", "schedule", "ir", "interpreter", "lessons", "challenges",
-               "notebook", "roofline", "topi", "models"}
+               "notebook", "roofline", "topi", "models", "tune"}
 
 _LAZY = {
     "parse": ("engine.relax", "parse"),
