@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_THREADS 256
 #define SPIN_ITERS 20000
@@ -40,7 +41,7 @@ static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int pool_size = 0;        /* threads including the launcher; 0 = not started */
-static int requested_threads = 1;
+static int requested_threads = 0; /* 0: not asked (a library exported by engine.deploy) */
 static int atfork_registered = 0;
 static int active_threads = 1;   /* tasks per launch (<= pool_size) */
 static pthread_t workers[MAX_THREADS];
@@ -129,7 +130,24 @@ static void atfork_child(void) {
     in_task = 0;
 }
 
-/* Start the pool with n threads in total (n-1 workers). Idempotent; returns pool size. */
+/* The pool size when nobody asked for one (a library exported by engine.deploy, whose first
+   parallel launch starts the pool): $ENGINE_NUM_THREADS if it is a positive number, else the
+   online processors. */
+static int default_threads(void) {
+    const char *env = getenv("ENGINE_NUM_THREADS");
+    if (env != NULL) {
+        int n = atoi(env);
+        if (n >= 1) return n;
+    }
+#ifdef _SC_NPROCESSORS_ONLN
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus >= 1) return (int)cpus;
+#endif
+    return 1;
+}
+
+/* Start the pool with n threads in total (n-1 workers; n < 1: default_threads()).
+   Idempotent; returns pool size. */
 int engine_parallel_init(int n) {
     pthread_mutex_lock(&init_lock);
     if (!atfork_registered) {
@@ -138,7 +156,7 @@ int engine_parallel_init(int n) {
     }
     if (pool_size == 0) {
         requested_threads = n;
-        if (n < 1) n = 1;
+        if (n < 1) n = default_threads();
         if (n > MAX_THREADS) n = MAX_THREADS;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
