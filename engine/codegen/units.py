@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
 
+from .machine import set_machine_target, target_machine
 from .target import init_llvm, new_target_machine, optimize, set_host_target
 
 
@@ -88,8 +89,11 @@ def _emit_object(tm, mod, unlocked: bool) -> bytes:
 
 def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = False,
                  unroll_first: bool = False, unlocked: bool = False,
-                 thread: int = 0) -> CompiledUnit:
+                 thread: int = 0, machine=None) -> CompiledUnit:
     """Parse, verify, optimise and emit one module (in a new LLVM context).
+
+    ``machine`` (an :class:`engine.codegen.machine.Machine`, None for the host): the CPU
+    the pipeline optimises for and the object code is for.
 
     The module and its context are disposed of before returning (module first): left to
     the garbage collector, a context could be finalised before its module, which then
@@ -102,7 +106,8 @@ def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = False,
         mod = llvm.parse_assembly(text, ctx)
         try:
             mod.verify()
-            tm = new_target_machine(opt_level)
+            tm = new_target_machine(opt_level) if machine is None \
+                else target_machine(machine, opt_level)
             t0 = time.perf_counter()
             optimize(mod, tm, opt_level, auto_vectorize=auto_vectorize,
                      unroll_first=unroll_first, run=_unlocked(_RUN_MPM) if unlocked else None)
@@ -117,19 +122,22 @@ def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = False,
     return CompiledUnit(opt_text, obj, t1 - t0, t2 - t1, thread)
 
 
-def unit_texts(modules: list, opt_level: int = 3) -> list[str]:
+def unit_texts(modules: list, opt_level: int = 3, machine=None) -> list[str]:
     """LLVM IR texts of llvmlite ``ir.Module`` objects for the host target (the triple
-    and data layout of :func:`host_target_machine` set on each)."""
+    and data layout of :func:`host_target_machine` set on each), or for ``machine``."""
     texts = []
     for m in modules:
-        set_host_target(m, opt_level)
+        if machine is None:
+            set_host_target(m, opt_level)
+        else:
+            set_machine_target(m, machine, opt_level)
         texts.append(str(m))
     return texts
 
 
 def compile_units(texts: list[str], opt_level: int = 3, auto_vectorize: bool = False,
-                  unroll_first: bool = False, max_threads: int | None = None
-                  ) -> list[CompiledUnit]:
+                  unroll_first: bool = False, max_threads: int | None = None,
+                  machine=None) -> list[CompiledUnit]:
     """Compile modules (LLVM IR texts) side by side; results in the order of ``texts``.
 
     Up to ``max_threads`` (default: the usable cores) threads, the calling thread
@@ -139,7 +147,8 @@ def compile_units(texts: list[str], opt_level: int = 3, auto_vectorize: bool = F
     threads = min(len(texts), max_threads or usable_cores())
     unlocked = threads > 1 and unlocked_available()
     if not unlocked:
-        return [compile_unit(t, opt_level, auto_vectorize, unroll_first) for t in texts]
+        return [compile_unit(t, opt_level, auto_vectorize, unroll_first, machine=machine)
+                for t in texts]
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     results: list[CompiledUnit | None] = [None] * len(texts)
     errors: list[BaseException] = []
@@ -153,7 +162,7 @@ def compile_units(texts: list[str], opt_level: int = 3, auto_vectorize: bool = F
                 i = order.pop(0)
             try:
                 results[i] = compile_unit(texts[i], opt_level, auto_vectorize, unroll_first,
-                                          unlocked=True, thread=thread)
+                                          unlocked=True, thread=thread, machine=machine)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 with lock:
                     errors.append(exc)

@@ -137,11 +137,12 @@ def _imported_llvm(name: str, func: PrimFunc, link: bool) -> list[str]:
 
 
 def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
-    """Compile ``mod`` (IRModule or PrimFunc) for the host CPU; see the module docstring."""
-    if not isinstance(target, str) or not target.split()[0:1] == ["llvm"]:
-        raise BuildError(f"unsupported target {target!r}; the engine compiles for 'llvm' "
-                         "(the host CPU) and, through engine.build, for 'cuda' (a GPU: "
-                         "'cuda -arch=sm_80', 'nvidia/nvidia-a100', ...)")
+    """Compile ``mod`` (IRModule or PrimFunc) for the host CPU; see the module docstring.
+
+    For another CPU (``target="llvm -mtriple=aarch64-linux-gnu"``, ``"raspberry-pi-5"``:
+    :mod:`engine.codegen.machine`) the result is a :class:`engine.runtime.cross.CrossModule`
+    of object code to export, not to call here."""
+    machine = _machine_of(target)
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise BuildError(f"unknown build option(s) {sorted(unknown)}; "
@@ -164,7 +165,7 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
         h = structural_hash(tuple(funcs))
         ex = hashlib.sha256("\0".join(extra_texts).encode()).hexdigest() if extra_texts else ""
         key = (h, bool(opts["fast_math"]), opt_level, bool(opts["lowered"]), ex,
-               bool(opts["auto_vectorize"]), link)
+               bool(opts["auto_vectorize"]), link, machine)
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
@@ -174,12 +175,51 @@ def build(mod: Any, target: str = "llvm", **options: Any) -> Module:
             _stats["misses"] += 1
     for name, f in funcs:      # a cached build passed this check when it was made
         _refuse_thread_bindings(name, f)
-    out = _compile(funcs, opts, extra_texts)
+    out = _compile(funcs, opts, extra_texts) if machine is None \
+        else _compile_for(machine, funcs, opts, extra_texts)
     if key is not None:
         with _cache_lock:
             _cache[key] = out
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
+    return out
+
+
+def _machine_of(target: Any):
+    """The :class:`engine.codegen.machine.Machine` ``target`` names (None: the host), or a
+    BuildError with the sentence."""
+    from engine.codegen.machine import NAMED_MACHINES, TargetStringError, parse_machine
+    if not isinstance(target, str) or not (target.split()[0:1] == ["llvm"]
+                                           or target.strip() in NAMED_MACHINES):
+        raise BuildError(f"unsupported target {target!r}; the engine compiles for 'llvm' "
+                         "(the host CPU), 'llvm -mtriple=aarch64-linux-gnu' or "
+                         f"{', '.join(map(repr, NAMED_MACHINES))} (an ARM board) and, "
+                         "through engine.build, for 'cuda' (a GPU: 'cuda -arch=sm_80', "
+                         "'nvidia/nvidia-a100', ...)")
+    try:
+        return parse_machine(target)
+    except TargetStringError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _compile_for(machine: Any, funcs: list, opts: dict, extra_texts: list[str]) -> Any:
+    """A :class:`engine.runtime.cross.CrossModule`: object code for another CPU."""
+    from engine.lower import lower
+    from .cross import compile_cross
+    if extra_texts:
+        raise BuildError(f"a build for {machine.name} links no outside code (extra_modules, "
+                         "pragma_import_llvm): build it for 'llvm' to use them")
+    t0 = time.perf_counter()
+    lowered = []
+    for name, f in funcs:
+        if opts["lowered"]:
+            lowered.append((name, f))
+        else:
+            lowered.append((name, lower(f)))   # an extern call is refused with a sentence
+    t1 = time.perf_counter()
+    out = compile_cross(lowered, opts, machine)
+    out.compile_stats["lower"] = t1 - t0
+    out.compile_stats["total"] += t1 - t0
     return out
 
 
