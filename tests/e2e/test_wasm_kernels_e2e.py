@@ -1,0 +1,101 @@
+"""Kernels compiled for wasm32 (engine.wasm: llvmlite's WebAssembly backend, wasm-ld) run in
+Debian's Chromium through the page's own loader (static/engine_wasm.js) and match numpy.
+
+The program covers what a wasm build must supply itself: a parallel loop (the serial
+launch), a vectorized loop (SIMD), an intermediate over the stack limit (the runtime's
+allocator), libm calls imported from JavaScript (expf, tanhf, erff) and an expansion
+(sigmoid)."""
+from __future__ import annotations
+
+import base64
+import math
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import engine
+
+pytestmark = pytest.mark.e2e
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOADER = os.path.join(ROOT, "static", "engine_wasm.js")
+
+PROGRAM = '''
+@T.prim_func
+def act(A: T.Buffer((64, 300), "float32"), B: T.Buffer((64, 300), "float32")):
+    C = T.alloc_buffer((64, 300), "float32")
+    for i, j in T.grid(64, 300):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = T.exp(A[vi, vj]) * T.float32(0.5)
+    for i, j in T.grid(64, 300):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = T.tanh(C[vi, vj]) + T.erf(A[vi, vj]) + T.sigmoid(C[vi, vj])
+'''
+
+RUN = """async ([b64, a, n]) => {
+  const bytes = EngineWasm.fromBase64(b64);
+  const valid = WebAssembly.validate(bytes);
+  const m = await EngineWasm.instantiate(bytes);
+  const A = m.alloc(4 * n), B = m.alloc(4 * n);
+  m.write(A, new Float32Array(a));
+  const rcs = [];
+  for (let k = 0; k < 3; k++) rcs.push(m.exports.engine_fn_act(A, B));  // freed each call
+  return {valid, rcs, out: Array.from(m.read(B, n)),
+          pages: m.memory.buffer.byteLength / 65536};
+}"""
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf)(x.astype("float64"))
+
+
+@pytest.fixture(scope="module")
+def kernel_bytes():
+    if shutil.which("wasm-ld") is None:
+        pytest.skip("wasm-ld is not installed (Debian's lld; ./run-tests.sh installs it)")
+    from engine.wasm import kernels_wasm
+    sch = engine.Schedule(engine.parse(PROGRAM))
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.parallel(i)
+    _, j1 = sch.split(j, factors=[None, 4])
+    sch.vectorize(j1)
+    data, symbols = kernels_wasm(sch.mod)
+    assert symbols == {"act": "engine_fn_act"}
+    assert data[:4] == b"\0asm"
+    return data
+
+
+def test_wasm_kernel_validates_and_matches_numpy_in_chromium(browser, kernel_bytes):
+    page = browser.new_page()
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.add_script_tag(path=LOADER)
+        a = np.random.default_rng(0).uniform(-3, 2, (64, 300)).astype("float32")
+        got = page.evaluate(RUN, [base64.b64encode(kernel_bytes).decode(), a.ravel().tolist(),
+                                  a.size])
+        assert not errors, errors
+    finally:
+        page.close()
+    assert got["valid"] is True
+    assert got["rcs"] == [0, 0, 0]
+    c = np.exp(a.astype("float64")) * 0.5
+    ref = np.tanh(c) + _erf(a) + 1 / (1 + np.exp(-c))
+    np.testing.assert_allclose(np.array(got["out"]).reshape(64, 300), ref, rtol=2e-6, atol=2e-6)
+
+
+def test_wasm_link_refuses_an_unknown_import():
+    """A module calling a function neither the runtime nor the page provides does not link:
+    a sentence, not a module that fails in the browser."""
+    if shutil.which("wasm-ld") is None:
+        pytest.skip("wasm-ld is not installed")
+    from engine.lower.errors import BuildError
+    from engine.wasm import link_wasm, wasm_object
+    ll = ("declare float @mystery(float)\n"
+          "define float @f(float %x) {\n  %r = call float @mystery(float %x)\n  ret float %r\n}\n")
+    with pytest.raises(BuildError, match="mystery"):
+        link_wasm([wasm_object(ll)], ["f"])
