@@ -30,7 +30,7 @@ ENGINE_LAYERS = [
     {"engine.interpreter", "engine.lower", "engine.topi"},
     {"engine.workloads", "engine.codegen"},
     {"engine.runtime"},
-    {"engine.gpu"},
+    {"engine.gpu", "engine.wasm"},
     {"engine.schedule"},
     {"engine.cache", "engine.presets", "engine.notebook", "engine.relax"},
     {"engine.roofline", "engine.lessons", "engine.models", "engine.tune"},
