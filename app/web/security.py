@@ -36,6 +36,10 @@ Content-Security-Policy, and why each part is what it is:
       reached in a current browser; ``Plotly.newPlot`` / ``react`` of scatter and bar charts
       run under this policy (checked in Chromium by ``tests/test_reliability_csp_browser.py``).
       The WebGL trace types (``scattergl``) are not used.
+* ``'wasm-unsafe-eval'`` in ``script-src`` — the model page's "Run in your browser" compiles
+  the model's ``.wasm`` (made by a worker, served by this app) with
+  ``WebAssembly.instantiate``, which a ``script-src`` without it forbids. It allows compiling
+  WebAssembly and nothing else: no ``eval``, no ``Function()``, no inline script.
 * ``style-src 'self' 'unsafe-inline'`` — plotly and htmx insert ``<style>`` elements
   (plotly's rules, htmx's indicator style), and the server-rendered SVG diagram uses
   ``style`` attributes.  Style injection cannot run script.
@@ -64,7 +68,7 @@ __all__ = ["init_security", "DEFAULT_CSP", "csp_header", "same_origin_problem",
 
 DEFAULT_CSP: dict[str, list[str]] = {
     "default-src": ["'self'"],
-    "script-src": ["'self'"],
+    "script-src": ["'self'", "'wasm-unsafe-eval'"],
     "style-src": ["'self'", "'unsafe-inline'"],
     "img-src": ["'self'", "data:", "blob:"],
     "font-src": ["'self'", "data:"],
