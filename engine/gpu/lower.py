@@ -120,9 +120,11 @@ class _FunctionLowerer:
     def refuse(self, msg: str) -> BuildError:
         return BuildError(f"function {self.name!r}: {msg}")
 
-    def run(self) -> GpuFunction:
+    def statements(self) -> tuple:
+        """``(func with its views inlined, the root's global buffers, its on-chip ones, the
+        top-level statements (the kernels to be), {on-chip buffer id: [statement index]})``;
+        refuses symbolic shapes and a root block with axes."""
         from engine.ir.views import inline_views
-        from engine.lower.lower import _Flattener
         func = inline_views(self.func)
         for p in func.params:
             if isinstance(p, Buffer):
@@ -150,15 +152,20 @@ class _FunctionLowerer:
         on_chip = [b for b in allocs if base_scope(b.scope) != "global"]
         stmts = [s for s in _flatten_seq(rb.body)
                  if not (type(s) is S.Evaluate and E.as_const_int(s.value) is not None)]
-        self.fl = _Flattener()
-        params = tuple(self.fl.flat(p) if isinstance(p, Buffer) else p for p in func.params)
-        temps = tuple(self.fl.flat(b) for b in temporaries)
         # which kernel uses each root-allocated shared/local buffer
         users: dict = {}
         for k, s in enumerate(stmts):
             for b in _buffers_used(s):
                 if any(b is c for c in on_chip):
                     users.setdefault(id(b), []).append(k)
+        return func, temporaries, on_chip, stmts, users
+
+    def run(self) -> GpuFunction:
+        from engine.lower.lower import _Flattener
+        func, temporaries, on_chip, stmts, users = self.statements()
+        self.fl = _Flattener()
+        params = tuple(self.fl.flat(p) if isinstance(p, Buffer) else p for p in func.params)
+        temps = tuple(self.fl.flat(b) for b in temporaries)
         for b in on_chip:
             ks = users.get(id(b), [])
             if len(ks) > 1:
@@ -313,12 +320,9 @@ class _KernelLowerer:
                     "else (reorder them outermost)")
 
     # the whole kernel --------------------------------------------------------
-    def run(self, params: tuple, temps: tuple) -> Kernel:
-        from engine.lower.bounds_check import check_bounds
-        from engine.lower.compact import compact_buffers
-        from engine.lower.legalize import legalize_loops
-        from engine.lower.lower import _BlockLowerer
-        from engine.lower.tails import peel_vector_tails
+    def threads(self) -> tuple:
+        """Steps 1-2 (module docstring): ``(_Threads, body with the thread variables,
+        shared buffers, local buffers)``; refuses an ill-formed kernel."""
         self.check_shape()
         th = _Threads(self)
         body = th.visit(self.stmt)
@@ -326,15 +330,19 @@ class _KernelLowerer:
         body = lift.visit(body)
         shared = [b for b in self.on_chip if base_scope(b.scope) == "shared"] + lift.shared
         local = [b for b in self.on_chip if base_scope(b.scope) == "local"]
-        grid = tuple(th.extents.get(a, 1) for a in GRID_AXES)
         block = tuple(th.extents.get(a, 1) for a in BLOCK_AXES)
         tpb = block[0] * block[1] * block[2]
         limit = self.fn.target.attrs.get("max_threads_per_block", 1024)
         if tpb > limit:
             raise self.refuse(f"{tpb} threads per block ({' x '.join(map(str, block))}); "
                               f"{self._gpu()} allows {limit}")
-        self.check_redundant(th)
-        # wrap in serial loops over the thread variables (their ranges for the passes)
+        return th, body, shared, local
+
+    def loops(self, th: _Threads, body: S.Stmt, local: list) -> tuple:
+        """Step 3's blocks -> loops on the kernel wrapped in serial loops over its thread
+        variables: ``(loops, the wrapping variables, the axes in order)``."""
+        from engine.lower.compact import compact_buffers
+        from engine.lower.lower import _BlockLowerer
         order = [a for a in GRID_AXES + BLOCK_AXES if a in th.vars]
         kblock = S.Block((), (), (), f"{self.name}_threads", body, None, tuple(local))
         wrapped: S.Stmt = S.BlockRealize((), E.IntImm("bool", 1), kblock)
@@ -350,6 +358,26 @@ class _KernelLowerer:
         loops = _BlockLowerer(self.fn.name).stmt(mini.body, {})
         if loops is None:
             loops = S.Evaluate(E.IntImm("int32", 0))
+        return loops, wraps, order
+
+    def shared_tiles(self) -> tuple:
+        """``(the thread axes' extents, the kernel's shared buffers as one thread block
+        holds them)`` (step 4's boxes), without the rest of the lowering (:mod:`.footprint`)."""
+        th, body, shared, local = self.threads()
+        if not shared:
+            return dict(th.extents), []
+        loops, _, _ = self.loops(th, body, local)
+        return dict(th.extents), _compact_shared(loops, shared, th, self)[1]
+
+    def run(self, params: tuple, temps: tuple) -> Kernel:
+        from engine.lower.bounds_check import check_bounds
+        from engine.lower.legalize import legalize_loops
+        from engine.lower.tails import peel_vector_tails
+        th, body, shared, local = self.threads()
+        grid = tuple(th.extents.get(a, 1) for a in GRID_AXES)
+        block = tuple(th.extents.get(a, 1) for a in BLOCK_AXES)
+        self.check_redundant(th)
+        loops, wraps, order = self.loops(th, body, local)
         self.check_no_parallel(loops)
         check_bounds(loops, self.fn.name, (), self.fn.func.params)
         loops, compacted = _compact_shared(loops, shared, th, self)
