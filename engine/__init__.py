@@ -130,3 +130,22 @@ def _relax_parser(ctx: Any, relax_fns: list, prims: dict, class_name: Any) -> di
 
 
 parsers.register("relax", _relax_parser)
+
+
+# ``rt.export_library(path)``, ``ex.export_library(path)`` and ``engine.runtime.load_module``
+# belong to packages below ``engine.deploy``, which does the work: registered here, from the
+# top, and imported on first use.
+def _export_library(built: Any, path: Any, **options: Any) -> Any:
+    from .deploy import export_library
+    return export_library(built, path, **options)
+
+
+def _load_module(path: Any) -> Any:
+    from .deploy import load_module
+    return load_module(path)
+
+
+from .ir import deployment as _deployment  # noqa: E402
+
+_deployment.register("export", _export_library)
+_deployment.register("load", _load_module)

@@ -33,7 +33,7 @@ ENGINE_LAYERS = [
     {"engine.gpu", "engine.wasm"},
     {"engine.schedule"},
     {"engine.cache", "engine.presets", "engine.notebook", "engine.relax"},
-    {"engine.roofline", "engine.lessons", "engine.models", "engine.tune"},
+    {"engine.roofline", "engine.lessons", "engine.models", "engine.tune", "engine.deploy"},
     {"engine.challenges", "engine.gpu_check"},
     {"engine.cli"},
     {"engine.__main__", "engine", "engine.tvm"},

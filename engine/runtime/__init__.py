@@ -35,3 +35,15 @@ __all__ = ["build", "Module", "Function", "ArgumentError", "BuildError", "Timing
            "set_num_threads", "num_threads", "runtime_info", "random_arrays", "random_args", "aligned_empty",
            "as_aligned", "register_func", "get_global_func", "list_global_func_names",
            "remove_global_func", "UnregisteredFunctionError"]
+
+
+def load_module(path):
+    """Load a library written by ``export_library`` back into the engine (TVM's
+    ``tvm.runtime.load_module``): ``mod["main"](...)`` as the build it came from. The work
+    is :func:`engine.deploy.load_module`'s, registered from above
+    (:mod:`engine.ir.deployment`)."""
+    from engine.ir import deployment
+    return deployment.call("load", path)
+
+
+__all__.append("load_module")

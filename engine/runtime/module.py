@@ -481,6 +481,13 @@ class Module:
                                 results=tuple(results))
         return evaluator
 
+    def export_library(self, path: Any, **options: Any) -> Any:
+        """Write the kernels as a standalone shared library ``path`` and its C header
+        ``<stem>.h`` (TVM's ``export_library``; :func:`engine.deploy.export_library`:
+        ``prefix=``, ``target=``); returns the record of what was written."""
+        from engine.ir import deployment
+        return deployment.call("export", self, path, **options)
+
     def __repr__(self) -> str:
         return f"<engine.runtime.Module {', '.join(self._functions)}>"
 

@@ -71,6 +71,14 @@ class Executable:
                          f"{s['escaping']} returned)")
         return "\n".join(lines)
 
+    def export_library(self, path: Any, **options: Any) -> Any:
+        """Write the executable — kernels, bound weights, each function's plan as a C entry
+        point ``int <prefix>_<function>(inputs..., outputs...)`` — as a standalone shared
+        library ``path`` with its C header ``<stem>.h`` (TVM's ``export_library``;
+        :func:`engine.deploy.export_library`: ``prefix=``, ``target=``)."""
+        from engine.ir import deployment
+        return deployment.call("export", self, path, **options)
+
     def __repr__(self) -> str:
         return f"<engine.relax.Executable {', '.join(self.programs)}>"
 
