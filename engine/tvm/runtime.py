@@ -4,19 +4,20 @@ what :func:`engine.tvm.compile` and :func:`engine.tvm.build` return: the engine'
 :class:`engine.runtime.Module` with TVM's call shapes — ``exe(*arrays)`` runs its one
 function (or ``main``), ``exe["name"](*arrays)`` one by name, and
 ``exe.time_evaluator(name, dev, number=10, repeat=1, min_repeat_ms=0)`` takes the device
-as TVM's does (the engine's own takes none: it runs on the host CPU)."""
+as TVM's does (the engine's own takes none: it runs on the host CPU). ``load_module(path)``
+loads a library written by ``export_library`` (:mod:`engine.deploy`)."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from engine.nd import NDArray, check_device, cpu, cuda, device, empty
 from engine.nd import array as tensor
-from engine.runtime import Module, get_global_func, register_func
+from engine.runtime import Module, get_global_func, load_module, register_func
 
 Tensor = NDArray
 
 __all__ = ["tensor", "empty", "Tensor", "NDArray", "cpu", "cuda", "device", "Module",
-           "Executable", "get_global_func", "register_func"]
+           "Executable", "get_global_func", "register_func", "load_module"]
 
 
 class Executable:
