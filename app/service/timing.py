@@ -503,7 +503,8 @@ def _check_and_model_gpu(rt, out: dict, mod, fname: str, workload, params, basel
             else:
                 rt[fname](*run_args)
         except RaceError as e:
-            out.update(error=f"refused by the emulator's race check: {e}")
+            out.update(error=f"refused by the emulator's race check: {e}",
+                       race=race_fields(e, mod[fname]))
             return out
         except Exception as e:  # noqa: BLE001
             out.update(error=f"running the kernels failed: {type(e).__name__}: {e}")
@@ -539,6 +540,25 @@ def _check_and_model_gpu(rt, out: dict, mod, fname: str, workload, params, basel
     out["stage"] = "done"
     out["ok"] = out["correct"] is not False
     return out
+
+
+def race_fields(e, func) -> dict:
+    """A :class:`engine.gpu.emulator.RaceError` as a step's ``race`` field: its sentence,
+    buffer, element, the two threads and blocks, and the names of the program's blocks that
+    read or write that buffer (what the explorer highlights when it withdraws the step)."""
+    from engine.ir import BlockRealize, post_order_visit
+    touching: list = []
+
+    def visit(n):
+        if isinstance(n, BlockRealize):
+            b = n.block
+            if any(r.buffer.name == e.buffer for r in (*b.reads, *b.writes)):
+                touching.append(b.name_hint)
+    post_order_visit(func, visit)
+    return {"text": str(e), "kernel": e.kernel, "buffer": e.buffer, "scope": e.scope,
+            "element": int(e.element), "threads": [list(t) for t in e.threads],
+            "blocks_idx": [list(b) for b in e.blocks],
+            "blocks": list(dict.fromkeys(reversed(touching)))}
 
 
 def _compare(ran: list, inputs: Inputs, func) -> tuple[bool, float, str]:

@@ -39,7 +39,7 @@ from engine.schedule import ScheduleError, Trace, TraceError
 from ..errors import AppError
 from ..limits import InputError as LimitsInputError
 from ..limits import whole_number
-from . import explorer, gallery, measuring, toolbar
+from . import explorer, gallery, gpu_refusals, measuring, toolbar
 from .learner import learner_key
 from .panes import cache as cache_view
 from .panes import code as code_view
@@ -149,14 +149,21 @@ def apply_form(s: Session, form):
     step's measurement is started (:func:`app.web.measuring.prefetch`) and ``(schedule,
     summary)`` is returned; a refusal is returned as the message response (422 with the
     reason and the parts to highlight; 500 for an engine bug), and the trace is unchanged.
+    On a GPU target a step that makes a kernel's placed shared tiles exceed the GPU's
+    per-block limit is refused too (:func:`app.web.gpu_refusals.shared_memory_refusal`).
     """
     sch = s.schedule_at(s.at)
     trees = module_trees(sch.mod)
     parsed = parse_sel(form.get("sel", ""))
     tree = next((t for t in trees if parsed and t.func_name == parsed["func"]), trees[0])
+    before = sch.mod
     try:
         with s.bounded():
             summary = toolbar.apply(sch, tree, form, gpu=s.target.is_gpu)
+            over = gpu_refusals.shared_memory_refusal(s.target, form.get("primitive", ""),
+                                                      before, sch.mod)
+            if over is not None:
+                raise over
     except toolbar.InputError as e:
         return refusal(str(e), e.highlight, 422)
     except ScheduleError as e:
