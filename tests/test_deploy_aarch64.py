@@ -14,7 +14,8 @@ import engine
 from engine import presets, workloads
 from engine.deploy.aarch64 import link_kernels
 from engine.deploy.board import run_on_board
-from engine.deploy.qemu import call_under_qemu
+from engine.deploy.qemu import (call_under_qemu, library_metadata, measure_under_qemu,
+                               run_under_qemu)
 from engine.deploy.targets import DeployError
 from engine.schedule import Schedule
 
@@ -77,3 +78,44 @@ def test_wrong_arguments_are_refused_with_a_sentence(tmp_path):
         run_on_board(rt, "mm_relu", [a, a.astype(np.float64), a.copy()])
     with pytest.raises(DeployError, match="not an aarch64 ELF library"):
         call_under_qemu(__file__, "x", [a], [True])
+
+
+def _readelf(flag: str, path) -> str:
+    return subprocess.run(["readelf", flag, str(path)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_exported_course_mlp_runs_under_qemu(tmp_path):
+    from engine.models.course import mlp_module
+    from engine.models.mlp import SHAPES
+    rng = np.random.default_rng(0)
+    params = {k: (rng.standard_normal(s) * 0.1).astype(np.float32) for k, s in SHAPES.items()}
+    ex = engine.relax.build(mlp_module(1, params), target="llvm")
+    lib = ex.export_library(tmp_path / "mlp.so", target="raspberry-pi-5")
+    assert lib.metadata["target"]["triple"] == "aarch64-linux-gnu"
+    assert "Machine:                           AArch64" in _readelf("-h", lib.path)
+    x = rng.standard_normal((1, 784)).astype(np.float32)
+    run = measure_under_qemu(lib.path, "main", [x], repeat=3)
+    want = np.maximum(x @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
+    np.testing.assert_allclose(run.outputs[0], want, rtol=1e-4, atol=1e-5)
+    assert run.seconds_per_call > 0
+    assert library_metadata(lib.path)["functions"]["main"]["symbol"] == "mlp_main"
+
+
+def test_exported_kernel_of_a_board_build_and_of_a_host_build(tmp_path):
+    a = np.random.default_rng(1).random((16, 16), dtype=np.float32)
+    b = np.random.default_rng(2).random((16, 16), dtype=np.float32)
+    want = np.maximum(a @ b, 0)
+    board = engine.build(_mm_relu(16), target=ARM).export_library(tmp_path / "k.so")
+    host = engine.build(_mm_relu(16)).export_library(tmp_path / "h.so", target=ARM)
+    for lib in (board, host):
+        assert "AArch64" in _readelf("-h", lib.path)
+        needed = {line.split("[")[1].rstrip("]")
+                  for line in _readelf("-d", lib.path).splitlines() if "NEEDED" in line}
+        assert needed <= {"libc.so.6", "libm.so.6"}, needed
+        out, = run_under_qemu(lib.path, "mm_relu", [a, b])
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(DeployError, match="must have shape"):
+        run_under_qemu(board.path, "mm_relu", [a, b[:8]])
+    with pytest.raises(DeployError, match="has no function 'nope'"):
+        run_under_qemu(board.path, "nope", [a, b])

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.codegen.machine import Machine, TargetStringError, parse_machine
+from engine.codegen.machine import Machine, TargetStringError, parse_machine, target_machine
 
 from .qemu import cross_compiler
 from .targets import PARALLEL_C, DeployError, DeployTarget, _cache_dir, register_target, \
@@ -27,6 +27,10 @@ from .targets import PARALLEL_C, DeployError, DeployTarget, _cache_dir, register
 class Aarch64Target(DeployTarget):
     """An aarch64 Linux board: objects from LLVM's AArch64 backend, the thread pool and
     the link by ``aarch64-linux-gnu-gcc``."""
+
+    def target_machine(self, opt_level: int = 3):
+        """LLVM's AArch64 target machine (its backends initialised on first use)."""
+        return target_machine(self.machine, opt_level)
 
     def runtime_objects(self, workdir: Path) -> list[Path]:
         """parallel.c cross-compiled (``-O2 -fPIC -pthread``), cached by its hash."""

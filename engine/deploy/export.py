@@ -27,6 +27,7 @@ from engine.codegen.intrinsics import IntrinsicMixin
 from engine.codegen.llvm import LAUNCH_SYMBOL, codegen
 from engine.relax.vm import Executable
 from engine.runtime import Module
+from engine.runtime.cross import CrossModule
 
 from .entry_points import entry_module
 from .metadata import (METADATA_SYMBOL, build_metadata, header_text, metadata_json,
@@ -92,7 +93,7 @@ def _check_path(path: Any) -> Path:
 
 def make_plan(built: Any) -> Plan:
     """The plan of a TensorIR build or a Relax executable (a sentence for anything else)."""
-    if isinstance(built, Module):
+    if isinstance(built, (Module, CrossModule)):
         return plan_tir(built)
     if isinstance(built, Executable):
         return plan_relax(built)
@@ -131,10 +132,12 @@ def export_library(built: Any, path: Any, prefix: str | None = None, target: Any
                    opt_level: int = 3) -> ExportedLibrary:
     """Write ``path`` (a shared library) and ``<stem>.h`` next to it; see the module
     docstring. ``prefix`` (default: the file's stem) names the C functions
-    ``<prefix>_<function>``; ``target`` is where the library runs (None: this machine)."""
+    ``<prefix>_<function>``; ``target`` is where the library runs (None: this machine, or the board a
+    :class:`~engine.runtime.cross.CrossModule` was built for)."""
     t0 = time.perf_counter()
     out = _check_path(path)
-    tgt = get_target(target)
+    tgt = get_target(target if target is not None else getattr(built, "machine", None) and
+                     built.target)   # a build for a board: exported for that board
     plan = make_plan(built)
     prefix = normalize_prefix(prefix if prefix is not None else out.name.split(".")[0])
     meta = build_metadata(plan, prefix, tgt)

@@ -27,6 +27,7 @@ from engine.relax.struct_info import TensorStructInfo, TupleStructInfo
 from engine.relax.vm import Executable
 from engine.relax.vm.memory import ALIGN
 from engine.runtime import Module
+from engine.runtime.cross import CrossModule
 
 from .targets import DeployError
 
@@ -122,10 +123,10 @@ def _check_kernel(name: str, lf: Any) -> None:
                           "again")
 
 
-def plan_tir(rt: Module) -> Plan:
+def plan_tir(rt: "Module | CrossModule") -> Plan:
     """The plan of a built TensorIR module: one entry per kernel, its parameters in their
     order (destination passing: the buffers it writes are the outputs)."""
-    if not isinstance(rt, Module):
+    if not isinstance(rt, (Module, CrossModule)):
         raise DeployError(f"export_library of a TensorIR build expects the module of "
                           f"engine.build, got {type(rt).__name__}")
     entries = []

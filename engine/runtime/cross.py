@@ -104,6 +104,12 @@ class CrossModule:
             return self._asm
         raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
 
+    def export_library(self, path: Any, **options: Any) -> Any:
+        """Write the kernels as a shared library for :attr:`machine` and its C header
+        (:func:`engine.deploy.export_library`; ``prefix=``); returns what was written."""
+        from engine.ir import deployment
+        return deployment.call("export", self, path, **options)
+
     def time_evaluator(self, func_name: str, *args: Any, **kwargs: Any):
         """Not available: this machine cannot run the code (the sentence says what can)."""
         self[func_name](*args)   # raises the sentence
