@@ -16,6 +16,12 @@ module's TensorIR functions calls that function's kernel, as TVM's virtual machi
 the name in the executable's own library before the registry.
 Intermediate tensors live in one arena per function laid out by :mod:`.memory` and kept
 between calls; the returned tensors are fresh arrays.
+
+From a function's third call, a function of ``R.call_tir`` calls of constant shapes runs
+as one native call (:mod:`.plan`): the user's arrays checked in compiled code, the returned
+tensors allocated, the kernels called back to back. An argument that check does not accept
+goes through the Python checks (which say what is wrong, or convert it); any other function
+keeps the instruction loop below.
 """
 from __future__ import annotations
 
@@ -29,12 +35,14 @@ from engine.lower.errors import BuildError
 from engine.nd import NDArray, check_device
 from engine.runtime import ArgumentError, aligned_empty
 from engine.runtime import build as build_tir
+from engine.runtime.module import data_pointer
 from engine.runtime.packed import get_global_func, missing_message
 
 from .. import expr as X
 from ..struct_info import TensorStructInfo, TupleStructInfo, shape_text
 from .checks import check_module
 from .memory import plan_memory
+from .plan import COMPILE_AT_CALL, NEEDS_FULL_CHECK, NativePlan, native_plan, plans_enabled
 from .program import Program, compile_function
 
 
@@ -51,6 +59,8 @@ class Executable:
         self.mod = mod
         self.kernels = kernels
         self.programs = programs
+        self._native: dict[str, NativePlan | str] = {}
+        self._native_lock = threading.Lock()
 
     def function_names(self) -> list[str]:
         return list(self.programs)
@@ -60,6 +70,17 @@ class Executable:
         arena), escaping (returned), blocks, arena_bytes, naive_bytes (one allocation per
         planned tensor)."""
         return self.programs[_known(self.programs, func_name)].plan.summary()
+
+    def native_plan(self, func_name: str = "main") -> NativePlan | str:
+        """``func_name`` compiled into one native call (:mod:`.plan`; compiled once, shared
+        by the machines of this executable), or the sentence saying why it runs
+        instruction by instruction."""
+        name = _known(self.programs, func_name)
+        with self._native_lock:
+            got = self._native.get(name)
+            if got is None:
+                got = self._native[name] = native_plan(self.programs[name], self.kernels)
+        return got
 
     def stats(self) -> str:
         lines = []
@@ -151,8 +172,9 @@ class VirtualMachine:
         else:
             check_device(device)
         self.exe = exe
-        self._arenas: dict[str, tuple] = {}
+        self._arenas: dict[str, _Arena] = {}
         self._locks = {name: threading.Lock() for name in exe.programs}
+        self._callers = {name: _Caller(self, prog) for name, prog in exe.programs.items()}
 
     @property
     def module(self) -> "VirtualMachine":
@@ -162,13 +184,7 @@ class VirtualMachine:
         return self
 
     def __getitem__(self, name: str) -> Any:
-        _known(self.exe.programs, name)
-
-        def call(*args: Any) -> Any:
-            return self.invoke(name, *args)
-
-        call.__name__ = name
-        return call
+        return self._callers[_known(self.exe.programs, name)]
 
     def invoke(self, name: str, *args: Any) -> Any:
         """Run the Relax function ``name`` on ``args``; the result as NDArray(s)."""
@@ -195,15 +211,15 @@ class VirtualMachine:
             raise ValueError("number and repeat must be positive integers")
 
         def evaluator(*args: Any) -> Any:
-            inputs = [_from_user(prog, i, a) for i, a in enumerate(args)]
-            run = self._run
-            run(prog, inputs, len(args))
+            inputs = tuple(_from_user(prog, i, a) for i, a in enumerate(args))
+            run = self._callers[prog.name]
+            run(*inputs)
             n, results, perf = number, [], time.perf_counter
             for _ in range(repeat):
                 while True:
                     t0 = perf()
                     for _ in range(n):
-                        run(prog, inputs, len(args))
+                        run(*inputs)
                     elapsed = perf() - t0
                     if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms:
                         break
@@ -218,11 +234,11 @@ class VirtualMachine:
         return evaluator
 
     # ------------------------------------------------------------------ running
-    def _arena(self, prog: Program) -> tuple:
-        """The arena's per-token views (made once, reused by every call)."""
+    def _arena(self, prog: Program) -> "_Arena":
+        """The function's arena (made once, reused by every call that holds its lock)."""
         got = self._arenas.get(prog.name)
         if got is None:
-            got = _arena_views(prog)
+            got = _new_arena(prog)
             self._arenas[prog.name] = got
         return got
 
@@ -234,10 +250,10 @@ class VirtualMachine:
         lock = self._locks[prog.name]
         if lock.acquire(blocking=False):
             try:
-                return self._execute(prog, args, self._arena(prog))
+                return self._execute(prog, args, self._arena(prog).views)
             finally:
                 lock.release()
-        return self._execute(prog, args, _arena_views(prog))  # a concurrent call: its own
+        return self._execute(prog, args, _new_arena(prog).views)  # a concurrent call: its own
 
     def _execute(self, prog: Program, args: list, views: tuple) -> Any:
         regs: list = [None] * prog.num_regs
@@ -286,7 +302,19 @@ class VirtualMachine:
         return _fresh(out, prog.consts)
 
 
-def _arena_views(prog: Program) -> tuple:
+class _Arena:
+    """A function's planned storage: the bytes, their address, a view per planned token
+    (None for the others)."""
+
+    __slots__ = ("array", "address", "views")
+
+    def __init__(self, array: np.ndarray, views: tuple):
+        self.array = array
+        self.address = data_pointer(array)
+        self.views = views
+
+
+def _new_arena(prog: Program) -> _Arena:
     plan = prog.plan
     arena = aligned_empty((max(plan.arena_bytes, 1),), "uint8")
     views = []
@@ -295,7 +323,58 @@ def _arena_views(prog: Program) -> tuple:
             views.append(None)
         else:
             views.append(arena[off:off + spec.nbytes].view(spec.dtype).reshape(spec.shape))
-    return tuple(views)
+    return _Arena(arena, tuple(views))
+
+
+class _Caller:
+    """``vm[name]``: runs the function through its compiled plan once it has one (from its
+    :data:`~.plan.COMPILE_AT_CALL`-th call), else instruction by instruction."""
+
+    def __init__(self, vm: "VirtualMachine", prog: Program):
+        self.__name__ = prog.name
+        self._vm = vm
+        self._prog = prog
+        self._lock = vm._locks[prog.name]
+        self._native: NativePlan | None = None
+        self._calls = 0 if plans_enabled() else -1   # -1: no plan is sought
+        self._arena_at = 0
+
+    def __repr__(self) -> str:
+        return f"<engine.relax.VirtualMachine function {self._prog.name}>"
+
+    def __call__(self, *args: Any) -> Any:
+        native = self._native
+        if native is not None:
+            got = self._run_native(native, args)
+            if got is not NEEDS_FULL_CHECK:
+                return got
+            prog = self._prog
+            if len(args) == len(prog.params):      # the Python checks say what is wrong
+                args = tuple(_from_user(prog, i, a) for i, a in enumerate(args))
+                got = self._run_native(native, args)
+                if got is not NEEDS_FULL_CHECK:
+                    return got
+        elif self._calls >= 0:
+            self._calls += 1
+            if self._calls >= COMPILE_AT_CALL:
+                self._calls = -1
+                plan = self._vm.exe.native_plan(self._prog.name)
+                if isinstance(plan, NativePlan):
+                    self._native = plan
+        return self._vm.invoke(self._prog.name, *args)
+
+    def _run_native(self, native: NativePlan, args: tuple) -> Any:
+        lock = self._lock
+        if lock.acquire(blocking=False):
+            try:
+                at = self._arena_at
+                if not at:
+                    at = self._arena_at = self._vm._arena(self._prog).address
+                return native.run(args, at)
+            finally:
+                lock.release()
+        arena = _new_arena(self._prog)          # a concurrent call: its own arena
+        return native.run(args, arena.address)
 
 
 def _bind_sizes(prog: Program, what: str, si: Any, a: Any, sizes: dict,
@@ -365,13 +444,14 @@ def _convert(fname: str, what: str, si: Any, a: Any) -> Any:
         raise ArgumentError(f"{fname}: {what} must be an array (numpy or engine.nd.array), "
                             f"got {type(a).__name__}")
     a = np.asarray(a)  # an NDArray seen as a plain ndarray (no copy)
-    want = shape_text(si.shape) if si.shape is not None else f"{si.ndim} dimensions"
     if a.dtype != np.dtype(si.dtype):
+        want = shape_text(si.shape) if si.shape is not None else f"{si.ndim} dimensions"
         raise ArgumentError(f"{fname}: {what} must be a {si.dtype} tensor of shape {want}, "
                             f"got {a.dtype} (convert with .astype(\"{si.dtype}\"))")
     if (si.shape is not None and (a.ndim != len(si.shape) or any(
             isinstance(d, int) and d != n for d, n in zip(si.shape, a.shape)))) or \
             (si.shape is None and si.ndim >= 0 and a.ndim != si.ndim):
+        want = shape_text(si.shape) if si.shape is not None else f"{si.ndim} dimensions"
         raise ArgumentError(f"{fname}: shape mismatch: {what} must be a {si.dtype} tensor of "
                             f"shape {want}, got shape {a.shape}")
     if not (a.flags.c_contiguous and a.flags.aligned):
