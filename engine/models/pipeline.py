@@ -4,7 +4,8 @@ and ``benchmarks/bench_model.py`` show.
 Stages, each an IRModule whose ``main`` calls TensorIR functions only:
 
 * ``unscheduled`` — the model as written (high-level operators legalized by
-  ``LegalizeOps``);
+  ``LegalizeOps``; constant weights a layer reads as ``W[j, k]`` stored transposed, once:
+  :mod:`.layouts`);
 * ``scheduled`` — every TensorIR function with its default schedule
   (:mod:`.schedules`);
 * ``fused`` — ``FuseOps`` + ``FuseTIR`` + ``DeadCodeElimination`` of the unscheduled one;
@@ -26,6 +27,7 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.relax.transform import DeadCodeElimination, FuseOps, FuseTIR, LegalizeOps
 from engine.relax.transform.fuse_ops import call_tir_callee
 
+from .layouts import pretranspose_weights
 from .schedules import schedule_module
 
 __all__ = ["STAGES", "stage_module", "all_stages", "OpTime", "Profile", "profile",
@@ -35,23 +37,27 @@ STAGES = ("unscheduled", "scheduled", "fused", "fused+scheduled")
 
 
 def _legal(mod: IRModule) -> IRModule:
-    return DeadCodeElimination()(LegalizeOps()(mod))
+    """Legalized, with constant weights read as ``W[j, k]`` stored transposed
+    (:func:`.layouts.pretranspose_weights`)."""
+    return pretranspose_weights(DeadCodeElimination()(LegalizeOps()(mod)))
 
 
 def _fused(mod: IRModule) -> IRModule:
     return DeadCodeElimination()(FuseTIR()(FuseOps()(_legal(mod))))
 
 
-def stage_module(mod: IRModule, stage: str) -> tuple[IRModule, dict]:
-    """The module of one stage and the traces of its scheduled functions (name -> Trace)."""
+def stage_module(mod: IRModule, stage: str, isa=None) -> tuple[IRModule, dict]:
+    """The module of one stage and the traces of its scheduled functions (name -> Trace);
+    the default recipe sized for ``isa`` (a VectorISA or a target string; None: this
+    machine)."""
     if stage == "unscheduled":
         return _legal(mod), {}
     if stage == "scheduled":
-        return schedule_module(_legal(mod))
+        return schedule_module(_legal(mod), isa)
     if stage == "fused":
         return _fused(mod), {}
     if stage == "fused+scheduled":
-        return schedule_module(_fused(mod))
+        return schedule_module(_fused(mod), isa)
     raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
 
 

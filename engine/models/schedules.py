@@ -2,28 +2,46 @@
 only of the explorer's primitives and recorded as a trace (so the explorer can open the
 function with it, and the same trace can be applied to every function of the same shape).
 
-The recipe, for each reduction block with one reduction loop (matmul, linear, conv2d):
+The recipe is sized from the target's vector ISA (:func:`engine.codegen.isa.isa_of`: float32
+lanes per register ``w``, vector registers), for each reduction block with one reduction
+loop ``k`` whose last spatial loop ``j`` is contiguous in an operand (``B[k, j]``: a matmul,
+or a linear layer whose constant weight :mod:`.layouts` stored transposed):
 
-* the last spatial loop ``j`` and the reduction loop ``k`` are split by 8 (when their
-  extents allow) and ordered ``..., j_0, k_0, j_1, k_1`` — a tile of outputs accumulates
-  over a strip of ``k``, the course's ``mm_relu`` schedule — or, when an operand is read
-  as ``B[k, j]`` (a matmul), ``..., j_0, k_0, k_1, j_1`` with ``j_1`` vectorized;
+* ``j`` is split into ``j_0, j_1, j_2``: ``j_2`` one vector of ``w`` lanes (vectorized),
+  ``j_1`` the vectors of a row of the register block (unrolled);
+* with one row (batch 1, a matrix-vector product) the order is ``j_0, k, j_1, j_2``:
+  ``registers / 4`` vectors of outputs accumulate over the whole of ``k`` (8 on AVX-512 and
+  NEON, 4 on AVX2), each row of ``B`` read once, contiguously;
+* with several rows, the rows loop ``i`` is split too and the order is
+  ``i_0, j_0, k, i_1, j_1, j_2``: a register block of ``i_1 x j_1`` vectors — ``registers /
+  2`` accumulators (4 x 4 vectors of 16 on AVX-512, 4 x 2 of 8 on AVX2), ``i_1`` unrolled —
+  updated by one broadcast of ``A`` and one vector of ``B`` per FMA; the tile-row loop
+  ``i_0`` runs in parallel when the product is large enough to pay for the launch;
 * the element-wise blocks that consume it (the bias ``Z``, a fused ``relu``) are moved
-  under ``j_0`` with ``reverse_compute_at``, so each tile is finished while in cache;
-* the reduction's init is decomposed out of ``k_0`` (``decompose_reduction``);
-* with a batch, the outermost loop runs in parallel.
+  under ``j_0`` with ``reverse_compute_at`` and vectorized, so each tile is finished
+  while in registers or L1;
+* the reduction's init is decomposed out of ``k`` (``decompose_reduction``).
+
+A reduction read as ``W[j, k]`` (a computed weight) gets the course's ``mm_relu`` shape
+instead: ``j`` and ``k`` split by 8 and ordered ``j_0, k_0, j_1, k_1`` (a strip of dot
+products), consumers under ``j_0``, the batch loop parallel.
 
 A step the engine refuses ends the recipe for that block (the schedule keeps the steps
 that applied).
 """
 from __future__ import annotations
 
+from engine.codegen.isa import VectorISA, isa_of
 from engine.ir.function import IRModule, PrimFunc
 from engine.ir.functor import post_order_visit
 from engine.ir.stmt import Block, IterType
 from engine.schedule import Schedule, ScheduleError
 
-__all__ = ["default_schedule", "schedule_module"]
+__all__ = ["default_schedule", "schedule_module", "RecipeSizes", "recipe_sizes"]
+
+#: multiply-adds from which the rows of tiles run in parallel (below, a launch costs more
+#: than the second core gains: the MLP's second layer, 64 x 128 x 10)
+PARALLEL_MIN_FMAS = 1 << 20
 
 
 def _blocks(func: PrimFunc) -> list[Block]:
@@ -37,6 +55,44 @@ def _factor(extent: int) -> int | None:
         if extent % f == 0 and extent > f:
             return f
     return None
+
+
+def _divisor_at_most(n: int, most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``most`` (at least 1)."""
+    for d in range(max(1, min(n, most)), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+class RecipeSizes(tuple):
+    """(width, vectors, rows): lanes of one vector, vectors per row of the register block,
+    rows of the register block."""
+
+    __slots__ = ()
+
+    def __new__(cls, width: int, vectors: int, rows: int):
+        return super().__new__(cls, (width, vectors, rows))
+
+    width = property(lambda self: self[0])
+    vectors = property(lambda self: self[1])
+    rows = property(lambda self: self[2])
+
+
+def recipe_sizes(isa: VectorISA, rows: int, cols: int) -> RecipeSizes:
+    """The register block for an output of ``rows x cols`` on ``isa`` (module docstring):
+    vectors of ``isa.lanes`` (or, when ``cols`` is not a multiple, the largest divisor of
+    ``cols`` below it: 10 columns are one vector of 10), ``registers / 4`` vectors for one
+    row, else ``registers / 2`` accumulators as rows x vectors."""
+    width = isa.lanes if cols % isa.lanes == 0 else _divisor_at_most(cols, isa.lanes)
+    per_row = cols // width
+    if rows == 1:
+        return RecipeSizes(width, _divisor_at_most(per_row, max(1, isa.registers // 4)), 1)
+    # a width that is not a power of two is kept in power-of-two pieces (10 = 8 + 2)
+    pieces = bin(width).count("1")
+    accumulators = max(1, isa.registers // 2 // pieces)
+    vectors = _divisor_at_most(per_row, 4 if isa.registers >= 32 else 2)
+    return RecipeSizes(width, vectors, _divisor_at_most(rows, max(1, accumulators // vectors)))
 
 
 def _readers(func: PrimFunc, producer: Block) -> list[str]:
@@ -65,8 +121,12 @@ def _j_contiguous(block: Block) -> bool:
                and ld.indices[-2] is reduce[0] for ld in found)
 
 
-def default_schedule(mod: IRModule, func_name: str | None = None) -> Schedule:
-    """A schedule of one TensorIR function (module docstring); ``sch.trace`` records it."""
+def default_schedule(mod: IRModule, func_name: str | None = None,
+                     isa: VectorISA | str | None = None) -> Schedule:
+    """A schedule of one TensorIR function (module docstring) for ``isa`` (a
+    :class:`~engine.codegen.isa.VectorISA` or a target string; None: this machine);
+    ``sch.trace`` records it."""
+    isa = isa_of(isa)
     func_name = func_name or mod.names()[0]
     sch = Schedule(mod)
     func = mod[func_name]
@@ -77,18 +137,79 @@ def default_schedule(mod: IRModule, func_name: str | None = None) -> Schedule:
         if kinds.count(IterType.REDUCE) != 1 or IterType.SPATIAL not in kinds:
             continue
         try:
-            _tile(sch, func, block, func_name)
+            _tile(sch, func, block, func_name, isa)
         except ScheduleError:
             continue
     return sch
 
 
-def _tile(sch: Schedule, func: PrimFunc, block: Block, func_name: str) -> None:
+def _consumers_under(sch: Schedule, func: PrimFunc, block: Block, func_name: str, at,
+                     width: int | None) -> None:
+    """The element-wise consumers moved under ``at``; with ``width``, their innermost loop
+    split by it and vectorized."""
+    for name in _readers(func, block):
+        handle = sch.get_block(name, func_name=func_name)
+        sch.reverse_compute_at(handle, at)
+        if width is not None and width > 1:
+            inner = sch.get_loops(handle)[-1]
+            extent = sch.get(inner).extent
+            if getattr(extent, "value", 0) % width == 0:
+                _, lanes = sch.split(inner, factors=[None, width])
+                sch.vectorize(lanes)
+
+
+def _tile(sch: Schedule, func: PrimFunc, block: Block, func_name: str,
+          isa: VectorISA) -> None:
     handle = sch.get_block(block.name_hint, func_name=func_name)
     loops = sch.get_loops(handle)
     kinds = [iv.iter_type for iv in block.iter_vars]
     if len(loops) != len(kinds) or kinds[-1] != IterType.REDUCE:
         return
+    if _j_contiguous(block):
+        _tile_vectors(sch, func, block, func_name, isa, handle, loops)
+    else:
+        _tile_dot_strips(sch, func, block, func_name, handle, loops)
+
+
+def _tile_vectors(sch: Schedule, func: PrimFunc, block: Block, func_name: str,
+                  isa: VectorISA, handle, loops) -> None:
+    """``B[k, j]``: vectors along ``j``, a register block of rows x vectors (docstring)."""
+    ext = [iv.dom.extent.value for iv in block.iter_vars]
+    n_spatial = len(ext) - 1
+    cols, red = ext[n_spatial - 1], ext[-1]
+    rows = ext[n_spatial - 2] if n_spatial >= 2 else 1
+    outer = loops[:max(0, n_spatial - 2)]
+    sizes = recipe_sizes(isa, rows, cols)
+    if sizes.width < 2:
+        return
+    j0, j1, j2 = sch.split(loops[n_spatial - 1], factors=[None, sizes.vectors, sizes.width])
+    k = loops[-1]
+    fmas = red
+    for e in ext[:-1]:
+        fmas *= e
+    if n_spatial >= 2 and rows > 1:
+        i0, i1 = sch.split(loops[n_spatial - 2], factors=[None, sizes.rows])
+        sch.reorder(*outer, i0, j0, k, i1, j1, j2)
+    else:
+        i0, i1 = (loops[n_spatial - 2] if n_spatial >= 2 else None), None
+        sch.reorder(*loops[:n_spatial - 1], j0, k, j1, j2)
+    _consumers_under(sch, func, block, func_name, j0, sizes.width)
+    sch.decompose_reduction(handle, k)
+    sch.vectorize(j2)
+    if sizes.vectors > 1:
+        sch.unroll(j1)
+    if i1 is not None and sizes.rows > 1:
+        sch.unroll(i1)
+    if fmas >= PARALLEL_MIN_FMAS and rows > 1:
+        par = [*outer, i0] if i0 is not None else list(outer)
+        if par:
+            sch.parallel(sch.fuse(*par) if len(par) > 1 else par[0])
+
+
+def _tile_dot_strips(sch: Schedule, func: PrimFunc, block: Block, func_name: str, handle,
+                     loops) -> None:
+    """``W[j, k]``: the course's ``mm_relu`` shape, a strip of dot products along ``k``."""
+    kinds = [iv.iter_type for iv in block.iter_vars]
     n_spatial = len(kinds) - 1
     ext = [iv.dom.extent.value for iv in block.iter_vars]
     fj, fk = _factor(ext[n_spatial - 1]), _factor(ext[-1])
@@ -96,26 +217,22 @@ def _tile(sch: Schedule, func: PrimFunc, block: Block, func_name: str) -> None:
         return
     j0, j1 = sch.split(loops[n_spatial - 1], factors=[None, fj])
     k0, k1 = sch.split(loops[-1], factors=[None, fk])
-    row_major = _j_contiguous(block)
-    if row_major:   # B[k, j]: the j tile is a vector of each row of B
-        sch.reorder(*loops[:n_spatial - 1], j0, k0, k1, j1)
-    else:           # W[j, k] (the course's linear): a strip of dot products along k
-        sch.reorder(*loops[:n_spatial - 1], j0, k0, j1, k1)
-    for name in _readers(func, block):
-        sch.reverse_compute_at(sch.get_block(name, func_name=func_name), j0)
+    sch.reorder(*loops[:n_spatial - 1], j0, k0, j1, k1)
+    _consumers_under(sch, func, block, func_name, j0, None)
     sch.decompose_reduction(handle, k0)
-    if row_major:
-        sch.vectorize(j1)
     if n_spatial >= 2 and ext[0] > 1:
         sch.parallel(loops[0])
 
 
-def schedule_module(mod: IRModule) -> tuple[IRModule, dict]:
-    """Every TensorIR function of ``mod`` with its default schedule; also name -> trace."""
+def schedule_module(mod: IRModule, isa: VectorISA | str | None = None
+                    ) -> tuple[IRModule, dict]:
+    """Every TensorIR function of ``mod`` with its default schedule for ``isa`` (None: this
+    machine); also name -> trace."""
+    isa = isa_of(isa)
     funcs, traces = dict(mod.items()), {}
     for name, f in mod.items():
         if isinstance(f, PrimFunc):
-            sch = default_schedule(IRModule(((name, f),)), name)
+            sch = default_schedule(IRModule(((name, f),)), name, isa)
             funcs[name] = sch.mod[name]
             traces[name] = sch.trace
     return IRModule(tuple(funcs.items())), traces
