@@ -184,6 +184,8 @@ class _RelaxPlanner:
 
     def run(self) -> Entry:
         prog = self.prog
+        for ins in prog.instrs:
+            self.unsupported(ins)
         inputs = []
         for reg, si, name in prog.params:
             if isinstance(si, TupleStructInfo):
@@ -299,7 +301,13 @@ class _RelaxPlanner:
             self.where[ins[2]] = tuple(self.where[r] for r in ins[1])
         elif kind == "get":
             self.where[ins[3]] = self.where[ins[1]][ins[2]]
-        elif kind == "packed":
+        else:
+            self.unsupported(ins)
+
+    def unsupported(self, ins: tuple) -> None:
+        """Refuse an instruction a library cannot hold (a sentence with the way out)."""
+        kind = ins[0]
+        if kind == "packed":
             self.refuse(f"calls the registered function {ins[1]!r}, which runs in Python",
                         "write it as a TensorIR function of the module (R.call_tir)")
         elif kind == "op":
@@ -309,7 +317,7 @@ class _RelaxPlanner:
         elif kind == "func":
             self.refuse(f"calls the Relax function {ins[1]!r}",
                         "export a module whose functions call TensorIR functions only")
-        else:
+        elif kind not in ("kernel", "alloc", "move", "tuple", "get"):
             self.refuse(f"uses a {kind!r} instruction", "return tensors only")
 
     def _place(self, reg: int) -> Place:
