@@ -989,7 +989,35 @@
   document.addEventListener("htmx:pushedIntoHistory", function (ev) { writeHistory(); historyEntry(false, ev.detail.path); });
   document.addEventListener("htmx:replacedInHistory", function (ev) { writeHistory(); historyEntry(true, ev.detail.path); });
 
+  // ------------------------------------------------------------------ a withdrawn GPU step
+  // The worker's result for the step just made says the emulator found a data race: the
+  // measurement body holds the refusal (#withdrawn, app.web.gpu_refusals.withdrawal). The
+  // page goes back to the state before the step, as an undo that leaves no trace of it
+  // (the trace without the step; the step's history entry, if written, replaced), and the
+  // message pane shows the race's sentence with the blocks touching the buffer highlighted.
+  function withdrawStep(el) {
+    if (!el || el.hasAttribute("data-withdrawing") || !document.querySelector("main.workspace")) return;
+    el.setAttribute("data-withdrawing", "1");
+    var back = el.getAttribute("data-withdraw"), state = el.getAttribute("data-state");
+    var text = el.getAttribute("data-text") || "", hl = el.getAttribute("data-highlight") || "";
+    pendingHistory = pendingHistory.filter(function (e) { return e.path !== state; });
+    htmx.ajax("GET", back, { target: "#message", swap: "outerHTML" }).then(function () {
+      var m = document.getElementById("message");
+      if (!m) return;
+      m.className = "message msg-refused";
+      m.setAttribute("data-highlight", hl);
+      m.innerHTML = "<strong>Refused.</strong> <span class=\"msg-text\"></span>";
+      m.querySelector(".msg-text").textContent = text + ".";
+      refreshHighlights();
+      if (location.pathname + location.search === state) history.replaceState({ htmx: true }, "", back);
+    });
+  }
+
   htmx.onLoad(function (root) {
+    if (root.querySelectorAll) {
+      var w = root.matches && root.matches("[data-withdraw]") ? root : root.querySelector("[data-withdraw]");
+      if (w) setTimeout(function () { withdrawStep(w); }, 0);
+    }
     root = adoptPlots(root);
     // the measurement pane was re-rendered (a poll, a new step): keep the chosen tab
     if (measureTab && root.querySelector &&

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from inline_service import make_test_app
+from inline_service import drain, make_test_app
 
 HX = {"HX-Request": "true"}
 GPU = {"target": "cuda-h100-sxm"}
@@ -86,3 +86,42 @@ def test_a_state_not_yet_a_kernel_is_not_refused(client):
     r = click(client, "matmul", q, "L/matmul/0/A_shared", "bind", status=422,
               thread_axis="blockIdx.x")
     assert "64 KiB of shared memory" in text(r) and "HX-Push-Url" not in r.headers
+
+
+#: the window sum bound as the chapter's, A read into a *global* copy computed at the thread
+#: loop: each thread copies its three elements, then reads two its neighbours copy — with
+#: nothing ordering them (the lowering puts barriers only for "shared"): a race the emulator
+#: finds, which every static check accepts (bind's rules were met when the loops were bound)
+WINDOW_RACE = [
+    ("L/window_sum/0/C", "split", {"factors": "None, 64"}),
+    ("L/window_sum/0/C", "bind", {"thread_axis": "blockIdx.x"}),
+    ("L/window_sum/1/C", "bind", {"thread_axis": "threadIdx.x"}),
+    ("B/window_sum/C", "cache_read", {"buffer": "0", "scope": "global"}),
+    ("B/window_sum/A_global", "compute_at", {"loop": "L/window_sum/1/C"}),
+]
+
+
+def test_a_race_found_by_the_emulator_withdraws_the_step(app, client):
+    q = steps(client, "window_sum", dict(GPU, n="256"), WINDOW_RACE)
+    client.get("/explore/window_sum/measure", query_string=q)
+    drain(app)
+    m = text(client.get("/explore/window_sum/measure", query_string=q))
+    w = re.search(r'<div class="withdrawn[^>]*>', m)
+    assert w, m[:3000]
+    tag = w.group(0)
+    back = re.search(r'data-withdraw="([^"]+)"', tag).group(1).replace("&amp;", "&")
+    assert "Step 5 is withdrawn: the emulator found a data race" in m
+    assert "global buffer &#39;A_global&#39;" in m and "thread (" in m
+    hl = re.search(r'data-highlight="([^"]*)"', tag).group(1).split()
+    assert "B/window_sum/A_global" in hl
+    assert "Back to step 4" in m
+    # the state to go back to is the trace without the step: four steps, A_global at the root
+    before = state_of(back)
+    page = text(client.get("/explore/window_sum", query_string=before))
+    assert 'data-sel="B/window_sum/A_global"' in page
+    q4 = steps(client, "window_sum", dict(GPU, n="256"), WINDOW_RACE[:4])
+    assert before["t"] == q4["t"] and "at" not in before
+    # an earlier step's race, looked at from a later step, stays on its row: no withdrawal
+    q5 = dict(q, at="4")
+    m4 = text(client.get("/explore/window_sum/measure", query_string=q5))
+    assert "data-withdraw" not in m4

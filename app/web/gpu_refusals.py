@@ -90,3 +90,24 @@ def race_highlight(result: Any) -> list[str]:
     if not isinstance(blocks, list):
         return []
     return [b for b in blocks if isinstance(b, str)][:8]
+
+
+def withdrawal(session: Any, current: Any) -> dict | None:
+    """What the measurement pane says and does when the worker's result for the step on
+    view is a race and that step is the trace's last (the one just made): the sentence, the
+    link of the state before it (the trace without the step), the blocks to highlight in
+    that state's program, and this state's link (the page's history entry to replace).
+    None otherwise: an earlier step's race stays on its row."""
+    from .selection import module_trees, names_to_sels
+    if session.gpu is None or session.at < 1 or session.at != session.nsteps:
+        return None
+    text = race_of(current)
+    if text is None:
+        return None
+    k = session.at
+    before = session.mod_at(k - 1)
+    return {"step": k,
+            "text": f"Step {k} is withdrawn: the emulator found a {text[0].lower()}{text[1:]}",
+            "back": session.url(token=session.prefix_token(k - 1), at=None),
+            "state": session.url(),
+            "highlight": names_to_sels(module_trees(before), race_highlight(current))}

@@ -10,6 +10,7 @@ from ...service.protocol import PoolClosed, PoolUnavailable, QueueFull
 from .. import measuring, plots
 from ..services import measurer
 from ..session import Session
+from ..gpu_refusals import withdrawal
 from ..targets import model_label
 
 
@@ -41,7 +42,7 @@ def context(session: Session, budget_s: float | None = None,
     if session.at in queued:
         ctx["current_queued"] = ctx["queued"][session.at]
     if gpu is not None:
-        ctx.update(gpu=session.target)
+        ctx.update(gpu=session.target, withdraw=withdrawal(session, ctx.get("current")))
         ctx.update(gpu_roofline(session, ctx["rows"]))
     else:
         ctx.update(roofline(session, ctx["rows"], m))
