@@ -144,8 +144,9 @@ def prefetch(session: Session, mod) -> None:
     wl = session.workload_arg()
     measurer().prefetch(mod, wl[0] if wl else None, wl[1] if wl else {},
                         func_name=session.func_name, baseline=session.mod0 if wl is None else None,
-                        cache=(plan is None or plan.simulate_cache) and session.gpu is None,
-                        target=session.gpu)
+                        cache=((plan is None or plan.simulate_cache)
+                               and session.job_target is None),
+                        target=session.job_target)
 
 
 class SettledBodies:
@@ -196,7 +197,7 @@ def is_settled(kind: str, session: Session, ctx: dict | None) -> bool:
     if kind == "measure":
         if ctx.get("roofline_pending") or (session.workload_arg() is not None
                                            and not ctx.get("roofline_fig")
-                                           and session.gpu is None):
+                                           and session.job_target is None):
             return False
         return all(r.get("ok") is True and r.get("stage") == "done" and not r.get("error")
                    for r in rows)
@@ -235,7 +236,7 @@ def step_results(session: Session, budget: float, stored_only: bool = False):
     wl = session.workload_arg()
     name, params = wl if wl else (None, {})
     baseline = session.mod0 if wl is None else None
-    fname, gpu = session.func_name, session.gpu
+    fname, gpu = session.func_name, session.job_target
 
     def lookup(mod):
         return m.cached(mod, name, params, fname, target=gpu)

@@ -362,12 +362,12 @@ def _validated_trace(s: Session) -> Trace:
 
 
 def document_of(trace, s: Session) -> dict:
-    """The trace document of a session: the trace's JSON, with the session's GPU target
-    (``"target": "cuda -model=h100-sxm"``; a CPU session's document has no target field,
-    as before GPU targets existed)."""
+    """The trace document of a session: the trace's JSON, with the session's GPU or board
+    target (``"target": "cuda -model=h100-sxm"``, ``"llvm -mtriple=aarch64-linux-gnu"``; a
+    CPU session's document has no target field, as before other targets existed)."""
     doc = trace_json(trace)
-    if s.gpu:
-        doc["target"] = s.gpu
+    if s.job_target:
+        doc["target"] = s.job_target
     return doc
 
 

@@ -438,6 +438,12 @@ class Session:
         return (self.workload, dict(self.params)) if self.workload != CUSTOM else None
 
     @property
+    def job_target(self) -> str | None:
+        """The engine's target string the measurement jobs are built for: a GPU's or a
+        board's (``"llvm -mtriple=aarch64-linux-gnu"``), None for this machine's CPU."""
+        return None if self.target.key == CPU else self.target.engine
+
+    @property
     def gpu(self) -> str | None:
         """The engine's target string of a GPU session (``"cuda -model=h100-sxm"``), None
         for the CPU: what the measurement jobs are built for."""

@@ -2,7 +2,8 @@
 current one (``engine.cache.simulate``, run by the measurement service's workers), and the
 access-pattern view (which elements one iteration of a loop touches, and in which order).
 On a GPU target the pane is the memory pane of :mod:`app.web.panes.gpu_memory` (the
-analytic model's accesses and traffic) instead.
+analytic model's accesses and traffic) instead; on an ARM board (run under qemu) it says the
+simulation is not available for an emulated target.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .. import measuring, plots
 from ..selection import module_trees, parse_sel, walk_tree
 from ..services import measurer
 from ..session import Session
+from ..targets import NO_SIMULATION_ON_BOARD
 from . import gpu_memory
 
 
@@ -32,6 +34,9 @@ def context(session: Session, budget_s: float | None = None,
                     "per_buffer": [], "npoints": 0, "pending": [],
                     "simulate_only": plan.reason}
         return gpu_memory.context(session, budget, stored_only)
+    if session.target.is_board:
+        return {"rows": [], "fig": None, "unavailable": NO_SIMULATION_ON_BOARD,
+                "current": None, "per_buffer": [], "npoints": 0, "pending": []}
     if plan is not None and (not plan.measure or not plan.simulate_cache):
         return {"rows": [], "fig": None, "unavailable": None, "current": None,
                 "per_buffer": [], "npoints": 0, "pending": [],

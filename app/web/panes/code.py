@@ -1,5 +1,5 @@
-"""The code pane: the generated LLVM IR (before and after LLVM's optimisation) and the x86
-assembly of the current step — for a GPU target its CUDA C, PTX and ptxas's resources with
+"""The code pane: the generated LLVM IR (before and after LLVM's optimisation) and the
+assembly of the current step (x86, or AArch64 for an ARM board) — for a GPU target its CUDA C, PTX and ptxas's resources with
 the host's launches — compiled by a measurement worker (the web process never compiles).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def context(session: Session, kind: str) -> dict:
     mod = session.mod_at(session.at)
     m = measurer()
     try:
-        got, ticket = m.submit_source(mod, target=session.gpu)
+        got, ticket = m.submit_source(mod, target=session.job_target)
     except QueueFull:
         return {"queued": measuring.queued_text(None), "text": None, "kind": kind}
     except (PoolClosed, PoolUnavailable) as e:
