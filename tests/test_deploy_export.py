@@ -369,3 +369,45 @@ def test_loading_a_file_that_is_not_an_exported_library(tmp_path):
         engine.runtime.load_module(text)
     with pytest.raises(DeployError, match="no file"):
         engine.runtime.load_module(tmp_path / "missing.so")
+
+
+THREADS_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from loader import NativeLibrary
+lib = NativeLibrary(sys.argv[1])
+seen = set()
+for _ in range(200):
+    out = lib["tid"]()
+    seen |= set(out.tolist())
+    if len(seen) > 1:
+        break
+print(sorted(seen))
+"""
+
+
+def test_the_library_starts_its_own_thread_pool(tmp_path):
+    """A parallel loop of an exported library runs on the library's pool, sized by
+    $ENGINE_NUM_THREADS (no engine in the process that loads it)."""
+    from engine.ir.buffer import Buffer
+    from engine.ir.expr import Call, StringImm, Var, const
+    from engine.ir.function import PrimFunc
+    from engine.ir.stmt import BufferStore, For, ForKind
+    out = Buffer("Out", (64,), "int32")
+    i, r = Var("i"), Var("r")
+    tid = Call("int32", "call_extern", (StringImm("engine_runtime_thread_index"),))
+    body = For(i, const(0), const(64), ForKind.PARALLEL,
+               For(r, const(0), const(20000), ForKind.SERIAL, BufferStore(out, tid, (i,))))
+    rt = engine.build(PrimFunc("tid", (out,), body, (("lowered", True),)), lowered=True)
+    record = rt.export_library(tmp_path / "tid.so")
+    assert_standalone(record.path)
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    for n, want in ((1, [0]), (2, [0, 1])):
+        env = dict(os.environ, ENGINE_NUM_THREADS=str(n))
+        proc = subprocess.run([sys.executable, str(script), str(record.path),
+                               str(Path(loader_module.__file__).parent)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == want
