@@ -32,18 +32,23 @@ class _FakeClock:
         self.now += d
 
 
-def test_repeats_stop_once_the_two_best_agree():
+def test_repeats_stop_once_the_best_three_agree():
     clock = _FakeClock([0.01])  # a steady 10 ms kernel
     assert measure.adaptive_time(clock.call, clock=clock.perf_counter) == pytest.approx(0.01)
-    # warm-up, then MIN_REPEATS repeats of one run each (10 ms > REPEAT_SECONDS)
+    # warm-up, then MIN_REPEATS repeats of one run each (10 ms > the timing's batch)
     assert clock.calls == 1 + measure.MIN_REPEATS
 
 
+def test_the_tuner_and_the_explorer_time_with_one_function():
+    from engine.runtime.timing import time_until_stable  # noqa: PLC0415
+    assert measure.adaptive_time is time_until_stable
+
+
 def test_a_noisy_kernel_gets_more_repeats_and_its_best_counts():
-    noisy = [0.02, 0.05, 0.03, 0.04, 0.01, 0.06, 0.0101, 0.07]
+    noisy = [0.02, 0.05, 0.03, 0.01, 0.06, 0.0101, 0.04, 0.01015, 0.07]
     clock = _FakeClock(noisy)
     assert measure.adaptive_time(clock.call, clock=clock.perf_counter) == pytest.approx(0.01)
-    assert clock.calls == len(noisy) - 1  # stopped once 0.01 and 0.0101 agreed
+    assert clock.calls == len(noisy) - 1  # stopped once 0.01, 0.0101 and 0.01015 agreed
 
 
 def test_a_much_slower_candidate_than_the_best_runs_twice():

@@ -11,10 +11,11 @@ time them one at a time on quiet cores: :meth:`TaskContext.build` (replay, compi
 and :meth:`TaskContext.time` (the timed runs). Failures are reported in the
 :class:`MeasureResult`, never raised.
 
-Timing is adaptive (:func:`adaptive_time`): repeats stop as soon as the two best agree, and
-a candidate much slower than the task's best so far is run just twice. numpy's reference is
-timed the same way with more repeats, once per task and process; the inputs and the
-expected outputs are also made once per task and process.
+Timing is the engine's one adaptive timing function
+(:func:`engine.runtime.timing.time_until_stable`, also the explorer's): repeats stop as
+soon as the best three agree, and a candidate much slower than the task's best so far is
+run just twice. numpy's reference is timed the same way with more repeats, once per task
+and process; the inputs and the expected outputs are also made once per task and process.
 """
 from __future__ import annotations
 
@@ -26,25 +27,25 @@ import numpy as np
 
 from engine import workloads
 from engine.runtime import build, check_correctness, random_args
-from engine.runtime.timing import repeat_until_stable
+from engine.runtime.timing import SLOW_FACTOR, time_until_stable
 
 from .task import TuneTask
 
-__all__ = ["MeasureResult", "TaskContext", "measure_inline", "time_callable", "adaptive_time"]
+__all__ = ["MeasureResult", "TaskContext", "measure_inline", "time_callable", "adaptive_time",
+           "SLOW_FACTOR"]
 
-#: a repeat of the timed runs lasts at least this long (several runs of a fast kernel; a
-#: kernel slower than this runs once per repeat, so a hiccup spoils one repeat, not all)
-REPEAT_SECONDS = 0.002
+#: the earlier name of the one timing function (the tuner's candidates are timed as the
+#: explorer's steps are)
+adaptive_time = time_until_stable
 #: timed repeats per candidate: at least MIN, at most MAX; the best one counts, and the
-#: repeats stop as soon as the two best agree within AGREE (adaptive timing)
+#: repeats stop by :func:`~engine.runtime.timing.time_until_stable`'s rule
 MIN_REPEATS = 3
 MAX_REPEATS = 15
-AGREE = 0.03
 #: at most this many seconds of timed runs per candidate (after the minimum repeats)
 TIME_BUDGET = 0.4
-#: a candidate slower than SLOW_FACTOR x the best so far is not timed at length: its rank is
-#: clear (its checked run is its time, or it gets two runs)
-SLOW_FACTOR = 3.0
+#: SLOW_FACTOR (the timing function's): a candidate slower than SLOW_FACTOR x the best so
+#: far is not timed at length: its rank is clear (its checked run is its time, or it gets
+#: two runs)
 #: the same for the checked run, a cold one (the first after compiling: it can take a few
 #: times a warm run), so only a candidate this much slower keeps it as its time
 CHECKED_SLOW_FACTOR = 10.0
@@ -174,7 +175,7 @@ class TaskContext:
         return Built(res, rt, rep.kernel_seconds)
 
     def time(self, built: Built, best_so_far: float | None = None) -> MeasureResult:
-        """Time a built, correct candidate (:func:`adaptive_time`; ``best_so_far``: the
+        """Time a built, correct candidate (:func:`time_until_stable`; ``best_so_far``: the
         task's best seconds yet, so a much slower candidate is not timed at length: one
         whose checked run already took over :data:`CHECKED_SLOW_FACTOR` x the best keeps
         that run's time, it is not run again)."""
@@ -192,7 +193,9 @@ class TaskContext:
         try:
             fn = built.rt[self.task.func_name]
             ptrs = fn.pointers(args)
-            secs = adaptive_time(lambda: fn.call_pointers(ptrs), best_so_far)
+            secs = time_until_stable(lambda: fn.call_pointers(ptrs), best_so_far,
+                                     min_repeats=MIN_REPEATS, max_repeats=MAX_REPEATS,
+                                     budget=TIME_BUDGET)
         except Exception as e:  # noqa: BLE001
             res.error = f"timing failed: {e}"
             return res
@@ -291,42 +294,11 @@ def _fixed(expected: list) -> Callable:
     return lambda *arrays: tuple(expected)
 
 
-def adaptive_time(call: Callable[[], Any], best_so_far: float | None = None, *,
-                  min_repeats: int = MIN_REPEATS, max_repeats: int = MAX_REPEATS,
-                  budget: float = TIME_BUDGET,
-                  clock: Callable[[], float] = time.perf_counter) -> float:
-    """Best per-call seconds of ``call`` (after a warm-up run).
-
-    The repeats are :func:`engine.runtime.timing.repeat_until_stable`'s: each lasts
-    :data:`REPEAT_SECONDS` (one run for a kernel slower than that), the best counts, and
-    they stop once the two best agree within :data:`AGREE` (after ``min_repeats``), or
-    after ``max_repeats``, or when ``budget`` seconds are spent. A call slower than
-    :data:`SLOW_FACTOR` x ``best_so_far`` is run just once more: it will not be the best,
-    its rank is clear.
-    ``clock``: seconds now (tests pass a fake one).
-    """
-    perf = clock
-    t0 = perf()
-    call()
-    one = max(perf() - t0, 1e-7)
-    if one > 0.5 or (best_so_far and one > SLOW_FACTOR * best_so_far):
-        t0 = perf()
-        call()
-        return min(one, perf() - t0)
-    best, _ = repeat_until_stable(call, one, batch_seconds=REPEAT_SECONDS, agree=2,
-                                  fraction=AGREE, min_repeats=min_repeats,
-                                  max_repeats=max_repeats, budget=budget, max_number=10_000,
-                                  clock=clock)
-    return best
-
-
 def time_callable(fn: Callable[[], Any]) -> float:
     """Best per-call seconds of a Python callable (numpy's reference): a few warm-up
-    calls, then :func:`adaptive_time` with more repeats than a candidate gets."""
-    for _ in range(3):
-        fn()
-    return adaptive_time(fn, min_repeats=NUMPY_MIN_REPEATS, max_repeats=NUMPY_MAX_REPEATS,
-                         budget=4 * TIME_BUDGET)
+    calls, then :func:`time_until_stable` with more repeats than a candidate gets."""
+    return time_until_stable(fn, warmups=3, min_repeats=NUMPY_MIN_REPEATS,
+                             max_repeats=NUMPY_MAX_REPEATS, budget=4 * TIME_BUDGET)
 
 
 def measure_inline(ctx: TaskContext, trace_doc: dict,
