@@ -37,24 +37,20 @@ import numpy as np
 from engine import workloads
 from engine.ir import structural_hash
 from engine.runtime import build, check_correctness, random_args, runtime_info
-from engine.runtime.timing import repeat_until_stable as engine_repeat_until_stable
+from engine.runtime.timing import time_until_stable
 
 from ..limits import SLOW_RUN_S
 from .protocol import empty_step
 
 __all__ = ["measure_step", "compile_split", "kernel_threads", "blas_threads",
-           "numpy_threads_note", "time_kernel", "time_python", "repeat_until_stable",
+           "numpy_threads_note", "time_kernel", "time_python",
            "workload_inputs",
            "program_inputs", "Inputs"]
 
-#: Adaptive timing (:func:`repeat_until_stable`): one repeat runs the kernel back to back
-#: for at least this long (small kernels are batched, so the clock's resolution and the
-#: call's overhead do not count) ...
-BATCH_SECONDS = 0.002
-#: ... and repeats stop once the best three agree within this fraction of the best (the
-#: best repeat is the figure: on a shared machine noise only ever adds time) ...
-STABLE_FRACTION = 0.02
-#: ... or once this budget is spent (at least :data:`MIN_REPEATS` repeats are run). Measured
+#: Timing is the engine's one adaptive timing function
+#: (:func:`engine.runtime.timing.time_until_stable`, also the tuner's and the benchmarks'):
+#: repeats of ~2 ms stop once the best three agree within 2% of the best, or once this
+#: budget is spent (at least :data:`MIN_REPEATS` repeats are run). Measured
 #: on mm_relu's course steps (n=128, kernels of 0.3 and 2.7 ms, 30 timings of each, with and
 #: without a load on the same core): the figure reported varies from one timing to the next
 #: as much with a budget of 80 ms as with 20 ms (p90/p10 of 1.04-1.14 when quiet; under
@@ -281,23 +277,9 @@ def _numpy_seconds(inputs: Inputs, workload, params, threads: int) -> float:
     return got
 
 
-def repeat_until_stable(run, one_s: float, budget_s: float | None = None) -> tuple[float, int]:
-    """``(best seconds per call, calls made)`` of ``run()`` — adaptive repeats
-    (:func:`engine.runtime.timing.repeat_until_stable` with the explorer's settings).
-
-    One repeat calls ``run`` back to back for about :data:`BATCH_SECONDS` (``one_s`` is a
-    first estimate of one call). Repeats stop once the best three agree within
-    :data:`STABLE_FRACTION` of the best — a tight interval around the figure reported —
-    or once ``budget_s`` (default :data:`TARGET_SECONDS`) is spent, after at least
-    :data:`MIN_REPEATS` repeats."""
-    return engine_repeat_until_stable(
-        run, one_s, batch_seconds=BATCH_SECONDS, agree=3, fraction=STABLE_FRACTION,
-        min_repeats=MIN_REPEATS, budget=TARGET_SECONDS if budget_s is None else budget_s)
-
-
 def time_kernel(rt, fname: str, args, first_run_s: float | None = None) -> float:
     """Best per-call seconds of a compiled function, repeated until stable
-    (:func:`repeat_until_stable`).
+    (:func:`engine.runtime.timing.time_until_stable` within :data:`TARGET_SECONDS`).
 
     The best repeat, like numpy's reference (:func:`time_python`): on a small shared
     machine a repeat that overlaps another worker's compile runs up to 2x slower, and the
@@ -307,12 +289,8 @@ def time_kernel(rt, fname: str, args, first_run_s: float | None = None) -> float
     f = rt[fname]
     ptrs = f.pointers(tuple(args))
     call = f.call_pointers
-    if first_run_s is None:
-        t0 = time.perf_counter()
-        call(ptrs)
-        first_run_s = time.perf_counter() - t0
-    best, _ = repeat_until_stable(lambda: call(ptrs), max(first_run_s, 1e-7))
-    return best
+    return time_until_stable(lambda: call(ptrs), first_s=first_run_s, budget=TARGET_SECONDS,
+                             min_repeats=MIN_REPEATS)
 
 
 def time_python(fn) -> float:
@@ -322,13 +300,8 @@ def time_python(fn) -> float:
     threads to be scheduled and can take 300x its steady-state time, so the minimum over
     repeats (after a warm-up), not the median, is the stable figure for the reference line.
     """
-    for _ in range(2):       # warm-up: first calls allocate, page in, start BLAS threads
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    best, _ = repeat_until_stable(fn, one)
-    return best
+    # warm-up: first calls allocate, page in, start BLAS threads
+    return time_until_stable(fn, warmups=2, budget=TARGET_SECONDS, min_repeats=MIN_REPEATS)
 
 
 def kernel_threads(rt) -> int:
