@@ -93,7 +93,9 @@ def _built(ctx):
         mod, _ = _load(ctx)
         t0 = time.perf_counter()
         target = ctx.job.get("target")
-        if target:                    # a GPU target: engine.gpu's build (PTX, CUDA C, ptxas)
+        if timing.is_board_target(target):   # an ARM board: AArch64 objects, its assembly
+            ctx.state["rt"] = build(mod, target=target)
+        elif target:                  # a GPU target: engine.gpu's build (PTX, CUDA C, ptxas)
             from engine.gpu.build import build_gpu
             ctx.state["rt"] = build_gpu(mod, target)
         else:
@@ -185,6 +187,17 @@ def act_step(ctx) -> None:
     mod, func_name = _load(ctx)
     job = ctx.job
     baseline = pickle.loads(job["baseline"]) if job.get("baseline") is not None else None
+    if timing.is_board_target(job.get("target")):
+        # an ARM board's step: built for aarch64, checked and timed under qemu-aarch64 (one
+        # core: the emulator runs the thread pool's threads on the host's)
+        with ctx.timing_slot(1, pin=False):
+            res = timing.measure_board_step(mod, job.get("workload"),
+                                            dict(job.get("params") or {}), job["target"],
+                                            func_name=func_name, baseline=baseline,
+                                            on_compiled=lambda: ctx.emit(compiled=True),
+                                            program_hash=job.get("program_hash"))
+        ctx.emit(step=_plain(res))
+        return
     if job.get("target"):
         # a GPU step: built for the target's GPU, run in the emulator (or on the GPU),
         # checked, modeled; one core for the emulated run
@@ -247,7 +260,7 @@ def act_source(ctx: Any) -> None:
     rt = _built(ctx)
     cap = int(ctx.job.get("source_max_chars", 400_000))
     out = {}
-    if ctx.job.get("target"):
+    if ctx.job.get("target") and not timing.is_board_target(ctx.job["target"]):
         for kind in GPU_SOURCE_KINDS:
             try:
                 text = (_gpu_resources_text(rt) if kind == "resources"

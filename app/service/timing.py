@@ -446,6 +446,97 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
             out["assembly_error"] = f"reading ptxas's report failed: {e}"
 
 
+def is_board_target(target: str | None) -> bool:
+    """True for a target string naming another CPU than this one (an ARM board: the
+    engine's ``engine.codegen.machine``), False for this machine's CPU and for GPUs."""
+    from engine.codegen.machine import NAMED_MACHINES, TargetStringError, parse_machine
+    if not isinstance(target, str) or not (target.split()[0:1] == ["llvm"]
+                                           or target.strip() in NAMED_MACHINES):
+        return False
+    try:
+        return parse_machine(target) is not None
+    except TargetStringError:
+        return False
+
+
+#: the emulated runs of a board's step aim at this many seconds of timed calls (qemu runs
+#: AArch64 code at roughly half a GFLOP/s on this kind of machine), between 1 and
+#: BOARD_MAX_REPEAT calls
+BOARD_TIMED_SECONDS = 0.05
+BOARD_ASSUMED_FLOPS = 5e8
+BOARD_MAX_REPEAT = 50
+#: the wall-clock limit of one emulated run
+BOARD_RUN_TIMEOUT_S = 60.0
+#: the runtime plot's label of an emulated time (app.web.targets.EMULATION_LABEL's words)
+EMULATED_KIND = "emulated"
+
+
+def measure_board_step(mod, workload: str | None, params: dict, target: str, *,
+                       func_name: str | None = None, baseline=None,
+                       on_compiled: Callable[[], None] | None = None,
+                       program_hash: str | None = None) -> dict:
+    """One explorer step for an ARM board (``"llvm -mtriple=aarch64-linux-gnu"``): built
+    for the board by ``engine.build`` (LLVM's AArch64 backend), linked with the
+    cross-compiled thread pool and called under ``qemu-aarch64`` on the workload's inputs
+    (``engine.deploy.board.run_on_board``), compared with numpy, then called again a few
+    times under the emulator for its time. Never raises for a bad program.
+
+    The dict has the CPU step's fields — ``time_ms`` is the emulator's time per call — and
+    ``target``, ``time_kind`` "emulated", ``emulator`` ("qemu-aarch64"), ``timed_runs``,
+    ``link_ms`` and ``run_wall_ms`` (the link and the emulated run, wall clock); no numpy
+    time (numpy runs on this machine's CPU, not under the emulator)."""
+    h = program_hash or structural_hash(mod)
+    fname = func_name or mod.names()[0]
+    board = {"target": target, "time_kind": EMULATED_KIND, "emulator": "qemu-aarch64",
+             "ran_on": "qemu-aarch64 emulator"}
+    try:
+        t0 = time.perf_counter()
+        try:
+            rt = build(mod, target=target)
+        finally:
+            if on_compiled is not None:
+                on_compiled()
+        compile_ms = (time.perf_counter() - t0) * 1e3
+    except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
+        return empty_step(h, stage="compile", error=f"compile failed: {e}", **board)
+    out = empty_step(h, stage="check", compile_ms=compile_ms, **board)
+    try:
+        inputs = (workload_inputs(workload, params) if workload is not None
+                  else program_inputs(mod, fname, baseline))
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"could not prepare inputs: {e}")
+        return out
+    flops = None
+    if workload is not None:
+        flops = float(workloads.info(workload).flops(**params))
+    repeat = BOARD_MAX_REPEAT if not flops else \
+        max(1, min(BOARD_MAX_REPEAT, int(BOARD_TIMED_SECONDS * BOARD_ASSUMED_FLOPS / flops)))
+    from engine.deploy.board import run_on_board
+    run_args = [np.array(a, copy=True) for a in inputs.args]
+    try:
+        run = run_on_board(rt, fname, run_args, repeat=repeat, timeout=BOARD_RUN_TIMEOUT_S)
+    except Exception as e:  # noqa: BLE001 - the emulator's or the linker's sentence
+        out.update(error=f"running under qemu-aarch64 failed: {e}")
+        return out
+    out.update(link_ms=run.link_s * 1e3, run_wall_ms=run.run_s * 1e3, timed_runs=repeat)
+    if inputs.expected is not None:
+        try:
+            ok, max_abs, detail = _compare(run_args, inputs, mod[fname])
+        except Exception as e:  # noqa: BLE001
+            out.update(error=f"checking the result failed: {e}")
+            return out
+        out.update(correct=ok, max_abs_err=max_abs)
+        if not ok:
+            out["detail"] = detail or "result differs from the reference"
+    if run.seconds_per_call:
+        out["time_ms"] = run.seconds_per_call * 1e3
+        if flops:
+            out["gflops"] = flops / run.seconds_per_call / 1e9
+    out["stage"] = "done"
+    out["ok"] = out["correct"] is not False
+    return out
+
+
 #: the emulator compiles a race-checked program of at most this many FLOPs at LLVM's -O0
 #: (its compile was most of a small step's time: vector add 36 instead of 92 ms, GEMM n=128
 #: 75 instead of 700 ms; the run 2-4 times slower, 28 ms for that GEMM), larger ones at -O3

@@ -1,6 +1,8 @@
 """The measurement pane: runtime and GFLOP/s of every step (compiled, checked against numpy
 and timed by the measurement service's workers), numpy's time for the same computation as a
-reference line, and the roofline tab (each step's place under this machine's roofs).
+reference line, and the roofline tab (each step's place under this machine's roofs). An ARM
+board's steps are timed under qemu-aarch64: their times are labelled so, and there is no
+roofline for them.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from .. import measuring, plots
 from ..services import measurer
 from ..session import Session
 from ..gpu_refusals import withdrawal
-from ..targets import model_label
+from ..targets import EMULATION_LABEL, NO_ROOFLINE_ON_BOARD, model_label
 
 
 def context(session: Session, budget_s: float | None = None,
@@ -33,7 +35,7 @@ def context(session: Session, budget_s: float | None = None,
     gpu = session.gpu
     got = measuring.step_results(session, budget, stored_only)
     if got is None or (stored_only and session.workload_arg() is not None and gpu is None
-                       and m.cached_roofline() is None):
+                       and not session.target.is_board and m.cached_roofline() is None):
         return None
     by_step, unavailable, queued, busy = got
     ctx = _rows_context(session, by_step, list(queued), unavailable)
@@ -41,7 +43,9 @@ def context(session: Session, budget_s: float | None = None,
                poll_delay=measuring.POOL_POLL, large_note=plan.note if plan is not None else None)
     if session.at in queued:
         ctx["current_queued"] = ctx["queued"][session.at]
-    if gpu is not None:
+    if session.target.is_board:
+        ctx.update(board=session.target, roofline_note=NO_ROOFLINE_ON_BOARD)
+    elif gpu is not None:
         ctx.update(gpu=session.target, withdraw=withdrawal(session, ctx.get("current")))
         ctx.update(gpu_roofline(session, ctx["rows"]))
     else:
@@ -105,8 +109,11 @@ def gpu_roofline(session: Session, rows: list[dict]) -> dict:
 
 def time_label(row: dict) -> str | None:
     """What a GPU step's time is: "modeled for H100 SXM (no GPU on this machine)" or
-    "measured on <the GPU>"; None for a CPU step (measured on this machine)."""
+    "measured on <the GPU>"; an ARM board's: "under emulation (qemu-aarch64), not an ARM
+    board's time"; None for a CPU step (measured on this machine)."""
     kind = row.get("time_kind")
+    if kind == "emulated":
+        return EMULATION_LABEL
     if kind == "modeled":
         return model_label(str(row.get("gpu") or ""))
     if kind == "measured":
