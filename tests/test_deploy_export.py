@@ -411,3 +411,37 @@ def test_the_library_starts_its_own_thread_pool(tmp_path):
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout) == want
+
+
+def test_a_tuple_result_with_an_argument_in_it(tmp_path):
+    """Results written in place by their kernels, an intermediate returned as well, and an
+    argument returned (copied into its output)."""
+    src = textwrap.dedent('''
+        @I.ir_module
+        class Module:
+            @T.prim_func
+            def add1(X: T.Buffer((2, 4), "float32"), Y: T.Buffer((2, 4), "float32")):
+                for i, j in T.grid(2, 4):
+                    with T.block("Y"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        Y[vi, vj] = X[vi, vj] + T.float32(1)
+
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    a = R.call_tir(add1, (x,), R.Tensor((2, 4), "float32"))
+                    b = R.call_tir(add1, (a,), R.Tensor((2, 4), "float32"))
+                    c = R.call_tir(add1, (b,), R.Tensor((2, 4), "float32"))
+                    R.output(a, c)
+                return (c, a, x)
+    ''')
+    ex = relax.build(engine.parse(src), target="llvm")
+    record = ex.export_library(tmp_path / "tup.so")
+    x = np.arange(8, dtype=F32).reshape(2, 4)
+    got = engine.runtime.load_module(record.path)["main"](x)
+    for g, w in zip(got, (x + 3, x + 1, x)):
+        np.testing.assert_array_equal(g.numpy(), w)
+    assert "int tup_main(const float* x, float* out0, float* out1, float* out2);" in \
+        record.header.read_text()
+    with pytest.raises(engine.ArgumentError, match=r"takes 1 input\(s\) \(x\), got 2"):
+        engine.runtime.load_module(record.path)["main"](x, x)

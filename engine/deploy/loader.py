@@ -14,7 +14,10 @@ Everything it needs is the library's own metadata (``engine_deploy_metadata()``,
 document: each function's C symbol, its arguments in order with names, shapes, dtypes and
 roles). Arguments are checked (count, dtype, shape) and a wrong one raises
 :class:`LibraryError` with a sentence; inputs that are not C-contiguous are copied.
-Calls are serialized per library (the library keeps its intermediates in static memory).
+Calls are serialized per library file (the library keeps its intermediates in static
+memory; two ``NativeLibrary`` objects of one path share the loaded code and one lock). A file
+loaded in a process stays the loaded one even if it is written again at the same path (the
+dynamic loader keeps it): load a new export under a new name.
 """
 from __future__ import annotations
 
@@ -28,6 +31,17 @@ import numpy as np
 
 METADATA_SYMBOL = "engine_deploy_metadata"
 FORMAT = "engine-deploy"
+
+
+#: one lock per loaded file (its real path): calls of one library are serialized
+_LOCKS: dict = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock_of(path: str) -> threading.Lock:
+    key = os.path.realpath(path)
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault(key, threading.Lock())
 
 
 class LibraryError(ValueError):
@@ -143,7 +157,7 @@ class NativeLibrary:
                                f"{self.metadata.get('format')!r}")
         self.kind = self.metadata["kind"]
         self.prefix = self.metadata["prefix"]
-        self._lock = threading.Lock()
+        self._lock = _lock_of(self.path)
         self._functions = {}
         for name, info in self.metadata["functions"].items():
             cfunc = getattr(self._dll, info["symbol"])
