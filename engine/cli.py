@@ -10,6 +10,8 @@
                                    [--strategy random|evolutionary] [--dask ADDRESS]
                                    [--export best.json]
     python -m engine gpu-check [--size 1024] [--gpu a100] [--program gemm_shared ...]
+    python -m engine serve LIBRARY.so [--port 8080] [--host 127.0.0.1] [--max-batch 64]
+                                      [--max-body-bytes N] [--threads 4]
 
 Every failure is one plain sentence on stderr and a non-zero exit status (2 for bad
 input such as an unreadable or invalid trace, 1 for a program that computes wrong
@@ -134,6 +136,26 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--program", action="append", default=None,
                    choices=("vector_add", "window_sum", "gemm_local", "gemm_shared"),
                    help="one program (repeatable; default: all four)")
+    s = sub.add_parser(
+        "serve", help="serve an exported library as an HTTP JSON inference endpoint",
+        description="Serve a library written by export_library (its functions, as its "
+                    "header describes them) over HTTP with waitress: POST /v1/<function> "
+                    'with {"inputs": [...]} answers {"outputs": ..., "ms": ...}; GET / '
+                    "describes the functions. Inputs are checked against the header's "
+                    "shapes and dtypes; the library's calls run one at a time.",
+        epilog="example: python -m engine serve mlp.so --port 8080")
+    s.add_argument("library", metavar="LIBRARY.so",
+                   help="a library written by export_library")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8080,
+                   help="port (default 8080; 0 picks a free one, printed at start)")
+    s.add_argument("--max-batch", type=int, default=None,
+                   help="inputs one request may carry (default 64)")
+    s.add_argument("--max-body-bytes", type=int, default=None,
+                   help="largest request body in bytes (default 8388608)")
+    s.add_argument("--threads", type=int, default=None,
+                   help="waitress's request threads (default 4)")
     return p
 
 
@@ -402,6 +424,14 @@ def cmd_gpu_check(args: argparse.Namespace, out) -> int:
 
 
 COMMANDS["gpu-check"] = cmd_gpu_check
+
+
+def cmd_serve(args: argparse.Namespace, out) -> int:
+    from engine.deploy import serve_cli  # noqa: PLC0415
+    return serve_cli.run(args, out, CLIError)
+
+
+COMMANDS["serve"] = cmd_serve
 
 
 def main(argv: Sequence[str] | None = None, out=None, err=None) -> int:

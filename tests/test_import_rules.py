@@ -190,10 +190,15 @@ def test_engine_imports_only_lower_layers():
     assert not wrong, "\n".join(wrong)
 
 
+#: the one engine module that may import a web library: the inference endpoint of an
+#: exported library (``python -m engine serve``), a plain WSGI app served by waitress
+ENGINE_WEB_EXCEPTIONS = {"engine.deploy.serve": {"waitress"}}
+
+
 def test_engine_never_imports_the_web_libraries():
-    wrong = {m: sorted(EXTERNAL[m] & WEB_LIBRARIES) for m in EXTERNAL
-             if m.startswith("engine") and EXTERNAL[m] & WEB_LIBRARIES}
-    assert not wrong
+    wrong = {m: sorted(EXTERNAL[m] & WEB_LIBRARIES - ENGINE_WEB_EXCEPTIONS.get(m, set()))
+             for m in EXTERNAL if m.startswith("engine")}
+    assert not {m: w for m, w in wrong.items() if w}
 
 
 @pytest.mark.parametrize("part", ["app.errors", "app.limits", "app.store"])
