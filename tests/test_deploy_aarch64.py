@@ -119,3 +119,26 @@ def test_exported_kernel_of_a_board_build_and_of_a_host_build(tmp_path):
         run_under_qemu(board.path, "mm_relu", [a, b[:8]])
     with pytest.raises(DeployError, match="has no function 'nope'"):
         run_under_qemu(board.path, "nope", [a, b])
+
+
+def test_model_recipe_for_the_board_uses_neon_lanes_and_matches_numpy(tmp_path):
+    """The model page's fused+scheduled stage sized for raspberry-pi-5 (NEON: 4 float
+    lanes) vectorizes the hidden layer by 4, and the exported model is right under qemu."""
+    from engine.ir import For, ForKind
+    from engine.ir.functor import collect_stmts
+    from engine.models.course import mlp_module
+    from engine.models.mlp import SHAPES
+    from engine.models.pipeline import stage_module
+    rng = np.random.default_rng(3)
+    params = {k: (rng.standard_normal(s) * 0.1).astype(np.float32) for k, s in SHAPES.items()}
+    mod, _ = stage_module(mlp_module(1, params), "fused+scheduled", "raspberry-pi-5")
+    hidden = next(f for n, f in mod.prim_funcs() if n.startswith("fused_linear0"))
+    lanes = {s.extent.value for s in collect_stmts(hidden.body, For)
+             if s.kind is ForKind.VECTORIZED}
+    assert lanes == {4}, lanes
+    lib = engine.relax.build(mod, target="llvm").export_library(tmp_path / "m.so",
+                                                                target="raspberry-pi-5")
+    x = rng.standard_normal((1, 784)).astype(np.float32)
+    out, = run_under_qemu(lib.path, "main", [x])
+    want = np.maximum(x @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
