@@ -91,7 +91,8 @@ def _loop_md(ll: str) -> dict[str, str]:
     """loop-ID metadata of each loop's back edge: {header block: options}."""
     nodes = dict(re.findall(r"^(!\d+) = (?:distinct )?!\{(.*)\}$", ll, re.M))
     out = {}
-    for m in re.finditer(r'br label %"(for_[^"]+)", !llvm.loop (!\d+)', ll):
+    # (other attachments, such as the loop marks' ``!dbg``, may come before it)
+    for m in re.finditer(r'br label %"(for_[^"]+)"(?:, !dbg !\d+)?, !llvm.loop (!\d+)', ll):
         opts = [nodes.get(x.strip(), "") for x in nodes[m.group(2)].split(",")[1:]]
         out[m.group(1)] = " ".join(opts)
     return out

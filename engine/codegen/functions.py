@@ -21,7 +21,7 @@ from engine.ir.function import PrimFunc
 from engine.ir.functor import pre_order_visit
 from engine.lower.errors import BuildError
 
-from .generator import Frame, FuncInfo
+from .generator import FuncInfo
 from .llvm_types import I8, I32, I64, PTR, sanitize, scalar_type
 
 
@@ -52,12 +52,12 @@ class FunctionABIMixin:
         fnty = ir.FunctionType(I32, [PTR if isinstance(p, Buffer) else scalar_arg_type(p.dtype)
                                      for p in params])
         fn = ir.Function(self.module, fnty, name=symbol)
-        info = FuncInfo(name, symbol, tuple(params), tuple(orig))
+        info = FuncInfo(name, symbol, tuple(params), tuple(orig), loop_lines=self.loop_lines)
         self.info = info
         self.vars, self.bufs, self.nonneg, self.wide = {}, {}, set(), {}
         bufs = [(a, p) for a, p in zip(fn.args, params) if isinstance(p, Buffer)]
         self._buffer_params([a for a, _ in bufs], [p for _, p in bufs], aligned=True)
-        self.frame = Frame(fn, 0)
+        self.frame = self.new_frame(fn, 0)
         sizes = {id(v) for v in func.attr("size_vars", ())}
         for a, p in zip(fn.args, params):
             if not isinstance(p, Buffer):
@@ -183,11 +183,11 @@ class FunctionABIMixin:
 
         # --- task function: load env, compute the chunk, call the worker
         saved = (self.frame, self.vars, self.bufs, self.nonneg, self.wide)
-        self.frame = Frame(task, saved[0].parallel_depth + 1)
+        self.frame = self.new_frame(task, saved[0].parallel_depth + 1)
         self._task_body(task, worker, captured_types, env_ty)
 
         # --- worker function: the loop over [begin, end)
-        self.frame = Frame(worker, saved[0].parallel_depth + 1)
+        self.frame = self.new_frame(worker, saved[0].parallel_depth + 1)
         self._worker_body(s, worker, unit, bufs, free_vars)
         self.frame, self.vars, self.bufs, self.nonneg, self.wide = saved
 

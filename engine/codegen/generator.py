@@ -15,6 +15,7 @@ import llvmlite.ir as ir
 from engine.lower.errors import BuildError
 
 from .llvm_types import I32, PTR, llvm_type, scalar_type
+from .loop_lines import LoopLines
 
 
 def restore(table: dict, key: int, old: Any) -> None:
@@ -42,6 +43,9 @@ class FuncInfo:
     #: (``llvm.loop.vectorize.enable``; see engine.codegen.loops.guarded_element_loop)
     num_guarded_vectorized: int = 0
     notes: list = field(default_factory=list)
+    #: the serial loops' numbers of the code generation that made the function (shared by
+    #: the functions of one generation; see engine.codegen.loop_lines)
+    loop_lines: Any = None
 
 
 class Frame:
@@ -98,6 +102,15 @@ class GeneratorBase:
         self.infos: dict[str, FuncInfo] = {}
         self.info: FuncInfo | None = None
         self.mask: ir.Value | None = None  # active lanes inside a vector-predicated region
+        #: the serial loops' numbers, carried by their instructions' debug locations
+        self.loop_lines = LoopLines()
+
+    def new_frame(self, func: ir.Function, parallel_depth: int) -> Frame:
+        """The frame of a new LLVM function; its instructions outside any loop carry the
+        debug location of no loop (line 0: see :mod:`engine.codegen.loop_lines`)."""
+        frame = Frame(func, parallel_depth)
+        frame.builder.debug_metadata = self.loop_lines.location(func, 0)
+        return frame
 
     @property
     def builder(self) -> ir.IRBuilder:

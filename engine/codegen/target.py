@@ -105,7 +105,7 @@ def new_target_machine(opt_level: int = 3):
 UNROLL_FULL_MD = "llvm.loop.unroll.full"
 
 
-def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
+def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = True,
              unroll_first: bool = False, run=None) -> None:
     """Run the new pass manager's default<O{opt_level}> pipeline on ``mod`` in place.
 
@@ -120,19 +120,23 @@ def optimize(mod, tm, opt_level: int = 3, auto_vectorize: bool = False,
     passes ``unroll_first`` for any ``T.unroll`` loop that reached the code generator
     (normally none: lowering expands them).
 
-    LLVM's *loop* vectorizer vectorizes every loop it can when ``auto_vectorize`` is True
-    (as TVM's LLVM backend). By default (False) it runs in its "only when asked" mode: it
-    vectorizes the loops whose ID carries ``llvm.loop.vectorize.enable``, which the code
-    generator puts on innermost loops that read under a condition
-    (:func:`engine.codegen.loops.guarded_element_loop`: a convolution's padding, whose
-    branches become a masked first vector; conv2d tiled 7.37 -> 7.16 ms, TVM 0.27 7.17).
-    Everywhere else the schedule's ``vectorize`` loops (vector code from the lowering) and
-    the SLP vectorizer (straight-line code, e.g. unrolled loops) decide. Run on every loop,
-    the vectorizer cost the course's mm_relu steps (n=128) 9% more compile time (about
-    3 ms a step, 6-7 ms on the split and reorder steps) and the explorer's runtime point
-    waits for the compile. A miscompile seen once with it on (mm_relu at n=16, the
-    reduction loop outside the fused ``i*j`` loop) did not reproduce with llvmlite 0.50 /
-    LLVM 22.1 on x86; tests/test_codegen.py keeps that program under both settings.
+    LLVM's *loop* vectorizer runs with ``auto_vectorize`` (the default), as in TVM's LLVM
+    pipeline (``PipelineTuningOptions()``: the loop vectorizer on), on every loop the code
+    generator does not keep it off (:mod:`engine.codegen.loops`: the loops holding the
+    schedule's own vectors and the loops with loops inside). A loop the schedule left
+    unvectorized is then vectorized as TVM's build would: conv2d with its 56-wide output
+    row innermost under the reduction, unvectorized, 33.4 ms before, 3.7 ms in TVM 0.27.
+    It never reassociates floating-point arithmetic (only ``contract`` is set without
+    ``fast_math``), so a float reduction stays in order and results stay bit-exact. Its
+    compile-time cost on the gallery's programs is measured by
+    ``benchmarks/bench_vectorizer_compile.py``. With ``auto_vectorize=False`` it vectorizes
+    only the loops whose ID carries ``llvm.loop.vectorize.enable`` (innermost loops that
+    read under a condition, :func:`engine.codegen.loops.guarded_element_loop`: a
+    convolution's padding). The SLP vectorizer (straight-line code: unrolled loops) runs
+    at ``opt_level`` >= 2 either way. A miscompile seen once with the loop vectorizer on
+    (mm_relu at n=16, the reduction loop outside the fused ``i*j`` loop) did not reproduce
+    with llvmlite 0.50 / LLVM 22.1 on x86; tests/test_codegen.py keeps that program under
+    both settings.
 
     At ``opt_level`` 0, LLVM's default<O0> pipeline: the always-inliner and nothing else
     (as ``clang -O0``), so that a function marked ``alwaysinline`` — the cache simulator's

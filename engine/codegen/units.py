@@ -87,7 +87,7 @@ def _emit_object(tm, mod, unlocked: bool) -> bytes:
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
-def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = False,
+def compile_unit(text: str, opt_level: int = 3, auto_vectorize: bool = True,
                  unroll_first: bool = False, unlocked: bool = False,
                  thread: int = 0, machine=None) -> CompiledUnit:
     """Parse, verify, optimise and emit one module (in a new LLVM context).
@@ -135,7 +135,7 @@ def unit_texts(modules: list, opt_level: int = 3, machine=None) -> list[str]:
     return texts
 
 
-def compile_units(texts: list[str], opt_level: int = 3, auto_vectorize: bool = False,
+def compile_units(texts: list[str], opt_level: int = 3, auto_vectorize: bool = True,
                   unroll_first: bool = False, max_threads: int | None = None,
                   machine=None) -> list[CompiledUnit]:
     """Compile modules (LLVM IR texts) side by side; results in the order of ``texts``.

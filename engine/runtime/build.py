@@ -22,11 +22,15 @@ Options:
   ``tvm.build`` — Python run by the user in their own process — pass it; without it (the
   explorer's workers, which build pasted and imported programs) an extern call is refused
   as opaque code and an import as outside code, each with a sentence;
-* ``auto_vectorize`` (False) — LLVM's loop vectorizer on every loop, as in TVM's LLVM
-  backend. By default it vectorizes only the loops the code generator asks it for
-  (innermost loops that read under a condition, such as a convolution's padding); the
-  schedule's ``vectorize`` loops are vector code from the lowering, and LLVM's SLP
-  vectorizer runs on straight-line code. See :func:`engine.codegen.target.optimize`;
+* ``auto_vectorize`` (True) — LLVM's loop vectorizer on the loops the schedule left
+  unvectorized, as in TVM's LLVM pipeline (not on a loop holding the schedule's own
+  vectors, nor on one with loops inside: :mod:`engine.codegen.loops`); with False only on
+  the loops the code generator asks it for (innermost loops that read under a condition,
+  such as a convolution's padding). LLVM's SLP vectorizer runs on straight-line code
+  either way. The loops LLVM vectorized on its own are listed in
+  ``compile_stats["llvm_vectorized"]`` (``[{"func", "loop", "lanes"}]``, read back from
+  the optimised IR: :mod:`engine.codegen.loop_lines`). See
+  :func:`engine.codegen.target.optimize`;
 * ``cache`` (True) — reuse a previous build of a structurally equal module with the same
   options (a bounded LRU of :data:`CACHE_SIZE` entries keyed by
   ``engine.structural_hash`` + options).
@@ -60,7 +64,7 @@ _compile_lock = JIT_LOCK   # (the cache simulator takes it from here too)
 _stats = {"hits": 0, "misses": 0}
 
 _OPTIONS = {"fast_math": False, "opt_level": 3, "lowered": False, "extra_modules": None,
-            "cache": True, "auto_vectorize": False, "link_extern": False}
+            "cache": True, "auto_vectorize": True, "link_extern": False}
 
 #: the annotation of a loop or block whose value is LLVM IR text to link (TVM's)
 IMPORT_LLVM = "pragma_import_llvm"
@@ -223,6 +227,14 @@ def _compile_for(machine: Any, funcs: list, opts: dict, extra_texts: list[str]) 
     return out
 
 
+def llvm_vectorized(infos: dict, opt_texts: list[str]) -> list[dict]:
+    """The loops LLVM vectorized on its own, ``[{"func", "loop", "lanes"}]``, from the
+    optimised modules' texts (:func:`engine.codegen.loop_lines.vectorized_loops`)."""
+    from engine.codegen.loop_lines import vectorized_loops
+    lines = next((i.loop_lines for i in infos.values() if i.loop_lines is not None), None)
+    return vectorized_loops(lines.marks, opt_texts) if lines is not None else []
+
+
 def _check_defined(funcs: list, extra_mods: list) -> None:
     """Every extern function the program calls is defined by a linked module (never looked
     up among the process's own symbols)."""
@@ -324,5 +336,7 @@ def _compile(funcs: list, opts: dict, extra_texts: list[str]) -> Module:
         "parallel_loops": sum(i.num_parallel for i in infos.values()),
         "vectorize_fallbacks": sum(i.num_vector_fallbacks for i in infos.values()),
         # innermost loops reading under a condition, given to LLVM's loop vectorizer
-        "guarded_vectorized": sum(i.num_guarded_vectorized for i in infos.values())}
+        "guarded_vectorized": sum(i.num_guarded_vectorized for i in infos.values()),
+        # the loops LLVM vectorized on its own (the schedule left them unvectorized)
+        "llvm_vectorized": llvm_vectorized(infos, [u.opt_text for u in units])}
     return module
