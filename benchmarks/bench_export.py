@@ -151,7 +151,8 @@ def main() -> None:
     ap.add_argument("--load-runs", type=int, default=5)
     args = ap.parse_args()
     mlp = trained_mlp()
-    print(f"engine {engine.__name__}; threads: ENGINE_NUM_THREADS="
+    from engine.deploy.metadata import engine_version
+    print(f"engine {engine_version()}; threads: ENGINE_NUM_THREADS="
           f"{os.environ.get('ENGINE_NUM_THREADS', 'unset')}, cpus {os.cpu_count()}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
