@@ -1,6 +1,15 @@
 """The shipped presets. Each recipe calls toolbar primitives only, reading sizes from the
-workload parameters so it replays (correctly, if not fast) at small sizes too."""
+workload parameters so it replays (correctly, if not fast) at small sizes too.
+
+The tiled and best matmul recipes size their register blocks from the vector ISA of the
+machine they are applied on (:func:`engine.codegen.isa.isa_of`): vectors of its float32
+lanes (16 on AVX-512, 8 on AVX2, 4 on NEON), ``registers / 2`` accumulators (4 rows x 4
+vectors with 32 registers, 4 rows x 2 vectors with 16), and a reduction panel of packed B
+that fills the L1 data cache (:func:`register_block`, :func:`best_sizes`).
+"""
 from __future__ import annotations
+
+from engine.codegen.isa import VectorISA, isa_of
 
 from .registry import Preset, register
 
@@ -33,12 +42,23 @@ register(Preset(
 
 
 # --------------------------------------------------------------------------- tiled
-def _tiled(block_name: str, func: str, relu: bool):
+def register_block(isa: VectorISA | str | None = None) -> tuple[int, int, int]:
+    """(lanes, vectors per row, rows) of the register block on ``isa`` (None: this
+    machine): ``registers / 2`` accumulators, 4 vectors a row with 32 registers, else 2."""
+    isa = isa_of(isa)
+    vectors = 4 if isa.registers >= 32 else 2
+    rows = max(1, isa.registers // 2 // vectors)
+    return isa.lanes, vectors, rows
+
+
+def _tiled(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = None):
     def apply(sch, p) -> None:
-        """32x64 tiles; 4 rows x 64 columns accumulated per step of k (vectorized, unrolled)."""
+        """32-row tiles as wide as the register block (64 columns on AVX-512, 16 on AVX2);
+        its rows x vectors accumulated per step of k (vectorized, rows unrolled)."""
         n = p["n"]
-        ti, tj = _fit(32, n), _fit(64, n)
-        rows = _fit(4, ti)
+        lanes, vectors, rows = register_block(isa)
+        ti, tj = _fit(32, n), _fit(lanes * vectors, n)
+        rows = _fit(rows, ti)
         blk = sch.get_block(block_name, func_name=func)
         i, j, k = sch.get_loops(blk)
         i0, i1 = sch.split(i, factors=[None, ti])
@@ -61,7 +81,8 @@ def _tiled(block_name: str, func: str, relu: bool):
 
 register(Preset(
     "matmul-tiled", "matmul: 32x64 tiles, vectorized, parallel",
-    "Tile C into 32x64 blocks; inside a tile, 4 rows of 64 columns are updated for each k "
+    "Tile C into 32x64 blocks (32 x 4 vectors of the machine's width: 16 columns with 8 "
+    "lanes); inside a tile, 4 rows of 64 columns are updated for each k "
     "(the 64 columns vectorized, the 4 rows unrolled); the tile-row loop runs in parallel.",
     "matmul", {"n": 1024}, _tiled("C", "matmul", relu=False), tags=("tiling",)))
 
@@ -73,24 +94,40 @@ register(Preset(
 
 
 # --------------------------------------------------------------------------- best
-#: the register-blocked micro-kernel: R rows x (V x 16) columns of accumulators (16 zmm
-#: registers for R=4, V=4), in 32x64 tiles of C with the reduction cut into 128-long panels;
-#: B is packed once into 64-column panels, each contiguous (row stride 256 bytes instead of
-#: 4 KiB: no L1 set conflicts, sequential prefetch), so a 128x64 panel (32 KiB) stays in L1.
+def best_sizes(isa: VectorISA | str | None = None) -> dict:
+    """The best matmul's sizes on ``isa`` (None: this machine): the register block of
+    :func:`register_block` (R rows x V vectors of LANES), tiles of TI rows x TJ = V x LANES
+    columns, and reduction panels of TK rows of packed B filling the L1 data cache (a
+    power of two, 32..512)."""
+    isa = isa_of(isa)
+    lanes, vectors, rows = register_block(isa)
+    tj = lanes * vectors
+    tk = 32
+    while tk * 2 <= 512 and tk * 2 * tj * 4 <= isa.l1d:
+        tk *= 2
+    return dict(TI=32, TJ=tj, TK=tk, R=rows, V=vectors, LANES=lanes)
+
+
+#: the register-blocked micro-kernel on AVX-512: R rows x (V x 16) columns of accumulators
+#: (16 zmm registers for R=4, V=4), in 32x64 tiles of C with the reduction cut into
+#: 128-long panels; B is packed once into 64-column panels, each contiguous (row stride 256
+#: bytes instead of 4 KiB: no L1 set conflicts, sequential prefetch), so a 128x64 panel
+#: (32 KiB) stays in L1. Other ISAs: :func:`best_sizes`.
 BEST = dict(TI=32, TJ=64, TK=128, R=4, V=4, LANES=16)
 
 
-def _best(block_name: str, func: str, relu: bool):
+def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = None):
     def apply(sch, p) -> None:
         """Pack B (cache_read + transform_layout), tiles for L2/L1, register block with k
         innermost-but-one, vectorize, unroll, parallel over the tile rows."""
         n = p["n"]
-        lanes = _fit(BEST["LANES"], n)
-        ti = _fit(BEST["TI"], n)
-        r = _fit(BEST["R"], ti)
-        tj = _fit(BEST["TJ"], n)
-        v = _fit(BEST["V"], max(1, tj // lanes))
-        tk = _fit(BEST["TK"], n)
+        best = best_sizes(isa)
+        lanes = _fit(best["LANES"], n)
+        ti = _fit(best["TI"], n)
+        r = _fit(best["R"], ti)
+        tj = _fit(best["TJ"], n)
+        v = _fit(best["V"], max(1, tj // lanes))
+        tk = _fit(best["TK"], n)
         blk = sch.get_block(block_name, func_name=func)
         # 1. pack B: B_global[j // tj, k, j % tj] = B[k, j] (whole B, once, in parallel)
         pack = sch.cache_read(blk, 1, "global")
@@ -144,7 +181,8 @@ _BEST_TEXT = (
     "B is first packed into contiguous 64-column panels (cache_read + transform_layout); C is "
     "cut into 32x64 tiles (the rows of tiles run in parallel) and the reduction into "
     "128-long panels so a 32 KiB panel of packed B stays in L1; inside, 4 rows x 64 columns of C "
-    "(16 AVX-512 registers) are updated for each k — the 16-wide column loop vectorized, the "
+    "(16 AVX-512 registers; the sizes follow the machine's vector width and register count) "
+    "are updated for each k — the 16-wide column loop vectorized, the "
     "4 rows and 4 vectors unrolled — with the reduction innermost-but-one.")
 
 register(Preset(

@@ -10,7 +10,8 @@ Applied to a schedule (after any fixed prefix), block by block:
 2. **multi-level tiling** (``SSRSRS``) of every block that reduces and has at least two
    spatial loops (matmul, conv2d, batch matmul, depthwise): each spatial loop is split into
    four sampled factors (``sample_perfect_tile``), each reduction loop into two, and the
-   loops are reordered ``S0 S1 R0 S2 R1 S3``. The results are written back per tile: the
+   loops are reordered ``S0 S1 R0 S2 R1 S3`` (the innermost tiles at most what the target's
+   registers hold: :func:`tile_limits` of :func:`engine.codegen.isa.isa_of`). The results are written back per tile: the
    block's element-wise consumer (mm_relu's ReLU) is moved into the tile
    (``reverse_compute_at``), or else the block accumulates into a tile-sized buffer
    (``cache_write``) written back per tile; the level of the write-back (after ``S0`` or
@@ -32,19 +33,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.codegen.isa import VectorISA, isa_of
 from engine.ir import expr as E
 from engine.ir.stmt import Block, BlockRealize, ForKind
 from engine.schedule import Schedule, ScheduleError
 
-__all__ = ["apply_auto"]
+__all__ = ["apply_auto", "tile_limits"]
 
 #: innermost tile of the vectorized spatial loop / of the other spatial loops (unrolled)
+#: on AVX-512 (16 lanes, 32 registers); :func:`tile_limits` derives them for any ISA
 VECTOR_TILE = 64
 UNROLL_TILE = 8
 UNROLL_TILE_MANY = 4
 #: intrinsics too costly to compute twice: a stage calling one that feeds more than one
 #: consumer is not inlined (MetaSchedule's AutoInline refuses ``tir.exp`` on CPU)
 EXPENSIVE_OPS = ("exp", "exp2", "exp10", "log", "log2", "log10", "tanh", "erf", "pow")
+
+
+def tile_limits(isa: VectorISA | str | None = None) -> tuple[int, int, int]:
+    """(vector tile, unroll tile, unroll tile with more than two spatial loops): the
+    largest innermost tiles the multi-level tiling samples on ``isa`` (None: this
+    machine). The vectorized tile is 4 vectors with 32 registers, else 2 (64 floats on
+    AVX-512, 16 on AVX2, 16 on NEON); the unrolled rows ``registers / 4`` (``/ 8`` with
+    more spatial loops), so the accumulators of a tile fit the registers."""
+    isa = isa_of(isa)
+    vectors = 4 if isa.registers >= 32 else 2
+    return isa.lanes * vectors, max(1, isa.registers // 4), max(1, isa.registers // 8)
 
 
 def _leaf_blocks(sch: Schedule) -> list[str]:
@@ -156,7 +170,7 @@ def _fused_consumer(sch: Schedule, block) -> Any:
     return consumers[0]
 
 
-def _multi_level_tiling(sch: Schedule, name: str) -> None:
+def _multi_level_tiling(sch: Schedule, name: str, limits: tuple[int, int, int]) -> None:
     block = sch.get_block(name)
     blk = sch.get(block)
     loops = sch.get_loops(block)
@@ -165,10 +179,11 @@ def _multi_level_tiling(sch: Schedule, name: str) -> None:
         return  # already restructured (a prefix): leave it to the simple rules
     spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
     reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
-    inner_most = UNROLL_TILE if len(spatial) <= 2 else UNROLL_TILE_MANY
+    vector_tile, unroll_tile, unroll_tile_many = limits
+    inner_most = unroll_tile if len(spatial) <= 2 else unroll_tile_many
     levels_s: list[list] = [[], [], [], []]
     for n, lp in enumerate(spatial):
-        most = VECTOR_TILE if n == len(spatial) - 1 else inner_most
+        most = vector_tile if n == len(spatial) - 1 else inner_most
         parts = sch.split(lp, factors=sch.sample_perfect_tile(lp, n=4,
                                                               max_innermost_factor=most))
         for lvl in range(4):
@@ -212,7 +227,7 @@ def _compute_locations(sch: Schedule, names: list[str]) -> None:
         sch.compute_at(block, loc)
 
 
-def _parallel_vectorize(sch: Schedule, names: list[str]) -> None:
+def _parallel_vectorize(sch: Schedule, names: list[str], vector_tile: int) -> None:
     alive = set(_leaf_blocks(sch))
     for name in reversed(names):
         if name not in alive:
@@ -229,19 +244,21 @@ def _parallel_vectorize(sch: Schedule, names: list[str]) -> None:
                     sch.get(inner).kind is ForKind.SERIAL:
                 if len(loops) == 1:
                     parts = sch.split(inner, factors=sch.sample_perfect_tile(
-                        inner, n=3, max_innermost_factor=VECTOR_TILE))
+                        inner, n=3, max_innermost_factor=vector_tile))
                     loops = parts
                 else:
                     parts = sch.split(inner, factors=sch.sample_perfect_tile(
-                        inner, n=2, max_innermost_factor=VECTOR_TILE))
+                        inner, n=2, max_innermost_factor=vector_tile))
                     loops = loops[:-1] + parts
                 _try(sch.vectorize, parts[-1])
         if sch.get(loops[0]).kind is ForKind.SERIAL:
             _try(sch.parallel, loops[0])
 
 
-def apply_auto(sch: Schedule) -> None:
-    """Apply the ``auto`` rules (see the module docstring) to ``sch``."""
+def apply_auto(sch: Schedule, isa: VectorISA | str | None = None) -> None:
+    """Apply the ``auto`` rules (see the module docstring) to ``sch``, with tiles sized for
+    ``isa`` (:func:`tile_limits`; None: this machine)."""
+    limits = tile_limits(isa)
     _auto_inline(sch)
     names = _leaf_blocks(sch)
     tiled = [n for n in names if _is_tiled(sch.get(sch.get_block(n)))]
@@ -252,7 +269,7 @@ def apply_auto(sch: Schedule) -> None:
             fused.add(sch.get(c).name_hint)
     rest = [n for n in names if n not in tiled and n not in fused]
     for name in reversed(tiled):
-        _multi_level_tiling(sch, name)
+        _multi_level_tiling(sch, name, limits)
     producers = [n for n in rest if sch.get_consumers(sch.get_block(n))]
     _compute_locations(sch, producers)
-    _parallel_vectorize(sch, rest)
+    _parallel_vectorize(sch, rest, limits[0])
