@@ -862,6 +862,7 @@
   }
   document.addEventListener("htmx:afterSwap", function (ev) {
     if (isBody(ev.detail.target)) ev.detail.target.classList.remove("stale");
+    if (ev.detail.target && ev.detail.target.id === "measure-body") markVectorizedLoops();
   });
   document.addEventListener("htmx:afterRequest", function (ev) {
     // a failed request (not a superseded one) leaves the body as it was: undimmed
@@ -1013,7 +1014,50 @@
     });
   }
 
+  // ------------------------------------------------------------------ loops LLVM vectorized
+  // The measurement body of the current step lists the loops the schedule left
+  // unvectorized that LLVM's vectorizer made vector code of on its own (#llvm-vectorized,
+  // from the worker's build: app.service.timing, engine.codegen.loop_lines). Each such
+  // loop's line in the program pane gets a badge "vectorized by LLVM (width N)"; the
+  // badges are made again whenever the program pane or the measurement body changes
+  // (a body still showing the previous state, dimmed, gives none).
+  function markVectorizedLoops() {
+    var pane = document.getElementById("program-pane");
+    if (!pane) return;
+    $all(".llvm-vec-badge", pane).forEach(function (b) { b.parentNode.removeChild(b); });
+    var body = document.getElementById("measure-body");
+    var facts = body && !body.classList.contains("stale") ? $("#llvm-vectorized", body) : null;
+    if (!facts) return;
+    var loops;
+    try { loops = JSON.parse(facts.getAttribute("data-loops") || "[]"); } catch (e) { return; }
+    var marked = [];
+    loops.forEach(function (v) {
+      if (!v || typeof v.loop !== "string") return;
+      $all('[data-loop="' + cssq(v.loop) + '"]', pane).forEach(function (node) {
+        var line = node.closest(".line");
+        if (!line || marked.indexOf(line) >= 0) return;
+        marked.push(line);
+        var badge = document.createElement("span");
+        badge.className = "llvm-vec-badge";
+        badge.setAttribute("data-loop", v.loop);
+        // (a line of several loops, T.grid(...): the badge names its loop)
+        var several = line.querySelectorAll("[data-loop]").length > 1;
+        badge.textContent = (several ? v.loop + ": " : "") + "vectorized by LLVM (width " +
+          (v.lanes | 0) + ")";
+        badge.title = "The schedule left loop " + v.loop + " unvectorized; LLVM's vectorizer " +
+          "made vector code of it on its own, " + (v.lanes | 0) + " lanes at a time " +
+          "(read from the optimised LLVM IR: see the code pane).";
+        var last = line.lastChild;
+        if (last && last.nodeType === 3 && /\n$/.test(last.data)) line.insertBefore(badge, last);
+        else line.appendChild(badge);
+      });
+    });
+  }
+
   htmx.onLoad(function (root) {
+    if (root === document.body || (root.closest && root.closest("#program-pane, #measure-body"))
+        || (root.querySelector && root.querySelector("#program-pane, #llvm-vectorized")))
+      markVectorizedLoops();
     if (root.querySelectorAll) {
       var w = root.matches && root.matches("[data-withdraw]") ? root : root.querySelector("[data-withdraw]");
       if (w) setTimeout(function () { withdrawStep(w); }, 0);
@@ -1027,6 +1071,7 @@
   });
   document.addEventListener("DOMContentLoaded", function () {
     refreshHighlights();
+    markVectorizedLoops();
     // the gallery's import form opens when linked to (/#import)
     if (location.hash === "#import") {
       var d = document.getElementById("import");

@@ -125,6 +125,9 @@ def _measure_step(mod, workload, params, func_name, baseline, on_compiled=None,
     # the program's own compile time, also when the build came from the engine's cache
     compile_ms = split["compile_ours_ms"] + split["compile_llvm_ms"] if split else compile_s * 1e3
     out = empty_step(h, stage="check", compile_ms=compile_ms, **split)
+    # the loops LLVM vectorized on its own ([{"func", "loop", "lanes"}]: the program pane's
+    # badges, engine.codegen.loop_lines)
+    out["llvm_vectorized"] = list((rt.compile_stats or {}).get("llvm_vectorized") or [])
     try:
         inputs = (workload_inputs(workload, params) if workload is not None
                   else program_inputs(mod, fname, baseline))

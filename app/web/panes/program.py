@@ -33,6 +33,8 @@ class Seg:
     start: int | None = None
     end: int | None = None
     kind: str = ""
+    #: the loop's name, for a loop (the badge "vectorized by LLVM" finds its line by it)
+    name: str = ""
 
 
 @dataclass
@@ -54,8 +56,9 @@ def _segments(line: Line, entries: list) -> list[Seg]:
         return [Seg(text)]
     indent = len(text) - len(text.lstrip(" "))
     if len(entries) == 1:
-        sel, end, kind, _name = entries[0]
-        return [Seg(text[:indent]), Seg(text[indent:], sel, line.no, end, kind)]
+        sel, end, kind, name = entries[0]
+        return [Seg(text[:indent]), Seg(text[indent:], sel, line.no, end, kind,
+                                        name if kind == "loop" else "")]
     head, sep, _rest = text.partition(" in ")
     segs: list[Seg] = []
     pos = 0
@@ -65,7 +68,7 @@ def _segments(line: Line, entries: list) -> list[Seg]:
             continue
         a, b = pos + m.start(), pos + m.end()
         segs.append(Seg(text[pos:a]))
-        segs.append(Seg(text[a:b], sel, line.no, end, kind))
+        segs.append(Seg(text[a:b], sel, line.no, end, kind, name if kind == "loop" else ""))
         pos = b
     segs.append(Seg(text[pos:]))
     return [sg for sg in segs if sg.text or sg.sel]
