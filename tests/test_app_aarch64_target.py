@@ -132,3 +132,13 @@ def test_trace_document_carries_the_board(client):
     assert state_of(r.headers["Location"])["target"] == "aarch64"
     page = text(client.get("/explore/mm_relu", query_string=q))
     assert "Target: ARM board (aarch64, NEON)" in page
+
+
+def test_tuning_is_not_offered_on_an_emulated_target(client):
+    q = split_j_by_4(client)
+    tab = html.unescape(text(client.get("/explore/mm_relu/tune", query_string=q)))
+    assert "Tuning is not available for an emulated target" in tab and "<form" not in tab
+    r = client.post("/explore/mm_relu/tune", query_string=q,
+                    data={"trials": "4", "space": "auto"}, headers=HX)
+    assert r.status_code == 400
+    assert "not available for an emulated target" in html.unescape(text(r))

@@ -28,6 +28,11 @@ STRATEGIES = ("evolutionary", "random")
 MAX_TRIALS = 256
 DEFAULT_TRIALS = 32
 TOP_ROWS = 10
+#: the Tune tab of an ARM board session (run under qemu-aarch64)
+NO_TUNING_ON_BOARD = ("Tuning is not available for an emulated target: it ranks hundreds of "
+                      "candidates by their times, and under qemu-aarch64 those are the "
+                      "emulator's, not the ARM board's. Tune on this machine's CPU (the "
+                      "target menu), then switch back to check the result on the board.")
 
 
 def form_context(s: Any) -> dict:
@@ -54,12 +59,15 @@ def form_context(s: Any) -> dict:
             "max_trials": MAX_TRIALS, "default_trials": DEFAULT_TRIALS,
             "tunable": s.workload_arg() is not None, "tune_gpu": gpu,
             "tune_modeled": model_label(gpu) if gpu else None,
-            "default_trials_here": 16 if gpu else DEFAULT_TRIALS}
+            "default_trials_here": 16 if gpu else DEFAULT_TRIALS,
+            "tune_board": NO_TUNING_ON_BOARD if s.target.is_board else None}
 
 
 def spec_from_form(form: Any, s: Any) -> dict:
     """The tuning job's spec from the Tune form (400 with the reason when it is wrong)."""
     back = s.url()
+    if s.target.is_board:
+        raise AppError(400, "No tuning on an emulated target", NO_TUNING_ON_BOARD, back=back)
     if s.workload_arg() is None:
         raise AppError(400, "Cannot tune a pasted program",
                        "Tuning checks every candidate against the workload's numpy "
