@@ -79,3 +79,14 @@ def test_step_zero_says_nothing_of_a_reduction_innermost(client):
                      workload=("matmul", {"n": N})).trace.encode()
     body = _settled_measure(client, token)
     assert not any(v["loop"] == "k" for v in (_vectorized(body) or []))
+
+
+def test_the_code_pane_shows_the_ir_without_the_loop_marks(client):
+    token = _row_inner_matmul().trace.encode()
+    for _ in range(300):
+        body = html.unescape(client.get("/explore/matmul/code", query_string={
+            "n": str(N), "t": token, "kind": "ll-opt"}).get_data(as_text=True))
+        if "define" in body:
+            break
+    assert "define" in body and re.search(r"<\d+ x float>", body)
+    assert "!dbg" not in body and "DILocation" not in body and "DISubprogram" not in body

@@ -41,6 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from engine import cache, roofline, workloads
+from engine.codegen.loop_lines import without_marks
 from engine.ir import For, ForKind, post_order_visit
 from engine.runtime import build, check_correctness, random_arrays
 from engine.schedule import Schedule, Trace
@@ -275,6 +276,10 @@ def act_source(ctx: Any) -> None:
     for kind in SOURCE_KINDS:
         try:
             text = rt.get_source(kind)
+            if kind.startswith("ll"):
+                # without the debug locations that name each instruction's loop (the
+                # engine's marks, engine.codegen.loop_lines): not the learner's code
+                text = without_marks(text)
         except Exception as e:  # noqa: BLE001
             text = f"; {kind} is not available: {e}"
         if len(text) > cap:
