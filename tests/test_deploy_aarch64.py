@@ -142,3 +142,20 @@ def test_model_recipe_for_the_board_uses_neon_lanes_and_matches_numpy(tmp_path):
     out, = run_under_qemu(lib.path, "main", [x])
     want = np.maximum(x @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_relax_build_for_the_board_exports_for_it_and_is_not_run_here(tmp_path):
+    from engine.lower.errors import BuildError
+    from engine.models.course import mlp_module
+    from engine.models.mlp import SHAPES
+    rng = np.random.default_rng(5)
+    params = {k: (rng.standard_normal(s) * 0.1).astype(np.float32) for k, s in SHAPES.items()}
+    ex = engine.relax.build(mlp_module(1, params), target=ARM)
+    lib = ex.export_library(tmp_path / "mlp.so")              # for the board it was built for
+    assert lib.metadata["target"]["triple"] == "aarch64-linux-gnu"
+    x = rng.standard_normal((1, 784)).astype(np.float32)
+    out, = run_under_qemu(lib.path, "main", [x])
+    want = np.maximum(x @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(BuildError, match="cannot run"):
+        engine.relax.VirtualMachine(ex)["main"](x)

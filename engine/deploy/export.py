@@ -91,6 +91,13 @@ def _check_path(path: Any) -> Path:
     return p
 
 
+def _built_for(built: Any) -> str | None:
+    """The board a build or an executable was compiled for (its target string), None for
+    this machine: a library is exported for it unless another target is given."""
+    cross = built if isinstance(built, CrossModule) else getattr(built, "kernels", None)
+    return cross.target if isinstance(cross, CrossModule) else None
+
+
 def make_plan(built: Any) -> Plan:
     """The plan of a TensorIR build or a Relax executable (a sentence for anything else)."""
     if isinstance(built, (Module, CrossModule)):
@@ -136,8 +143,7 @@ def export_library(built: Any, path: Any, prefix: str | None = None, target: Any
     :class:`~engine.runtime.cross.CrossModule` was built for)."""
     t0 = time.perf_counter()
     out = _check_path(path)
-    tgt = get_target(target if target is not None else getattr(built, "machine", None) and
-                     built.target)   # a build for a board: exported for that board
+    tgt = get_target(target if target is not None else _built_for(built))
     plan = make_plan(built)
     prefix = normalize_prefix(prefix if prefix is not None else out.name.split(".")[0])
     meta = build_metadata(plan, prefix, tgt)

@@ -115,16 +115,21 @@ def build(mod: Any, target: Any = "llvm", params: dict | None = None,
           **options: Any) -> Executable:
     """Compile a module with Relax functions for the virtual machine (``relax.build`` /
     the course's ``relax.vm.build``); ``options`` go to ``engine.build`` for the TensorIR
-    functions; ``params`` binds weights of ``main`` first (``BindParams``)."""
+    functions; ``params`` binds weights of ``main`` first (``BindParams``). For an ARM board
+    (``target="llvm -mtriple=aarch64-linux-gnu"``, ``"raspberry-pi-5"``) the kernels are
+    the board's code: the executable is exported (``ex.export_library``), not run here."""
     if isinstance(mod, X.Function):
         mod = IRModule(((mod.name, mod),))
     if not isinstance(mod, IRModule):
         raise BuildError(f"relax.build expects an IRModule, got {type(mod).__name__}")
     target_name = target if isinstance(target, str) else getattr(target, "kind", target)
     target_name = getattr(target_name, "name", target_name)   # a Target's kind: "llvm"
-    if not isinstance(target_name, str) or target_name.split()[0:1] != ["llvm"]:
+    from engine.codegen.machine import NAMED_MACHINES
+    if not isinstance(target_name, str) or not (target_name.split()[0:1] == ["llvm"]
+                                                or target_name.strip() in NAMED_MACHINES):
         raise BuildError(f"unsupported target {target!r}; this engine compiles for \"llvm\" "
-                         "(the host CPU) only")
+                         "(the host CPU) and, to export, for an ARM board "
+                         "(\"llvm -mtriple=aarch64-linux-gnu\", \"raspberry-pi-5\")")
     if params:
         from ..transform import BindParams
         mod = BindParams("main", params)(mod)
@@ -134,7 +139,10 @@ def build(mod: Any, target: Any = "llvm", params: dict | None = None,
                          "engine.build(mod, target=\"llvm\")")
     check_module(mod)
     prims = [(n, f) for n, f in mod.functions if isinstance(f, PrimFunc)]
-    kernels = build_tir(IRModule(tuple(prims)), target="llvm", **options) if prims else None
+    # for an ARM board the kernels are its object code (engine.runtime.cross): the
+    # executable is exported (ex.export_library), its kernels are not called here
+    kernels = build_tir(IRModule(tuple(prims)), target=target_name, **options) \
+        if prims else None
     symbols = {_global_symbol(n, f): n for n, f in prims}
     programs = {}
     for name, f in relax_funcs:
