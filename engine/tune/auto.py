@@ -11,20 +11,21 @@ Applied to a schedule (after any fixed prefix), block by block:
    spatial loops (matmul, conv2d, batch matmul, depthwise): each spatial loop is split into
    four sampled factors (``sample_perfect_tile``), each reduction loop into two, and the
    loops are reordered ``S0 S1 R0 S2 R1 S3`` (the innermost tiles at most what the target's
-   registers hold: :func:`tile_limits` of :func:`engine.codegen.isa.isa_of`). The results are written back per tile: the
-   block's element-wise consumer (mm_relu's ReLU) is moved into the tile
-   (``reverse_compute_at``), or else the block accumulates into a tile-sized buffer
-   (``cache_write``) written back per tile; the level of the write-back (after ``S0`` or
-   after ``S1``) is sampled (``sample_categorical``). Then the ``S0`` loops are fused and
-   run in parallel, the innermost spatial loop is vectorized, the other ``S3`` loops are
-   unrolled, and the initialisation is separated (``decompose_reduction``);
+   registers hold: :func:`tile_limits` of :func:`engine.codegen.isa.isa_of`). The results
+   are written back per tile: the block's element-wise consumer (mm_relu's ReLU) is moved
+   into the tile (``reverse_compute_at``), or else the block accumulates into a tile-sized
+   buffer (``cache_write``) written back per tile; the level of the write-back (after
+   ``S0`` or after ``S1``) is sampled (``sample_categorical``). Then the ``S0`` loops are
+   fused and run in parallel (from :data:`PARALLEL_MIN_WORK` iterations), the innermost
+   spatial loop is vectorized, the other ``S3`` loops are unrolled, and the
+   initialisation is separated (``decompose_reduction``);
 3. **random compute location** — every other reduction and every remaining producer
    (softmax's max and sum, layernorm's row statistics, the convolution's padding) is moved
    to a sampled location (``sample_compute_location``: under a loop of its consumer, the
    root, or inlined);
-4. **parallel + vectorize** — each remaining block's outermost loop runs in parallel; an
-   element-wise block's innermost loop is split by a sampled factor and its inner part
-   vectorized.
+4. **parallel + vectorize** — each remaining block's outermost loop runs in parallel (an
+   element-wise one from :data:`PARALLEL_MIN_ELEMENTS` elements); an element-wise
+   block's innermost loop is split by a sampled factor and its inner part vectorized.
 
 Every choice is a sampling instruction, so the evolutionary search can mutate it; a draw the
 program does not allow is refused by the primitive and the search draws again.
@@ -48,6 +49,29 @@ UNROLL_TILE_MANY = 4
 #: intrinsics too costly to compute twice: a stage calling one that feeds more than one
 #: consumer is not inlined (MetaSchedule's AutoInline refuses ``tir.exp`` on CPU)
 EXPENSIVE_OPS = ("exp", "exp2", "exp10", "log", "log2", "log10", "tanh", "erf", "pow")
+
+#: iterations of a tiled block, elements of an element-wise one, from which its outer loop
+#: runs in parallel: below, waking the second core costs more than it gains (the MLP at
+#: batch 1, 128 x 784 multiply-adds, ran 4 µs serial and far slower in parallel on a
+#: loaded machine); a reduction that is not tiled keeps its parallel rows
+PARALLEL_MIN_WORK = 1 << 20
+PARALLEL_MIN_ELEMENTS = 1 << 16
+
+
+def _work(blk: Block) -> int | None:
+    """The product of the block's iteration extents (None when one is symbolic)."""
+    total = 1
+    for iv in blk.iter_vars:
+        ext = iv.dom.extent
+        if not isinstance(ext, E.IntImm):
+            return None
+        total *= int(ext.value)
+    return total
+
+
+def _worth_parallel(blk: Block, least: int) -> bool:
+    work = _work(blk)
+    return work is None or work >= least
 
 
 def tile_limits(isa: VectorISA | str | None = None) -> tuple[int, int, int]:
@@ -208,7 +232,8 @@ def _multi_level_tiling(sch: Schedule, name: str, limits: tuple[int, int, int]) 
         sch.reverse_compute_at(writer, at)
     # parallel outer tiles, vectorized and unrolled inner tiles
     outer = sch.fuse(*levels_s[0]) if len(levels_s[0]) > 1 else levels_s[0][0]
-    sch.parallel(outer)
+    if _worth_parallel(blk, PARALLEL_MIN_WORK):
+        sch.parallel(outer)
     sch.vectorize(levels_s[3][-1])
     for lp in levels_s[3][:-1]:
         if int(sch.get(lp).extent.value) > 1:
@@ -251,7 +276,8 @@ def _parallel_vectorize(sch: Schedule, names: list[str], vector_tile: int) -> No
                         inner, n=2, max_innermost_factor=vector_tile))
                     loops = loops[:-1] + parts
                 _try(sch.vectorize, parts[-1])
-        if sch.get(loops[0]).kind is ForKind.SERIAL:
+        if sch.get(loops[0]).kind is ForKind.SERIAL and (
+                "R" in _kinds(blk) or _worth_parallel(blk, PARALLEL_MIN_ELEMENTS)):
             _try(sch.parallel, loops[0])
 
 
