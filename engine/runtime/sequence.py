@@ -8,17 +8,19 @@ Called from Python one by one, each kernel costs a ctypes call and the Python ar
 (about 1.2 us a ``call_tir``; TVM's C++ virtual machine about 0.5 us). This module compiles
 the whole sequence, once, into one function::
 
-    i32 engine_sequence(ptr inputs, ptr outputs, ptr arena, ptr failed)
+    i32 engine_sequence(ptr frame)      ; frame: (inputs, output 0, ..., output n-1, arena)
 
-``inputs`` and ``outputs`` are tuples of arrays (the call's own tuple, alive during the
-call). It checks every input's numpy header as :mod:`.fastcall` does — an exact
+``frame`` is a tuple the caller makes for the call (alive during it): the tuple of the
+user's arrays, the returned tensors just allocated, and the arena (an array; one argument
+through ctypes costs ~0.23 us where four cost ~0.4). It checks every input's numpy header
+as :mod:`.fastcall` does — an exact
 ``numpy.ndarray`` or ``engine.nd.NDArray``, the dtype, the shape, C-contiguous and aligned
-(inputs are only read) — reads the outputs' data pointers (arrays the caller has just made,
-so they are not checked), then calls each kernel with its operands, constant kernel
-addresses and constant offsets into ``arena``. An input that differs returns
-:data:`~.fastcall.NEEDS_FULL_CHECK` before any kernel runs (the caller's Python checks then
-say what is wrong, or convert the array); a kernel that fails returns its code and stores
-its position in the sequence at ``failed``.
+(inputs are only read) — reads the outputs' and the arena's data pointers (arrays the
+caller has just made, so they are not checked), then calls each kernel with its operands,
+constant kernel addresses and constant offsets into the arena. An input that differs
+returns :data:`~.fastcall.NEEDS_FULL_CHECK` before any kernel runs (the caller's Python
+checks then say what is wrong, or convert the array); a kernel that fails returns
+``(position + 1) << 16 | (its code & 0xffff)`` (:func:`failure`).
 
 The caller guarantees what makes the unchecked calls safe: each operand has exactly the
 dtype and shape of the kernel's buffer, the kernels write only their output buffers, no
@@ -28,14 +30,13 @@ same call (:mod:`engine.relax.vm.memory` plans the arena that way).
 from __future__ import annotations
 
 import ctypes
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from .fastcall import NEEDS_FULL_CHECK, ArrayLayout, array_layout
 
-__all__ = ["Operand", "Step", "Sequence", "compile_sequence", "sequence_ir"]
+__all__ = ["Operand", "Step", "Sequence", "compile_sequence", "sequence_ir", "failure"]
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,11 @@ def sequence_ir(inputs: list, n_outputs: int, steps: list, layout: ArrayLayout) 
         emit(f"  %{name}.ok = icmp eq {ty} {got}, {want}")
         require(f"%{name}.ok")
 
-    emit("define i32 @engine_sequence(ptr %inputs, ptr %outputs, ptr %arena, ptr %failed) {")
+    emit("define i32 @engine_sequence(ptr %frame) {")
     emit("entry:")
+    field("%frame", layout.tuple_items, "ptr", "inputs")
+    arena_obj = field("%frame", layout.tuple_items + 8 * (n_outputs + 1), "ptr", "arena.obj")
+    field(arena_obj, layout.data, "ptr", "arena")
     emit("  %ndarray = load i64, ptr @engine_ndarray_type")
     emit("  %subtype = load i64, ptr @engine_ndarray_subtype")
     field_is("%inputs", layout.tuple_size, "i64", "nin", str(len(inputs)))
@@ -110,7 +114,7 @@ def sequence_ir(inputs: list, n_outputs: int, steps: list, layout: ArrayLayout) 
                 field_is(dims, 8 * d, "i64", f"in{k}.dim{d}", str(extent))
         field(a, layout.data, "ptr", f"in{k}.data")
     for k in range(n_outputs):
-        o = field("%outputs", layout.tuple_items + 8 * k, "ptr", f"out{k}")
+        o = field("%frame", layout.tuple_items + 8 * (k + 1), "ptr", f"out{k}")
         field(o, layout.data, "ptr", f"out{k}.data")
     for s, step in enumerate(steps):
         args = []
@@ -132,8 +136,9 @@ def sequence_ir(inputs: list, n_outputs: int, steps: list, layout: ArrayLayout) 
         emit(f"  %rc{s}.ok = icmp eq i32 %rc{s}, 0")
         emit(f"  br i1 %rc{s}.ok, label %done{s}, label %fail{s}")
         emit(f"fail{s}:")
-        emit(f"  store i32 {s}, ptr %failed")
-        emit(f"  ret i32 %rc{s}")
+        emit(f"  %rc{s}.low = and i32 %rc{s}, 65535")
+        emit(f"  %rc{s}.code = or i32 %rc{s}.low, {(s + 1) << 16}")
+        emit(f"  ret i32 %rc{s}.code")
         emit(f"done{s}:")
     emit("  ret i32 0")
     emit("needs_full_check:")
@@ -142,30 +147,21 @@ def sequence_ir(inputs: list, n_outputs: int, steps: list, layout: ArrayLayout) 
     return "\n".join(lines + [""] + body) + "\n"
 
 
+def failure(code: int) -> tuple[int, int]:
+    """``(position of the kernel that failed, its code)`` from what ``engine_sequence``
+    returned (neither 0 nor :data:`~.fastcall.NEEDS_FULL_CHECK`)."""
+    return (code >> 16) - 1, ctypes.c_int16(code & 0xFFFF).value
+
+
 class Sequence:
-    """A compiled sequence: ``seq(inputs, outputs, arena_address) -> code`` (0, a kernel's
-    failure code — :attr:`failed_step` says which step —, or
-    :data:`~.fastcall.NEEDS_FULL_CHECK`). Holds its execution engine and the dtypes whose
-    addresses the check compares with."""
+    """A compiled sequence: ``seq.call(id(frame)) -> code`` (0,
+    :data:`~.fastcall.NEEDS_FULL_CHECK`, or a failure: :func:`failure`). Holds its
+    execution engine and the dtypes whose addresses the check compares with."""
 
     def __init__(self, engine, cfunc, keep: tuple):
         self._engine = engine
-        self._cfunc = cfunc
+        self.call = cfunc
         self._keep = keep
-        self._failed = threading.local()
-
-    def __call__(self, inputs: tuple, outputs: tuple, arena: int) -> int:
-        at = getattr(self._failed, "at", None)
-        if at is None:
-            self._failed.cell = ctypes.c_int32(-1)
-            at = self._failed.at = ctypes.addressof(self._failed.cell)
-        return self._cfunc(id(inputs), id(outputs), arena, at)
-
-    @property
-    def failed_step(self) -> int:
-        """The position of the kernel that failed in this thread's last call (-1: none)."""
-        cell = getattr(self._failed, "cell", None)
-        return -1 if cell is None else cell.value
 
 
 def compile_sequence(inputs: list, n_outputs: int, steps: list) -> Sequence | None:
@@ -196,6 +192,5 @@ def compile_sequence(inputs: list, n_outputs: int, steps: list) -> Sequence | No
         put("engine_ndarray_subtype", id(NDArray))
         for k, dt in enumerate(descrs):
             put(f"engine_descr_{k}", id(dt))
-    proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
-                             ctypes.c_void_p, ctypes.c_void_p)
+    proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
     return Sequence(ee, proto(address), keep=descrs)

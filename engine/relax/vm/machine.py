@@ -345,7 +345,7 @@ class _Caller:
         self._lock = vm._locks[prog.name]
         self._native: NativePlan | None = None
         self._calls = 0 if plans_enabled() else -1   # -1: no plan is sought
-        self._arena_at = 0
+        self._arena: np.ndarray | None = None
 
     def __repr__(self) -> str:
         return f"<engine.relax.VirtualMachine function {self._prog.name}>"
@@ -375,14 +375,13 @@ class _Caller:
         lock = self._lock
         if lock.acquire(blocking=False):
             try:
-                at = self._arena_at
-                if not at:
-                    at = self._arena_at = self._vm._arena(self._prog).address
-                return native.run(args, at)
+                arena = self._arena
+                if arena is None:
+                    arena = self._arena = self._vm._arena(self._prog).array
+                return native.run(args, arena)
             finally:
                 lock.release()
-        arena = _new_arena(self._prog)          # a concurrent call: its own arena
-        return native.run(args, arena.address)
+        return native.run(args, _new_arena(self._prog).array)   # a concurrent call: its own
 
 
 def _bind_sizes(prog: Program, what: str, si: Any, a: Any, sizes: dict,

@@ -29,7 +29,7 @@ import numpy as np
 from engine.nd import NDArray
 from engine.runtime.fastcall import NEEDS_FULL_CHECK
 from engine.runtime.module import aligned_empty, data_pointer
-from engine.runtime.sequence import Operand, Sequence, Step, compile_sequence
+from engine.runtime.sequence import Operand, Sequence, Step, compile_sequence, failure
 
 from ..struct_info import TensorStructInfo
 from .program import Program
@@ -188,25 +188,28 @@ def _kernel_fits(kernels: Any, label: str, inputs: list, outputs: list) -> str:
 
 
 class NativePlan:
-    """A compiled :class:`StaticPlan`: ``plan.run(args, arena_address)`` is the function's
-    value, or :data:`NEEDS_FULL_CHECK` when an argument is not exactly what the plan
-    checks (the caller's Python checks then say what is wrong, or convert it)."""
+    """A compiled :class:`StaticPlan`: ``plan.run(args, arena)`` (``arena``: the function's
+    planned storage, an array) is the function's value, or :data:`NEEDS_FULL_CHECK` when an
+    argument is not exactly what the plan checks (the caller's Python checks then say what
+    is wrong, or convert it)."""
 
     def __init__(self, static: StaticPlan, sequence: Sequence, kernels: Any):
         self.static = static
         self.sequence = sequence
         self._kernels = [kernels[label] for label, _ in static.steps]
-        self._allocs = tuple(_allocator(dt, shape) for dt, shape in static.outputs)
+        self._frame = _frame_maker([_allocator(dt, shape) for dt, shape in static.outputs])
         self._result = _result_builder(static.result)
+        self._call = sequence.call
 
-    def run(self, args: tuple, arena: int) -> Any:
-        outs = tuple([alloc() for alloc in self._allocs])
-        rc = self.sequence(args, outs, arena)
-        if rc == 0:
-            return self._result(args, outs)
-        if rc == NEEDS_FULL_CHECK:
+    def run(self, args: tuple, arena: np.ndarray) -> Any:
+        frame = self._frame(args, arena)        # (args, fresh outputs..., arena)
+        code = self._call(id(frame))
+        if code == 0:
+            return self._result(args, frame)
+        if code == NEEDS_FULL_CHECK:
             return NEEDS_FULL_CHECK
-        self._kernels[self.sequence.failed_step]._failed(rc)
+        step, rc = failure(code)
+        self._kernels[step]._failed(rc)
         raise RuntimeError(f"a kernel failed with code {rc}")   # _failed always raises
 
 
@@ -233,20 +236,35 @@ def _allocator(dtype: np.dtype, shape: tuple) -> Callable[[], NDArray]:
     return lambda: aligned_empty(shape, dtype).view(NDArray)
 
 
-def _result_builder(result: Any) -> Callable[[tuple, tuple], Any]:
-    """``(args, outs) -> the function's value`` for a resolved result."""
-    if isinstance(result, _Leaf) and result.operand.kind == "output":
-        k = result.operand.value
-        return lambda args, outs: outs[k]
+def _frame_maker(allocs: list) -> Callable[[tuple, np.ndarray], tuple]:
+    """``(args, arena) -> (args, fresh output 0, ..., arena)``: the one argument of the
+    compiled sequence (:mod:`engine.runtime.sequence`)."""
+    if not allocs:
+        return lambda args, arena: (args, arena)
+    if len(allocs) == 1:
+        (a0,) = allocs
+        return lambda args, arena: (args, a0(), arena)
+    if len(allocs) == 2:
+        a0, a1 = allocs
+        return lambda args, arena: (args, a0(), a1(), arena)
+    return lambda args, arena: (args, *[a() for a in allocs], arena)
 
-    def build(value: Any, args: tuple, outs: tuple) -> Any:
+
+def _result_builder(result: Any) -> Callable[[tuple, tuple], Any]:
+    """``(args, frame) -> the function's value`` for a resolved result (output ``k`` is
+    ``frame[k + 1]``)."""
+    if isinstance(result, _Leaf) and result.operand.kind == "output":
+        k = result.operand.value + 1
+        return lambda args, frame: frame[k]
+
+    def build(value: Any, args: tuple, frame: tuple) -> Any:
         if isinstance(value, tuple):
-            return tuple(build(v, args, outs) for v in value)
+            return tuple(build(v, args, frame) for v in value)
         op = value.operand
         if op.kind == "output":
-            return outs[op.value]
+            return frame[op.value + 1]
         if op.kind == "input":
             a = args[op.value]
             return (a if a.flags.writeable else a.copy()).view(NDArray)
         return value.const.copy().view(NDArray)   # a constant: read-only, shared
-    return lambda args, outs: build(result, args, outs)
+    return lambda args, frame: build(result, args, frame)
