@@ -490,9 +490,11 @@ def act_tune(ctx: Any) -> None:
 
 def _tune_functions(ctx: Any, spec: dict) -> None:
     """A model's "tune every function": the job's ``module`` (pickled by the server itself)
-    is ``{"functions": [{"name", "func", "members", "start"}...]}``, one entry per distinct
-    function shape. Each is searched in turn (``spec``'s space, trials, strategy, seed), its
-    starting point (``start``: the trace the model link has for it, or none) measured first;
+    is ``{"functions": [{"name", "func", "members", "start", "recipe"}...]}``, one entry per
+    distinct function shape. Each is searched in turn (``spec``'s space, trials, strategy,
+    seed), its starting point (``start``: the trace the model link has for it, or the
+    default recipe's when ``recipe``, or none) measured first and replaced only by a faster
+    trace (the recipe, when nothing is faster, is the function's trace in the tuned link);
     ``f<i>`` is emitted as it goes: trials done of total, GFLOP/s at the start and best so
     far, and when it ends the best trace's token (or the reason it could not be tuned)."""
     from engine.ir import IRModule  # noqa: PLC0415
@@ -520,7 +522,8 @@ def _tune_functions(ctx: Any, spec: dict) -> None:
         ctx.emit(**{f"f{i}": dict(st)}, progress={"functions": len(funcs), "current": i,
                                                  "elapsed": time.perf_counter() - t0})
         try:
-            own = entry.get("start") is not None     # the link's own trace for it
+            # the link's own trace for it, or the default recipe: replaced only by faster
+            own = entry.get("start") is not None
             start = entry.get("start") or Schedule(mod).trace.as_json()   # unscheduled
             task_ctx = TaskContext(task_of(mod, name, "start"))
             with ctx.timing_slot(ncores):
@@ -554,6 +557,10 @@ def _tune_functions(ctx: Any, spec: dict) -> None:
                 st["best_seconds"], st["best_gflops"] = best.seconds, best.gflops
                 if _replaces(best.seconds, st["start_seconds"], own):
                     st["token"] = Trace.from_json(best.trace).encode()
+                elif entry.get("recipe"):
+                    # the default recipe is at least as fast: the link takes it
+                    st["token"] = Trace.from_json(start).encode()
+                    st["kept_recipe"] = True
                 else:
                     st["kept"] = True   # the link's own trace is at least as fast: it stays
             st["state"] = "done"
