@@ -10,8 +10,9 @@ as written; the constant weights stored transposed once, ``engine.models.layouts
 ``scheduled`` (each function by the default recipe, sized from this machine's vector ISA:
 ``engine.codegen.isa.isa_of``), ``fused`` (FuseOps + FuseTIR: linear0 and relu0 one
 function), ``fused+scheduled``; with ``--tune N``, ``fused+tuned``: every function of the
-fused stage searched as the model page's "Tune every function" does (the ``auto`` space,
-evolutionary, N trials, seed 0, in this process), its best trace applied.
+fused stage searched as the model page's "Tune every function" does (the default recipe
+timed first, then the ``auto`` space, evolutionary, N trials, seed 0, in this process; the
+faster of the two applied).
 
 For each: end-to-end time of ``vm["main"](x)`` and numpy's ``relu(x @ w0.T + b0) @ w1.T
 + b1`` on the same float32 arrays, timed alternately in ``--rounds`` rounds (each the median
@@ -53,11 +54,15 @@ def blas_info() -> str:
 
 
 def tuned(mod: IRModule, trials: int, seed: int = 0) -> IRModule:
-    """Every TensorIR function of ``mod`` with the best trace of a search as the model
-    page's "Tune every function" runs it (auto space, evolutionary, ``trials``)."""
+    """Every TensorIR function of ``mod`` as the model page's "Tune every function" leaves
+    it: the default recipe timed first, then a search (auto space, evolutionary,
+    ``trials``) whose best trace replaces the recipe only when faster."""
+    from engine.models.schedules import default_schedule
     from engine.schedule import Schedule
     from engine.schedule.recorded_trace import Trace
     from engine.tune import InlineRunner, tune
+    from engine.tune.measure import TaskContext
+    from engine.tune.task import task_of
 
     funcs = dict(mod.items())
     runner = InlineRunner()
@@ -65,15 +70,22 @@ def tuned(mod: IRModule, trials: int, seed: int = 0) -> IRModule:
         if not isinstance(f, PrimFunc):
             continue
         one = IRModule(((name, f),))
+        recipe = default_schedule(one, name)
+        ctx = TaskContext(task_of(one, name, "start"))
+        first = ctx.time(ctx.build(recipe.trace.as_json()))
         res = tune(one, space="auto", trials=trials, strategy="evolutionary", seed=seed,
                    func_name=name, runner=runner)
-        if res.best is None:
-            print(f"    {name}: no candidate found", flush=True)
+        best = res.best
+        if best is None or (first.ok and first.seconds <= best.seconds):
+            funcs[name] = recipe.mod[name]
+            print(f"    {name}: recipe {first.seconds * 1e6:.1f} µs kept (search best "
+                  f"{best.seconds * 1e6 if best else float('nan'):.1f} µs)", flush=True)
             continue
         sch = Schedule(one)
-        Trace.from_json(res.best.trace).apply_to_schedule(sch)
+        Trace.from_json(best.trace).apply_to_schedule(sch)
         funcs[name] = sch.mod[name]
-        print(f"    {name}: best {res.best.seconds * 1e6:.1f} µs", flush=True)
+        print(f"    {name}: search best {best.seconds * 1e6:.1f} µs replaces the recipe "
+              f"{first.seconds * 1e6:.1f} µs", flush=True)
     return IRModule(tuple(funcs.items()))
 
 
