@@ -85,3 +85,19 @@ def stored_measurements(session: Session) -> dict[str, Markup | None]:
             out["cache_html"] = Markup(render_template("panes/cache.html", s=session, **cctx))
             bodies.keep("cache", session, cctx, out["cache_html"])
     return out
+
+
+def gpu_strip_update(session: Session, measure_ctx: dict | None) -> str:
+    """The loop diagram's GPU line, out-of-band, for the measurement body's own answer once
+    the worker's result for the state's step is in (registers per thread, shared memory,
+    occupancy: what :func:`app.web.panes.diagram.gpu_context` reads from the stored result
+    and the diagram drawn with the click had not yet); empty on the CPU and while the step
+    is still measured."""
+    if not session.target.is_gpu or not measure_ctx or not measure_ctx.get("current") \
+            or measure_ctx.get("withdraw"):
+        return ""
+    mod = session.mod_at(session.at)
+    strip = diagram.gpu_context(session, mod, module_trees(mod), measure_ctx["current"])
+    if not strip or not strip["kernels"]:
+        return ""
+    return render_template("panes/diagram_gpu.html", diagram_gpu=strip, strip_oob=True)

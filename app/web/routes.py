@@ -226,7 +226,8 @@ def fork_compare(workload: str):
 @bp.get("/explore/<workload>/measure")
 def measure_pane(workload: str):
     s = Session.from_request(workload, request.args)
-    return _body("measure", s, measurement.context(s))
+    ctx = measurement.context(s)
+    return _body("measure", s, ctx) + explorer.gpu_strip_update(s, ctx)
 
 
 @bp.get("/explore/<workload>/diff")

@@ -21,6 +21,7 @@ import pytest
 
 from test_explorer_e2e import n_steps, program_text, wait_address
 from test_gpu_chapter_clicks_e2e import do_step, loop_sel
+from test_gpu_panes_e2e import top
 
 pytestmark = pytest.mark.e2e
 
@@ -128,3 +129,28 @@ def test_a_race_found_by_the_emulator_withdraws_the_step(page, server, shot):
                            " && document.getElementById('measure-now').textContent"
                            ".includes('Step 4')", timeout=240_000)
     shot(page, "gpu-refused-race-withdrawn")
+
+
+def test_the_diagrams_gpu_line_fills_when_the_workers_result_arrives(page, server, shot):
+    """Registers per thread, shared memory and occupancy come with the worker's result: the
+    measurement body's answer fills the diagram's GPU line, the diagram itself not redrawn."""
+    page.goto(f"{server}/explore/window_sum?n=512&target=cuda-h100-sxm")
+    page.wait_for_selector("#program-pane .node")
+    steps = [("split", ("loop", "i", "C"), {"factors": "None, 128"}),
+             ("bind", ("loop", "i_0", "C"), {"thread_axis": "blockIdx.x"}),
+             ("bind", ("loop", "i_1", "C"), {"thread_axis": "threadIdx.x"}),
+             ("cache_read", ("block", "C"), {"buffer": "0", "scope": "shared"}),
+             ("compute_at", ("block", "A_shared"), {"loop": "i_1 (above C)"})]
+    for k, step in enumerate(steps, start=1):
+        do_step(page, "window_sum", k, step)
+    page.evaluate("() => { document.getElementById('diagram-pane').dataset.mark = 'click'; }")
+    page.wait_for_function(
+        "() => /\\d+ registers\\/thread/.test(document.getElementById('diagram-gpu').textContent)",
+        timeout=240_000)
+    strip = page.inner_text("#diagram-gpu")
+    assert "block 128×1×1 = 128 of 1024 threads" in strip
+    assert "shared" in strip and "of 48 KiB/block" in strip and "occupancy" in strip
+    # the same diagram pane as the click's answer drew: only its GPU line was filled in
+    assert page.get_attribute("#diagram-pane", "data-mark") == "click"
+    top(page, "#diagram-pane")
+    shot(page, "gpu-strip-filled")

@@ -369,13 +369,13 @@ def diagrams(mod, trees: list[FuncTree], label: str = "", text: str | None = Non
 
 
 # ---------------------------------------------------------------------------- the GPU strip
-def gpu_context(session, mod, trees: list[FuncTree]) -> dict | None:
+def gpu_context(session, mod, trees: list[FuncTree], result: dict | None = None) -> dict | None:
     """The line under the diagram of a GPU session (None on the CPU): per kernel its grid
     and block (from the bindings, read here), threads per block against the GPU's limit,
-    and — from the worker's result for this step, when it is stored (never submitted nor
-    waited for here: the memory pane asks for it) — shared memory per block against the
-    per-block and per-SM limits, ptxas's registers per thread and the occupancy they
-    allow."""
+    and — from the worker's result for this step (``result``, else the stored one; never
+    submitted nor waited for here: the memory pane asks for it) — shared memory per block
+    against the per-block and per-SM limits, ptxas's registers per thread and the
+    occupancy they allow."""
     from .gpu_memory import fmt_kib, resources
     from ..services import measurer
     target = session.target
@@ -390,8 +390,8 @@ def gpu_context(session, mod, trees: list[FuncTree]) -> dict | None:
         spec = get_spec(target.gpu)
     except Exception:  # noqa: BLE001 - no limits shown
         spec = None
-    res = None
-    if kernels:
+    res = result
+    if kernels and res is None:
         try:
             wl = session.workload_arg()
             name, params = wl if wl else (None, {})
