@@ -17,13 +17,13 @@ of the end-to-end time (the virtual machine's own work per ``call_tir``).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from engine.ir.function import IRModule, PrimFunc
+from engine.runtime.timing import time_until_stable
 from engine.relax.transform import DeadCodeElimination, FuseOps, FuseTIR, LegalizeOps
 from engine.relax.transform.fuse_ops import call_tir_callee
 
@@ -118,27 +118,30 @@ class Profile:
                 "ops": [{"name": o.name, "calls": o.calls, "s": o.seconds} for o in self.ops]}
 
 
+#: seconds of repeats at most per figure (a quiet machine stops after three or four)
+TIMING_BUDGET = 0.1
+
+
 def _best_of(fn: Callable[[], object], number: int, repeat: int) -> float:
-    """Median over ``repeat`` runs of the mean time of ``number`` calls."""
-    fn()  # warm up (and build caches)
-    runs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - t0) / number)
-    return float(np.median(runs))
+    """Best seconds per call of ``fn`` by the engine's one timing function
+    (:func:`engine.runtime.timing.time_until_stable`: repeats of ~2 ms until the best three
+    agree), at least ``repeat`` repeats; ``number`` is kept for the callers (a repeat
+    batches its calls itself)."""
+    return time_until_stable(fn, min_repeats=max(3, repeat), budget=TIMING_BUDGET)
 
 
 def time_call(prim: PrimFunc, number: int = 10, repeat: int = 3, seed: int = 0) -> float:
-    """Seconds of one call of a TensorIR function on random arrays of its shapes."""
+    """Seconds of one call of a TensorIR function on random arrays of its shapes (the
+    kernel alone: its arguments checked once, as :func:`_best_of` times)."""
     from engine.runtime import build, random_arrays
 
     rt = build(IRModule(((prim.name, prim),)))
     fn = rt[prim.name]
-    arrays = random_arrays(fn.specs, seed)
-    res = rt.time_evaluator(prim.name, number=number, repeat=repeat)(*arrays)
-    return float(res.median)
+    arrays = tuple(random_arrays(fn.specs, seed))
+    ptrs = fn.pointers(arrays)
+    call = fn.call_pointers
+    return time_until_stable(lambda: call(ptrs), min_repeats=max(3, repeat),
+                             budget=TIMING_BUDGET)
 
 
 def time_binding(mod: IRModule, binding, number: int = 10, repeat: int = 3,
