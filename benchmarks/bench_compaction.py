@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.runtime.timing import time_until_stable  # noqa: E402
 
 import engine  # noqa: E402
 from engine.lower import lower  # noqa: E402
@@ -45,19 +46,9 @@ def schedule(n: int, rows: int, cols: int):
 
 
 def best_time(fn, repeat: int, min_seconds: float = 0.2) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        runs = 0
-        while True:
-            fn()
-            runs += 1
-            el = time.perf_counter() - t0
-            if el >= min_seconds:
-                break
-        best = min(best, el / runs)
-    return best
+    """Best seconds per call by the engine's one timing function."""
+    return time_until_stable(fn, warmups=1, min_repeats=max(3, repeat),
+                             budget=min_seconds * repeat)
 
 
 def main() -> None:

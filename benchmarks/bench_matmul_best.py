@@ -25,12 +25,13 @@ import argparse
 import ctypes
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.runtime.timing import time_until_stable  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import engine  # noqa: E402
@@ -92,19 +93,9 @@ class Blas:
 
 # ---------------------------------------------------------------------------- timing
 def time_fn(fn, min_seconds: float, repeat: int = 5) -> float:
-    """Best over ``repeat`` rounds of the mean time of a call (rounds of >= min/repeat s)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            t = time.perf_counter() - t0
-            if t >= min_seconds / repeat:
-                break
-        best = min(best, t / n)
-    return best
+    """Best seconds per call by the engine's one timing function (at least ``repeat``
+    repeats, at most ``min_seconds`` of them unless the best three agree sooner)."""
+    return time_until_stable(fn, warmups=1, min_repeats=max(3, repeat), budget=min_seconds)
 
 
 def gf(flops: float, seconds: float) -> float:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.runtime.timing import time_until_stable  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import engine  # noqa: E402
@@ -50,12 +51,8 @@ def work_kernel(outer: int, work: int, kind: ForKind) -> PrimFunc:
 
 
 def best_of(fn, repeat=5) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    """Best seconds per call by the engine's one timing function."""
+    return time_until_stable(fn, min_repeats=max(3, repeat))
 
 
 def main() -> None:

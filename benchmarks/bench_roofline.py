@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.runtime.timing import time_until_stable  # noqa: E402
 
 import engine  # noqa: E402
 from engine import presets, roofline  # noqa: E402
@@ -29,13 +30,8 @@ from engine.runtime import as_aligned, runtime_info, set_num_threads  # noqa: E4
 
 
 def best(fn, repeat: int = 7) -> float:
-    fn()
-    t = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        t = min(t, time.perf_counter() - t0)
-    return t
+    """Best seconds per call by the engine's one timing function."""
+    return time_until_stable(fn, warmups=1, min_repeats=max(3, repeat))
 
 
 def main() -> None:

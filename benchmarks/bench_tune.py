@@ -33,6 +33,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from engine.runtime.timing import time_until_stable  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from engine import presets  # noqa: E402
@@ -50,21 +52,10 @@ import json, sys, time
 import numpy as np
 
 
-def best_call(fn, args, min_repeats=3, max_repeats=15, agree=0.03, budget=0.4):
-    fn(*args)
-    t0 = time.perf_counter(); fn(*args); one = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, int(0.002 / one))
-    results, start = [], time.perf_counter()
-    while len(results) < max_repeats:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn(*args)
-        results.append((time.perf_counter() - t0) / number)
-        if len(results) >= min_repeats:
-            a, b = sorted(results)[:2]
-            if b <= a * (1 + agree) or time.perf_counter() - start > budget:
-                break
-    return min(results)
+def best_call(fn, args, min_repeats=3, max_repeats=15, budget=0.4):
+    """Best seconds per call: the engine's one timing function (as the tuner's)."""
+    return time_until_stable(lambda: fn(*args), warmups=1, min_repeats=min_repeats,
+                             max_repeats=max_repeats, budget=budget)
 
 
 def main():
