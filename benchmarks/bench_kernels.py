@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.runtime.timing import time_until_stable  # noqa: E402
 
 import engine  # noqa: E402
 from engine.runtime import as_aligned, runtime_info, set_num_threads  # noqa: E402
@@ -107,27 +108,16 @@ def conv_tiled_schedule(p=CONV):
 
 # ---------------------------------------------------------------------------- timing
 def time_numpy(fn, min_seconds: float = 0.2, repeat: int = 3) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        n, t = 0, 0.0
-        t0 = time.perf_counter()
-        while t < min_seconds / repeat or n == 0:
-            fn()
-            n += 1
-            t = time.perf_counter() - t0
-        best = min(best, t / n)
-    return best
+    """Best seconds per call by the engine's one timing function, at most ``min_seconds``
+    of repeats (it stops sooner once the best three agree)."""
+    return time_until_stable(fn, warmups=1, min_repeats=max(3, repeat), budget=min_seconds)
 
 
 def time_ours(rt, name, args, min_seconds: float = 0.2) -> float:
-    rt[name](*args)
-    t0 = time.perf_counter()
-    rt[name](*args)
-    one = time.perf_counter() - t0
-    number = max(1, int(min_seconds / 3 / max(one, 1e-7)))
-    res = rt.time_evaluator(name, number=number, repeat=3)(*args)
-    return res.min
+    """The kernel's best seconds per call (arguments checked once), timed as numpy is."""
+    f = rt[name]
+    ptrs = f.pointers(tuple(args))        # ``args`` stay alive while timed
+    return time_until_stable(lambda: f.call_pointers(ptrs), warmups=1, budget=min_seconds)
 
 
 def compile_split(mod, times: int = 3) -> tuple:
