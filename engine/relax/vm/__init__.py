@@ -4,7 +4,8 @@ function, memory planning) and ``VirtualMachine`` (``vm["main"](*arrays)``); the
 
 :mod:`.checks` (call_tir arguments against the TensorIR buffers), :mod:`.program` (a Relax
 function as instructions over registers), :mod:`.memory` (which intermediate tensors share
-storage), :mod:`.machine` (the Executable, the VirtualMachine).
+storage), :mod:`.machine` (the Executable, the VirtualMachine), :mod:`.plan` (a function of
+``call_tir`` calls compiled into one native call, the machine's fast path).
 """
 from .machine import Executable, VirtualMachine, VMError, build
 from .memory import MemoryPlan, plan_memory
