@@ -4,6 +4,7 @@ numpy code in float32, at batch 1 and 64, for each stage.
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_model.py
     python benchmarks/bench_model.py --batch 1 --number 50
     python benchmarks/bench_model.py --tune 16        (also "Tune every function", 16 trials)
+    python benchmarks/bench_model.py --onnx           (also ONNX models as uploaded)
 
 Stages (``engine.models.pipeline``): ``unscheduled`` (the course's linear0/relu0/linear1
 as written; the constant weights stored transposed once, ``engine.models.layouts``),
@@ -107,6 +108,49 @@ def measure(mod: IRModule, x: np.ndarray, numpy_fn, label: str, batch: int,
           + ", ".join(f"{o.name} {o.seconds * 1e6:.1f}" for o in prof.ops), flush=True)
 
 
+def onnx_models(params: dict, batches: list[int]) -> list:
+    """ONNX models as a learner uploads them (built with ``onnx.helper``, no files): the
+    trained MLP as PyTorch exports it (``Gemm(transB=1)``, the weights transposed once at
+    import) at each batch, and a small CNN on the digits' 28x28 images (Conv 1->8 3x3 + bias,
+    Relu, Flatten, Gemm 6272->10, Softmax) at batch 1; (label, Model) each."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from engine.models.zoo import from_onnx_bytes
+
+    def model_bytes(nodes, x_shape, y_shape, inits) -> bytes:
+        graph = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+            [numpy_helper.from_array(np.ascontiguousarray(a), n) for n, a in inits])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m.SerializeToString()
+
+    out = []
+    for batch in batches:
+        inits = [("w0", params["w0"]), ("b0", params["b0"]), ("w1", params["w1"]),
+                 ("b1", params["b1"])]
+        nodes = [helper.make_node("Gemm", ["x", "w0", "b0"], ["h"], transB=1),
+                 helper.make_node("Relu", ["h"], ["r"]),
+                 helper.make_node("Gemm", ["r", "w1", "b1"], ["y"], transB=1)]
+        out.append((f"onnx-mlp b{batch}", from_onnx_bytes(
+            model_bytes(nodes, [batch, 784], [batch, 10], inits))))
+    rng = np.random.default_rng(0)
+    inits = [("cw", rng.standard_normal((8, 1, 3, 3)).astype("float32")),
+             ("cb", rng.standard_normal(8).astype("float32")),
+             ("fw", (rng.standard_normal((8 * 28 * 28, 10)) * 0.01).astype("float32")),
+             ("fb", rng.standard_normal(10).astype("float32"))]
+    nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"], axis=1),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["g"]),
+             helper.make_node("Softmax", ["g"], ["y"], axis=1)]
+    out.append(("onnx-cnn b1", from_onnx_bytes(model_bytes(nodes, [1, 1, 28, 28], [1, 10],
+                                                           inits))))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, action="append", help="batch sizes (default 1, 64)")
@@ -114,6 +158,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--stage", action="append", help="stages (default: all)")
+    ap.add_argument("--onnx", action="store_true",
+                    help="also ONNX models as uploaded: the MLP as Gemm(transB=1), a CNN")
     ap.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                     help="also tune every function of the fused stage (the model page's "
                          "default budget is 16)")
@@ -143,6 +189,23 @@ def main() -> None:
             got = np.asarray(relax.VirtualMachine(relax.build(mod))["main"](x))
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
             measure(mod, x, numpy_fn, f"fused+tuned{args.tune}", batch, args)
+    if args.onnx:
+        for label, model in onnx_models(params, args.batch or [1, 64]):
+            x = model.test_inputs(model.batch_fixed or 1)
+            want = model.numpy_fn(x)
+            print(f"{label}: {model.description}")
+            for stage in args.stage or STAGES:
+                mod, _ = stage_module(model.build(model.batch_fixed), stage)
+                got = np.asarray(relax.VirtualMachine(relax.build(mod))["main"](x))
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+                measure(mod, x, lambda x=x, m=model: m.numpy_fn(x), stage, x.shape[0], args)
+            if args.tune:
+                mod = tuned(stage_module(model.build(model.batch_fixed), "fused")[0],
+                            args.tune)
+                got = np.asarray(relax.VirtualMachine(relax.build(mod))["main"](x))
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+                measure(mod, x, lambda x=x, m=model: m.numpy_fn(x),
+                        f"fused+tuned{args.tune}", x.shape[0], args)
 
 
 if __name__ == "__main__":
