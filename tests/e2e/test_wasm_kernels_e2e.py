@@ -4,7 +4,7 @@ Debian's Chromium through the page's own loader (static/engine_wasm.js) and matc
 The program covers what a wasm build must supply itself: a parallel loop (the serial
 launch), a vectorized loop (SIMD), an intermediate over the stack limit (the runtime's
 allocator), libm calls imported from JavaScript (expf, tanhf, erff) and an expansion
-(sigmoid)."""
+(sigmoid). Both ways to the browser: engine.wasm.kernels_wasm and rt.export_library(..., target="wasm32")."""
 from __future__ import annotations
 
 import base64
@@ -36,14 +36,14 @@ def act(A: T.Buffer((64, 300), "float32"), B: T.Buffer((64, 300), "float32")):
             B[vi, vj] = T.tanh(C[vi, vj]) + T.erf(A[vi, vj]) + T.sigmoid(C[vi, vj])
 '''
 
-RUN = """async ([b64, a, n]) => {
+RUN = """async ([b64, a, n, symbol]) => {
   const bytes = EngineWasm.fromBase64(b64);
   const valid = WebAssembly.validate(bytes);
   const m = await EngineWasm.instantiate(bytes);
   const A = m.alloc(4 * n), B = m.alloc(4 * n);
   m.write(A, new Float32Array(a));
   const rcs = [];
-  for (let k = 0; k < 3; k++) rcs.push(m.exports.engine_fn_act(A, B));  // freed each call
+  for (let k = 0; k < 3; k++) rcs.push(m.exports[symbol](A, B));  // freed each call
   return {valid, rcs, out: Array.from(m.read(B, n)),
           pages: m.memory.buffer.byteLength / 65536};
 }"""
@@ -53,31 +53,46 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf)(x.astype("float64"))
 
 
-@pytest.fixture(scope="module")
-def kernel_bytes():
-    if shutil.which("wasm-ld") is None:
-        pytest.skip("wasm-ld is not installed (Debian's lld; ./run-tests.sh installs it)")
-    from engine.wasm import kernels_wasm
+def _scheduled():
     sch = engine.Schedule(engine.parse(PROGRAM))
     i, j = sch.get_loops(sch.get_block("B"))
     sch.parallel(i)
     _, j1 = sch.split(j, factors=[None, 4])
     sch.vectorize(j1)
-    data, symbols = kernels_wasm(sch.mod)
-    assert symbols == {"act": "engine_fn_act"}
+    return sch.mod
+
+
+@pytest.fixture(scope="module", params=["kernels_wasm", "export_library"])
+def kernel_bytes(request, tmp_path_factory):
+    """The kernel as engine.wasm compiles it (exported ``engine_fn_act``), or as
+    ``rt.export_library("act.wasm", target="wasm32")`` exports a build (``act_act``)."""
+    if shutil.which("wasm-ld") is None:
+        pytest.skip("wasm-ld is not installed (Debian's lld; ./run-tests.sh installs it)")
+    if request.param == "kernels_wasm":
+        from engine.wasm import kernels_wasm
+        data, symbols = kernels_wasm(_scheduled())
+        assert symbols == {"act": "engine_fn_act"}
+        symbol = "engine_fn_act"
+    else:
+        path = tmp_path_factory.mktemp("act") / "act.wasm"
+        lib = engine.build(_scheduled()).export_library(str(path), target="wasm32")
+        symbol = lib.metadata["functions"]["act"]["symbol"]
+        assert symbol == "act_act"
+        data = path.read_bytes()
     assert data[:4] == b"\0asm"
-    return data
+    return data, symbol
 
 
 def test_wasm_kernel_validates_and_matches_numpy_in_chromium(browser, kernel_bytes):
+    data, symbol = kernel_bytes
     page = browser.new_page()
     try:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.add_script_tag(path=LOADER)
         a = np.random.default_rng(0).uniform(-3, 2, (64, 300)).astype("float32")
-        got = page.evaluate(RUN, [base64.b64encode(kernel_bytes).decode(), a.ravel().tolist(),
-                                  a.size])
+        got = page.evaluate(RUN, [base64.b64encode(data).decode(), a.ravel().tolist(),
+                                  a.size, symbol])
         assert not errors, errors
     finally:
         page.close()
