@@ -19,6 +19,8 @@
   plain data (``graph_to_doc``) and the reference output, for the server to check and keep;
 * ``roofline`` — the machine's peak GFLOP/s and memory bandwidth
   (``engine.roofline.machine_peaks``), measured while holding every core slot.
+* ``export``  — a model's library for a target (``engine.deploy.export_library``): the
+  files, base64, for the model page's Export and its "Run in your browser";
 * ``tune``    — a search with ``engine.tune`` from a gallery program's step (the Tune tab),
   or, when the job carries a model's functions, one search per function shape in turn
   (the model page's "tune every function"); progress is emitted as it goes.
@@ -416,6 +418,44 @@ def act_model_import(ctx: Any) -> None:
     ctx.emit(model_import={"graph": graph_to_doc(graph), "reference": array_doc(reference)})
 
 
+#: the largest library a worker sends back (its bytes, before base64)
+EXPORT_MAX_BYTES = 48 * 2**20
+
+
+def act_export(ctx: Any) -> None:
+    """A model page's deployable library: the job's ``module`` is a dict the server pickled
+    itself (``module``: the runnable Relax module of the page's validated state, weights
+    bound; ``target``: None for this machine or a target string ``engine.deploy`` knows,
+    e.g. ``"llvm -mtriple=aarch64-linux-gnu"`` or ``"wasm32"``; ``prefix``: the C names'
+    prefix).  Built with ``relax.build`` and ``engine.deploy.export_library`` in a
+    temporary folder of this worker; emits ``export`` with the files written (the library
+    and its header, base64) and the target's name."""
+    import base64
+    import tempfile
+
+    from engine.deploy import export_library, get_target
+    from engine.relax.vm import build as relax_build
+
+    doc = pickle.loads(ctx.job["module"])   # pickled by the server itself, never user bytes
+    target = get_target(doc.get("target"))
+    prefix = str(doc.get("prefix") or "model")
+    t0 = time.perf_counter()
+    ex = relax_build(doc["module"], target="llvm")
+    with tempfile.TemporaryDirectory(prefix="engine-export-") as tmp:
+        path = os.path.join(tmp, prefix + target.library_suffix)
+        export_library(ex, path, prefix=prefix, target=target)
+        files = {}
+        for name in sorted(os.listdir(tmp)):
+            full = os.path.join(tmp, name)
+            if os.path.isfile(full) and name.startswith(prefix + "."):
+                if os.path.getsize(full) > EXPORT_MAX_BYTES:
+                    raise ValueError(f"the library is over {EXPORT_MAX_BYTES} bytes")
+                with open(full, "rb") as f:
+                    files[name] = base64.b64encode(f.read()).decode("ascii")
+    ctx.emit(export={"files": files, "target": target.name, "triple": target.triple,
+                     "build_s": time.perf_counter() - t0})
+
+
 def _trial_brief(rec: Any, workload: str | None) -> dict[str, Any]:
     """One tuning trial as the explorer's live view needs it (its trace as a URL token)."""
     try:
@@ -620,7 +660,7 @@ def warm_up(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
 
 
 ENGINE: dict[str, Callable[[Any], None]] = {
-    "model": act_model, "model_import": act_model_import,
+    "model": act_model, "model_import": act_model_import, "export": act_export,
     "step": act_step,
     "compile": act_compile, "run": act_run, "check": act_check, "time": act_time,
     "source": act_source, "cache": act_cache, "pattern": act_pattern,

@@ -543,6 +543,43 @@ class StepMeasurer:
                          ) -> dict[str, Any]:
         return self._import_value(self._wait(ticket, timeout))
 
+    # model export -------------------------------------------------------------------------
+    #: seconds a worker may take to build a model's library (compile, link)
+    export_time_limit_s = 180.0
+
+    def submit_export(self, key: str, doc: dict[str, Any]) -> Ticket:
+        """Queue building a model's deployable library (one shared job per ``key``, which
+        names the program and the target): :func:`app.service.actions.act_export` reads
+        ``doc`` (``module``: the runnable Relax module, ``target``, ``prefix``).  Nothing is
+        stored: the files are megabytes, the web layer keeps them in memory (bounded)."""
+        with self._lock:
+            t = self._inflight.get(("export", key))
+            if t is not None and not t.done():
+                return t
+        job = Job(actions=("export",), module=pickle.dumps(doc, pickle.HIGHEST_PROTOCOL),
+                  time_limit_s=self.export_time_limit_s)
+        ticket = self._submit(self.pool, job)
+        with self._lock:
+            self._inflight[("export", key)] = ticket
+        ticket.add_done_callback(
+            lambda r, k=("export", key): self._forget_inflight(k))
+        return ticket
+
+    def _forget_inflight(self, key: tuple) -> None:
+        with self._lock:
+            self._inflight.pop(key, None)
+
+    def export_result_of(self, ticket: Ticket, timeout: float | None = None
+                         ) -> dict[str, Any]:
+        """``{"files": {name: base64}, ...}`` (a worker's data, for the caller to check),
+        ``{"pending": sentence}`` or ``{"error": sentence}``."""
+        r = self._wait(ticket, timeout)
+        if r.ok and isinstance(r.data.get("export"), dict):
+            return r.data["export"]
+        if r.status == "pending":
+            return {"pending": r.message}
+        return {"error": r.message or f"the library could not be built ({r.status})"}
+
     # code pane --------------------------------------------------------------------------------
     @staticmethod
     def _source_value(r: JobResult) -> dict[str, Any]:

@@ -57,7 +57,7 @@ __all__ = ["Job", "JobResult", "QueueFull", "ClientQueueFull", "PoolClosed", "Po
 
 STEP_ACTIONS = ("compile", "check", "time", "source")
 ENGINE_ACTIONS = {"step", "compile", "run", "check", "time", "source", "cache", "pattern",
-                   "roofline", "model", "model_import", "tune"}
+                   "roofline", "model", "model_import", "tune", "export"}
 #: actions that ask for one core slot as soon as they start (an explorer step: from its
 #: compile to its last timed run; a cache simulation; the pool tests' timed job). A job that
 #: begins with one is sent with a free slot already taken for it, when one is free and no
