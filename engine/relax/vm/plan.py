@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.nd import NDArray
 from engine.runtime.fastcall import NEEDS_FULL_CHECK
-from engine.runtime.module import aligned_empty, data_pointer
+from engine.runtime.module import Function, aligned_empty, data_pointer
 from engine.runtime.sequence import Operand, Sequence, Step, compile_sequence, failure
 
 from ..struct_info import TensorStructInfo
@@ -171,6 +171,8 @@ def _kernel_fits(kernels: Any, label: str, inputs: list, outputs: list) -> str:
     if kernels is None or label not in kernels:
         return f"the kernel {label} is not compiled"
     f = kernels[label]
+    if not isinstance(f, Function):
+        return f"the kernel {label} is not compiled for this machine"
     if f.binding is not None:
         return f"the kernel {label} has symbolic sizes or scalar parameters"
     specs = f.specs
