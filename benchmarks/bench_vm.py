@@ -8,7 +8,8 @@ the sum of its kernels, measured in one run.
    N direct calls of the same compiled kernel — checked (``f(a, b)``, what a user's loop
    costs) and raw (``call_pointers``: the kernel and ctypes alone) — for the machine's
    compiled plan (one native call, :mod:`engine.relax.vm.plan`) and for its instruction
-   loop (the same machine with ``ENGINE_COMPILED_CHECKS=0``). Overhead per call is
+   loop (the same machine with ``ENGINE_VM_PLAN=0``: what every call did before the
+   plan, the kernels' own compiled checks still on). Overhead per call is
    ``(main - N x direct) / N``.
 2. The course MLP (weights bound, each stage of ``engine.models.pipeline``): ``vm["main"](x)``
    against the sum of its kernels' times, each kernel timed alone on arrays of its shapes
@@ -72,16 +73,16 @@ def best(fn) -> float:
 def machine(ex, plan: bool):
     """A virtual machine on ``ex`` with its compiled plan (``plan``) or its instruction
     loop only."""
-    old = os.environ.get("ENGINE_COMPILED_CHECKS")
+    old = os.environ.get("ENGINE_VM_PLAN")
     if not plan:
-        os.environ["ENGINE_COMPILED_CHECKS"] = "0"
+        os.environ["ENGINE_VM_PLAN"] = "0"
     try:
         return relax.VirtualMachine(ex)
     finally:
         if old is None:
-            os.environ.pop("ENGINE_COMPILED_CHECKS", None)
+            os.environ.pop("ENGINE_VM_PLAN", None)
         else:
-            os.environ["ENGINE_COMPILED_CHECKS"] = old
+            os.environ["ENGINE_VM_PLAN"] = old
 
 
 def overhead(counts: list[int]) -> None:

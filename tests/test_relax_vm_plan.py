@@ -205,8 +205,9 @@ def test_concurrent_calls_each_get_their_own_arena():
     assert not bad
 
 
-def test_compiled_checks_off_keeps_the_instruction_loop(monkeypatch):
-    monkeypatch.setenv("ENGINE_COMPILED_CHECKS", "0")
+@pytest.mark.parametrize("switch", ["ENGINE_VM_PLAN", "ENGINE_COMPILED_CHECKS"])
+def test_the_plan_turned_off_keeps_the_instruction_loop(monkeypatch, switch):
+    monkeypatch.setenv(switch, "0")
     vm = relax.VirtualMachine(relax.build(engine.parse(CHAIN)))
     for x in _inputs(9, COMPILE_AT_CALL + 2):
         np.testing.assert_array_equal(vm["main"](x), _chain(x))

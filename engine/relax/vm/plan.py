@@ -15,8 +15,9 @@ without returning to Python.
 Anything else — a registered (``env.*``) function, a high-level operator, a call of another
 Relax function, a symbolic size, a kernel with scalar parameters — keeps the machine's
 instruction-by-instruction loop (:mod:`.machine`); :func:`static_plan` says why in a
-sentence. ``ENGINE_COMPILED_CHECKS=0`` turns the compiled plan off as it turns off the
-kernels' compiled checks.
+sentence. ``ENGINE_VM_PLAN=0`` turns the compiled plan off (the instruction loop, for
+comparison: ``benchmarks/bench_vm.py``), and so does ``ENGINE_COMPILED_CHECKS=0``, which
+also turns off the kernels' compiled checks.
 """
 from __future__ import annotations
 
@@ -47,8 +48,10 @@ ALIGN_FROM_BYTES = 4096
 
 
 def plans_enabled() -> bool:
-    """False when ``ENGINE_COMPILED_CHECKS=0``."""
-    return os.environ.get("ENGINE_COMPILED_CHECKS", "1") != "0"
+    """False when ``ENGINE_VM_PLAN=0`` or ``ENGINE_COMPILED_CHECKS=0`` (read when a
+    machine is made)."""
+    return os.environ.get("ENGINE_VM_PLAN", "1") != "0" and \
+        os.environ.get("ENGINE_COMPILED_CHECKS", "1") != "0"
 
 
 @dataclass(frozen=True)
