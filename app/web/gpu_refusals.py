@@ -39,22 +39,50 @@ from typing import Any
 
 from engine.schedule import ScheduleError
 
+from ..kept import KiB, Kept
+
 #: the prefix of a step's ``error`` when the emulator's race check refused it
 #: (app.service.timing)
 RACE_PREFIX = "refused by the emulator's race check: "
 
 
-def shared_memory_refusal(target: Any, primitive: str, before: Any, after: Any
-                          ) -> ScheduleError | None:
-    """The refusal of a step from the program ``before`` to ``after`` (IRModules) on the
-    GPU ``target`` (:class:`app.web.targets.TargetChoice`), or None (module docstring)."""
-    from engine.gpu.footprint import over_shared_limit, shared_footprints, shared_limit_sentence
-    if not target.is_gpu:
+#: the toolbar's primitives that never change a shared tile: loop extents, bindings, where
+#: stages are computed and buffer scopes stay (vectorize and unroll change a loop's kind,
+#: decompose_reduction adds an init block writing the reduction's own buffer)
+KEEPS_TILES = frozenset({"vectorize", "unroll", "decompose_reduction"})
+
+#: the kernels over the limit of the programs checked lately, by the state's link: the
+#: form measured ahead (``/intent``) and its click check the same program once
+_CHECKED: Kept = Kept(256 * KiB)
+
+
+def over_the_limit(target: Any, mod: Any, key: str | None = None) -> tuple:
+    """The kernels of ``mod`` whose placed shared tiles are over ``target``'s per-block
+    limit (:func:`engine.gpu.footprint.shared_footprints`), kept under ``key`` (the state's
+    link) when given."""
+    from engine.gpu.footprint import over_shared_limit, shared_footprints
+    if key is not None:
+        got = _CHECKED.get((key, target.key))
+        if got is not None:
+            return got
+    over = tuple(over_shared_limit(shared_footprints(mod, target.engine), target.engine))
+    if key is not None:
+        _CHECKED.put((key, target.key), over, nbytes=len(key) + 256 * (1 + len(over)))
+    return over
+
+
+def shared_memory_refusal(target: Any, primitive: str, before: Any, after: Any,
+                          after_key: str | None = None) -> ScheduleError | None:
+    """The refusal of a step from the program ``before`` to ``after`` (IRModules; the
+    latter's link ``after_key``) on the GPU ``target``
+    (:class:`app.web.targets.TargetChoice`), or None (module docstring)."""
+    from engine.gpu.footprint import shared_limit_sentence
+    if not target.is_gpu or primitive in KEEPS_TILES:
         return None
-    over = over_shared_limit(shared_footprints(after, target.engine), target.engine)
+    over = over_the_limit(target, after, after_key)
     if not over:
         return None
-    if over_shared_limit(shared_footprints(before, target.engine), target.engine):
+    if over_the_limit(target, before):
         return None
     fp = over[0]
     big = max(fp.tiles, key=lambda t: t.bytes)

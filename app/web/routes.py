@@ -160,8 +160,9 @@ def apply_form(s: Session, form):
     try:
         with s.bounded():
             summary = toolbar.apply(sch, tree, form, gpu=s.target.is_gpu)
-            over = gpu_refusals.shared_memory_refusal(s.target, form.get("primitive", ""),
-                                                      before, sch.mod)
+            over = gpu_refusals.shared_memory_refusal(
+                s.target, form.get("primitive", ""), before, sch.mod,
+                s.url(token=sch.trace.encode(), at=None) if s.target.is_gpu else None)
             if over is not None:
                 raise over
     except toolbar.InputError as e:
