@@ -3,6 +3,8 @@
 =====================================  =====================================================
 ``GET  /model/<name>?batch=&fused=&t.<f>=``  the model: graph, functions, accuracy, samples
 ``GET  /model/<name>/measure?...``     the measurement pane (lazy; polls while queued)
+``GET  /model/<name>/model.wasm?...``  the page's program as WebAssembly, built by a worker
+                                       ("Run in your browser"; 202 while it is built)
 ``POST /model/onnx``                   an uploaded .onnx file: checked, kept, -> its page
 ``POST /model/<name>/apply``           a trace (token or explorer link) for one function,
                                        or every function of the same shape -> redirect
@@ -25,6 +27,7 @@ from flask import Blueprint, redirect, render_template, request
 from ..errors import AppError
 from ..service.protocol import ClientQueueFull, PoolClosed, PoolUnavailable, QueueFull
 from . import model as model_view
+from . import model_wasm
 from .learner import learner_key
 from .panes import model_tune
 from .plots import model_figure
@@ -41,10 +44,17 @@ def model_page(name: str):
     state = model_view.ModelState.from_request(name, request.args)
     tuned = request.args.get("tuned", "")
     return render_template("model.html", **model_view.context(state),
+                           server_stage=model_wasm.server_stage(state),
                            tuned_id=tuned if _TOKEN.fullmatch(tuned or "-") and
                            len(tuned) <= 64 else None,
                            tune_max_trials=model_tune.max_trials(),
                            tune_default_trials=model_tune.DEFAULT_TRIALS)
+
+
+@bp.get("/model/<name>/model.wasm")
+def model_wasm_file(name: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    return model_wasm.wasm_response(state, request.headers.get("If-None-Match"))
 
 
 @bp.post("/model/onnx")
