@@ -5,6 +5,8 @@
 ``GET  /model/<name>/measure?...``     the measurement pane (lazy; polls while queued)
 ``GET  /model/<name>/model.wasm?...``  the page's program as WebAssembly, built by a worker
                                        ("Run in your browser"; 202 while it is built)
+``GET  /model/<name>/export?target=``  the page's program as a library for a target
+                                       (host, aarch64, wasm32): a .zip built by a worker
 ``POST /model/onnx``                   an uploaded .onnx file: checked, kept, -> its page
 ``POST /model/<name>/apply``           a trace (token or explorer link) for one function,
                                        or every function of the same shape -> redirect
@@ -27,7 +29,7 @@ from flask import Blueprint, redirect, render_template, request
 from ..errors import AppError
 from ..service.protocol import ClientQueueFull, PoolClosed, PoolUnavailable, QueueFull
 from . import model as model_view
-from . import model_wasm
+from . import model_export, model_wasm
 from .learner import learner_key
 from .panes import model_tune
 from .plots import model_figure
@@ -45,6 +47,8 @@ def model_page(name: str):
     tuned = request.args.get("tuned", "")
     return render_template("model.html", **model_view.context(state),
                            server_stage=model_wasm.server_stage(state),
+                           export_targets=model_export.offered_targets(),
+                           export_prefix=model_export.library_prefix(name),
                            tuned_id=tuned if _TOKEN.fullmatch(tuned or "-") and
                            len(tuned) <= 64 else None,
                            tune_max_trials=model_tune.max_trials(),
@@ -55,6 +59,14 @@ def model_page(name: str):
 def model_wasm_file(name: str):
     state = model_view.ModelState.from_request(name, request.args)
     return model_wasm.wasm_response(state, request.headers.get("If-None-Match"))
+
+
+@bp.get("/model/<name>/export")
+def model_export_file(name: str):
+    state = model_view.ModelState.from_request(name, request.args)
+    return model_export.export_response(state, request.args.get("target", "host"),
+                                        model_view.get_model(name).title,
+                                        request.headers.get("If-None-Match"))
 
 
 @bp.post("/model/onnx")
