@@ -7,7 +7,9 @@
 For each case (mm_relu: the course's schedule, the tiled preset, the best preset; conv2d:
 unscheduled, the course's steps carried over, the tiled preset, the best preset; rectangular
 matmuls whose column loop is split by a factor that does not divide it and vectorized, so the
-last vector is a partial one; a matmul whose 56-column row is vectorized whole) it
+last vector is a partial one; a matmul whose 56-column row is vectorized whole; conv2d with
+its output column loop left unvectorized — split by 8 under the reduction or around it, or
+whole under it —, where LLVM's loop vectorizer decides, as it does in TVM's pipeline) it
 
 1. builds the schedule with this engine (``engine.presets``), checks it against numpy and
    times it;
@@ -230,6 +232,30 @@ def vectorized_row(m: int, n: int, k: int):
     return make
 
 
+def conv_split_unvectorized(order: tuple[str, ...], factor: int | None = 8):
+    """conv2d with the output column loop ``ow`` split by ``factor`` (or whole, None) and
+    left unvectorized, the loops in ``order`` (names: n co oh ow0 ow1 ow ci kh kw), batch
+    and output channels fused and parallel: the loop LLVM's loop vectorizer may vectorize
+    on its own (TVM's LLVM pipeline runs it on every loop)."""
+    from engine.presets.library import CONV_PARAMS
+
+    def make():
+        sch = engine.Schedule(engine.workloads.get("conv2d", **CONV_PARAMS),
+                              workload=("conv2d", dict(CONV_PARAMS)))
+        conv = sch.get_block("conv", func_name="conv2d")
+        n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
+        loops = dict(n=n, co=co, oh=oh, ci=ci, kh=kh, kw=kw)
+        if factor:
+            loops["ow0"], loops["ow1"] = sch.split(ow, factors=[None, factor])
+        else:
+            loops["ow"] = ow
+        sch.reorder(*[loops[name] for name in order])
+        sch.parallel(sch.fuse(n, co))
+        sch.decompose_reduction(conv, ci)
+        return sch
+    return make
+
+
 def cases(quick: bool) -> list[dict]:
     """(label, workload, params, schedule factory) — the same schedule for both compilers."""
     from engine.presets.library import CONV_PARAMS
@@ -266,6 +292,16 @@ def cases(quick: bool) -> list[dict]:
         dict(label="matmul 64x56x256 row vec", workload="matmul",
              params={"m": 64, "n": 56, "k": 256},
              make=vectorized_row(64, 56, 256)),
+        # loops the schedule leaves unvectorized: LLVM's loop vectorizer decides
+        dict(label="conv2d ow/8 novec, red. outside", workload="conv2d",
+             params=dict(CONV_PARAMS),
+             make=conv_split_unvectorized(("n", "co", "oh", "ci", "kh", "kw", "ow0", "ow1"))),
+        dict(label="conv2d ow/8 novec, red. between", workload="conv2d",
+             params=dict(CONV_PARAMS),
+             make=conv_split_unvectorized(("n", "co", "oh", "ow0", "ci", "kh", "kw", "ow1"))),
+        dict(label="conv2d ow novec, red. outside", workload="conv2d",
+             params=dict(CONV_PARAMS),
+             make=conv_split_unvectorized(("n", "co", "oh", "ci", "kh", "kw", "ow"), None)),
     ]
     return out
 
