@@ -160,7 +160,7 @@
   function showServerTime(section) {
     var stage = section.getAttribute("data-server-stage");
     function look() {
-      var rows = document.querySelectorAll("#model-measure-pane tr[data-e2e-s]");
+      var rows = document.querySelectorAll("#model-measure-pane td[data-e2e-s]");
       for (var i = 0; i < rows.length; i++) if (rows[i].getAttribute("data-stage") === stage) {
         var s = parseFloat(rows[i].getAttribute("data-e2e-s"));
         $("wasm-server-time").textContent = fmtTime(s);
