@@ -201,8 +201,8 @@
       else $("wasm-drawn").textContent = "This model's input is not one 28x28 image: the canvas is off.";
       showServerTime(section);
       section.setAttribute("data-ready", "1");
-      status("ready: " + (got[1] / 1024).toFixed(0) + " KiB loaded and compiled in " +
-             ((performance.now() - t0) / 1000).toFixed(2) + " s (" + runner.meta.target.triple + ")");
+      status("ready: " + (got[1] / 1024).toFixed(0) + " KiB of " + runner.meta.target.triple +
+             " built, loaded and compiled in " + ((performance.now() - t0) / 1000).toFixed(2) + " s");
     }).catch(function (e) {
       section.setAttribute("data-error", String(e.message || e));
       status("could not run in your browser: " + (e.message || e));
