@@ -353,7 +353,15 @@ class _Caller:
     def __call__(self, *args: Any) -> Any:
         native = self._native
         if native is not None:
-            got = self._run_native(native, args)
+            lock = self._lock                     # _run_native, inlined: the common call
+            if lock.acquire(blocking=False):
+                try:
+                    arena = self._arena
+                    got = native.run(args, arena if arena is not None else self._own_arena())
+                finally:
+                    lock.release()
+            else:
+                got = native.run(args, _new_arena(self._prog).array)   # a concurrent call
             if got is not NEEDS_FULL_CHECK:
                 return got
             prog = self._prog
@@ -371,14 +379,17 @@ class _Caller:
                     self._native = plan
         return self._vm.invoke(self._prog.name, *args)
 
+    def _own_arena(self) -> np.ndarray:
+        """The machine's arena of this function (made on the first planned call)."""
+        self._arena = self._vm._arena(self._prog).array
+        return self._arena
+
     def _run_native(self, native: NativePlan, args: tuple) -> Any:
         lock = self._lock
         if lock.acquire(blocking=False):
             try:
                 arena = self._arena
-                if arena is None:
-                    arena = self._arena = self._vm._arena(self._prog).array
-                return native.run(args, arena)
+                return native.run(args, arena if arena is not None else self._own_arena())
             finally:
                 lock.release()
         return native.run(args, _new_arena(self._prog).array)   # a concurrent call: its own
