@@ -11,8 +11,9 @@ images first.  Then, for each number of concurrent clients, each endpoint gets t
 load: ``clients`` threads in this process, each with its own keep-alive connection,
 sending one test image per request (``{"inputs": [x]}``, x of shape (1, 784)) for
 ``--seconds``; the endpoints take turns, one at a time.  Printed: requests per second,
-p50 and p99 latency (as the clients see them: JSON encoding, HTTP, the model, decoding)
-and the ratios engine / numpy.  The clients share the machine with the server under test,
+p50 and p99 latency (as the clients see them: JSON encoding, HTTP, the model, decoding),
+the model's own time in the server (the answers' ``ms``, median) and the ratios
+engine / numpy.  The clients share the machine with the server under test,
 as a load generator on the same host does.
 """
 from __future__ import annotations
@@ -119,6 +120,7 @@ def load(port: int, clients: int, seconds: float, bodies: list[bytes]) -> dict:
     """``clients`` threads posting ``bodies`` in turn for ``seconds``: requests/s, p50,
     p99 (ms) and the failures."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
+    model_ms: list[list[float]] = [[] for _ in range(clients)]
     failures: list[str] = []
     stop_at = [0.0]
 
@@ -135,8 +137,9 @@ def load(port: int, clients: int, seconds: float, bodies: list[bytes]) -> dict:
             start.wait()
             while time.perf_counter() < stop_at[0]:
                 t0 = time.perf_counter()
-                post(conn, bodies[i % len(bodies)])
+                answer = post(conn, bodies[i % len(bodies)])
                 mine.append(time.perf_counter() - t0)
+                model_ms[k].append(float(answer.get("ms", "nan")))
                 i += 1
         except Exception as e:  # noqa: BLE001 - reported in the table
             failures.append(str(e)[:200])
@@ -157,9 +160,11 @@ def load(port: int, clients: int, seconds: float, bodies: list[bytes]) -> dict:
         t.join()
     elapsed = time.perf_counter() - t0
     lat = np.array([x for xs in latencies for x in xs]) * 1e3
+    inside = np.array([x for xs in model_ms for x in xs])
     return {"rps": len(lat) / elapsed if elapsed > 0 else 0.0,
             "p50": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
             "p99": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
+            "model_ms": float(np.median(inside)) if len(inside) else float("nan"),
             "n": len(lat), "failures": failures}
 
 
@@ -205,6 +210,34 @@ def check_outputs(port: int, images: np.ndarray, params: dict, what: str) -> flo
     finally:
         conn.close()
     return worst
+
+
+def wsgi_cpu_us(app, body: bytes, requests: int = 1000, rounds: int = 3) -> float:
+    """CPU microseconds per request inside a WSGI app, called in this process (no HTTP): the
+    request read and checked, JSON decoded, the model run, the answer encoded (least of
+    ``rounds``)."""
+    import io
+
+    def environ() -> dict:
+        return {"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/main", "SCRIPT_NAME": "",
+                "QUERY_STRING": "", "CONTENT_TYPE": "application/json",
+                "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body),
+                "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
+                "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr}
+
+    def start_response(status, headers):
+        if not status.startswith("200"):
+            raise RuntimeError(f"the app answered {status}")
+
+    for _ in range(100):
+        b"".join(app(environ(), start_response))
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(requests):
+            b"".join(app(environ(), start_response))
+        best = min(best, (time.process_time() - t0) / requests * 1e6)
+    return best
 
 
 def main() -> None:
@@ -263,18 +296,27 @@ def main() -> None:
     print(f"MLP 784-128-10, batch 1 per request, {args.threads} waitress threads each, "
           f"{args.seconds:.0f} s per measurement, {os.cpu_count()} cores")
     head = (f"{'clients':>7}  {'endpoint':<14} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}  "
-            f"{'requests':>8}")
+            f"{'model ms':>8}  {'requests':>8}")
     print(head)
     print("-" * len(head))
     for c, eng, ref in rows:
         for name, r in (("engine .so", eng), ("flask+numpy", ref)):
             fail = f"  {len(r['failures'])} failed: {r['failures'][0]}" if r["failures"] else ""
             print(f"{c:>7}  {name:<14} {r['rps']:>8.0f} {r['p50']:>8.2f} {r['p99']:>8.2f}  "
-                  f"{r['n']:>8}{fail}")
+                  f"{r['model_ms']:>8.3f}  {r['n']:>8}{fail}")
         if min(ref["rps"], ref["p50"], ref["p99"]) > 0:
             print(f"{'':>7}  {'ratio':<14} {eng['rps'] / ref['rps']:>7.2f}x "
                   f"{eng['p50'] / ref['p50']:>7.2f}x {eng['p99'] / ref['p99']:>7.2f}x")
-    print("(ratio: engine / numpy; above 1x is more requests/s, below 1x lower latency)")
+    from engine.deploy.serve import InferenceApp, open_library
+
+    functions, call, about = open_library(so)
+    cpu_engine = wsgi_cpu_us(InferenceApp(functions, call, about), bodies[0])
+    cpu_numpy = wsgi_cpu_us(reference_app(weights), bodies[0])
+    print(f"{'':>7}  CPU per request inside the WSGI app (this process, no HTTP): engine "
+          f"{cpu_engine:.0f} us, flask+numpy {cpu_numpy:.0f} us ({cpu_engine / cpu_numpy:.2f}x)")
+    print("(ratio: engine / numpy; above 1x is more requests/s, below 1x lower latency; "
+          "model ms: the median time of the model itself in the server, as it reports it — "
+          "the rest of a request is HTTP, JSON and waiting for a thread)")
 
 
 if __name__ == "__main__":
