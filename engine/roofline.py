@@ -31,6 +31,7 @@ import numpy as np
 
 from engine import workloads
 from engine.runtime import as_aligned, build, runtime_info
+from engine.runtime.timing import time_until_stable
 from engine.script import parse
 
 __all__ = ["machine_peaks", "point", "intensity", "flops_bytes", "roof_curve",
@@ -80,13 +81,9 @@ _cached: dict | None = None
 
 
 def _best_time(fn, args, repeat: int) -> float:
-    fn(*args)  # warm-up (page faults, thread pool)
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(*args)
-        best = min(best, time.perf_counter() - t0)
-    return best
+    """Best seconds of ``fn(*args)`` by the engine's one timing function (a warm-up run —
+    page faults, the thread pool —, then at least ``repeat`` repeats)."""
+    return time_until_stable(lambda: fn(*args), min_repeats=max(3, repeat))
 
 
 def measure_peak_gflops(threads: int | None = None, iters: int = 1_000_000,
