@@ -143,3 +143,13 @@ def test_bad_requests_are_refused_before_any_build(client):
     r = c.get("/model/mlp/export?target=host&batch=100000")
     assert r.status_code == 400
     assert len(_jobs(app)) == before
+
+
+def test_a_graph_not_lowered_to_tensorir_is_a_sentence_and_a_lowered_one_exports(client):
+    app, c = client
+    r = c.get("/model/mlp/export?target=host&batch=1&passes=BindParams")
+    assert r.status_code == 422
+    text = r.get_data(as_text=True)
+    assert "could not be built" in text and "LegalizeOps" in text
+    r = c.get("/model/mlp/export?target=host&batch=1&passes=BindParams,LegalizeOps")
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/zip"

@@ -72,12 +72,13 @@ def server(library, tmp_path_factory):
             time.sleep(0.1)
     assert url, f"the endpoint did not start: {log.read_text(errors='replace')}"
     yield url
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)         # Ctrl-C stops it cleanly
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+    assert proc.returncode == 0 and "stopped" in log.read_text(errors="replace")
 
 
 def request(url: str, body: bytes | None = None, method: str = "POST") -> tuple[int, dict]:

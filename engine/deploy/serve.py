@@ -199,7 +199,8 @@ def make_server(app: InferenceApp, host: str, port: int, threads: int) -> Any:
 def serve(path: str, host: str = "127.0.0.1", port: int = 8080, *,
           max_batch: int = DEFAULT_MAX_BATCH, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
           threads: int = DEFAULT_THREADS, out=None) -> None:
-    """Serve the library at ``path`` until interrupted; prints where (one line, flushed)."""
+    """Serve the library at ``path`` until interrupted (Ctrl-C: prints "stopped" and
+    returns); prints where it listens first (one line, flushed)."""
     out = out or sys.stdout
     functions, call, about = open_library(path)
     app = InferenceApp(functions, call, about, max_batch=max_batch,
@@ -210,5 +211,7 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, *,
           f"describes them)", file=out, flush=True)
     try:
         server.run()
+    except KeyboardInterrupt:            # Ctrl-C: the operator's way to stop it
+        print("stopped", file=out, flush=True)
     finally:
         server.close()
