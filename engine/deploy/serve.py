@@ -210,8 +210,9 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8080, *,
     print(f"serving {path} on http://{host}:{server.effective_port}/ ({names}; GET / "
           f"describes them)", file=out, flush=True)
     try:
-        server.run()
-    except KeyboardInterrupt:            # Ctrl-C: the operator's way to stop it
-        print("stopped", file=out, flush=True)
+        server.run()                     # returns on Ctrl-C (waitress ends its loop)
+    except KeyboardInterrupt:
+        pass
     finally:
         server.close()
+    print("stopped", file=out, flush=True)
