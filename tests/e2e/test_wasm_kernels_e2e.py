@@ -114,3 +114,53 @@ def test_wasm_link_refuses_an_unknown_import():
           "define float @f(float %x) {\n  %r = call float @mystery(float %x)\n  ret float %r\n}\n")
     with pytest.raises(BuildError, match="mystery"):
         link_wasm([wasm_object(ll)], ["f"])
+
+
+SYMBOLIC = '''
+@T.prim_func
+def f(a: T.handle, b: T.handle):
+    n = T.int32()
+    A = T.match_buffer(a, (n, 64), "float32")
+    B = T.match_buffer(b, (n, 64), "float32")
+    C = T.alloc_buffer((n, 64), "float32")
+    for i, j in T.grid(n, 64):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(n, 64):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = C[vi, vj] + T.float32(1)
+'''
+
+RUN_SYMBOLIC = """async ([b64, n]) => {
+  const m = await EngineWasm.instantiate(EngineWasm.fromBase64(b64));
+  const A = m.alloc(4 * n * 64), B = m.alloc(4 * n * 64);
+  const a = new Float32Array(n * 64).map((_, i) => i % 97);
+  m.write(A, a);
+  const before = m.memory.buffer.byteLength;
+  const rcs = [0, 1, 2].map(() => m.exports.engine_fn_f(A, B, n));
+  const after = m.memory.buffer.byteLength;
+  const b = m.read(B, n * 64);
+  let wrong = 0;
+  for (let i = 0; i < n * 64; i++) if (b[i] !== a[i] * 2 + 1) wrong++;
+  const huge = m.exports.engine_fn_f(A, B, 2 ** 30);   // 256 GiB of intermediate: refused
+  return {rcs, wrong, grew: after > before, huge};
+}"""
+
+
+def test_symbolic_sizes_grow_the_memory_and_refuse_what_cannot_fit(browser):
+    """A symbolic size (passed after the pointers) and an intermediate of that size: the
+    runtime's allocator grows the module's memory (768 KiB here), frees it after each
+    call, and a size that cannot be allocated makes the kernel return -1."""
+    if shutil.which("wasm-ld") is None:
+        pytest.skip("wasm-ld is not installed")
+    from engine.wasm import kernels_wasm
+    data, _ = kernels_wasm(engine.parse(SYMBOLIC))
+    page = browser.new_page()
+    try:
+        page.add_script_tag(path=LOADER)
+        got = page.evaluate(RUN_SYMBOLIC, [base64.b64encode(data).decode(), 3000])
+    finally:
+        page.close()
+    assert got == {"rcs": [0, 0, 0], "wrong": 0, "grew": True, "huge": -1}
