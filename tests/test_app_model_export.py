@@ -111,7 +111,7 @@ def test_a_scheduled_link_exports_its_own_program(client, tmp_path):
     assert plain.headers["ETag"] != r.headers["ETag"]
 
 
-def test_other_targets_give_their_own_library(client):
+def test_other_targets_give_their_own_library(client, tmp_path):
     from app.web.model_export import offered_targets
 
     app, c = client
@@ -128,6 +128,12 @@ def test_other_targets_give_their_own_library(client):
         with zipfile.ZipFile(io.BytesIO(r.get_data())) as z:
             so = z.read("mlp.so")
         assert so[:4] == b"\x7fELF" and int.from_bytes(so[18:20], "little") == 183  # AArch64
+        if shutil.which("qemu-aarch64"):          # the board's library, run under qemu
+            from engine.deploy import run_under_qemu
+            (tmp_path / "mlp.so").write_bytes(so)
+            x, refs = _images_and_reference(app)
+            out, = run_under_qemu(tmp_path / "mlp.so", "main", [x[0]])
+            np.testing.assert_allclose(out, refs[0], rtol=1e-4, atol=1e-4)
 
 
 def test_bad_requests_are_refused_before_any_build(client):
