@@ -139,13 +139,15 @@ RUN_SYMBOLIC = """async ([b64, n]) => {
   const a = new Float32Array(n * 64).map((_, i) => i % 97);
   m.write(A, a);
   const before = m.memory.buffer.byteLength;
-  const rcs = [0, 1, 2].map(() => m.exports.engine_fn_f(A, B, n));
+  const rcs = [m.exports.engine_fn_f(A, B, n)];
   const after = m.memory.buffer.byteLength;
+  for (let k = 0; k < 5; k++) rcs.push(m.exports.engine_fn_f(A, B, n));
+  const same = m.memory.buffer.byteLength === after;   // each call's intermediate was freed
   const b = m.read(B, n * 64);
   let wrong = 0;
   for (let i = 0; i < n * 64; i++) if (b[i] !== a[i] * 2 + 1) wrong++;
   const huge = m.exports.engine_fn_f(A, B, 2 ** 30);   // 256 GiB of intermediate: refused
-  return {rcs, wrong, grew: after > before, huge};
+  return {rcs, wrong, grew: after > before, same, huge};
 }"""
 
 
@@ -163,4 +165,4 @@ def test_symbolic_sizes_grow_the_memory_and_refuse_what_cannot_fit(browser):
         got = page.evaluate(RUN_SYMBOLIC, [base64.b64encode(data).decode(), 3000])
     finally:
         page.close()
-    assert got == {"rcs": [0, 0, 0], "wrong": 0, "grew": True, "huge": -1}
+    assert got == {"rcs": [0] * 6, "wrong": 0, "grew": True, "same": True, "huge": -1}
