@@ -270,3 +270,44 @@ def test_bad_options_are_refused(library):
                            "--max-batch", "0"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "--max-batch must be from 1 to 4096" in proc.stderr
+
+
+# --------------------------------------------------------------------------- a kernel library
+def test_a_tensorir_library_serves_its_kernel_with_two_inputs(tmp_path):
+    """``rt.export_library`` of mm_relu: two inputs by name and by position, batched."""
+    import engine
+
+    n = 16
+    path = tmp_path / "kernel.so"
+    engine.build(engine.workloads.get("mm_relu", n=n)).export_library(str(path))
+    log = tmp_path / "serve.log"
+    proc = _start([str(path), "--port", "0"], log)
+    try:
+        deadline = time.monotonic() + 60
+        while "serving " not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        url = log.read_text().split(" on ", 1)[1].split()[0].rstrip("/")
+        rng = np.random.default_rng(0)
+        a, b = (rng.standard_normal((2, n, n)).astype("float32") for _ in range(2))
+        want = [np.maximum(a[k] @ b[k], 0) for k in range(2)]
+        status, doc = request(url + "/v1/mm_relu",
+                              json.dumps({"inputs": {"B": b[0].tolist(),
+                                                     "A": a[0].tolist()}}).encode())
+        assert status == 200, doc
+        np.testing.assert_allclose(np.asarray(doc["outputs"]["C"], "float32"), want[0],
+                                   rtol=1e-4, atol=1e-4)
+        status, doc = request(url + "/v1/mm_relu",
+                              json.dumps({"inputs": [a.tolist(), b.tolist()]}).encode())
+        assert status == 200 and doc["batch"] == 2, doc
+        np.testing.assert_allclose(np.asarray(doc["outputs"][0], "float32"), np.stack(want),
+                                   rtol=1e-4, atol=1e-4)
+        status, doc = request(url + "/v1/mm_relu",
+                              json.dumps({"inputs": [a.tolist(), b[0].tolist()]}).encode())
+        assert status == 400 and "different batch sizes" in doc["error"]
+        status, doc = request(url + "/v1/mm_relu",
+                              json.dumps({"inputs": {"A": a[0].tolist()}}).encode())
+        assert status == 400 and "Input 'B' of mm_relu is missing" in doc["error"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
