@@ -8,9 +8,10 @@ numpy slower than it really is, which would flatter our ratios)::
 
 For mm_relu (Y = A @ B, C = max(Y, 0)) at n = 128, 512, 1024 and for a conv2d it prints,
 per schedule — the unscheduled program ("naive"), the course's schedule ("course": split j
-by 4, reorder j0, k, j1, reverse_compute_at C under j0, decompose_reduction), a tiled
-(32-row tiles as wide as the register block of the machine's ISA — 64 columns and 4 rows
-unrolled on AVX-512 — inner columns vectorized, outer loop parallel) schedule ("tiled")
+by 4, reorder j0, k, j1, reverse_compute_at C under j0, decompose_reduction), the
+mm_relu-tiled preset (tiles and register block sized from the machine's ISA — 64 columns
+and 4 rows unrolled on AVX-512, the reduction in panels — inner columns vectorized, outer
+loop parallel: "tiled")
 and the mm_relu-best preset — our GFLOP/s, numpy's GFLOP/s for the same computation
 measured in the same run, the ratio, and the compile time split into ours (lower +
 codegen) and llvmlite's (O3 optimisation + JIT). Every kernel is checked against numpy
@@ -66,33 +67,11 @@ def course_schedule(n: int):
     return sch.mod
 
 
-def tiled_schedule(n: int, ti: int = 32, tj: int | None = None, rows: int | None = None,
-                   parallel: bool = True):
-    """32-row tiles as wide as the machine's register block (the presets' sizes from
-    ``engine.codegen.isa.isa_of``: 64 columns x 4 rows on AVX-512, 16 x 4 on AVX2); inside a
-    tile, rows x tj columns are accumulated in registers."""
-    from engine.presets.library import register_block
-    lanes, vectors, block_rows = register_block()
-    tj = lanes * vectors if tj is None else tj
-    rows = block_rows if rows is None else rows
-    ti, tj = min(ti, n), min(tj, n)
-    rows = min(rows, ti)
-    sch = engine.Schedule(engine.workloads.get("mm_relu", n=n))
-    y = sch.get_block("Y", func_name="mm_relu")
-    i, j, k = sch.get_loops(y)
-    i0, i1 = sch.split(i, factors=[None, ti])
-    j0, j1 = sch.split(j, factors=[None, tj])
-    i1o, i1i = sch.split(i1, factors=[None, rows])
-    sch.reorder(i0, j0, i1o, k, i1i, j1)
-    sch.reverse_compute_at(sch.get_block("C", func_name="mm_relu"), j0)
-    sch.decompose_reduction(y, i1o)
-    sch.vectorize(j1)
-    sch.vectorize(sch.get_loops(sch.get_block("C", func_name="mm_relu"))[-1])
-    sch.vectorize(sch.get_loops(sch.get_block("Y_init", func_name="mm_relu"))[-1])
-    sch.unroll(i1i)
-    if parallel:
-        sch.parallel(i0)
-    return sch.mod
+def tiled_schedule(n: int):
+    """The mm_relu-tiled preset: tiles and register block sized from the machine's ISA
+    (``engine.presets.library``: on AVX-512, 256-row x 64-column tiles, the reduction in
+    256-long panels, 4 rows x 4 vectors of 16 accumulated per k, rows in parallel)."""
+    return engine.presets.get("mm_relu-tiled", n=n).mod
 
 
 CONV = dict(batch=1, in_channels=64, out_channels=64, size=56, kernel=3, pad=1, stride=1)

@@ -16,6 +16,12 @@ a few hundred milliseconds, which is what makes it comparable.
 
 With ``--tune N``: ``engine.tune.tune`` on mm_relu 1024 (``auto`` space, evolutionary, N
 trials, seed 0), its best trace re-timed in the same rounds as the presets.
+
+With ``--cpu-time``: one thread on both sides (the engine's pool and OpenBLAS set to 1
+thread) and the process's CPU time instead of the wall clock: per-core GFLOP/s that a
+machine loaded by other work changes little (a busy machine takes cores away from both
+sides unevenly, wall-clock rounds then swing by 2x; CPU seconds do not count the time a
+thread waits for a core). Both sides scale about alike to 2 threads (1.9x each).
 """
 from __future__ import annotations
 
@@ -49,11 +55,14 @@ def blas_info() -> str:
     return "unknown BLAS (install threadpoolctl for details)"
 
 
+CLOCK = time.perf_counter
+
+
 def per_call(fn, calls: int) -> float:
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - t0) / calls
+    return (CLOCK() - t0) / calls
 
 
 def tuned_schedule(n: int, trials: int):
@@ -126,8 +135,19 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*", default=[512, 1024, 2048])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--tune", type=int, default=0, metavar="TRIALS")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="one thread each, timed by the process's CPU time")
     args = ap.parse_args()
     import os
+    global CLOCK
+    if args.cpu_time:
+        from threadpoolctl import threadpool_limits
+
+        from engine.runtime import set_num_threads
+        set_num_threads(1)
+        threadpool_limits(1)
+        CLOCK = time.process_time
+        print("one thread each (engine and OpenBLAS), CPU time of the process")
     print(f"target: {isa_of().describe()}")
     print(f"numpy {np.__version__}, BLAS: {blas_info()}; load average "
           f"{os.getloadavg()[0]:.2f}")

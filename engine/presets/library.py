@@ -51,20 +51,38 @@ def register_block(isa: VectorISA | str | None = None) -> tuple[int, int, int]:
     return isa.lanes, vectors, rows
 
 
+def tiled_sizes(isa: VectorISA | str | None = None) -> tuple[int, int]:
+    """(TI, TK) of the tiled matmul on ``isa`` (None: this machine): square blocks of A,
+    TI rows x TK of the reduction, as large (a power of two, 32..256) as keep a block
+    within a quarter of L2, so the block of B it multiplies (TK x the tile's columns, read
+    in place: its rows are a whole row of B apart, so they conflict in L1) stays in L2
+    and serves TI / rows register blocks (mm_relu 1024 on Zen 4, one core: unsplit
+    32-row tiles 77-85 GFLOP/s, 256 x 256 blocks 97-100, numpy 95-99)."""
+    isa = isa_of(isa)
+    size = 32
+    while size * 2 <= 256 and (size * 2) ** 2 * 4 <= isa.l2 // 4:
+        size *= 2
+    return size, size
+
+
 def _tiled(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = None):
     def apply(sch, p) -> None:
-        """32-row tiles as wide as the register block (64 columns on AVX-512, 16 on AVX2);
-        its rows x vectors accumulated per step of k (vectorized, rows unrolled)."""
+        """Tiles of TI rows x the register block's width (64 columns on AVX-512, 16 on
+        AVX2), the reduction cut into TK-long panels; inside, rows x vectors accumulated
+        per step of k (vectorized, rows unrolled)."""
         n = p["n"]
         lanes, vectors, rows = register_block(isa)
-        ti, tj = _fit(32, n), _fit(lanes * vectors, n)
+        block_ti, block_tk = tiled_sizes(isa)
+        ti = _fit(min(block_ti, max(32, n // 4)), n)    # at least 4 rows of tiles
+        tj, tk = _fit(lanes * vectors, n), _fit(block_tk, n)
         rows = _fit(rows, ti)
         blk = sch.get_block(block_name, func_name=func)
         i, j, k = sch.get_loops(blk)
         i0, i1 = sch.split(i, factors=[None, ti])
         j0, j1 = sch.split(j, factors=[None, tj])
         i1o, i1i = sch.split(i1, factors=[None, rows])
-        sch.reorder(i0, j0, i1o, k, i1i, j1)
+        k0, k1 = sch.split(k, factors=[None, tk])
+        sch.reorder(i0, j0, k0, i1o, k1, i1i, j1)
         if relu:
             sch.reverse_compute_at(sch.get_block("C", func_name=func), j0)
         sch.vectorize(j1)
@@ -75,20 +93,21 @@ def _tiled(block_name: str, func: str, relu: bool, isa: VectorISA | str | None =
         # last, as TVM requires (afterwards the update block is no longer a reduction
         # block, and TVM refuses loop annotations over it); the init loops copy the
         # kinds (unrolled, vectorized) of the loops they are copied from
-        sch.decompose_reduction(blk, i1o)
+        sch.decompose_reduction(blk, k0)
     return apply
 
 
 register(Preset(
-    "matmul-tiled", "matmul: 32x64 tiles, vectorized, parallel",
-    "Tile C into 32x64 blocks (32 x 4 vectors of the machine's width: 16 columns with 8 "
-    "lanes); inside a tile, 4 rows of 64 columns are updated for each k "
+    "matmul-tiled", "matmul: tiles sized to the caches, vectorized, parallel",
+    "Tile C into blocks of 256 rows x 64 columns (4 vectors of the machine's width: 16 "
+    "columns with 8 lanes) and the reduction into 256-long panels, so the block of B a "
+    "panel uses stays in L2; inside a tile, 4 rows of 64 columns are updated for each k "
     "(the 64 columns vectorized, the 4 rows unrolled); the tile-row loop runs in parallel.",
     "matmul", {"n": 1024}, _tiled("C", "matmul", relu=False), tags=("tiling",)))
 
 register(Preset(
-    "mm_relu-tiled", "mm_relu: 32x64 tiles, vectorized, parallel, ReLU fused per tile",
-    "matmul-tiled's schedule for Y, with the ReLU block C moved into each 32x64 tile "
+    "mm_relu-tiled", "mm_relu: tiles sized to the caches, vectorized, parallel, ReLU fused",
+    "matmul-tiled's schedule for Y, with the ReLU block C moved into each tile "
     "(reverse_compute_at) while the tile is still in cache.",
     "mm_relu", {"n": 1024}, _tiled("Y", "mm_relu", relu=True), tags=("tiling",)))
 
@@ -96,24 +115,31 @@ register(Preset(
 # --------------------------------------------------------------------------- best
 def best_sizes(isa: VectorISA | str | None = None) -> dict:
     """The best matmul's sizes on ``isa`` (None: this machine): the register block of
-    :func:`register_block` (R rows x V vectors of LANES), tiles of TI rows x TJ = V x LANES
-    columns, and reduction panels of TK rows of packed B filling the L1 data cache (a
-    power of two, 32..512)."""
+    :func:`register_block` (R rows x V vectors of LANES), reduction panels of TK rows of
+    packed B filling the L1 data cache (a power of two, 32..512), and tiles of TI rows x
+    TJ = V x LANES columns, TI as many rows (32..128) as keep TI x TK of A within an
+    eighth of L2: each L1 panel of B then serves TI / R register blocks (at n=2048 on
+    Zen 4, one core: 32 rows 94, 128 rows 104 GFLOP/s, numpy 103; at 512 and 1024 within
+    3% of each other)."""
     isa = isa_of(isa)
     lanes, vectors, rows = register_block(isa)
     tj = lanes * vectors
     tk = 32
     while tk * 2 <= 512 and tk * 2 * tj * 4 <= isa.l1d:
         tk *= 2
-    return dict(TI=32, TJ=tj, TK=tk, R=rows, V=vectors, LANES=lanes)
+    ti = 32
+    while ti * 2 <= 128 and ti * 2 * tk * 4 * 8 <= isa.l2:
+        ti *= 2
+    return dict(TI=ti, TJ=tj, TK=tk, R=rows, V=vectors, LANES=lanes)
 
 
 #: the register-blocked micro-kernel on AVX-512: R rows x (V x 16) columns of accumulators
-#: (16 zmm registers for R=4, V=4), in 32x64 tiles of C with the reduction cut into
-#: 128-long panels; B is packed once into 64-column panels, each contiguous (row stride 256
-#: bytes instead of 4 KiB: no L1 set conflicts, sequential prefetch), so a 128x64 panel
-#: (32 KiB) stays in L1. Other ISAs: :func:`best_sizes`.
-BEST = dict(TI=32, TJ=64, TK=128, R=4, V=4, LANES=16)
+#: (16 zmm registers for R=4, V=4), in 128x64 tiles of C (at least 4 rows of tiles: 32-row
+#: tiles at n=128) with the reduction cut into 128-long panels; B is packed once into
+#: 64-column panels, each contiguous (row stride 256 bytes instead of 4 KiB: no L1 set
+#: conflicts, sequential prefetch), so a 128x64 panel (32 KiB) stays in L1. Other ISAs:
+#: :func:`best_sizes`.
+BEST = dict(TI=128, TJ=64, TK=128, R=4, V=4, LANES=16)
 
 
 def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = None):
@@ -123,7 +149,7 @@ def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = 
         n = p["n"]
         best = best_sizes(isa)
         lanes = _fit(best["LANES"], n)
-        ti = _fit(best["TI"], n)
+        ti = _fit(min(best["TI"], max(32, n // 4)), n)   # at least 4 rows of tiles
         r = _fit(best["R"], ti)
         tj = _fit(best["TJ"], n)
         v = _fit(best["V"], max(1, tj // lanes))
@@ -167,8 +193,8 @@ def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = 
             cj = sch.get_loops(c)[-1]
             _, cj1 = sch.split(cj, factors=[None, lanes])
             sch.vectorize(cj1)
-        # the tile-row loop runs in parallel (32 rows of tiles at n=1024: balanced on 2-8
-        # threads, and each thread streams its own rows of A and C)
+        # the tile-row loop runs in parallel (8 rows of tiles at n=1024: balanced on 2, 4
+        # and 8 threads, and each thread streams its own rows of A and C)
         sch.parallel(i0)
         # last (TVM's order): C = 0 for the tile before the k panels; the init loops copy
         # the unrolled/vectorized kinds of the loops they are copied from
@@ -179,7 +205,7 @@ def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = 
 _BEST_TEXT = (
     "Register-blocked matmul in the style of BLAS micro-kernels, with toolbar primitives only: "
     "B is first packed into contiguous 64-column panels (cache_read + transform_layout); C is "
-    "cut into 32x64 tiles (the rows of tiles run in parallel) and the reduction into "
+    "cut into 128x64 tiles (the rows of tiles run in parallel) and the reduction into "
     "128-long panels so a 32 KiB panel of packed B stays in L1; inside, 4 rows x 64 columns of C "
     "(16 AVX-512 registers; the sizes follow the machine's vector width and register count) "
     "are updated for each k — the 16-wide column loop vectorized, the "
