@@ -66,3 +66,16 @@ def test_run_in_your_browser_matches_numpy(page, server, shot, mlp):
     page.click("#wasm-clear")
     assert page.get_attribute("#wasm-canvas", "data-class") is None
     assert not page.js_errors, page.js_errors  # type: ignore[attr-defined]
+
+
+def test_a_program_that_cannot_run_in_the_browser_says_why(page, server):
+    """The graph after BindParams alone still has Relax operators the VM runs in numpy: the
+    worker refuses to export it and the page shows the sentence (the button stays usable)."""
+    page.goto(server + "/model/mlp?batch=1&passes=BindParams")
+    page.click("#wasm-run")
+    page.wait_for_selector("#model-wasm[data-error]", timeout=240_000)
+    text = page.inner_text("#wasm-status")
+    assert text.startswith("could not run in your browser:") and "TensorIR" in text
+    assert page.is_enabled("#wasm-run")
+    assert page.is_hidden("#wasm-cols")
+    assert not page.js_errors, page.js_errors  # type: ignore[attr-defined]
