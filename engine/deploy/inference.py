@@ -151,7 +151,7 @@ def _numbers(value: Any, t: TensorSpec, fname: str) -> np.ndarray:
                                 f"(its rows have different lengths).") from None
     if t.dtype == "bool" and a.dtype.kind in "biu" and (a.dtype.kind == "b" or not a.size
                                                         or set(np.unique(a)) <= {0, 1}):
-        return np.ascontiguousarray(a, dtype=np.bool_)
+        return np.asarray(a, dtype=np.bool_, order="C")
     if t.dtype == "bool":
         raise RequestError(400, f"Input {t.name!r} of {fname} takes true/false (or 0/1) "
                                 f"values.")
@@ -169,9 +169,9 @@ def _numbers(value: Any, t: TensorSpec, fname: str) -> np.ndarray:
         if a.size and (a.min() < info.min or a.max() > info.max):
             raise RequestError(400, f"Input {t.name!r} of {fname} holds values outside "
                                     f"{t.dtype}'s range {info.min}..{info.max}.")
-        return np.ascontiguousarray(a, dtype=dt)
+        return np.asarray(a, dtype=dt, order="C")
     with np.errstate(over="ignore"):
-        out = np.ascontiguousarray(a, dtype=dt)
+        out = np.asarray(a, dtype=dt, order="C")
     if out.size and not np.isfinite(out).all():
         raise RequestError(400, f"Input {t.name!r} of {fname} holds values too large for "
                                 f"{t.dtype}.")
