@@ -120,7 +120,8 @@ def test_other_targets_give_their_own_library(client, tmp_path):
         r = c.get("/model/mlp/export?target=wasm32&batch=1&fused=1")
         assert r.status_code == 200, r.get_data(as_text=True)[:500]
         with zipfile.ZipFile(io.BytesIO(r.get_data())) as z:
-            assert sorted(z.namelist()) == ["README.txt", "mlp.h", "mlp.wasm"]
+            assert sorted(z.namelist()) == ["README.txt", "engine_wasm.js", "mlp.h",
+                                            "mlp.wasm"]
             assert z.read("mlp.wasm")[:8] == b"\0asm\x01\0\0\0"
     if "aarch64" in keys and shutil.which("aarch64-linux-gnu-gcc"):
         r = c.get("/model/mlp/export?target=aarch64&batch=1&fused=1")

@@ -7,10 +7,11 @@ budget); the web process never compiles — the library is built by a worker (th
 ``export`` job: ``relax.build`` + :func:`engine.deploy.export_library` for the target), and
 the files it sends back are checked here as outside input (exactly the library and its
 header, base64, the library's magic bytes, a size bound).  The zip holds the library
-(``<prefix>.so`` or ``<prefix>.wasm``), its C header, for a native library the ctypes
-loader (``loader.py``: numpy only) and a README; it is built once per state — model, batch,
-the program's structural hash, target — kept in memory (bounded by bytes), written with
-fixed timestamps (the same state gives the same bytes) and served with an ETag.
+(``<prefix>.so`` or ``<prefix>.wasm``), its C header, its loader (``loader.py``, ctypes
+and numpy only, beside a native library; ``engine_wasm.js`` beside a ``.wasm``) and a
+README; it is built once per state — model, batch, the program's structural hash, target —
+kept in memory (bounded by bytes), written with fixed timestamps (the same state gives the
+same bytes) and served with an ETag.
 
 The targets offered are those ``engine.deploy.targets.get_target`` accepts
 (:func:`offered_targets`); the target is the route's parameter, an exact key of
@@ -71,7 +72,11 @@ WAIT_S = 90.0
 _ZIPS: "Kept[bytes]" = Kept(64 * MiB, len)
 #: a fixed timestamp for the zip's entries: one state, one zip
 _ZIP_TIME = (2024, 1, 1, 0, 0, 0)
-_LOADER = Path(__file__).resolve().parents[2] / "engine" / "deploy" / "loader.py"
+_ROOT = Path(__file__).resolve().parents[2]
+#: the loader shipped beside a library of each kind: the ctypes loader (numpy only) for a
+#: native library, the page's WebAssembly loader for a .wasm
+_LOADERS = {".so": ("loader.py", _ROOT / "engine" / "deploy" / "loader.py"),
+            ".wasm": ("engine_wasm.js", _ROOT / "static" / "engine_wasm.js")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -148,17 +153,22 @@ def _readme(prefix: str, t: ExportTarget, model_title: str, url: str) -> str:
                   "As an HTTP endpoint (with the engine installed):",
                   f"    python -m engine serve {lib} --port 8080", ""]
     else:
-        lines += ["In a web page: instantiate it with WebAssembly.instantiate (the engine's",
-                  "static/engine_wasm.js loader); libm's functions are imported from Math.", ""]
+        lines += ["In a web page, with engine_wasm.js (no framework; the math functions it",
+                  "imports come from Math):",
+                  f"    const m = await EngineWasm.instantiate(await (await fetch('{lib}'))"
+                  ".arrayBuffer());",
+                  f"    // m.exports.{prefix}_main(x, out) on memory from m.alloc(bytes); "
+                  "m.write / m.read", ""]
     return "\n".join(lines)
 
 
-def _zip(files: dict[str, bytes], readme: str, native: bool) -> bytes:
+def _zip(files: dict[str, bytes], readme: str, suffix: str) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         entries = sorted(files.items()) + [("README.txt", readme.encode())]
-        if native and _LOADER.is_file():
-            entries.append(("loader.py", _LOADER.read_bytes()))
+        loader_name, loader_path = _LOADERS[suffix]
+        if loader_path.is_file():
+            entries.append((loader_name, loader_path.read_bytes()))
         for name, data in entries:
             info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -193,7 +203,7 @@ def export_zip(state: Any, key: str, model_title: str
     files = _checked_files(reply, t, prefix)
     if isinstance(files, str):
         return name, skey, None, None, files
-    data = _zip(files, _readme(prefix, t, model_title, state.url()), t.suffix == ".so")
+    data = _zip(files, _readme(prefix, t, model_title, state.url()), t.suffix)
     _ZIPS.put(skey, data)
     return name, skey, data, None, None
 
