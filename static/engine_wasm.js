@@ -27,11 +27,40 @@
     asin: Math.asin, acos: Math.acos, atan: Math.atan, cbrt: Math.cbrt, erf: erf};
   var BINARY = {pow: Math.pow, atan2: Math.atan2, fmod: function (a, b) { return a % b; }};
 
+  // float16 <-> float32 (LLVM calls compiler-rt's __extendhfsf2 / __truncsfhf2 for them):
+  // the half's 16 bits in the low bits of an i32; rounding to nearest, ties to even
+  var f32 = new Float32Array(1), u32 = new Uint32Array(f32.buffer);
+  function halfToFloat(h) {
+    var sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp === 0) return sign * man * Math.pow(2, -24);
+    if (exp === 31) return man ? NaN : sign * Infinity;
+    return sign * (1 + man / 1024) * Math.pow(2, exp - 15);
+  }
+  function floatToHalf(x) {
+    f32[0] = x;
+    var b = u32[0], sign = (b >>> 16) & 0x8000, exp = (b >>> 23) & 0xff, man = b & 0x7fffff;
+    if (exp === 255) return sign | 0x7c00 | (man ? 0x200 : 0);
+    var e = exp - 127 + 15;
+    if (e >= 31) return sign | 0x7c00;
+    if (e <= 0) {                                   // a subnormal half (or zero)
+      if (e < -10) return sign;
+      man |= 0x800000;
+      var shift = 14 - e, half = man >>> shift, rest = man & ((1 << shift) - 1), mid = 1 << (shift - 1);
+      if (rest > mid || (rest === mid && (half & 1))) half++;
+      return sign | half;
+    }
+    var h = sign | (e << 10) | (man >>> 13), r = man & 0x1fff;
+    if (r > 0x1000 || (r === 0x1000 && (h & 1))) h++;  // may carry into the exponent: right
+    return h;
+  }
+
   function mathImports() {
     var env = {};
     Object.keys(UNARY).forEach(function (k) { env[k] = UNARY[k]; env[k + "f"] = UNARY[k]; });
     Object.keys(BINARY).forEach(function (k) { env[k] = BINARY[k]; env[k + "f"] = BINARY[k]; });
     env.fma = env.fmaf = function (a, b, c) { return a * b + c; };
+    env.__extendhfsf2 = halfToFloat;
+    env.__truncsfhf2 = env.__truncdfhf2 = floatToHalf;
     return {env: env};
   }
 
@@ -63,5 +92,6 @@
   }
 
   window.EngineWasm = {instantiate: instantiate, mathImports: mathImports, erf: erf,
+                       halfToFloat: halfToFloat, floatToHalf: floatToHalf,
                        fromBase64: fromBase64};
 })();

@@ -37,7 +37,7 @@ ALLOC_EXPORT = "engine_wasm_alloc"
 MATH_IMPORTS = tuple(name + suffix for name in (
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sin", "cos", "tan",
     "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "fma", "fmod", "cbrt")
-    for suffix in ("f", ""))
+    for suffix in ("f", "")) + ("__extendhfsf2", "__truncsfhf2", "__truncdfhf2")
 
 RUNTIME_LL = r"""
 @__heap_base = external global i8

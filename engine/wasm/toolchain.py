@@ -88,7 +88,10 @@ def link(objects: list[bytes], exports: list[str]) -> bytes:
         except subprocess.TimeoutExpired:
             raise BuildError(f"wasm-ld did not finish within {LINK_TIMEOUT_S} s") from None
         if proc.returncode != 0:
-            msg = (proc.stderr or proc.stdout).strip().splitlines()
+            lines = [ln.split(": error: ", 1)[-1].split(": ", 1)[-1]
+                     if "undefined symbol" in ln else ln
+                     for ln in (proc.stderr or proc.stdout).strip().splitlines()]
+            msg = list(dict.fromkeys(lines))   # one line per distinct error
             raise BuildError("wasm-ld could not link the module: "
                              + "; ".join(msg[:6])[:800])
         with open(out, "rb") as f:

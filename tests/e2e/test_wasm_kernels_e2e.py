@@ -166,3 +166,49 @@ def test_symbolic_sizes_grow_the_memory_and_refuse_what_cannot_fit(browser):
     finally:
         page.close()
     assert got == {"rcs": [0] * 6, "wrong": 0, "grew": True, "same": True, "huge": -1}
+
+
+HALF = '''
+@T.prim_func
+def h(A: T.Buffer((256,), "float16"), B: T.Buffer((256,), "float16"),
+      C: T.Buffer((256,), "float32")):
+    for i in range(256):
+        with T.block("B"):
+            vi = T.axis.spatial(256, i)
+            B[vi] = A[vi] * T.float16(3) + T.float16(0.1)
+            C[vi] = T.Cast("float32", A[vi]) * T.float32(0.5)
+'''
+
+RUN_HALF = """async ([b64, bits]) => {
+  const m = await EngineWasm.instantiate(EngineWasm.fromBase64(b64));
+  const A = m.alloc(2 * bits.length), B = m.alloc(2 * bits.length), C = m.alloc(4 * bits.length);
+  new Uint16Array(m.memory.buffer, A, bits.length).set(bits);
+  const rc = m.exports.engine_fn_h(A, B, C);
+  return {rc, b: Array.from(new Uint16Array(m.memory.buffer, B, bits.length)),
+          c: Array.from(m.read(C, bits.length))};
+}"""
+
+
+def test_float16_kernels_use_the_pages_conversions(browser):
+    """float16 arithmetic (LLVM calls compiler-rt's __extendhfsf2/__truncsfhf2 on wasm32,
+    given by the page's loader): the same bits as the engine's interpreter."""
+    if shutil.which("wasm-ld") is None:
+        pytest.skip("wasm-ld is not installed")
+    from engine.wasm import kernels_wasm
+    mod = engine.parse(HALF)
+    data, _ = kernels_wasm(mod)
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.standard_normal(250) * np.exp(rng.uniform(-8, 8, 250)),
+                        [0.0, -0.0, 60000.0, 1e-7, -3.0, 65504.0]]).astype("float16")
+    b, c = np.zeros(256, "float16"), np.zeros(256, "float32")
+    engine.interpret(mod, "h", a, b, c)
+    page = browser.new_page()
+    try:
+        page.add_script_tag(path=LOADER)
+        got = page.evaluate(RUN_HALF, [base64.b64encode(data).decode(),
+                                       a.view("uint16").tolist()])
+    finally:
+        page.close()
+    assert got["rc"] == 0
+    assert got["b"] == b.view("uint16").tolist()
+    np.testing.assert_array_equal(np.array(got["c"], "float32"), c)
