@@ -212,3 +212,27 @@ def test_float16_kernels_use_the_pages_conversions(browser):
     assert got["rc"] == 0
     assert got["b"] == b.view("uint16").tolist()
     np.testing.assert_array_equal(np.array(got["c"], "float32"), c)
+
+
+def test_the_loaders_float16_conversions_are_numpys_on_every_half(browser):
+    """Every float16 to float32, and float32 to float16 of every finite half, every midpoint
+    between neighbours (ties to even) and values beyond the range: numpy's bits."""
+    halves = np.arange(65536, dtype="uint16").view("float16")
+    finite = halves[np.isfinite(halves)].astype("float64")
+    pos = np.sort(finite[finite >= 0])
+    mids = (pos[:-1] + pos[1:]) / 2
+    xs = np.concatenate([finite, mids, -mids, [65520.0, 1e5, -1e6, 2.0 ** -26, 1e-30]])
+    xs = xs.astype("float32")
+    page = browser.new_page()
+    try:
+        page.add_script_tag(path=LOADER)
+        got = page.evaluate("""(xs) => ({
+            trunc: xs.map(EngineWasm.floatToHalf),
+            extend: Array.from({length: 65536}, (_, i) => EngineWasm.halfToFloat(i))
+                         .map(v => Number.isFinite(v) ? v : String(v))})""", xs.tolist())
+    finally:
+        page.close()
+    with np.errstate(over="ignore"):
+        assert got["trunc"] == xs.astype("float16").view("uint16").tolist()
+    extend = np.array([float(v) for v in got["extend"]])
+    np.testing.assert_array_equal(extend, halves.astype("float64"))
