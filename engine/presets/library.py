@@ -118,9 +118,10 @@ def best_sizes(isa: VectorISA | str | None = None) -> dict:
     :func:`register_block` (R rows x V vectors of LANES), reduction panels of TK rows of
     packed B filling the L1 data cache (a power of two, 32..512), and tiles of TI rows x
     TJ = V x LANES columns, TI as many rows (32..128) as keep TI x TK of A within an
-    eighth of L2: each L1 panel of B then serves TI / R register blocks (at n=2048 on
-    Zen 4, one core: 32 rows 94, 128 rows 104 GFLOP/s, numpy 103; at 512 and 1024 within
-    3% of each other)."""
+    eighth of L2: each L1 panel of B then serves TI / R register blocks. The recipe takes
+    TI rows only once packed B is more than 8 L2s, else 32 (at n=2048 on Zen 4, one core:
+    32 rows 94, 128 rows 104 GFLOP/s, numpy 103; at 512 and 1024 within 3% of each
+    other)."""
     isa = isa_of(isa)
     lanes, vectors, rows = register_block(isa)
     tj = lanes * vectors
@@ -134,8 +135,8 @@ def best_sizes(isa: VectorISA | str | None = None) -> dict:
 
 
 #: the register-blocked micro-kernel on AVX-512: R rows x (V x 16) columns of accumulators
-#: (16 zmm registers for R=4, V=4), in 128x64 tiles of C (at least 4 rows of tiles: 32-row
-#: tiles at n=128) with the reduction cut into 128-long panels; B is packed once into
+#: (16 zmm registers for R=4, V=4), in 32x64 tiles of C — 128x64 once B is more than 8 L2s
+#: (n=2048) — with the reduction cut into 128-long panels; B is packed once into
 #: 64-column panels, each contiguous (row stride 256 bytes instead of 4 KiB: no L1 set
 #: conflicts, sequential prefetch), so a 128x64 panel (32 KiB) stays in L1. Other ISAs:
 #: :func:`best_sizes`.
@@ -149,7 +150,10 @@ def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = 
         n = p["n"]
         best = best_sizes(isa)
         lanes = _fit(best["LANES"], n)
-        ti = _fit(min(best["TI"], max(32, n // 4)), n)   # at least 4 rows of tiles
+        # tall tiles only once B is much larger than L2 (each row of tiles reads all of
+        # packed B again: at n=2048, 16 MiB of it; at 1024, 32 rows do as well as 128)
+        tall = n * n * 4 > 8 * isa_of(isa).l2
+        ti = _fit(min(best["TI"] if tall else 32, max(32, n // 4)), n)
         r = _fit(best["R"], ti)
         tj = _fit(best["TJ"], n)
         v = _fit(best["V"], max(1, tj // lanes))
@@ -193,8 +197,8 @@ def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = 
             cj = sch.get_loops(c)[-1]
             _, cj1 = sch.split(cj, factors=[None, lanes])
             sch.vectorize(cj1)
-        # the tile-row loop runs in parallel (8 rows of tiles at n=1024: balanced on 2, 4
-        # and 8 threads, and each thread streams its own rows of A and C)
+        # the tile-row loop runs in parallel (32 rows of tiles at n=1024: balanced on 2-8
+        # threads, and each thread streams its own rows of A and C)
         sch.parallel(i0)
         # last (TVM's order): C = 0 for the tile before the k panels; the init loops copy
         # the unrolled/vectorized kinds of the loops they are copied from
@@ -205,7 +209,8 @@ def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = 
 _BEST_TEXT = (
     "Register-blocked matmul in the style of BLAS micro-kernels, with toolbar primitives only: "
     "B is first packed into contiguous 64-column panels (cache_read + transform_layout); C is "
-    "cut into 128x64 tiles (the rows of tiles run in parallel) and the reduction into "
+    "cut into 32x64 tiles (128x64 at n=2048; the rows of tiles run in parallel) and the "
+    "reduction into "
     "128-long panels so a 32 KiB panel of packed B stays in L1; inside, 4 rows x 64 columns of C "
     "(16 AVX-512 registers; the sizes follow the machine's vector width and register count) "
     "are updated for each k — the 16-wide column loop vectorized, the "
