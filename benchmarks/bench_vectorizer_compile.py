@@ -16,7 +16,8 @@ all see the same machine load:
 * ``now``     — the loop vectorizer on, with the marks (``engine.build``'s default).
 
 It prints each preset's total over its steps (best of ``--repeat`` builds per step and
-variant) and the ratios to ``before``, then the sum over all presets.
+variant) and the ratios to ``before``, then the sum over all presets; in wall time and in
+CPU time (the process's, all threads: on a shared machine it moves less with the load).
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def step_modules(name: str, quick: bool) -> list:
     return mods
 
 
-def build_seconds(mod, variant: str) -> float:
+def build_seconds(mod, variant: str) -> tuple[float, float]:
     if variant == "before":
         with without_marks():
             return _timed(mod, auto_vectorize=False)
@@ -69,10 +70,11 @@ def build_seconds(mod, variant: str) -> float:
     return _timed(mod, auto_vectorize=True)
 
 
-def _timed(mod, **options) -> float:
-    t0 = time.perf_counter()
+def _timed(mod, **options) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one uncached build."""
+    t0, c0 = time.perf_counter(), time.process_time()
     engine.build(mod, cache=False, **options)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 VARIANTS = ("before", "+vec", "now")
@@ -85,28 +87,34 @@ def main() -> None:
     ap.add_argument("--only", default="", help="presets whose name contains this text")
     args = ap.parse_args()
     engine.build(engine.workloads.get("mm_relu", n=16), cache=False)   # warm LLVM up
-    totals = {v: 0.0 for v in VARIANTS}
+    totals = {(v, c): 0.0 for v in VARIANTS for c in (0, 1)}
+    print("wall ms | CPU ms")
     print(f"{'preset':<22} {'steps':>5} " + " ".join(f"{v + ' ms':>10}" for v in VARIANTS)
-          + f" {'+vec/before':>11} {'now/before':>10}")
+          + f" {'+vec/before':>11} {'now/before':>10} | "
+          + " ".join(f"{v + ' ms':>10}" for v in VARIANTS) + f" {'+vec/before':>11} {'now/before':>10}")
     for name in presets.names():
         p = presets.info(name)
         if p.target or args.only not in name:
             continue
         mods = step_modules(name, args.quick)
-        best = {v: [float("inf")] * len(mods) for v in VARIANTS}
+        best = {(v, c): [float("inf")] * len(mods) for v in VARIANTS for c in (0, 1)}
         for r in range(args.repeat):
             for i, mod in enumerate(mods):
                 order = VARIANTS if (r + i) % 2 == 0 else VARIANTS[::-1]
                 for v in order:
-                    best[v][i] = min(best[v][i], build_seconds(mod, v))
-        sums = {v: sum(best[v]) for v in VARIANTS}
-        for v in VARIANTS:
-            totals[v] += sums[v]
-        print(f"{name:<22} {len(mods):>5} " + " ".join(f"{sums[v] * 1e3:10.1f}" for v in VARIANTS)
-              + f" {sums['+vec'] / sums['before']:11.3f} {sums['now'] / sums['before']:10.3f}",
-              flush=True)
-    print(f"{'all':<22} {'':>5} " + " ".join(f"{totals[v] * 1e3:10.1f}" for v in VARIANTS)
-          + f" {totals['+vec'] / totals['before']:11.3f} {totals['now'] / totals['before']:10.3f}")
+                    for c, seconds in enumerate(build_seconds(mod, v)):
+                        best[v, c][i] = min(best[v, c][i], seconds)
+        sums = {key: sum(values) for key, values in best.items()}
+        for key in sums:
+            totals[key] += sums[key]
+        print(f"{name:<22} {len(mods):>5} " + _row(sums), flush=True)
+    print(f"{'all':<22} {'':>5} " + _row(totals))
+
+
+def _row(sums: dict) -> str:
+    return " | ".join(" ".join(f"{sums[v, c] * 1e3:10.1f}" for v in VARIANTS)
+                      + f" {sums['+vec', c] / sums['before', c]:11.3f}"
+                      f" {sums['now', c] / sums['before', c]:10.3f}" for c in (0, 1))
 
 
 if __name__ == "__main__":
