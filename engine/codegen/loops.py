@@ -4,8 +4,9 @@ A ``T.unroll`` loop that reaches the code generator gets ``llvm.loop.unroll.full
 back edge; an outer loop around a loop that stays a loop, or whose complete unrolling would
 make more than :data:`MAX_NEST_COPIES` copies of its innermost body, gets
 ``llvm.loop.unroll.disable``. An innermost loop that reads under a condition (a
-convolution's padding) gets ``llvm.loop.vectorize.enable``: LLVM's loop vectorizer, off by
-default, vectorizes that loop (:func:`guarded_element_loop`). An int32 loop counts in i64
+convolution's padding) gets ``llvm.loop.vectorize.enable``: LLVM's loop vectorizer
+vectorizes that loop whatever its cost model says, also with ``auto_vectorize=False``
+(:func:`guarded_element_loop`). An int32 loop counts in i64
 (the indices computed from it need no sign extension: see
 :meth:`engine.codegen.memory.MemoryMixin.index`).
 
