@@ -408,9 +408,12 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
     ``time_kind`` ("measured"/"modeled"), ``device`` (the driver's sentence), ``model``
     (time, GFLOP/s, bottleneck, DRAM/L2 bytes, per kernel pipes and occupancy, the
     summary's lines), ``resources`` (per kernel: grid, block, registers, shared bytes,
-    spills, occupancy), ``race_checked``; a program with no bound loop is ``not_gpu`` (the
-    sentence), settled, with no time."""
+    spills, occupancy), ``race_checked``; a program with no bound loop, or not made of kernels
+    yet (``engine.gpu.lower.NotAKernelYet``: a stage outside the kernels, a loop around the
+    bound ones) is ``not_gpu`` (the sentence), settled, with no time; a race found by the
+    emulator is ``race`` too (:func:`race_fields`)."""
     from engine.gpu.build import build_gpu
+    from engine.gpu.lower import NotAKernelYet
     from engine.gpu.target import Target
     h = program_hash or structural_hash(mod)
     fname = func_name or mod.names()[0]
@@ -434,6 +437,12 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
             if on_compiled is not None:
                 on_compiled()
         compile_ms = (time.perf_counter() - t0) * 1e3
+    except NotAKernelYet as e:
+        # a state on the way to a GPU program (a stage not computed in a kernel yet, a
+        # loop around the bound ones): said as step 0's "not a GPU program yet", not failed
+        return empty_step(h, stage="done", ok=True,
+                          not_gpu=f"not a GPU program yet: {_without_function(str(e))}",
+                          **gpu_fields)
     except Exception as e:  # noqa: BLE001 - a refusal at build is shown on the step
         return empty_step(h, stage="compile", error=f"refused at build: {e}", **gpu_fields)
     out = empty_step(h, stage="check", compile_ms=compile_ms, **gpu_fields)
@@ -538,6 +547,12 @@ def measure_board_step(mod, workload: str | None, params: dict, target: str, *,
     out["stage"] = "done"
     out["ok"] = out["correct"] is not False
     return out
+
+
+def _without_function(text: str) -> str:
+    """A lowering sentence without its "function 'main': " prefix (a session has one)."""
+    head, sep, rest = text.partition(": ")
+    return rest if sep and head.startswith("function '") else text
 
 
 #: the emulator compiles a race-checked program of at most this many FLOPs at LLVM's -O0

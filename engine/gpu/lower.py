@@ -65,6 +65,13 @@ from .kernel import BLOCK_AXES, GRID_AXES, GpuFunction, GpuModule, Kernel, barri
 TB = S.ForKind.THREAD_BINDING
 
 
+class NotAKernelYet(BuildError):
+    """The program is not made of kernels yet — a statement outside any thread-bound loop,
+    a loop around the thread-bound loops, blockIdx loops not outermost — a state a schedule
+    passes through on its way to a GPU program (bind the loops, move the stage into the
+    kernel), not a program the GPU cannot run."""
+
+
 def lower_gpu(mod_or_func: Any, target: Any = "cuda") -> GpuModule:
     """Lower every PrimFunc of ``mod_or_func`` for the GPU ``target`` (an
     :class:`engine.gpu.Target` or its string); see the module docstring."""
@@ -119,6 +126,9 @@ class _FunctionLowerer:
 
     def refuse(self, msg: str) -> BuildError:
         return BuildError(f"function {self.name!r}: {msg}")
+
+    def not_yet(self, msg: str) -> NotAKernelYet:
+        return NotAKernelYet(f"function {self.name!r}: {msg}")
 
     def statements(self) -> tuple:
         """``(func with its views inlined, the root's global buffers, its on-chip ones, the
@@ -293,19 +303,20 @@ class _KernelLowerer:
         if not bound:
             blk = _first_block_name(s)
             what = f"block {blk!r}" if blk else "a statement"
-            raise self.fn.refuse(
+            raise self.fn.not_yet(
                 f"{what} is outside any thread-bound loop: on a GPU every computation runs "
                 "in a kernel's threads (did you forget to bind? bind its outer loops to "
-                "blockIdx.x and threadIdx.x with sch.bind)")
+                "blockIdx.x and threadIdx.x with sch.bind, or compute it at a loop of a "
+                "kernel with compute_at)")
         if not (type(s) is S.For and s.kind is TB):
             if type(s) is S.For:
-                raise self.fn.refuse(
+                raise self.fn.not_yet(
                     f"loop {s.loop_var.name} ({s.kind.value}) encloses the thread-bound loops "
                     f"{bound[0].loop_var.name} ({bound[0].thread_tag}): a loop around a kernel "
                     "would run on the host, which this GPU lowering does not support; bind it "
                     "(e.g. to blockIdx.y) or move it inside the thread-bound loops")
             blk = _first_block_name(s)
-            raise self.fn.refuse(
+            raise self.fn.not_yet(
                 f"a top-level {type(s).__name__}{f' (block {blk!r})' if blk else ''} is not a "
                 "kernel: each statement of a GPU function's body must be a loop nest whose "
                 "outermost loops are thread-bound")
@@ -314,7 +325,8 @@ class _KernelLowerer:
             cur = cur.body
         for f in collect_stmts(cur, S.For):
             if f.kind is TB and f.thread_tag in GRID_AXES:
-                raise self.refuse(
+                raise NotAKernelYet(
+                    f"kernel {self.name} of function {self.fn.name!r}: "
                     f"loop {f.loop_var.name} is bound to {f.thread_tag} but is not among the "
                     "kernel's outermost loops; the blockIdx loops must enclose everything "
                     "else (reorder them outermost)")
