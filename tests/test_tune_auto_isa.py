@@ -10,9 +10,9 @@ from engine.tune.auto import apply_auto, tile_limits
 
 
 def test_tile_limits_follow_the_isa():
-    assert tile_limits(AVX512) == (64, 8, 4)
-    assert tile_limits(AVX2) == (16, 4, 2)
-    assert tile_limits(NEON) == (16, 8, 4)
+    assert tile_limits(AVX512) == (64, 8, 4, 256)       # 1 MiB L2
+    assert tile_limits(AVX2) == (16, 4, 2, 128)         # 256 KiB
+    assert tile_limits(NEON) == (16, 8, 4, 128)         # 512 KiB
 
 
 @pytest.mark.parametrize("isa", [AVX512, AVX2, NEON], ids=lambda i: i.name)

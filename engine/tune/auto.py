@@ -74,15 +74,22 @@ def _worth_parallel(blk: Block, least: int) -> bool:
     return work is None or work >= least
 
 
-def tile_limits(isa: VectorISA | str | None = None) -> tuple[int, int, int]:
-    """(vector tile, unroll tile, unroll tile with more than two spatial loops): the
-    largest innermost tiles the multi-level tiling samples on ``isa`` (None: this
-    machine). The vectorized tile is 4 vectors with 32 registers, else 2 (64 floats on
-    AVX-512, 16 on AVX2, 16 on NEON); the unrolled rows ``registers / 4`` (``/ 8`` with
-    more spatial loops), so the accumulators of a tile fit the registers."""
+def tile_limits(isa: VectorISA | str | None = None) -> tuple[int, int, int, int]:
+    """(vector tile, unroll tile, unroll tile with more than two spatial loops, reduction
+    tile): the largest innermost tiles the multi-level tiling samples on ``isa`` (None:
+    this machine). The vectorized tile is 4 vectors with 32 registers, else 2 (64 floats
+    on AVX-512, 16 on AVX2, 16 on NEON); the unrolled rows ``registers / 4`` (``/ 8`` with
+    more spatial loops), so the accumulators of a tile fit the registers; the inner
+    reduction tile a power of two up to 256 whose square of floats fits a quarter of L2
+    (256 with 1 MiB: the block of an operand read in place, rows a whole row apart, stays
+    in L2 — the tiled presets' ``tiled_sizes``)."""
     isa = isa_of(isa)
     vectors = 4 if isa.registers >= 32 else 2
-    return isa.lanes * vectors, max(1, isa.registers // 4), max(1, isa.registers // 8)
+    reduction = 64
+    while reduction * 2 <= 256 and (reduction * 2) ** 2 * 4 <= isa.l2 // 4:
+        reduction *= 2
+    return (isa.lanes * vectors, max(1, isa.registers // 4), max(1, isa.registers // 8),
+            reduction)
 
 
 def _leaf_blocks(sch: Schedule) -> list[str]:
@@ -194,7 +201,7 @@ def _fused_consumer(sch: Schedule, block) -> Any:
     return consumers[0]
 
 
-def _multi_level_tiling(sch: Schedule, name: str, limits: tuple[int, int, int]) -> None:
+def _multi_level_tiling(sch: Schedule, name: str, limits: tuple) -> None:
     block = sch.get_block(name)
     blk = sch.get(block)
     loops = sch.get_loops(block)
@@ -203,7 +210,7 @@ def _multi_level_tiling(sch: Schedule, name: str, limits: tuple[int, int, int]) 
         return  # already restructured (a prefix): leave it to the simple rules
     spatial = [lp for lp, k in zip(loops, kinds) if k == "S"]
     reduce = [lp for lp, k in zip(loops, kinds) if k == "R"]
-    vector_tile, unroll_tile, unroll_tile_many = limits
+    vector_tile, unroll_tile, unroll_tile_many, reduction_tile = limits
     inner_most = unroll_tile if len(spatial) <= 2 else unroll_tile_many
     levels_s: list[list] = [[], [], [], []]
     for n, lp in enumerate(spatial):
@@ -214,8 +221,8 @@ def _multi_level_tiling(sch: Schedule, name: str, limits: tuple[int, int, int]) 
             levels_s[lvl].append(parts[lvl])
     levels_r: list[list] = [[], []]
     for lp in reduce:
-        parts = sch.split(lp, factors=sch.sample_perfect_tile(lp, n=2,
-                                                              max_innermost_factor=64))
+        parts = sch.split(lp, factors=sch.sample_perfect_tile(
+            lp, n=2, max_innermost_factor=reduction_tile))
         levels_r[0].append(parts[0])
         levels_r[1].append(parts[1])
     sch.reorder(*levels_s[0], *levels_s[1], *levels_r[0], *levels_s[2], *levels_r[1],
