@@ -83,3 +83,22 @@ def test_computed_weights_are_left_alone():
     from engine.models.course import mlp_module
     mod = relax.transform.LegalizeOps()(mlp_module(1))
     assert pretranspose_weights(mod) is mod
+
+
+def test_a_reduction_larger_than_l2_is_cut_into_panels():
+    """An ISA with a 4 KiB L2: the strip of B (96 x 16 floats) is more than half of it, so
+    k is cut into panels with a block of rows inside each; still numpy's result."""
+    from engine.codegen.isa import VectorISA
+    from engine.models.schedules import _cache_block, recipe_sizes
+    tiny = VectorISA("tiny", 8, 16, 1024, 4096, None, True)
+    assert _cache_block(tiny, recipe_sizes(tiny, 32, 32), 32, 96) == (32, 32)
+    assert _cache_block(AVX512, recipe_sizes(AVX512, 64, 128), 64, 784) == (64, 784)
+    m, k, n = 32, 96, 32
+    sch = default_schedule(_matmul_bias_relu(m, k, n), "f", tiny)
+    text = sch.mod.script()
+    assert "k_0" in text and "k_1" in text
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((m, k), "float32"), rng.standard_normal((k, n), "float32")
+    b, out = rng.standard_normal(n, "float32"), np.empty((m, n), "float32")
+    build(sch.mod)["f"](x, w, b, out)
+    np.testing.assert_allclose(out, np.maximum(x @ w + b, 0), rtol=1e-5, atol=1e-4)

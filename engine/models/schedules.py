@@ -16,7 +16,10 @@ or a linear layer whose constant weight :mod:`.layouts` stored transposed):
   ``i_0, j_0, k, i_1, j_1, j_2``: a register block of ``i_1 x j_1`` vectors — ``registers /
   2`` accumulators (4 x 4 vectors of 16 on AVX-512, 4 x 2 of 8 on AVX2), ``i_1`` unrolled —
   updated by one broadcast of ``A`` and one vector of ``B`` per FMA; the tile-row loop
-  ``i_0`` runs in parallel when the product is large enough to pay for the launch;
+  ``i_0`` runs in parallel when the product is large enough to pay for the launch; when
+  the strip of ``B`` one column tile reads is more than half of L2, ``k`` is cut into
+  panels and a block of rows goes inside each (``i_0, j_0, k_0, i_m, k_1, i_1, j_1, j_2``,
+  sizes from L2: :func:`_cache_block`), so a panel serves many register blocks from L2;
 * the element-wise blocks that consume it (the bias ``Z``, a fused ``relu``) are moved
   under ``j_0`` with ``reverse_compute_at`` and vectorized, so each tile is finished
   while in registers or L1;
@@ -93,6 +96,25 @@ def recipe_sizes(isa: VectorISA, rows: int, cols: int) -> RecipeSizes:
     accumulators = max(1, isa.registers // 2 // pieces)
     vectors = _divisor_at_most(per_row, 4 if isa.registers >= 32 else 2)
     return RecipeSizes(width, vectors, _divisor_at_most(rows, max(1, accumulators // vectors)))
+
+
+def _cache_block(isa: VectorISA, sizes: RecipeSizes, rows: int, red: int
+                 ) -> tuple[int, int]:
+    """(rows, reduction) of the cache block of a batched product: the whole reduction
+    (no panels) while the strip of B one column tile reads (``red x vectors x width``
+    floats) fits half of L2 — the MLP's 784 x 64 strip, 200 KiB — else panels of ``tk``
+    rows of B and blocks of ``ti`` rows of A, both up to the square of floats a quarter
+    of L2 holds (256 with 1 MiB), so a panel is reused by ``ti / rows`` register blocks
+    while in L2."""
+    strip = red * sizes.vectors * sizes.width * 4
+    if strip <= isa.l2 // 2 or rows <= sizes.rows:
+        return rows, red
+    side = 32
+    while side * 2 <= 256 and (side * 2) ** 2 * 4 <= isa.l2 // 4:
+        side *= 2
+    tk = _divisor_at_most(red, side)
+    groups = _divisor_at_most(rows // sizes.rows, max(1, side // sizes.rows))
+    return sizes.rows * groups, (tk if tk > 1 else red)
 
 
 def _readers(func: PrimFunc, producer: Block) -> list[str]:
@@ -187,7 +209,15 @@ def _tile_vectors(sch: Schedule, func: PrimFunc, block: Block, func_name: str,
     fmas = red
     for e in ext[:-1]:
         fmas *= e
-    if n_spatial >= 2 and rows > 1:
+    ti, tk = _cache_block(isa, sizes, rows, red)
+    if n_spatial >= 2 and rows > 1 and tk < red:
+        # B's strip for one column tile is larger than half of L2: panels of k, and a
+        # block of rows inside each panel so the panel is reused while in L2
+        i0, i_mid, i1 = sch.split(loops[n_spatial - 2],
+                                  factors=[None, ti // sizes.rows, sizes.rows])
+        k, k1 = sch.split(k, factors=[None, tk])
+        sch.reorder(*outer, i0, j0, k, i_mid, k1, i1, j1, j2)
+    elif n_spatial >= 2 and rows > 1:
         i0, i1 = sch.split(loops[n_spatial - 2], factors=[None, sizes.rows])
         sch.reorder(*outer, i0, j0, k, i1, j1, j2)
     else:
@@ -202,6 +232,8 @@ def _tile_vectors(sch: Schedule, func: PrimFunc, block: Block, func_name: str,
         sch.unroll(i1)
     if fmas >= PARALLEL_MIN_FMAS and rows > 1:
         par = [*outer, i0] if i0 is not None else list(outer)
+        if tk < red:
+            par.append(j0)      # few blocks of rows: their column tiles run in parallel too
         if par:
             sch.parallel(sch.fuse(*par) if len(par) > 1 else par[0])
 
