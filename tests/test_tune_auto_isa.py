@@ -33,3 +33,18 @@ def test_auto_for_each_isa_matches_numpy(isa, seed):
     assert widths and max(widths) <= tile_limits(isa)[0]
     rep = engine.runtime.check_correctness(sch.mod, "mm_relu")
     assert rep.ok, rep.message
+
+
+def test_auto_packs_b_in_some_samples_and_every_sample_matches_numpy():
+    """The sampled packing of B (cache_read + transform_layout into panels): some seeds
+    pack, some read B in place; all match numpy, at a size the panels divide and one whose
+    tiles are odd."""
+    packed = 0
+    for n in (64, 48):
+        for seed in range(6):
+            sch = engine.Schedule(engine.workloads.get("matmul", n=n), seed=seed)
+            apply_auto(sch)
+            packed += "B_global" in sch.mod.script()
+            rep = engine.runtime.check_correctness(sch.mod, "matmul")
+            assert rep.ok, (n, seed, rep.message)
+    assert 0 < packed < 12

@@ -18,7 +18,8 @@ Applied to a schedule (after any fixed prefix), block by block:
    ``S0`` or after ``S1``) is sampled (``sample_categorical``). Then the ``S0`` loops are
    fused and run in parallel (from :data:`PARALLEL_MIN_WORK` iterations), the innermost
    spatial loop is vectorized, the other ``S3`` loops are unrolled, and the
-   initialisation is separated (``decompose_reduction``);
+   initialisation is separated (``decompose_reduction``); a matrix read as ``B[k, j]`` is
+   read in place or first packed into contiguous panels (sampled: ``_maybe_pack``);
 3. **random compute location** — every other reduction and every remaining producer
    (softmax's max and sum, layernorm's row statistics, the convolution's padding) is moved
    to a sampled location (``sample_compute_location``: under a loop of its consumer, the
@@ -247,7 +248,58 @@ def _multi_level_tiling(sch: Schedule, name: str, limits: tuple) -> None:
             sch.unroll(lp)
     wloops = sch.get_loops(writer)
     _try(sch.vectorize, wloops[-1])
+    _maybe_pack(sch, block, levels_s, limits)
     sch.decompose_reduction(block, levels_r[0][0])
+
+
+def _packable_read(blk: Block) -> int | None:
+    """The position among the block's reads of a matrix read as ``B[vk, vj]`` (``vk`` a
+    reduction axis, ``vj`` the last spatial one), or None."""
+    spatial = [iv.var for iv in blk.iter_vars if iv.iter_type.value == "S"]
+    reduce = {iv.var for iv in blk.iter_vars if iv.iter_type.value == "R"}
+    if len(spatial) != 2 or not reduce:
+        return None
+    from engine.ir.functor import post_order_visit  # noqa: PLC0415
+    for idx, region in enumerate(blk.reads):
+        if len(region.buffer.shape) != 2:
+            continue
+        loads: list = []
+        post_order_visit(blk.body, lambda e, b=region.buffer: loads.append(e)
+                         if isinstance(e, E.BufferLoad) and e.buffer is b else None)
+        if loads and all(len(ld.indices) == 2 and ld.indices[0] in reduce
+                         and ld.indices[1] is spatial[-1] for ld in loads):
+            return idx
+    return None
+
+
+def _maybe_pack(sch: Schedule, block, levels_s: list, limits: tuple) -> None:
+    """Rule 2's last, sampled choice for a matmul's ``B[k, j]``: read it as it is, or
+    first pack it into contiguous panels as wide as the columns one reduction panel
+    updates (``cache_read`` + ``transform_layout`` ``(j // w, k, j % w)``, the copy
+    vectorized and parallel: matmul-best's packing), so a panel is one stream and its rows
+    no longer fall on the same L1 sets."""
+    idx = _packable_read(sch.get(block))
+    if idx is None:
+        return
+    if int(sch.get(sch.sample_categorical([0, 1], [0.5, 0.5]))) != 1:
+        return
+    width = (int(sch.get(levels_s[2][-1]).extent.value)
+             * int(sch.get(levels_s[3][-1]).extent.value))
+    lanes = max(1, min(width, limits[0]))
+    while width % lanes:
+        lanes -= 1
+    try:
+        pack = sch.cache_read(block, idx, "global")
+        sch.transform_layout(pack, ("write", 0),
+                             f"lambda k, j: (j // {width}, k, j % {width})")
+        loops = sch.get_loops(pack)
+        if len(loops) == 2:
+            pk, pj = loops
+            inner = sch.split(pj, factors=[None, max(1, width // lanes), lanes])[-1]
+            sch.vectorize(inner)
+            sch.parallel(pk)
+    except ScheduleError:
+        return   # the program keeps what applied (still correct)
 
 
 def _compute_locations(sch: Schedule, names: list[str]) -> None:

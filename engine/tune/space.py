@@ -222,7 +222,7 @@ def _first_block(stmt: Any) -> Block | None:
 class AutoSpace(Space):
     """MetaSchedule-like design-space rules for CPU (see :mod:`.auto`)."""
 
-    id = "auto:1"
+    id = "auto:2"   # 2: tiles sized from the ISA, B packed or not (sampled)
     description = ("auto: multi-level tiling with sampled tiles and cache_write, inlined "
                    "element-wise stages, parallel + vectorize + unroll")
 
