@@ -8,8 +8,10 @@ Prints the machine's vector ISA (``engine.codegen.isa.isa_of``: lanes, registers
 and the BLAS numpy runs (OpenBLAS's core kernel, threads); then, for each size, the
 presets whose tiles and register blocks come from that ISA — ``matmul-best``,
 ``mm_relu-best``, ``matmul-tiled``, ``mm_relu-tiled`` — each checked against numpy, then
-timed in ``--rounds`` rounds, each round numpy / ours / numpy back to back (the faster
-numpy of the two counts). Reported: the medians of our GFLOP/s and numpy's, and the
+timed in ``--rounds`` rounds, each round numpy / ours / numpy (the faster numpy of the two
+counts), each timing after a rest of 0.2 s and one untimed call (OpenBLAS's threads spin
+on the cores for a while after a call: timed right after numpy, our kernel shared its
+cores with them and ran at half speed). Reported: the medians of our GFLOP/s and numpy's, and the
 median of the per-round ratios (numpy time / ours: above 1.0 we are faster), with the
 spread. The machine may be shared by other work: the ratio of a round is measured within
 a few hundred milliseconds, which is what makes it comparable.
@@ -58,7 +60,15 @@ def blas_info() -> str:
 CLOCK = time.perf_counter
 
 
+#: seconds of rest before each timing: OpenBLAS's threads keep spinning on the cores for
+#: tens of milliseconds after a call (and would be timed as part of ours), as the
+#: engine's pool briefly does after its own
+REST = 0.2
+
+
 def per_call(fn, calls: int) -> float:
+    time.sleep(REST)
+    fn()
     t0 = CLOCK()
     for _ in range(calls):
         fn()
