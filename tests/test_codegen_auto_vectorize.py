@@ -151,3 +151,42 @@ def test_vectorized_lines_reads_loads_stores_and_masked_calls():
         "!10 = !DILocation(line: 4, column: 0, scope: !5)",
     ])
     assert vectorized_lines(text) == {3: 16, 2: 4}
+
+
+def _loop_options(ll: str) -> dict[str, str]:
+    """{loop header block: its loop ID's options} of the generated (unoptimised) IR."""
+    nodes = dict(re.findall(r"^(!\d+) = (?:distinct )?!\{(.*)\}$", ll, re.M))
+    out = {}
+    for m in re.finditer(r'br label %"(for_[^"]+)"(?:, !dbg !\d+)?, !llvm.loop (!\d+)', ll):
+        out[m.group(1)] = " ".join(nodes.get(x.strip(), "") for x in
+                                   nodes[m.group(2)].split(",")[1:])
+    return out
+
+
+def test_a_window_around_a_vectorizable_row_is_left_to_llvm_to_unroll():
+    # conv2d's 3 x 3 window around its 56-wide output row (unvectorized): the row is a few
+    # vector iterations once LLVM vectorizes it, so the window is not kept a loop (TVM's
+    # build unrolls it: the row's accumulators stay in registers across the window)
+    params = dict(batch=1, in_channels=2, out_channels=2, size=56, kernel=3, pad=1, stride=1)
+    sch = engine.Schedule(engine.workloads.get("conv2d", **params))
+    conv = sch.get_block("conv", func_name="conv2d")
+    n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
+    sch.reorder(n, co, oh, ci, kh, kw, ow)
+    sch.decompose_reduction(conv, ci)
+    rt = engine.build(sch.mod, cache=False)
+    md = _loop_options(rt.get_source("ll"))
+    assert "unroll.disable" not in md.get("for_kw", "") and \
+        "unroll.disable" not in md.get("for_kh", "")
+    assert any(d["loop"] == "ow" for d in rt.compile_stats["llvm_vectorized"])
+    args = engine.workloads.random_args("conv2d", **params)
+    expected = engine.workloads.reference("conv2d", **params)(*args[:2])
+    rt["conv2d"](*args)
+    np.testing.assert_allclose(args[-1], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_short_float_sum_still_counts_every_iteration():
+    # k (56, a float sum into C[i, j]) cannot be vectorized: j's 3 x 56 copies are too many,
+    # j stays a loop as before
+    sch = engine.Schedule(engine.workloads.get("matmul", m=3, n=3, k=56))
+    md = _loop_options(engine.build(sch.mod, cache=False).get_source("ll"))
+    assert "llvm.loop.unroll.disable" in md["for_j"]
