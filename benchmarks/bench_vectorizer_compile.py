@@ -11,7 +11,9 @@ all see the same machine load:
 
 * ``before``  — LLVM's loop vectorizer only on the loops the code generator asks for
   (``auto_vectorize=False``) and no loop marks (the debug locations that say which loop
-  an instruction came from, :mod:`engine.codegen.loop_lines`): the engine before;
+  an instruction came from, :mod:`engine.codegen.loop_lines`): the engine before, but for
+  the unroll limits of :mod:`engine.codegen.loops` (a short nest around a vectorizable row
+  counts its vector iterations), which stay;
 * ``+vec``    — the loop vectorizer on, without the marks;
 * ``now``     — the loop vectorizer on, with the marks (``engine.build``'s default).
 
