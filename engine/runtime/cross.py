@@ -20,7 +20,7 @@ from engine.codegen.machine import Machine, emit_machine_assembly
 from engine.ir.buffer import Buffer
 from engine.lower.errors import BuildError
 
-from .module import ASM_UNIT_SEPARATOR, ParamSpec, join_units, make_specs
+from .module import FunctionTable, ParamSpec, join_assembly, join_units, make_specs
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class CrossFunction:
             f"{self.name!r}, inputs)")
 
 
-class CrossModule:
+class CrossModule(FunctionTable):
     """Object code for :attr:`machine` (see the module docstring)."""
 
     def __init__(self, machine: Machine, objects: list[bytes], opt_texts: list[str],
@@ -71,38 +71,15 @@ class CrossModule:
         """The target string this module was built for."""
         return self.machine.target_string
 
-    def __getitem__(self, name: str) -> CrossFunction:
-        f = self._functions.get(name)
-        if f is None:
-            raise KeyError(f"no compiled function named {name!r} "
-                           f"(this module has: {', '.join(self._functions)})")
-        return f
+    def _optimised_ir(self) -> str:
+        return join_units(self._opt_texts)
 
-    def get_function(self, name: str) -> CrossFunction:
-        return self[name]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._functions
-
-    def names(self) -> list[str]:
-        return list(self._functions)
-
-    def entry_name(self) -> str:
-        return next(iter(self._functions))
-
-    def get_source(self, fmt: str = "ll") -> str:
-        """"ll" (as generated), "ll-opt" (after O3 for the machine), "asm" (its assembly)."""
-        if fmt in ("ll", "llvm"):
-            return self._ll_text
-        if fmt in ("ll-opt", "llvm-opt", "opt"):
-            return join_units(self._opt_texts)
-        if fmt in ("asm", "s"):
-            if self._asm is None:
-                level = self.options.get("opt_level", 3)
-                asm = [emit_machine_assembly(t, self.machine, level) for t in self._opt_texts]
-                self._asm = asm[0] + "".join(f"\n{ASM_UNIT_SEPARATOR}\n{a}" for a in asm[1:])
-            return self._asm
-        raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
+    def _assembly(self) -> str:
+        if self._asm is None:
+            level = self.options.get("opt_level", 3)
+            self._asm = join_assembly([emit_machine_assembly(t, self.machine, level)
+                                       for t in self._opt_texts])
+        return self._asm
 
     def export_library(self, path: Any, **options: Any) -> Any:
         """Write the kernels as a shared library for :attr:`machine` and its C header

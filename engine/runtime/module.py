@@ -368,7 +368,58 @@ def join_units(texts: list[str]) -> str:
     return "\n".join(parts)
 
 
-class Module:
+def join_assembly(texts: list[str]) -> str:
+    """The assembly of a build: each module's, separated by :data:`ASM_UNIT_SEPARATOR`."""
+    return texts[0] + "".join(f"\n{ASM_UNIT_SEPARATOR}\n{a}" for a in texts[1:])
+
+
+class FunctionTable:
+    """What a build's result answers about its kernels, whatever machine they are for.
+
+    A subclass fills ``self._functions`` (name -> its function, the entry first) and gives
+    its code as text through :meth:`_optimised_ir` and :meth:`_assembly`.
+    """
+
+    _functions: dict
+    _ll_text: str
+
+    def __getitem__(self, name: str) -> Any:
+        f = self._functions.get(name)
+        if f is None:
+            raise KeyError(f"no compiled function named {name!r} "
+                           f"(this module has: {', '.join(self._functions)})")
+        return f
+
+    def get_function(self, name: str) -> Any:
+        return self[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def names(self) -> list[str]:
+        return list(self._functions)
+
+    def entry_name(self) -> str:
+        return next(iter(self._functions))
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """"ll" (LLVM IR as generated), "ll-opt" (after O3), "asm" (the machine's assembly)."""
+        if fmt in ("ll", "llvm"):
+            return self._ll_text
+        if fmt in ("ll-opt", "llvm-opt", "opt"):
+            return self._optimised_ir()
+        if fmt in ("asm", "s"):
+            return self._assembly()
+        raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
+
+    def _optimised_ir(self) -> str:
+        raise NotImplementedError
+
+    def _assembly(self) -> str:
+        raise NotImplementedError
+
+
+class Module(FunctionTable):
     """The result of :func:`engine.build`: compiled kernels plus their code and stats.
 
     * ``mod[name]`` / ``mod.get_function(name)`` — a callable :class:`Function`;
@@ -402,44 +453,20 @@ class Module:
         self._keepalive = keepalive
         self._lock = threading.Lock()
 
-    def __getitem__(self, name: str) -> Function:
-        f = self._functions.get(name)
-        if f is None:
-            raise KeyError(f"no compiled function named {name!r} "
-                           f"(this module has: {', '.join(self._functions)})")
-        return f
+    def _optimised_ir(self) -> str:
+        with self._lock:
+            if self._ll_opt is None:
+                self._ll_opt = join_units([str(m) for m in self._llvm_modules])
+        return self._ll_opt
 
-    def get_function(self, name: str) -> Function:
-        return self[name]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._functions
-
-    def names(self) -> list[str]:
-        return list(self._functions)
-
-    def entry_name(self) -> str:
-        return next(iter(self._functions))
-
-    def get_source(self, fmt: str = "ll") -> str:
-        """The module's code as text: "ll", "ll-opt" or "asm" (see the class docstring)."""
-        if fmt in ("ll", "llvm"):
-            return self._ll_text
-        if fmt in ("ll-opt", "llvm-opt", "opt"):
-            with self._lock:
-                if self._ll_opt is None:
-                    self._ll_opt = join_units([str(m) for m in self._llvm_modules])
-            return self._ll_opt
-        if fmt in ("asm", "s"):
-            with self._lock:
-                if self._asm is None:
-                    from engine.codegen.target import emit_assembly
-                    level = self.options.get("opt_level", 3)
-                    asm = [emit_assembly(str(m), level) for m in self._llvm_modules]
-                    self._asm = asm[0] + "".join(f"\n{ASM_UNIT_SEPARATOR}\n{a}"
-                                                 for a in asm[1:])
-            return self._asm
-        raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
+    def _assembly(self) -> str:
+        with self._lock:
+            if self._asm is None:
+                from engine.codegen.target import emit_assembly
+                level = self.options.get("opt_level", 3)
+                self._asm = join_assembly([emit_assembly(str(m), level)
+                                           for m in self._llvm_modules])
+        return self._asm
 
     def time_evaluator(self, func_name: str, number: int = 10, repeat: int = 3,
                        min_repeat_ms: float = 0) -> Callable[..., TimingResult]:
