@@ -10,7 +10,6 @@ links everything with it into one shared object that needs only the board's libc
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -19,8 +18,7 @@ from pathlib import Path
 from engine.codegen.machine import Machine, TargetStringError, parse_machine, target_machine
 
 from .qemu import cross_compiler
-from .targets import PARALLEL_C, DeployError, DeployTarget, _cache_dir, register_target, \
-    run_tool
+from .targets import DeployError, DeployTarget, register_target
 
 
 @dataclass(frozen=True)
@@ -32,37 +30,9 @@ class Aarch64Target(DeployTarget):
         """LLVM's AArch64 target machine (its backends initialised on first use)."""
         return target_machine(self.machine, opt_level)
 
-    def runtime_objects(self, workdir: Path) -> list[Path]:
-        """parallel.c cross-compiled (``-O2 -fPIC -pthread``), cached by its hash."""
-        cc = cross_compiler()
-        flags = ["-O2", "-fPIC", "-pthread", "-fvisibility=hidden", f"-mcpu={self._gcc_cpu()}",
-                 *self.cflags]
-        key = hashlib.sha256(PARALLEL_C.read_bytes() + " ".join([cc, *flags]).encode())
-        cache = _cache_dir() / f"engine_parallel_aarch64_{key.hexdigest()[:16]}.o"
-        if not cache.exists():
-            fd, tmp = tempfile.mkstemp(suffix=".o", dir=str(cache.parent))
-            os.close(fd)
-            try:
-                run_tool([cc, *flags, "-c", str(PARALLEL_C), "-o", tmp],
-                         "cross-compiling the thread pool (parallel.c) for aarch64")
-                os.replace(tmp, cache)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        return [cache]
-
-    def _gcc_cpu(self) -> str:
-        return self.cpu if self.cpu.startswith("cortex-") else "generic"
-
-    def link(self, objects: list[Path], out: Path, exports: list[str],
-             workdir: Path) -> None:
-        """One shared object for the board, exporting only ``exports`` (libc, libm)."""
-        script = workdir / "exports.map"
-        names = "".join(f"    {n};\n" for n in exports)
-        script.write_text(f"{{\n  global:\n{names}  local: *;\n}};\n")
-        run_tool([cross_compiler(), "-shared", "-fPIC", "-pthread", "-o", str(out),
-                  *map(str, objects), f"-Wl,--version-script={script}", "-Wl,--as-needed",
-                  "-lm"], f"linking {out.name} for aarch64")
+    def c_compiler(self) -> str:
+        """Debian's cross compiler ``aarch64-linux-gnu-gcc`` (or the sentence to install it)."""
+        return cross_compiler()
 
     @property
     def machine(self) -> Machine:
@@ -94,7 +64,9 @@ def link_kernels(rt, out: str | os.PathLike) -> Path:
 
 def target_of(machine: Machine) -> Aarch64Target:
     """The deploy target of a board the engine builds for."""
-    return Aarch64Target(machine.name, machine.triple, machine.cpu, machine.features)
+    gcc_cpu = machine.cpu if machine.cpu.startswith("cortex-") else "generic"
+    return Aarch64Target(machine.name, machine.triple, machine.cpu, machine.features,
+                         cflags=(f"-mcpu={gcc_cpu}",))
 
 
 def read_aarch64(text: str) -> Aarch64Target | None:

@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from engine.runtime.native_files import build_once, cache_dir
+
 from .metadata import METADATA_SYMBOL
-from .targets import DeployError, _cache_dir
+from .targets import DeployError
 
 RUNNER_C = Path(__file__).resolve().with_name("qemu_runner.c")
 #: the cross sysroot qemu-aarch64 reads the board's libc and loader from
@@ -87,22 +89,15 @@ def runner_path() -> Path:
     cc = cross_compiler()
     src = RUNNER_C.read_bytes()
     digest = hashlib.sha256(src + cc.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"engine_qemu_runner_aarch64_{digest}"
-    if out.exists():
-        return out
-    fd, tmp = tempfile.mkstemp(dir=str(out.parent))
-    os.close(fd)
-    try:
+
+    def build(tmp: str) -> None:
         proc = subprocess.run([cc, "-O2", "-std=gnu11", "-o", tmp, str(RUNNER_C), "-ldl"],
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise DeployError(f"cross-compiling the qemu runner failed:\n{proc.stderr.strip()}")
         os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+
+    return build_once(cache_dir() / f"engine_qemu_runner_aarch64_{digest}", build)
 
 
 def _emulate(argv: list[str], timeout: float, what: str) -> str:

@@ -22,10 +22,7 @@ sentence.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -34,6 +31,7 @@ import llvmlite.binding as llvm
 
 from engine.codegen.target import host_cpu, init_llvm, optimize
 from engine.lower.errors import BuildError
+from engine.runtime.native_files import build_once, cache_dir, find_c_compiler
 
 #: the C source of the thread pool a library links statically
 PARALLEL_C = Path(__file__).resolve().parent.parent / "runtime" / "parallel.c"
@@ -45,8 +43,7 @@ class DeployError(BuildError):
 
 
 def _c_compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or \
-        shutil.which("clang")
+    cc = find_c_compiler()
     if cc is None:
         raise DeployError("exporting a library needs a C compiler to link it, and none "
                           "(cc, gcc, clang) was found: install one (Debian: apt-get install "
@@ -73,8 +70,9 @@ class DeployTarget:
     """One kind of machine an exported library is made for (see the module docstring).
 
     The defaults are those of a Linux ELF target linked by the system C compiler; a target
-    for another machine overrides :meth:`link` and :meth:`runtime_objects` (a cross
-    linker, a serial launcher) and gives its own triple, CPU and features.
+    for another machine gives its own triple, CPU, features and :attr:`cflags` and overrides
+    :meth:`c_compiler` (a cross compiler) or :meth:`link` and :meth:`runtime_objects` (a
+    serial launcher, another linker).
     """
 
     name: str                 # what the user and the metadata see: "host", "aarch64-linux-gnu"
@@ -122,48 +120,35 @@ class DeployTarget:
         finally:
             ctx.close()
 
+    def c_compiler(self) -> str:
+        """The path of the C compiler that compiles and links for this target."""
+        return _c_compiler()
+
     def runtime_objects(self, workdir: Path) -> list[Path]:
-        """The thread pool compiled for this target (``cc -O2 -fPIC``), cached by the hash
-        of its source and flags; objects to link into every library."""
-        cc = _c_compiler()
+        """The thread pool compiled for this target (``cc -O2 -fPIC -pthread``, hidden
+        symbols, plus :attr:`cflags`), cached by the hash of its source and flags; objects
+        to link into every library."""
+        cc = self.c_compiler()
         flags = ["-O2", "-fPIC", "-pthread", "-fvisibility=hidden", *self.cflags]
         key = hashlib.sha256(PARALLEL_C.read_bytes() + " ".join([cc, *flags]).encode())
-        cache = _cache_dir() / f"engine_parallel_{self.name}_{key.hexdigest()[:16]}.o"
-        if not cache.exists():
-            fd, tmp = tempfile.mkstemp(suffix=".o", dir=str(cache.parent))
-            os.close(fd)
-            try:
-                run_tool([cc, *flags, "-c", str(PARALLEL_C), "-o", tmp],
-                         "compiling the thread pool (parallel.c)")
-                os.replace(tmp, cache)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        return [cache]
+        cached = cache_dir() / f"engine_parallel_{self.name}_{key.hexdigest()[:16]}.o"
+        return [build_once(cached, lambda tmp: run_tool(
+            [cc, *flags, "-c", str(PARALLEL_C), "-o", tmp],
+            f"compiling the thread pool (parallel.c) for {self.name}"), suffix=".o")]
 
     def link(self, objects: list[Path], out: Path, exports: list[str],
              workdir: Path) -> None:
-        """Link ``objects`` into the shared library ``out``, exporting only ``exports``."""
+        """Link ``objects`` into the shared library ``out``, exporting only ``exports``
+        (NEEDED: libc, libm)."""
         script = workdir / "exports.map"
         names = "".join(f"    {n};\n" for n in exports)
         script.write_text(f"{{\n  global:\n{names}  local: *;\n}};\n")
-        run_tool([_c_compiler(), "-shared", "-fPIC", "-pthread", "-o", str(out),
+        run_tool([self.c_compiler(), "-shared", "-fPIC", "-pthread", "-o", str(out),
                   *map(str, objects), f"-Wl,--version-script={script}", "-Wl,--as-needed",
-                  "-lm"], f"linking {out.name}")
+                  "-lm"], f"linking {out.name} for {self.name}")
 
     def describe(self) -> str:
         return f"{self.name} ({self.triple}, cpu {self.cpu})"
-
-
-def _cache_dir() -> Path:
-    d = os.environ.get("ENGINE_CACHE_DIR")
-    p = Path(d) if d else Path.home() / ".cache" / "schedule-explorer"
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        p = Path(tempfile.gettempdir()) / "schedule-explorer-cache"
-        p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 def host_target() -> DeployTarget:

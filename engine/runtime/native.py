@@ -19,30 +19,19 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from .native_files import build_once, cache_dir, find_c_compiler
+
 _SRC = Path(__file__).with_name("parallel.c")
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _fallback_reason: str | None = None
-
-
-def cache_dir() -> Path:
-    d = os.environ.get("ENGINE_CACHE_DIR")
-    p = Path(d) if d else Path.home() / ".cache" / "schedule-explorer"
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        p = Path(tempfile.gettempdir()) / "schedule-explorer-cache"
-        p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 def default_num_threads() -> int:
@@ -60,26 +49,18 @@ def default_num_threads() -> int:
 
 
 def _compile() -> Path:
-    src = _SRC.read_bytes()
-    digest = hashlib.sha256(src).hexdigest()[:16]
-    out = cache_dir() / f"libengine_parallel_{digest}.so"
-    if out.exists():
-        return out
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise RuntimeError("no C compiler (cc/gcc/clang) found")
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=str(out.parent))
-    os.close(fd)
-    try:
+    digest = hashlib.sha256(_SRC.read_bytes()).hexdigest()[:16]
+
+    def build(tmp: str) -> None:
+        cc = find_c_compiler()
+        if cc is None:
+            raise RuntimeError("no C compiler (cc/gcc/clang) found")
         proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-pthread", str(_SRC), "-o", tmp],
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"compiling the parallel runtime failed:\n{proc.stderr}")
-        os.replace(tmp, out)  # atomic: concurrent processes agree on one file
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+
+    return build_once(cache_dir() / f"libengine_parallel_{digest}.so", build, suffix=".so")
 
 
 _TASK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
