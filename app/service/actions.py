@@ -190,26 +190,17 @@ def act_step(ctx) -> None:
     mod, func_name = _load(ctx)
     job = ctx.job
     baseline = pickle.loads(job["baseline"]) if job.get("baseline") is not None else None
-    if timing.is_board_target(job.get("target")):
-        # an ARM board's step: built for aarch64, checked and timed under qemu-aarch64 (one
-        # core: the emulator runs the thread pool's threads on the host's)
-        with ctx.timing_slot(1, pin=False):
-            res = timing.measure_board_step(mod, job.get("workload"),
-                                            dict(job.get("params") or {}), job["target"],
-                                            func_name=func_name, baseline=baseline,
-                                            on_compiled=lambda: ctx.emit(compiled=True),
-                                            program_hash=job.get("program_hash"))
-        ctx.emit(step=_plain(res))
-        return
     if job.get("target"):
-        # a GPU step: built for the target's GPU, run in the emulator (or on the GPU),
-        # checked, modeled; one core for the emulated run
+        # an ARM board's step: built for aarch64, checked and timed under qemu-aarch64 (the
+        # emulator runs the thread pool's threads on the host's); a GPU step: built for the
+        # target's GPU, run in the emulator (or on the GPU), checked, modeled. One core each
+        measure = timing.measure_board_step if timing.is_board_target(job["target"]) \
+            else timing.measure_gpu_step
         with ctx.timing_slot(1, pin=False):
-            res = timing.measure_gpu_step(mod, job.get("workload"),
-                                          dict(job.get("params") or {}), job["target"],
-                                          func_name=func_name, baseline=baseline,
-                                          on_compiled=lambda: ctx.emit(compiled=True),
-                                          program_hash=job.get("program_hash"))
+            res = measure(mod, job.get("workload"), dict(job.get("params") or {}),
+                          job["target"], func_name=func_name, baseline=baseline,
+                          on_compiled=lambda: ctx.emit(compiled=True),
+                          program_hash=job.get("program_hash"))
         ctx.emit(step=_plain(res))
         return
     ncores = _cores(mod)

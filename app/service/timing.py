@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -112,27 +112,18 @@ def _measure_step(mod, workload, params, func_name, baseline, on_compiled=None,
     h = program_hash or structural_hash(mod)
     fname = func_name or mod.names()[0]
     try:
-        t0 = time.perf_counter()
-        try:
-            rt = build(mod, target="llvm")
-        finally:
-            if on_compiled is not None:
-                on_compiled()
-        compile_s = time.perf_counter() - t0
+        rt, wall_ms = _timed_build(lambda: build(mod, target="llvm"), on_compiled)
     except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
         return empty_step(h, stage="compile", error=f"compile failed: {e}")
     split = compile_split(rt)
     # the program's own compile time, also when the build came from the engine's cache
-    compile_ms = split["compile_ours_ms"] + split["compile_llvm_ms"] if split else compile_s * 1e3
+    compile_ms = split["compile_ours_ms"] + split["compile_llvm_ms"] if split else wall_ms
     out = empty_step(h, stage="check", compile_ms=compile_ms, **split)
     # the loops LLVM vectorized on its own ([{"func", "loop", "lanes"}]: the program pane's
     # badges, engine.codegen.loop_lines)
     out["llvm_vectorized"] = list((rt.compile_stats or {}).get("llvm_vectorized") or [])
-    try:
-        inputs = (workload_inputs(workload, params) if workload is not None
-                  else program_inputs(mod, fname, baseline))
-    except Exception as e:  # noqa: BLE001
-        out.update(error=f"could not prepare inputs: {e}")
+    inputs = _step_inputs(out, mod, fname, workload, params, baseline)
+    if inputs is None:
         return out
     # (the checked run and the timed runs are in the slot too, on its cores: the checked
     # run of a slow step is its time, and a multi-second run on a shared core would halve a
@@ -143,6 +134,30 @@ def _measure_step(mod, workload, params, func_name, baseline, on_compiled=None,
         out["stage"] = "done"
         out["ok"] = out["correct"] is not False
     return out
+
+
+def _timed_build(build_it: Callable[[], Any], on_compiled: Callable[[], None] | None
+                 ) -> tuple[Any, float]:
+    """``build_it()`` and its wall-clock milliseconds; ``on_compiled()`` is called when the
+    build has ended, built or failed."""
+    t0 = time.perf_counter()
+    try:
+        rt = build_it()
+    finally:
+        if on_compiled is not None:
+            on_compiled()
+    return rt, (time.perf_counter() - t0) * 1e3
+
+
+def _step_inputs(out: dict, mod, fname: str, workload, params, baseline) -> Inputs | None:
+    """A step's inputs — the workload's, else random ones for the program (``baseline``'s
+    outputs its reference) — or None with ``out``'s error saying why they could not be made."""
+    try:
+        return (workload_inputs(workload, params) if workload is not None
+                else program_inputs(mod, fname, baseline))
+    except Exception as e:  # noqa: BLE001
+        out.update(error=f"could not prepare inputs: {e}")
+        return None
 
 
 def _held(slot: Callable | None):
@@ -430,13 +445,7 @@ def measure_gpu_step(mod, workload: str | None, params: dict, target: str, *,
             on_compiled()
         return empty_step(h, stage="done", ok=True, not_gpu=NOT_A_GPU_PROGRAM, **gpu_fields)
     try:
-        t0 = time.perf_counter()
-        try:
-            rt = build_gpu(mod, tgt)
-        finally:
-            if on_compiled is not None:
-                on_compiled()
-        compile_ms = (time.perf_counter() - t0) * 1e3
+        rt, compile_ms = _timed_build(lambda: build_gpu(mod, tgt), on_compiled)
     except NotAKernelYet as e:
         # a state on the way to a GPU program (a stage not computed in a kernel yet, a
         # loop around the bound ones): said as step 0's "not a GPU program yet", not failed
@@ -502,21 +511,12 @@ def measure_board_step(mod, workload: str | None, params: dict, target: str, *,
     board = {"target": target, "time_kind": EMULATED_KIND, "emulator": "qemu-aarch64",
              "ran_on": "qemu-aarch64 emulator"}
     try:
-        t0 = time.perf_counter()
-        try:
-            rt = build(mod, target=target)
-        finally:
-            if on_compiled is not None:
-                on_compiled()
-        compile_ms = (time.perf_counter() - t0) * 1e3
+        rt, compile_ms = _timed_build(lambda: build(mod, target=target), on_compiled)
     except Exception as e:  # noqa: BLE001 - a compile failure is shown on the step
         return empty_step(h, stage="compile", error=f"compile failed: {e}", **board)
     out = empty_step(h, stage="check", compile_ms=compile_ms, **board)
-    try:
-        inputs = (workload_inputs(workload, params) if workload is not None
-                  else program_inputs(mod, fname, baseline))
-    except Exception as e:  # noqa: BLE001
-        out.update(error=f"could not prepare inputs: {e}")
+    inputs = _step_inputs(out, mod, fname, workload, params, baseline)
+    if inputs is None:
         return out
     flops = None
     if workload is not None:
@@ -567,11 +567,8 @@ def _check_and_model_gpu(rt, out: dict, mod, fname: str, workload, params, basel
     from engine.gpu.emulator import RaceError
     on_gpu, device = rt.device_status()
     out["device"] = device
-    try:
-        inputs = (workload_inputs(workload, params) if workload is not None
-                  else program_inputs(mod, fname, baseline))
-    except Exception as e:  # noqa: BLE001
-        out.update(error=f"could not prepare inputs: {e}")
+    inputs = _step_inputs(out, mod, fname, workload, params, baseline)
+    if inputs is None:
         return out
     flops = workloads.info(workload).flops(**params) if workload is not None else None
     race_check = not on_gpu and (flops is None or flops <= RACE_CHECK_MAX_FLOPS)
