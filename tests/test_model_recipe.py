@@ -55,27 +55,41 @@ def test_recipe_sizes_follow_the_isa():
     assert recipe_sizes(AVX512, 64, 10) == (10, 1, 8)      # one vector of 10 columns
 
 
+def _mlp_params(seed):
+    rng = np.random.default_rng(seed)
+    return {"w0": rng.standard_normal((128, 784), "float32") * 0.05,
+            "b0": rng.standard_normal(128, "float32"),
+            "w1": rng.standard_normal((10, 128), "float32") * 0.1,
+            "b1": rng.standard_normal(10, "float32")}
+
+
+def _mlp_numpy(x, params):
+    return np.maximum(x @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
+
+
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("isa", ISAS, ids=lambda i: i.name)
 def test_linear_with_transposed_weights_is_stored_transposed_and_scheduled(batch, isa):
-    """x @ W.T with W a constant: the stage reads W[k, j] and the recipe vectorizes j."""
-    from engine.models.pipeline import stage_module
-    rng = np.random.default_rng(batch)
-    params = {"w0": rng.standard_normal((128, 784), "float32") * 0.05,
-              "b0": rng.standard_normal(128, "float32"),
-              "w1": rng.standard_normal((10, 128), "float32") * 0.1,
-              "b1": rng.standard_normal(10, "float32")}
+    """x @ W.T with W a constant: the stages as written keep the course's W[j, k]; the
+    recipe's first step transposes W (transform_layout), main passes W stored transposed,
+    and the recipe vectorizes j."""
     from engine.models.course import mlp_module
-    x = rng.standard_normal((batch, 784), "float32")
-    want = np.maximum(x @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
-    for stage in ("unscheduled", "scheduled", "fused+scheduled"):
-        mod, _ = stage_module(mlp_module(batch, params), stage, isa)
-        lin = [f for n, f in mod.items() if n.startswith(("linear0", "fused_linear0"))][0]
-        assert tuple(lin.buffer_params[1].shape) == (784, 128)
-        if stage != "unscheduled":
+    from engine.models.pipeline import stage_module
+    params = _mlp_params(batch)
+    x = np.random.default_rng(9).standard_normal((batch, 784), "float32")
+    for stage in ("unscheduled", "fused", "scheduled", "fused+scheduled"):
+        mod, traces = stage_module(mlp_module(batch, params), stage, isa)
+        name = next(n for n in mod.names() if n.startswith(("linear0", "fused_linear0")))
+        lin = mod[name]
+        if stage in ("unscheduled", "fused"):
+            assert tuple(lin.buffer_params[1].shape) == (128, 784)
+            assert traces == {}
+        else:
+            assert tuple(lin.buffer_params[1].shape) == (784, 128)
+            assert traces[name].insts[1].kind == "TransformLayout"
             assert ForKind.VECTORIZED in _kinds(lin)
         got = np.asarray(relax.VirtualMachine(relax.build(mod))["main"](x))
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got, _mlp_numpy(x, params), rtol=1e-4, atol=1e-4)
 
 
 def test_computed_weights_are_left_alone():
@@ -83,6 +97,46 @@ def test_computed_weights_are_left_alone():
     from engine.models.course import mlp_module
     mod = relax.transform.LegalizeOps()(mlp_module(1))
     assert pretranspose_weights(mod) is mod
+
+
+def _scheduled_linear0(mod, index_map):
+    """linear0 of ``mod`` with its weight (read 1 of block Y) given the layout of
+    ``index_map``; (function, trace)."""
+    from engine.schedule import Schedule
+    sch = Schedule(IRModule((("linear0", mod["linear0"]),)))
+    sch.transform_layout(sch.get_block("Y", func_name="linear0"), ("read", 1), index_map)
+    return sch.mod["linear0"], sch.trace
+
+
+@pytest.mark.parametrize("index_map", ["lambda j, k: (k, j)",
+                                       "lambda j, k: (j // 8, k, j % 8)"])
+def test_a_trace_changing_a_weights_layout_gets_it_stored_so(index_map):
+    """A trace from the explorer that gives linear0's constant weight another layout (a
+    transpose, or panels of 8 rows): the module passes the weight in that layout, computed
+    once, and still computes numpy's result; the weight as written is not changed."""
+    from engine.models.course import mlp_module
+    from engine.models.layouts import with_schedules
+    from engine.models.pipeline import stage_module
+    params = _mlp_params(0)
+    base, _ = stage_module(mlp_module(2, params), "unscheduled")
+    func, trace = _scheduled_linear0(base, index_map)
+    mod = with_schedules(base, {"linear0": func}, {"linear0": trace})
+    assert tuple(mod["linear0"].buffer_params[1].shape) != (128, 784)
+    x = np.random.default_rng(1).standard_normal((2, 784), "float32")
+    for m in (mod, base):
+        got = np.asarray(relax.VirtualMachine(relax.build(m))["main"](x))
+        np.testing.assert_allclose(got, _mlp_numpy(x, params), rtol=1e-4, atol=1e-4)
+
+
+def test_a_computed_weight_in_another_layout_is_refused_with_a_sentence():
+    """main passes linear0's weight as its own parameter: a trace transposing it cannot be
+    stored so, and says which parameter and what to do instead."""
+    from engine.models.course import mlp_module
+    from engine.models.layouts import LayoutError, with_schedules
+    base = relax.transform.LegalizeOps()(mlp_module(1))
+    func, trace = _scheduled_linear0(base, "lambda j, k: (k, j)")
+    with pytest.raises(LayoutError, match="not a constant weight.*cache_read"):
+        with_schedules(base, {"linear0": func}, {"linear0": trace})
 
 
 def test_a_reduction_larger_than_l2_is_cut_into_panels():

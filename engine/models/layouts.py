@@ -3,18 +3,20 @@
 A linear layer written as the course writes it (:func:`engine.topi.linear`, TVM's
 ``dense``) reads its weight as ``W[j, k]``: the output column ``j`` is the first index, the
 reduction ``k`` the second, so neighbouring outputs are 3 KiB apart in ``W`` and the loop
-over ``j`` cannot become a vector. When ``main`` passes that weight as a constant (the
-model's trained weights, bound by ``BindParams``), :func:`pretranspose_weights` stores the
-constant transposed — ``W_t[k, j] = W[j, k]``, computed once in numpy — and gives the
-TensorIR function the transposed parameter (the explorer's ``transform_layout`` with
-``lambda j, k: (k, j)`` on the parameter, which rewrites every access to ``W[k, j]``). The
-layer then reads its weight as ``x @ W_t`` does, and is scheduled as well as a matmul.
+over ``j`` cannot become a vector. The model's default recipe (:mod:`.schedules`) starts by
+transposing such a weight when ``main`` passes it as a constant (the model's trained
+weights, bound by ``BindParams``): the explorer's ``transform_layout`` with ``lambda j, k:
+(k, j)`` on the parameter (:func:`transpose_weight`, a step of the trace), which rewrites
+every access to ``W[k, j]``; the layer then reads its weight as ``x @ W_t`` does, and is
+scheduled as well as a matmul. The stages as written (``unscheduled``, ``fused``) keep the
+course's ``W[j, k]``.
 
-This is what TVM's ``FoldConstant`` does to ``R.linear(x, w)`` with a constant ``w``
-(``matmul(x, permute_dims(w))``: the transpose of a constant is folded into a constant);
-ONNX's ``Gemm(transB=1)`` with a weight is folded the same way when it is read
-(:mod:`engine.relax.frontend.onnx_reader`). A function called with a computed value in
-that position (not a constant) is left as it is.
+A schedule that changes a parameter's layout changes the function's signature; the module
+it goes back into is kept consistent by :func:`with_schedules`: the constants ``main``
+passes there are stored in the new layout, computed once in numpy (what TVM's
+``FoldConstant`` does to ``R.linear(x, w)`` with a constant ``w``, or to the layout
+transform ``SplitLayoutRewritePreproc`` puts before a call). A computed value in that
+position cannot be stored so: :class:`LayoutError` says which.
 """
 from __future__ import annotations
 
@@ -27,11 +29,20 @@ from engine.ir.stmt import Block, IterType
 from engine.relax import expr as X
 from engine.relax.transform.fuse_ops import call_tir_callee, tir_args
 from engine.schedule import Schedule, ScheduleError
+from engine.schedule.primitives.index_map_check import _np_eval
+from engine.schedule.primitives.layout import (function_sizes, parse_index_map,
+                                               tvm_index_map_from_json)
 
-__all__ = ["pretranspose_weights", "transposed_weight_params"]
+__all__ = ["pretranspose_weights", "transposed_weight_params", "transpose_weight",
+           "constant_params", "param_layouts", "with_schedules", "LayoutError",
+           "TRANSPOSE_MAP"]
 
 #: the index map applied to a transposed weight parameter
 TRANSPOSE_MAP = "lambda j, k: (k, j)"
+
+
+class LayoutError(ValueError):
+    """A schedule changed the layout of a parameter the module cannot give it that way."""
 
 
 def _blocks(func: PrimFunc) -> list[Block]:
@@ -82,67 +93,158 @@ def transposed_weight_params(func: PrimFunc) -> dict[int, str]:
     return out
 
 
-def _transpose_param(func: PrimFunc, name: str, pos: int, block_name: str) -> PrimFunc | None:
-    """``func`` with its ``pos``-th buffer parameter transposed (None if refused)."""
-    buf = func.buffer_params[pos]
-    sch = Schedule(IRModule(((name, func),)))
-    handle = sch.get_block(block_name, func_name=name)
+def transpose_weight(sch: Schedule, func_name: str, pos: int, block_name: str) -> bool:
+    """Apply ``transform_layout(<block>, ("read", i), "lambda j, k: (k, j)")`` to the
+    ``pos``-th buffer parameter of ``func_name`` in ``sch`` (recorded in its trace); False
+    when the engine refuses it (``sch`` unchanged)."""
+    buf = sch.mod[func_name].buffer_params[pos]
+    handle = sch.get_block(block_name, func_name=func_name)
     reads = sch.get(handle).reads
-    index = next(i for i, r in enumerate(reads) if r.buffer is buf)
+    index = next((i for i, r in enumerate(reads) if r.buffer is buf), None)
+    if index is None:
+        return False
     try:
         sch.transform_layout(handle, ("read", index), TRANSPOSE_MAP)
     except ScheduleError:
-        return None
-    return sch.mod[name]
+        return False
+    return True
 
 
-def pretranspose_weights(mod: IRModule, func_name: str = "main") -> IRModule:
-    """``mod`` with every constant weight read as ``W[j, k]`` stored transposed (module
-    docstring). A TensorIR function is rewritten only when every call of it passes a
-    constant in that position; the module is returned unchanged when there is none."""
-    if func_name not in mod or not isinstance(mod[func_name], X.Function):
-        return mod
-    main = mod[func_name]
-    calls: dict[str, list] = {}
-    for b in main.bindings():
-        callee = call_tir_callee(b.value)
-        if callee is not None:
-            calls.setdefault(callee, []).append(tir_args(b.value))
-    funcs = dict(mod.items())
-    chosen: dict[str, set[int]] = {}
-    for callee, arg_lists in calls.items():
-        f = funcs.get(callee)
-        if not isinstance(f, PrimFunc):
+def _calls(mod: IRModule, callee: str) -> list[tuple[str, tuple]]:
+    """(Relax function, arguments) of every ``call_tir`` of ``callee`` in ``mod``."""
+    out = []
+    for fname, f in mod.items():
+        if isinstance(f, X.Function):
+            for b in f.bindings():
+                if call_tir_callee(b.value) == callee:
+                    out.append((fname, tuple(tir_args(b.value))))
+    return out
+
+
+def constant_params(mod: IRModule, func_name: str) -> frozenset[int]:
+    """Positions of the buffer parameters of the TensorIR function ``func_name`` that every
+    call of it in ``mod`` passes a constant (none when nothing calls it)."""
+    calls = _calls(mod, func_name)
+    if not calls:
+        return frozenset()
+    n = len(mod[func_name].buffer_params)
+    return frozenset(p for p in range(n)
+                     if all(p < len(a) and isinstance(a[p], X.Constant) for _, a in calls))
+
+
+def _parsed_map(func: PrimFunc, buf, text) -> tuple[list, list]:
+    if isinstance(text, str) and text.lstrip().startswith("{"):
+        return tvm_index_map_from_json(text)
+    dtype = buf.shape[0].dtype if buf.shape else "int32"
+    return parse_index_map(text, free=function_sizes(func), dtype=dtype)
+
+
+def param_layouts(func: PrimFunc, name: str, trace) -> list[tuple[int, list, list, tuple]]:
+    """``(position, map parameters, map expressions, new shape)`` of each
+    ``transform_layout`` ``trace`` applies to a buffer parameter of ``func`` (named
+    ``name``), in the trace's order; each found by replaying the trace up to it."""
+    at = [k for k, inst in enumerate(trace.insts) if inst.kind == "TransformLayout"]
+    out = []
+    for k in at:
+        before = Schedule(IRModule(((name, func),)))
+        trace.truncate(k).apply_to_schedule(before)
+        after = Schedule(IRModule(((name, func),)))
+        trace.truncate(k + 1).apply_to_schedule(after)
+        old_params = before.mod[name].buffer_params
+        new_params = after.mod[name].buffer_params
+        for pos, (old, new) in enumerate(zip(old_params, new_params)):
+            if old is not new:
+                params, exprs = _parsed_map(before.mod[name], old, trace.insts[k].attrs[2])
+                out.append((pos, params, exprs, tuple(int(s) for s in new.const_shape())))
+    return out
+
+
+def _relaid(array: np.ndarray, params: list, exprs: list, shape: tuple) -> np.ndarray:
+    """``array`` in the layout the index map gives (``new[map(i)] = old[i]``)."""
+    if len(params) != array.ndim or int(np.prod(shape)) != array.size:
+        raise LayoutError(f"the index map takes {array.ndim}-D {array.shape} to {shape} "
+                          "with padding")
+    grid = np.indices(array.shape).reshape(array.ndim, -1)
+    env = dict(zip(params, grid))
+    where = tuple(np.broadcast_to(np.asarray(_np_eval(x, env), dtype=np.int64), (array.size,))
+                  for x in exprs)
+    out = np.empty(shape, array.dtype)
+    out[where] = array.reshape(-1)
+    return out
+
+
+def with_schedules(base: IRModule, funcs: dict[str, PrimFunc], traces: dict,
+                   ) -> IRModule:
+    """``base`` with its TensorIR functions replaced by ``funcs`` (scheduled by
+    ``traces``, name -> Trace, from ``base``'s own functions), and every constant a
+    replaced function's changed parameter receives stored in its new layout (module
+    docstring; one copy per constant and layout). :class:`LayoutError` when a changed
+    parameter receives something other than a constant."""
+    out = dict(base.items())
+    out.update(funcs)
+    changed: dict[str, list] = {}
+    for name, trace in traces.items():
+        old, new = base[name], funcs.get(name)
+        if new is None or all(a is b for a, b in zip(old.buffer_params, new.buffer_params)):
             continue
-        for pos, block_name in transposed_weight_params(f).items():
-            if not all(pos < len(a) and isinstance(a[pos], X.Constant) for a in arg_lists):
-                continue
-            new = _transpose_param(f, callee, pos, block_name)
-            if new is None:
-                continue
-            f = funcs[callee] = new
-            chosen.setdefault(callee, set()).add(pos)
-    if not chosen:
-        return mod
-    transposed: dict[int, X.Constant] = {}     # one transposed copy per constant
+        layouts = param_layouts(old, name, trace)
+        if layouts:
+            changed[name] = layouts
+    if not changed:
+        return IRModule(tuple(out.items()))
+    relaid: dict[tuple, X.Constant] = {}
+    for caller, f in base.items():
+        if not isinstance(f, X.Function):
+            continue
+        out[caller] = _relay_calls(caller, f, changed, base, relaid)
+    return IRModule(tuple(out.items()))
 
-    def flip(c: X.Constant) -> X.Constant:
-        if id(c) not in transposed:
-            transposed[id(c)] = X.Constant.of(np.ascontiguousarray(c.data.array.T))
-        return transposed[id(c)]
 
+def _relay_calls(caller: str, f, changed: dict, base: IRModule, relaid: dict):
+    """``f`` with the constants it passes to the functions of ``changed`` re-laid out."""
+    if not any(call_tir_callee(b.value) in changed for b in f.bindings()):
+        return f
     blocks = []
-    for block in main.body.blocks:
+    for block in f.body.blocks:
         bindings = []
         for b in block.bindings:
             callee = call_tir_callee(b.value)
-            if callee in chosen:
+            if callee in changed:
                 args = list(tir_args(b.value))
-                for pos in chosen[callee]:
-                    args[pos] = flip(args[pos])
+                for pos, params, exprs, shape in changed[callee]:
+                    arg = args[pos] if pos < len(args) else None
+                    if not isinstance(arg, X.Constant):
+                        pname = base[callee].buffer_params[pos].name
+                        raise LayoutError(
+                            f"the schedule of {callee} changes the layout of its parameter "
+                            f"{pname}, but {caller} passes it a value computed when the "
+                            f"model runs, not a constant weight; only a constant can be "
+                            f"stored in another layout (cache_read {pname} and transform "
+                            f"the layout of the copy instead)")
+                    key = (id(arg.data), tuple(str(x) for x in exprs), shape)
+                    if key not in relaid:
+                        relaid[key] = X.Constant.of(
+                            _relaid(arg.data.array, params, exprs, shape))
+                    args[pos] = relaid[key]
                 b = b.replace(value=b.value.replace(
                     args=(b.value.args[0], X.Tuple(tuple(args)))))
             bindings.append(b)
         blocks.append(block.replace(bindings=tuple(bindings)))
-    funcs[func_name] = main.replace(body=main.body.replace(blocks=tuple(blocks)))
-    return IRModule(tuple(funcs.items()))
+    return f.replace(body=f.body.replace(blocks=tuple(blocks)))
+
+
+def pretranspose_weights(mod: IRModule, func_name: str = "main") -> IRModule:
+    """``mod`` with every constant weight read as ``W[j, k]`` stored transposed (only the
+    first step of the default recipe, :func:`transpose_weight`); the module is returned
+    unchanged when there is none."""
+    funcs, traces = {}, {}
+    for name, f in mod.items():
+        if not isinstance(f, PrimFunc):
+            continue
+        weights = constant_params(mod, name)
+        sch = Schedule(IRModule(((name, f),)))
+        done = [transpose_weight(sch, name, pos, blk)
+                for pos, blk in transposed_weight_params(f).items() if pos in weights]
+        if any(done):
+            funcs[name], traces[name] = sch.mod[name], sch.trace
+    return with_schedules(mod, funcs, traces) if funcs else mod

@@ -4,10 +4,10 @@ and ``benchmarks/bench_model.py`` show.
 Stages, each an IRModule whose ``main`` calls TensorIR functions only:
 
 * ``unscheduled`` — the model as written (high-level operators legalized by
-  ``LegalizeOps``; constant weights a layer reads as ``W[j, k]`` stored transposed, once:
-  :mod:`.layouts`);
+  ``LegalizeOps``: the course's ``linear0`` reads its weight as ``W[j, k]``);
 * ``scheduled`` — every TensorIR function with its default schedule
-  (:mod:`.schedules`);
+  (:mod:`.schedules`; its first steps store the constant weights read as ``W[j, k]``
+  transposed, once at build time: :mod:`.layouts`);
 * ``fused`` — ``FuseOps`` + ``FuseTIR`` + ``DeadCodeElimination`` of the unscheduled one;
 * ``fused+scheduled`` — the fused functions with their default schedules.
 
@@ -27,7 +27,6 @@ from engine.runtime.timing import time_until_stable
 from engine.relax.transform import DeadCodeElimination, FuseOps, FuseTIR, LegalizeOps
 from engine.relax.transform.fuse_ops import call_tir_callee
 
-from .layouts import pretranspose_weights
 from .schedules import schedule_module
 
 __all__ = ["STAGES", "stage_module", "all_stages", "OpTime", "Profile", "profile",
@@ -37,9 +36,8 @@ STAGES = ("unscheduled", "scheduled", "fused", "fused+scheduled")
 
 
 def _legal(mod: IRModule) -> IRModule:
-    """Legalized, with constant weights read as ``W[j, k]`` stored transposed
-    (:func:`.layouts.pretranspose_weights`)."""
-    return pretranspose_weights(DeadCodeElimination()(LegalizeOps()(mod)))
+    """Legalized, as written (the weights in the course's layout)."""
+    return DeadCodeElimination()(LegalizeOps()(mod))
 
 
 def _fused(mod: IRModule) -> IRModule:

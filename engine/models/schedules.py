@@ -2,10 +2,16 @@
 only of the explorer's primitives and recorded as a trace (so the explorer can open the
 function with it, and the same trace can be applied to every function of the same shape).
 
-The recipe is sized from the target's vector ISA (:func:`engine.codegen.isa.isa_of`: float32
+The recipe's first steps store the constant weights a linear layer reads as ``W[j, k]``
+transposed (:func:`.layouts.transpose_weight`: ``transform_layout`` of the parameter with
+``lambda j, k: (k, j)``, only for the parameters the caller says are constants — the
+model's weights, which :func:`.layouts.with_schedules` then stores transposed once at build
+time, as TVM's constant folding does — so ``x @ W.T`` is scheduled as ``x @ W``).
+
+The rest is sized from the target's vector ISA (:func:`engine.codegen.isa.isa_of`: float32
 lanes per register ``w``, vector registers), for each reduction block with one reduction
 loop ``k`` whose last spatial loop ``j`` is contiguous in an operand (``B[k, j]``: a matmul,
-or a linear layer whose constant weight :mod:`.layouts` stored transposed):
+or a linear layer whose constant weight the first steps transposed):
 
 * ``j`` is split into ``j_0, j_1, j_2``: ``j_2`` one vector of ``w`` lanes (vectorized),
   ``j_1`` the vectors of a row of the register block (unrolled);
@@ -39,6 +45,8 @@ from engine.ir.function import IRModule, PrimFunc
 from engine.ir.functor import post_order_visit
 from engine.ir.stmt import Block, IterType
 from engine.schedule import Schedule, ScheduleError
+
+from .layouts import constant_params, transpose_weight, transposed_weight_params, with_schedules
 
 __all__ = ["default_schedule", "schedule_module", "RecipeSizes", "recipe_sizes"]
 
@@ -144,14 +152,20 @@ def _j_contiguous(block: Block) -> bool:
 
 
 def default_schedule(mod: IRModule, func_name: str | None = None,
-                     isa: VectorISA | str | None = None) -> Schedule:
+                     isa: VectorISA | str | None = None,
+                     weights: frozenset[int] | set[int] = frozenset()) -> Schedule:
     """A schedule of one TensorIR function (module docstring) for ``isa`` (a
     :class:`~engine.codegen.isa.VectorISA` or a target string; None: this machine);
-    ``sch.trace`` records it."""
+    ``weights``: the positions of the buffer parameters its caller passes constants
+    (:func:`.layouts.constant_params`), which it may store transposed; ``sch.trace``
+    records it."""
     isa = isa_of(isa)
     func_name = func_name or mod.names()[0]
     sch = Schedule(mod)
-    func = mod[func_name]
+    for pos, block_name in transposed_weight_params(mod[func_name]).items():
+        if pos in weights:
+            transpose_weight(sch, func_name, pos, block_name)
+    func = sch.mod[func_name]
     for block in _blocks(func):
         if block.init is None:
             continue
@@ -259,12 +273,14 @@ def _tile_dot_strips(sch: Schedule, func: PrimFunc, block: Block, func_name: str
 def schedule_module(mod: IRModule, isa: VectorISA | str | None = None
                     ) -> tuple[IRModule, dict]:
     """Every TensorIR function of ``mod`` with its default schedule for ``isa`` (None: this
-    machine); also name -> trace."""
+    machine), the constant weights it transposes stored transposed
+    (:func:`.layouts.with_schedules`); also name -> trace."""
     isa = isa_of(isa)
-    funcs, traces = dict(mod.items()), {}
+    funcs, traces = {}, {}
     for name, f in mod.items():
         if isinstance(f, PrimFunc):
-            sch = default_schedule(IRModule(((name, f),)), name, isa)
+            sch = default_schedule(IRModule(((name, f),)), name, isa,
+                                   constant_params(mod, name))
             funcs[name] = sch.mod[name]
             traces[name] = sch.trace
-    return IRModule(tuple(funcs.items())), traces
+    return with_schedules(mod, funcs, traces), traces
