@@ -46,7 +46,8 @@ from engine.ir.functor import post_order_visit
 from engine.ir.stmt import Block, IterType
 from engine.schedule import Schedule, ScheduleError
 
-from .layouts import constant_params, transpose_weight, transposed_weight_params, with_schedules
+from .layouts import (constant_params, transpose_weight, transposed_weight_params,
+                      with_schedules)
 
 __all__ = ["default_schedule", "schedule_module", "RecipeSizes", "recipe_sizes"]
 
