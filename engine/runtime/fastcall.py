@@ -47,6 +47,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -332,33 +333,40 @@ def symbolic_wrapper_ir(plan, layout: ArrayLayout) -> str:
     return w.finish(args)
 
 
-def _compile(plan, layout: ArrayLayout) -> _Checker:
+def jit_small_function(text: str, name: str, values: dict[str, int]) -> tuple[Any, int]:
+    """LLVM IR ``text`` compiled in its own MCJIT at LLVM's fast instruction selection
+    (straight-line loads, compares and calls need no more), each i64 global of ``values``
+    set (the addresses of Python objects the code compares with); the execution engine
+    (keep it alive) and the address of the function ``name``."""
     import llvmlite.binding as llvm
 
     from engine.codegen.target import JIT_LOCK, new_target_machine, set_host_target
+    with JIT_LOCK:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        set_host_target(mod, 0)
+        ee = llvm.create_mcjit_compiler(mod, new_target_machine(0))
+        ee.finalize_object()
+        address = ee.get_function_address(name)
+        for global_name, value in values.items():
+            ctypes.c_int64.from_address(ee.get_global_value_address(global_name)).value = value
+    return ee, address
+
+
+def _compile(plan, layout: ArrayLayout) -> _Checker:
     if plan[0] == "sym":
         text = symbolic_wrapper_ir(plan, layout)
         descrs = tuple(p[0] for p in plan[1])
     else:
         text = wrapper_ir(plan, layout)
         descrs = tuple(dtype for dtype, _, _ in plan[0])
-    with JIT_LOCK:
-        mod = llvm.parse_assembly(text)
-        mod.verify()
-        # straight-line loads and compares: LLVM's fast instruction selection is enough
-        set_host_target(mod, 0)
-        ee = llvm.create_mcjit_compiler(mod, new_target_machine(0))
-        ee.finalize_object()
-        address = ee.get_function_address("engine_checked_call")
-
-        def put(name: str, value: int) -> None:
-            ctypes.c_int64.from_address(ee.get_global_value_address(name)).value = value
-        put("engine_ndarray_type", id(np.ndarray))
-        for k, dt in enumerate(descrs):
-            put(f"engine_descr_{k}", id(dt))
+    ee, address = jit_small_function(text, "engine_checked_call", {
+        "engine_ndarray_type": id(np.ndarray),
+        **{f"engine_descr_{k}": id(dt) for k, dt in enumerate(descrs)}})
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
     # the dtype objects whose addresses the check compares with stay alive with it
     return _Checker(ee, proto(address), keep=descrs)
 
 
-__all__ = ["NEEDS_FULL_CHECK", "NOT_COMPILED", "COMPILE_AT_CALL", "ArrayLayout", "array_layout", "checked_caller", "wrapper_ir", "symbolic_wrapper_ir"]
+__all__ = ["NEEDS_FULL_CHECK", "NOT_COMPILED", "COMPILE_AT_CALL", "ArrayLayout", "array_layout", "checked_caller", "wrapper_ir", "symbolic_wrapper_ir",
+           "jit_small_function"]

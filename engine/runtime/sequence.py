@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastcall import NEEDS_FULL_CHECK, ArrayLayout, array_layout
+from .fastcall import NEEDS_FULL_CHECK, ArrayLayout, array_layout, jit_small_function
 
 __all__ = ["Operand", "Step", "Sequence", "compile_sequence", "sequence_ir", "failure"]
 
@@ -168,9 +168,6 @@ def compile_sequence(inputs: list, n_outputs: int, steps: list) -> Sequence | No
     """``engine_sequence`` compiled for this process (``inputs``: ``[(dtype, shape)]`` of
     the checked inputs; ``steps``: the :class:`Step` list), or None when numpy's array
     header could not be confirmed (:func:`~.fastcall.array_layout`)."""
-    import llvmlite.binding as llvm
-
-    from engine.codegen.target import JIT_LOCK, new_target_machine, set_host_target
     from engine.nd import NDArray
 
     layout = array_layout()
@@ -178,19 +175,8 @@ def compile_sequence(inputs: list, n_outputs: int, steps: list) -> Sequence | No
         return None
     text = sequence_ir(inputs, n_outputs, steps, layout)
     descrs = tuple(np.dtype(dt) for dt, _ in inputs)
-    with JIT_LOCK:
-        mod = llvm.parse_assembly(text)
-        mod.verify()
-        set_host_target(mod, 0)       # loads, compares and calls: fast selection suffices
-        ee = llvm.create_mcjit_compiler(mod, new_target_machine(0))
-        ee.finalize_object()
-        address = ee.get_function_address("engine_sequence")
-
-        def put(name: str, value: int) -> None:
-            ctypes.c_int64.from_address(ee.get_global_value_address(name)).value = value
-        put("engine_ndarray_type", id(np.ndarray))
-        put("engine_ndarray_subtype", id(NDArray))
-        for k, dt in enumerate(descrs):
-            put(f"engine_descr_{k}", id(dt))
+    ee, address = jit_small_function(text, "engine_sequence", {
+        "engine_ndarray_type": id(np.ndarray), "engine_ndarray_subtype": id(NDArray),
+        **{f"engine_descr_{k}": id(dt) for k, dt in enumerate(descrs)}})
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
     return Sequence(ee, proto(address), keep=descrs)
