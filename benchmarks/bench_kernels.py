@@ -31,28 +31,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import blas_info  # noqa: E402
+
 from engine.runtime.timing import time_until_stable  # noqa: E402
 
 import engine  # noqa: E402
 from engine.runtime import as_aligned, runtime_info, set_num_threads  # noqa: E402
-
-
-def blas_info() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-        infos = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
-                 f"{i.get('architecture')})" for i in threadpool_info()
-                 if i.get("user_api") == "blas"]
-        if infos:
-            return "; ".join(infos)
-    except ImportError:
-        pass
-    try:
-        cfg = np.show_config(mode="dicts")
-        blas = cfg.get("Build Dependencies", {}).get("blas", {})
-        return f"{blas.get('name')} {blas.get('version')} (from numpy.show_config)"
-    except Exception:  # noqa: BLE001
-        return "unknown (install threadpoolctl for details)"
 
 
 # ---------------------------------------------------------------------------- schedules

@@ -36,25 +36,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import blas_info, one_thread_cpu_clock  # noqa: E402
+
 import engine  # noqa: E402
 from engine import presets  # noqa: E402
 from engine.codegen.isa import isa_of  # noqa: E402
 from engine.runtime import as_aligned  # noqa: E402
 
 PRESETS = ("matmul-best", "mm_relu-best", "matmul-tiled", "mm_relu-tiled")
-
-
-def blas_info() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-        infos = sorted({f"{i.get('internal_api')} {i.get('version')} "
-                        f"({i.get('num_threads')} threads, kernel {i.get('architecture')})"
-                        for i in threadpool_info() if i.get("user_api") == "blas"})
-        if infos:
-            return "; ".join(infos)
-    except ImportError:
-        pass
-    return "unknown BLAS (install threadpoolctl for details)"
 
 
 CLOCK = time.perf_counter
@@ -151,13 +140,7 @@ def main() -> None:
     import os
     global CLOCK
     if args.cpu_time:
-        from threadpoolctl import threadpool_limits
-
-        from engine.runtime import set_num_threads
-        set_num_threads(1)
-        threadpool_limits(1)
-        CLOCK = time.process_time
-        print("one thread each (engine and OpenBLAS), CPU time of the process")
+        CLOCK = one_thread_cpu_clock()
     print(f"target: {isa_of().describe()}")
     print(f"numpy {np.__version__}, BLAS: {blas_info()}; load average "
           f"{os.getloadavg()[0]:.2f}")
