@@ -10,6 +10,9 @@ the process boundary (time limits, crashes, memory) is not, which the pool's own
     app = create_app({"TESTING": True, "MEASURE_POOL": InlinePool})
     ...
     drain(app)        # wait for the jobs queued so far (e.g. the prefetch after a click)
+
+With it, what the web tests say to the app the same way: :data:`HX` (an htmx request's
+header), :func:`text` (a response's body), :func:`state_of` (the explorer's state in a link).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import os
 import threading
 import time
 from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
 
 from app.service.pool import PoolConfig
 from app.service.protocol import Job, JobResult
@@ -124,6 +128,20 @@ def drain(app) -> None:
     measurer = app.extensions["measurer"]
     if measurer.started:
         measurer.pool.drain()
+
+
+#: the header htmx sends with its requests (the app then answers with fragments)
+HX = {"HX-Request": "true"}
+
+
+def text(resp) -> str:
+    """A test client's response body as text."""
+    return resp.get_data(as_text=True)
+
+
+def state_of(url: str) -> dict:
+    """The query of ``url`` (an explorer link, ``HX-Push-Url``) as a dict of single values."""
+    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
 def make_test_app(config: dict | None = None):

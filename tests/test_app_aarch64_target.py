@@ -10,38 +10,16 @@ from __future__ import annotations
 import html
 import json
 import re
-from urllib.parse import parse_qs, urlsplit
 
-import pytest
-
-from inline_service import drain, make_test_app, settled
+from inline_service import HX, drain, settled, state_of, text
 
 from app.service import timing
 from app.web import targets
 from engine import workloads
 from engine.schedule import Schedule
 
-HX = {"HX-Request": "true"}
 ARM = {"target": "aarch64", "n": "16"}
 ENGINE_ARM = "llvm -mtriple=aarch64-linux-gnu"
-
-
-@pytest.fixture(scope="module")
-def app():
-    return make_test_app()
-
-
-@pytest.fixture()
-def client(app):
-    return app.test_client()
-
-
-def text(resp) -> str:
-    return resp.get_data(as_text=True)
-
-
-def state_of(url: str) -> dict:
-    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
 def split_j_by_4(client) -> dict:

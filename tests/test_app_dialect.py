@@ -4,24 +4,9 @@ program export; a bad dialect is a 400 with a sentence."""
 from __future__ import annotations
 
 import html as html_lib
-from urllib.parse import parse_qs, urlsplit
-
-import pytest
 
 import engine
-from inline_service import make_test_app
-
-HX = {"HX-Request": "true"}
-
-
-@pytest.fixture(scope="module")
-def app():
-    return make_test_app()
-
-
-@pytest.fixture()
-def client(app):
-    return app.test_client()
+from inline_service import HX, state_of
 
 
 def _text(resp) -> str:
@@ -45,7 +30,7 @@ def test_the_dialect_survives_a_step_and_the_export(client):
     r = client.post("/explore/mm_relu/apply", data=data, headers=HX)
     assert r.status_code == 200, _text(r)
     url = r.headers["HX-Push-Url"]
-    q = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+    q = state_of(url)
     assert q["dialect"] == "tvm-0.27" and q["t"]
     assert "T.sblock" in _text(r)
     exp = client.get(url.replace("/explore/mm_relu?", "/explore/mm_relu/export/program?"))

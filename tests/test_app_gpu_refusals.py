@@ -4,32 +4,10 @@ found by the emulator when the worker's result comes (the step is withdrawn)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qs, urlsplit
 
-import pytest
+from inline_service import HX, drain, state_of, text
 
-from inline_service import drain, make_test_app
-
-HX = {"HX-Request": "true"}
 GPU = {"target": "cuda-h100-sxm"}
-
-
-@pytest.fixture(scope="module")
-def app():
-    return make_test_app()
-
-
-@pytest.fixture()
-def client(app):
-    return app.test_client()
-
-
-def text(resp) -> str:
-    return resp.get_data(as_text=True)
-
-
-def state_of(url: str) -> dict:
-    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
 def click(client, workload: str, q: dict, sel: str, prim: str, status: int = 200, **args):

@@ -6,37 +6,17 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from inline_service import make_test_app
+from inline_service import HX, state_of, text
 
 from app.service import timing
 from app.web import targets
 from engine import presets, workloads
 from engine.schedule import Schedule
 
-HX = {"HX-Request": "true"}
 GPU = {"target": "cuda-h100-sxm"}
-
-
-@pytest.fixture(scope="module")
-def app():
-    return make_test_app()
-
-
-@pytest.fixture()
-def client(app):
-    return app.test_client()
-
-
-def text(resp) -> str:
-    return resp.get_data(as_text=True)
-
-
-def state_of(url: str) -> dict:
-    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
 def apply(client, q: dict, sel: str, prim: str, workload: str = "vector_add", **args):

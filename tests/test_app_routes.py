@@ -11,21 +11,10 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 import engine
-from inline_service import drain, make_test_app, settled
+from inline_service import HX, drain, make_test_app, settled, state_of
 from toolbar_forms import primitive_fields, primitive_forms, toolbar_state
 
-HX = {"HX-Request": "true"}
 N = 16
-
-
-@pytest.fixture(scope="module")
-def app():
-    return make_test_app()
-
-
-@pytest.fixture()
-def client(app):
-    return app.test_client()
 
 
 def html(resp) -> str:
@@ -36,11 +25,6 @@ def apply(client, url_query: dict, sel: str, primitive: str, **args):
     data = dict(url_query)
     data.update(sel=sel, primitive=primitive, **args)
     return client.post("/explore/mm_relu/apply", data=data, headers=HX)
-
-
-def state_of(url: str) -> dict:
-    q = parse_qs(urlsplit(url).query)
-    return {k: v[0] for k, v in q.items()}
 
 
 def course_steps(client):
