@@ -7,13 +7,13 @@ numpy code in float32, at batch 1 and 64, for each stage.
     python benchmarks/bench_model.py --onnx           (also ONNX models as uploaded)
 
 Stages (``engine.models.pipeline``): ``unscheduled`` (the course's linear0/relu0/linear1
-as written; the constant weights stored transposed once, ``engine.models.layouts``),
-``scheduled`` (each function by the default recipe, sized from this machine's vector ISA:
-``engine.codegen.isa.isa_of``), ``fused`` (FuseOps + FuseTIR: linear0 and relu0 one
-function), ``fused+scheduled``; with ``--tune N``, ``fused+tuned``: every function of the
-fused stage searched as the model page's "Tune every function" does (the default recipe
-timed first, then the ``auto`` space, evolutionary, N trials, seed 0, in this process; the
-faster of the two applied).
+as written, weights read as ``W[j, k]``), ``scheduled`` (each function by the default
+recipe, sized from this machine's vector ISA: ``engine.codegen.isa.isa_of``; its first
+step stores the constant weights transposed once, ``engine.models.layouts``), ``fused``
+(FuseOps + FuseTIR: linear0 and relu0 one function), ``fused+scheduled``; with ``--tune
+N``, ``fused+tuned``: every function of the fused stage searched as the model page's
+"Tune every function" does (the default recipe timed first, then the ``auto`` space,
+evolutionary, N trials, seed 0, in this process; the faster of the two applied).
 
 For each: end-to-end time of ``vm["main"](x)`` and numpy's ``relu(x @ w0.T + b0) @ w1.T
 + b1`` on the same float32 arrays, timed alternately in ``--rounds`` rounds (each the median
@@ -75,6 +75,7 @@ def tuned(mod: IRModule, trials: int, seed: int = 0) -> IRModule:
     """Every TensorIR function of ``mod`` as the model page's "Tune every function" leaves
     it: the default recipe timed first, then a search (auto space, evolutionary,
     ``trials``) whose best trace replaces the recipe only when faster."""
+    from engine.models.layouts import constant_params, with_schedules
     from engine.models.schedules import default_schedule
     from engine.schedule import Schedule
     from engine.schedule.recorded_trace import Trace
@@ -82,29 +83,29 @@ def tuned(mod: IRModule, trials: int, seed: int = 0) -> IRModule:
     from engine.tune.measure import TaskContext
     from engine.tune.task import task_of
 
-    funcs = dict(mod.items())
+    funcs, traces = {}, {}
     runner = InlineRunner()
     for name, f in mod.items():
         if not isinstance(f, PrimFunc):
             continue
         one = IRModule(((name, f),))
-        recipe = default_schedule(one, name)
+        recipe = default_schedule(one, name, weights=constant_params(mod, name))
         ctx = TaskContext(task_of(one, name, "start"))
         first = ctx.time(ctx.build(recipe.trace.as_json()))
         res = tune(one, space="auto", trials=trials, strategy="evolutionary", seed=seed,
                    func_name=name, runner=runner)
         best = res.best
         if best is None or (first.ok and first.seconds <= best.seconds):
-            funcs[name] = recipe.mod[name]
+            funcs[name], traces[name] = recipe.mod[name], recipe.trace
             print(f"    {name}: recipe {first.seconds * 1e6:.1f} µs kept (search best "
                   f"{best.seconds * 1e6 if best else float('nan'):.1f} µs)", flush=True)
             continue
         sch = Schedule(one)
         Trace.from_json(best.trace).apply_to_schedule(sch)
-        funcs[name] = sch.mod[name]
+        funcs[name], traces[name] = sch.mod[name], sch.trace
         print(f"    {name}: search best {best.seconds * 1e6:.1f} µs replaces the recipe "
               f"{first.seconds * 1e6:.1f} µs", flush=True)
-    return IRModule(tuple(funcs.items()))
+    return with_schedules(mod, funcs, traces)   # weights a trace transposes, stored so
 
 
 def measure(mod: IRModule, x: np.ndarray, numpy_fn, label: str, batch: int,

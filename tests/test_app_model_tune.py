@@ -58,25 +58,33 @@ def test_tune_every_function_puts_a_working_trace_on_every_function(client):
         assert row["best_gflops"] > 0 and q[f"t.{row['name']}"] == [row["token"]]
         if row.get("kept_recipe"):   # the recipe and the search's best is applied
             assert row["start_gflops"] >= row["best_gflops"]
+            # its first step stores the constant weight transposed
+            assert [i.kind for i in Trace.decode(row["token"]).insts[:2]] == \
+                ["GetBlock", "TransformLayout"]
     # the tuned link's page: it shows the finished job and no redirect loop
     assert c.get(tuned).status_code == 200
     r = c.get(url.split("?")[0] + "?" + tuned.split("?", 1)[1], headers=HX)
     assert "HX-Redirect" not in r.headers and ("trace applied to the model" in _html(r) or
                                                "the default recipe was as fast" in _html(r))
 
-    # the traces replay on their functions and the whole model still matches numpy
+    # the traces replay on their functions (the course's program as written; a kept
+    # recipe first stores the constant weight transposed, which the module then passes
+    # transposed: models.layouts.with_schedules) and the whole model still matches numpy
+    from engine.models.layouts import with_schedules
     from engine.models.mlp import forward
     from app.web.model import get_model, model_stage
 
     mod = model_stage("mlp", 1, "fused")
-    funcs = dict(mod.items())
+    assert tuple(mod["linear1"].buffer_params[1].shape) == (10, 128)
+    funcs, traces = {}, {}
     for name in ("fused_linear0_relu0", "linear1"):
-        sch = engine.Schedule(IRModule(((name, funcs[name]),)))
-        Trace.decode(q[f"t.{name}"][0]).apply_to_schedule(sch)
+        sch = engine.Schedule(IRModule(((name, mod[name]),)))
+        traces[name] = Trace.decode(q[f"t.{name}"][0])
+        traces[name].apply_to_schedule(sch)
         funcs[name] = sch.mod[name]
     model = get_model("mlp")
     x = model.test_inputs(1)
-    got = relax.VirtualMachine(relax.build(IRModule(tuple(funcs.items())),
+    got = relax.VirtualMachine(relax.build(with_schedules(mod, funcs, traces),
                                            target="llvm"))["main"](x)
     np.testing.assert_allclose(np.asarray(got), forward(model.extra, x), rtol=1e-4, atol=1e-4)
     # and the page's own measurement of the tuned link agrees (five stages match numpy)

@@ -156,3 +156,29 @@ def test_a_reduction_larger_than_l2_is_cut_into_panels():
     b, out = rng.standard_normal(n, "float32"), np.empty((m, n), "float32")
     build(sch.mod)["f"](x, w, b, out)
     np.testing.assert_allclose(out, np.maximum(x @ w + b, 0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("maps", [(), ("lambda j, k: (j // 2, k, j % 2)",),
+                                  ("lambda j, k: (k, j)", "lambda k, j: (j, k)")])
+def test_the_tuner_checks_a_trace_relaying_a_weight_on_inputs_in_that_layout(maps):
+    """The search's starting point (the recipe: its weight transposed) and explorer traces
+    giving the weight other layouts (panels; transposed and back) are checked and timed
+    with their inputs in the layouts they give their parameters: correct, timed."""
+    from engine.models.course import mlp_module
+    from engine.models.layouts import constant_params
+    from engine.models.pipeline import stage_module
+    from engine.schedule import Schedule
+    from engine.tune.measure import TaskContext
+    from engine.tune.task import task_of
+    base, _ = stage_module(mlp_module(2, _mlp_params(3)), "fused")
+    one = IRModule((("linear1", base["linear1"]),))
+    ctx = TaskContext(task_of(one, "linear1", "start"))
+    if maps:
+        sch = Schedule(one)
+        for m in maps:
+            sch.transform_layout(sch.get_block("Y", func_name="linear1"), ("read", 1), m)
+    else:
+        sch = default_schedule(one, "linear1", weights=constant_params(base, "linear1"))
+        assert sch.trace.insts[1].kind == "TransformLayout"
+    got = ctx.time(ctx.build(sch.trace.as_json()))
+    assert got.correct and got.error is None and got.seconds > 0

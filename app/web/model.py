@@ -25,6 +25,7 @@ import numpy as np
 from engine import IRModule, PrimFunc, structural_equal
 from engine.models import zoo
 from engine.models import passes as model_passes
+from engine.models.layouts import LayoutError, with_schedules
 from engine.models.pipeline import call_sequence, stage_module
 from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
 from engine.schedule import Schedule
@@ -43,6 +44,11 @@ __all__ = ["ModelState", "get_model", "context", "STAGE_LABELS"]
 
 STAGE_LABELS = {"unscheduled": "unscheduled", "scheduled": "scheduled (default recipe)",
                 "fused": "fused", "fused+scheduled": "fused + scheduled (default recipe)"}
+#: what the default recipe does besides the loops, said under the stages
+RECIPE_NOTE = ("The unscheduled and fused stages are the course's program as written "
+               "(linear0 reads its weight W as W[j, k]). The default recipe starts by storing "
+               "the weights transposed at build time, as TVM's constant folding does, so "
+               "x @ W.T is scheduled as x @ W (a transform_layout step of its trace).")
 
 
 def model_bytes(model: Any) -> int:
@@ -224,19 +230,32 @@ class ModelState:
         (within the request's work budget, shared by all the link's traces: see
         :mod:`app.web.budget`); and the traces (function -> Trace)."""
         mod = self.base()
-        funcs, traces = dict(mod.items()), {}
+        funcs, traces = {}, {}
         back = self.url(tokens={})
         for fname, token in self.tokens.items():
-            if fname not in funcs or not isinstance(funcs[fname], PrimFunc):
+            if fname not in mod or not isinstance(mod[fname], PrimFunc):
                 raise AppError(400, "No such function", f"The link schedules {fname[:60]!r}, "
                                "which is not a TensorIR function of this model at this stage.",
                                back=back, back_label="the model without schedules")
             trace = decode_token(token, back, "the model without schedules")
-            sch = Schedule(IRModule(((fname, funcs[fname]),)))
+            sch = Schedule(IRModule(((fname, mod[fname]),)))
             _replay(trace, sch, fname, back)
             funcs[fname] = sch.mod[fname]
             traces[fname] = trace
-        return IRModule(tuple(funcs.items())), traces
+        try:        # weights a schedule stores in another layout: stored so, once
+            with ensure_budget(limits()):
+                return with_schedules(mod, funcs, traces), traces
+        except LayoutError as e:
+            raise AppError(400, "The schedule does not fit the model",
+                           f"{str(e)[:1].upper()}{str(e)[1:]}.", back=back,
+                           back_label="the model without schedules") from None
+        except Exception as e:  # noqa: BLE001 - over the request's budget
+            over = budget_error_of(e)
+            if over is None:
+                raise
+            raise AppError(400, "Over a limit", over_budget_text(
+                "The link's schedules", over, limits()), back=back,
+                back_label="the model without schedules") from None
 
 
 #: the modules of pass sequences, by model, batch and sequence (weighed by their IR)
@@ -479,4 +498,5 @@ def context(state: ModelState) -> dict[str, Any]:
         "main_script": (shown if steps is not None else current)["main"].script()
         if hasattr(current["main"], "script") else "",
         "stage_labels": STAGE_LABELS,
+        "recipe_note": RECIPE_NOTE,
     }

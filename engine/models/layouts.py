@@ -20,8 +20,6 @@ position cannot be stored so: :class:`LayoutError` says which.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from engine.ir import expr as E
 from engine.ir.function import IRModule, PrimFunc
 from engine.ir.functor import post_order_visit
@@ -29,13 +27,10 @@ from engine.ir.stmt import Block, IterType
 from engine.relax import expr as X
 from engine.relax.transform.fuse_ops import call_tir_callee, tir_args
 from engine.schedule import Schedule, ScheduleError
-from engine.schedule.primitives.index_map_check import _np_eval
-from engine.schedule.primitives.layout import (function_sizes, parse_index_map,
-                                               tvm_index_map_from_json)
+from engine.schedule.param_layouts import changes_params, param_layouts, relaid
 
 __all__ = ["pretranspose_weights", "transposed_weight_params", "transpose_weight",
-           "constant_params", "param_layouts", "with_schedules", "LayoutError",
-           "TRANSPOSE_MAP"]
+           "constant_params", "with_schedules", "LayoutError", "TRANSPOSE_MAP"]
 
 #: the index map applied to a transposed weight parameter
 TRANSPOSE_MAP = "lambda j, k: (k, j)"
@@ -132,47 +127,6 @@ def constant_params(mod: IRModule, func_name: str) -> frozenset[int]:
                      if all(p < len(a) and isinstance(a[p], X.Constant) for _, a in calls))
 
 
-def _parsed_map(func: PrimFunc, buf, text) -> tuple[list, list]:
-    if isinstance(text, str) and text.lstrip().startswith("{"):
-        return tvm_index_map_from_json(text)
-    dtype = buf.shape[0].dtype if buf.shape else "int32"
-    return parse_index_map(text, free=function_sizes(func), dtype=dtype)
-
-
-def param_layouts(func: PrimFunc, name: str, trace) -> list[tuple[int, list, list, tuple]]:
-    """``(position, map parameters, map expressions, new shape)`` of each
-    ``transform_layout`` ``trace`` applies to a buffer parameter of ``func`` (named
-    ``name``), in the trace's order; each found by replaying the trace up to it."""
-    at = [k for k, inst in enumerate(trace.insts) if inst.kind == "TransformLayout"]
-    out = []
-    for k in at:
-        before = Schedule(IRModule(((name, func),)))
-        trace.truncate(k).apply_to_schedule(before)
-        after = Schedule(IRModule(((name, func),)))
-        trace.truncate(k + 1).apply_to_schedule(after)
-        old_params = before.mod[name].buffer_params
-        new_params = after.mod[name].buffer_params
-        for pos, (old, new) in enumerate(zip(old_params, new_params)):
-            if old is not new:
-                params, exprs = _parsed_map(before.mod[name], old, trace.insts[k].attrs[2])
-                out.append((pos, params, exprs, tuple(int(s) for s in new.const_shape())))
-    return out
-
-
-def _relaid(array: np.ndarray, params: list, exprs: list, shape: tuple) -> np.ndarray:
-    """``array`` in the layout the index map gives (``new[map(i)] = old[i]``)."""
-    if len(params) != array.ndim or int(np.prod(shape)) != array.size:
-        raise LayoutError(f"the index map takes {array.ndim}-D {array.shape} to {shape} "
-                          "with padding")
-    grid = np.indices(array.shape).reshape(array.ndim, -1)
-    env = dict(zip(params, grid))
-    where = tuple(np.broadcast_to(np.asarray(_np_eval(x, env), dtype=np.int64), (array.size,))
-                  for x in exprs)
-    out = np.empty(shape, array.dtype)
-    out[where] = array.reshape(-1)
-    return out
-
-
 def with_schedules(base: IRModule, funcs: dict[str, PrimFunc], traces: dict,
                    ) -> IRModule:
     """``base`` with its TensorIR functions replaced by ``funcs`` (scheduled by
@@ -185,22 +139,22 @@ def with_schedules(base: IRModule, funcs: dict[str, PrimFunc], traces: dict,
     changed: dict[str, list] = {}
     for name, trace in traces.items():
         old, new = base[name], funcs.get(name)
-        if new is None or all(a is b for a, b in zip(old.buffer_params, new.buffer_params)):
+        if new is None or not changes_params(old, new):
             continue
         layouts = param_layouts(old, name, trace)
         if layouts:
             changed[name] = layouts
     if not changed:
         return IRModule(tuple(out.items()))
-    relaid: dict[tuple, X.Constant] = {}
+    done: dict[tuple, X.Constant] = {}
     for caller, f in base.items():
         if not isinstance(f, X.Function):
             continue
-        out[caller] = _relay_calls(caller, f, changed, base, relaid)
+        out[caller] = _relay_calls(caller, f, changed, base, done)
     return IRModule(tuple(out.items()))
 
 
-def _relay_calls(caller: str, f, changed: dict, base: IRModule, relaid: dict):
+def _relay_calls(caller: str, f, changed: dict, base: IRModule, done: dict):
     """``f`` with the constants it passes to the functions of ``changed`` re-laid out."""
     if not any(call_tir_callee(b.value) in changed for b in f.bindings()):
         return f
@@ -211,7 +165,8 @@ def _relay_calls(caller: str, f, changed: dict, base: IRModule, relaid: dict):
             callee = call_tir_callee(b.value)
             if callee in changed:
                 args = list(tir_args(b.value))
-                for pos, params, exprs, shape in changed[callee]:
+                for layout in changed[callee]:
+                    pos = layout.position
                     arg = args[pos] if pos < len(args) else None
                     if not isinstance(arg, X.Constant):
                         pname = base[callee].buffer_params[pos].name
@@ -221,11 +176,14 @@ def _relay_calls(caller: str, f, changed: dict, base: IRModule, relaid: dict):
                             f"model runs, not a constant weight; only a constant can be "
                             f"stored in another layout (cache_read {pname} and transform "
                             f"the layout of the copy instead)")
-                    key = (id(arg.data), tuple(str(x) for x in exprs), shape)
-                    if key not in relaid:
-                        relaid[key] = X.Constant.of(
-                            _relaid(arg.data.array, params, exprs, shape))
-                    args[pos] = relaid[key]
+                    key = (id(arg.data), tuple(str(x) for x in layout.exprs), layout.shape)
+                    if key not in done:
+                        try:
+                            done[key] = X.Constant.of(relaid(arg.data.array, layout))
+                        except ValueError as e:
+                            raise LayoutError(f"the schedule of {callee} re-lays out a "
+                                              f"constant it is passed: {e}") from None
+                    args[pos] = done[key]
                 b = b.replace(value=b.value.replace(
                     args=(b.value.args[0], X.Tuple(tuple(args)))))
             bindings.append(b)

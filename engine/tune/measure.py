@@ -28,6 +28,7 @@ import numpy as np
 from engine import workloads
 from engine.runtime import build, check_correctness, random_args
 from engine.runtime.timing import SLOW_FACTOR, time_until_stable
+from engine.schedule.param_layouts import changes_params, param_layouts, relaid
 
 from .task import TuneTask
 
@@ -92,6 +93,8 @@ class Built:
     rt: Any = None
     #: seconds of the checked run (a cold run: an upper bound of the kernel's time)
     checked_seconds: float | None = None
+    #: the inputs in the layouts the candidate gives its parameters (None: the task's)
+    args: list | None = None
 
 
 class TaskContext:
@@ -164,15 +167,35 @@ class TaskContext:
         except Exception as e:  # noqa: BLE001
             res.error = f"compile failed: {e}"
             return Built(res)
-        expected = self.expected()
-        run_args = [a.copy() for a in self.args()]
+        try:
+            args, expected = self._laid_out(sch)
+        except ValueError as e:
+            res.error = f"wrong result: {e}"
+            return Built(res)
+        run_args = [a.copy() for a in args]
         rep = check_correctness(rt, self.task.func_name, reference_fn=_fixed(expected),
                                 args=run_args)
         res.correct = bool(rep.ok)
         if not rep.ok:
             res.error = f"wrong result: {rep.message}"
             return Built(res)
-        return Built(res, rt, rep.kernel_seconds)
+        return Built(res, rt, rep.kernel_seconds, None if args is self.args() else args)
+
+    def _laid_out(self, sch: Any) -> tuple[list, list]:
+        """The inputs and the expected values, each parameter the candidate re-lays out
+        (``transform_layout`` of a parameter: its caller passes arrays of the new layout,
+        as a model passes its constant weights) given that layout
+        (:mod:`engine.schedule.param_layouts`)."""
+        name = self.task.func_name
+        before, after = self.mod[name], sch.mod[name]
+        if not changes_params(before, after):
+            return self.args(), self.expected()
+        args, expected = list(self.args()), list(self.expected())
+        for layout in param_layouts(before, name, sch.trace):
+            buf = before.buffer_params[layout.position]
+            i = next(n for n, p in enumerate(before.params) if p is buf)
+            args[i], expected[i] = relaid(args[i], layout), relaid(expected[i], layout)
+        return args, expected
 
     def time(self, built: Built, best_so_far: float | None = None) -> MeasureResult:
         """Time a built, correct candidate (:func:`time_until_stable`; ``best_so_far``: the
@@ -189,7 +212,7 @@ class TaskContext:
             # its checked run alone shows it is far from the best: not run again (a
             # candidate that recomputes a reduction per element can take seconds a run)
             return self._timed(res, checked)
-        args = [a.copy() for a in self.args()]
+        args = [a.copy() for a in (built.args if built.args is not None else self.args())]
         try:
             fn = built.rt[self.task.func_name]
             ptrs = fn.pointers(args)

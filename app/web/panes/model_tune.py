@@ -3,8 +3,9 @@
 :func:`tune_doc` lists the TensorIR functions of the model's current stage, one entry per
 shape (functions that are structurally equal, names aside, share one search and then its
 trace), each with the trace the link already has for it, or else the model's default recipe
-(:mod:`engine.models.schedules`) — the search's starting point, which a found trace
-replaces only when faster;
+(:mod:`engine.models.schedules`, its first steps storing the constant weights transposed:
+the link then stores them so, :func:`engine.models.layouts.with_schedules`) — the search's
+starting point, which a found trace replaces only when faster;
 :func:`spec_from_form` checks the trial budget; :func:`progress_context` turns the job's
 partial results (``f<i>``: trials done of total, GFLOP/s at the start and best so far, the
 best trace's token, or why the function could not be tuned) into the live view; and
@@ -17,6 +18,7 @@ from typing import Any
 
 from engine import PrimFunc
 from engine.ir.function import IRModule
+from engine.models.layouts import constant_params
 from engine.models.schedules import default_schedule
 
 from ...errors import AppError
@@ -67,7 +69,9 @@ def tune_doc(state: ModelState) -> dict:
         start = traces.get(name)
         recipe = start is None      # none in the link: the search starts from the recipe
         if recipe:
-            start = default_schedule(IRModule(((name, base[name]),)), name).trace
+            weights = frozenset.intersection(*(constant_params(base, m) for m in members))
+            start = default_schedule(IRModule(((name, base[name]),)), name,
+                                     weights=weights).trace
         functions.append({"name": name, "members": members, "func": base[name],
                           "start": start.as_json(), "recipe": recipe})
     return {"functions": functions}
