@@ -8,12 +8,13 @@ import struct
 
 import pytest
 
+from aarch64_samples import mm_relu_neon
+
 import engine
 from engine import workloads
 from engine.codegen.machine import NAMED_MACHINES, TargetStringError, parse_machine
 from engine.lower.errors import BuildError
 from engine.runtime.cross import CrossModule
-from engine.schedule import Schedule
 
 EM_AARCH64 = 183
 
@@ -21,17 +22,6 @@ EM_AARCH64 = 183
 def _elf_machine(obj: bytes) -> int:
     assert obj[:4] == b"\x7fELF", "not an ELF object"
     return struct.unpack_from("<H", obj, 18)[0]
-
-
-def _mm_relu_vectorized(n: int = 32):
-    sch = Schedule(workloads.get("mm_relu", n=n))
-    b = sch.get_block("Y")
-    i, j, k = sch.get_loops(b)
-    j0, j1 = sch.split(j, [None, 4])
-    sch.reorder(j0, k, j1)
-    sch.vectorize(j1)
-    sch.parallel(i)
-    return sch.mod
 
 
 def test_target_strings():
@@ -49,7 +39,7 @@ def test_target_strings():
 
 @pytest.mark.parametrize("target", ["llvm -mtriple=aarch64-linux-gnu", "raspberry-pi-5"])
 def test_build_emits_neon_aarch64_objects(target):
-    rt = engine.build(_mm_relu_vectorized(), target=target)
+    rt = engine.build(mm_relu_neon(), target=target)
     assert isinstance(rt, CrossModule)
     assert rt.names() == ["mm_relu"]
     # the kernel and its parallel loop body, each an AArch64 ELF object
@@ -64,7 +54,7 @@ def test_build_emits_neon_aarch64_objects(target):
 
 
 def test_cross_kernel_is_not_called_here():
-    rt = engine.build(_mm_relu_vectorized(8), target="llvm -mtriple=aarch64-linux-gnu")
+    rt = engine.build(mm_relu_neon(8), target="llvm -mtriple=aarch64-linux-gnu")
     with pytest.raises(BuildError, match="qemu-aarch64"):
         rt["mm_relu"]()
 

@@ -10,6 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from aarch64_samples import ARM, mm_relu_neon
+
 import engine
 from engine import presets, workloads
 from engine.deploy.aarch64 import link_kernels
@@ -17,22 +19,6 @@ from engine.deploy.board import run_on_board
 from engine.deploy.qemu import (call_under_qemu, library_metadata, measure_under_qemu,
                                run_under_qemu)
 from engine.deploy.targets import DeployError
-from engine.schedule import Schedule
-
-ARM = "llvm -mtriple=aarch64-linux-gnu"
-
-
-def _mm_relu(n: int):
-    """mm_relu with its inner j loop vectorized by 4 (NEON's float lanes) and i parallel."""
-    sch = Schedule(workloads.get("mm_relu", n=n))
-    b = sch.get_block("Y")
-    i, j, k = sch.get_loops(b)
-    j0, j1 = sch.split(j, [None, 4])
-    sch.reorder(j0, k, j1)
-    sch.vectorize(j1)
-    sch.parallel(i)
-    return sch.mod
-
 
 def _check_against_numpy(workload: str, mod, target: str = ARM, **params):
     rt = engine.build(mod, target=target)
@@ -47,7 +33,7 @@ def _check_against_numpy(workload: str, mod, target: str = ARM, **params):
 
 
 def test_mm_relu_vectorized_parallel_under_qemu():
-    rt = _check_against_numpy("mm_relu", _mm_relu(24), n=24)
+    rt = _check_against_numpy("mm_relu", mm_relu_neon(24), n=24)
     assert "fmla\tv" in rt.get_source("asm")
 
 
@@ -62,7 +48,7 @@ def test_softmax_under_qemu():
 
 
 def test_linked_library_is_aarch64_and_needs_only_libc(tmp_path):
-    rt = engine.build(_mm_relu(8), target=ARM)
+    rt = engine.build(mm_relu_neon(8), target=ARM)
     lib = link_kernels(rt, tmp_path / "k.so")
     head = subprocess.run(["readelf", "-h", str(lib)], capture_output=True, text=True).stdout
     assert "AArch64" in head
@@ -72,7 +58,7 @@ def test_linked_library_is_aarch64_and_needs_only_libc(tmp_path):
 
 
 def test_wrong_arguments_are_refused_with_a_sentence(tmp_path):
-    rt = engine.build(_mm_relu(8), target=ARM)
+    rt = engine.build(mm_relu_neon(8), target=ARM)
     a = np.zeros((8, 8), np.float32)
     with pytest.raises(DeployError, match="must be a numpy array float32"):
         run_on_board(rt, "mm_relu", [a, a.astype(np.float64), a.copy()])
@@ -106,8 +92,8 @@ def test_exported_kernel_of_a_board_build_and_of_a_host_build(tmp_path):
     a = np.random.default_rng(1).random((16, 16), dtype=np.float32)
     b = np.random.default_rng(2).random((16, 16), dtype=np.float32)
     want = np.maximum(a @ b, 0)
-    board = engine.build(_mm_relu(16), target=ARM).export_library(tmp_path / "k.so")
-    host = engine.build(_mm_relu(16)).export_library(tmp_path / "h.so", target=ARM)
+    board = engine.build(mm_relu_neon(16), target=ARM).export_library(tmp_path / "k.so")
+    host = engine.build(mm_relu_neon(16)).export_library(tmp_path / "h.so", target=ARM)
     for lib in (board, host):
         assert "AArch64" in _readelf("-h", lib.path)
         needed = {line.split("[")[1].rstrip("]")
