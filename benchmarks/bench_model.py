@@ -36,6 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import blas_info, one_thread_cpu_clock  # noqa: E402
+
 from engine import relax  # noqa: E402
 from engine.codegen.isa import isa_of  # noqa: E402
 from engine.ir.function import IRModule, PrimFunc  # noqa: E402
@@ -56,19 +58,6 @@ def _best_of(fn, number: int, repeat: int) -> float:
             fn()
         runs.append((CLOCK() - t0) / number)
     return float(np.median(runs))
-
-
-def blas_info() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-        infos = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
-                 f"kernel {i.get('architecture')})" for i in threadpool_info()
-                 if i.get("user_api") == "blas"]
-        if infos:
-            return "; ".join(infos)
-    except ImportError:
-        pass
-    return "unknown BLAS (install threadpoolctl for details)"
 
 
 def tuned(mod: IRModule, trials: int, seed: int = 0) -> IRModule:
@@ -187,13 +176,7 @@ def main() -> None:
     args = ap.parse_args()
     global CLOCK
     if args.cpu_time:
-        from threadpoolctl import threadpool_limits
-
-        from engine.runtime import set_num_threads
-        set_num_threads(1)
-        threadpool_limits(1)
-        CLOCK = time.process_time
-        print("one thread each (engine and OpenBLAS), CPU time of the process")
+        CLOCK = one_thread_cpu_clock()
     trained = mlp.trained_mlp()
     params = trained.params
     print(f"MLP 784-128-10, test accuracy (numpy float32) {trained.test_accuracy:.2%}")
