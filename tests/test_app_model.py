@@ -149,3 +149,46 @@ def test_an_uploaded_onnx_model_gets_its_page_and_measurement(client):
     assert r.status_code == 400 and "not an ONNX model" in _html(r)
     assert c.post("/model/onnx", data={}).status_code == 400
     assert c.get("/model/onnx-0123456789abcdef").status_code == 404
+
+
+def _relayout_token(mod, fname: str, index_map: str, block: str = "Y") -> str:
+    """A trace giving ``fname``'s second read of ``block`` (its weight) another layout."""
+    sch = engine.Schedule(IRModule(((fname, mod[fname]),)))
+    sch.transform_layout(sch.get_block(block, func_name=fname), ("read", 1), index_map)
+    return sch.trace.encode()
+
+
+def test_the_stages_as_written_keep_the_course_layout_and_a_transposing_trace_works(client):
+    """The unscheduled functions read W (128, 784) as the course writes it; the page says
+    what the recipe does with the weights; a link whose trace stores linear0's weight
+    transposed (the recipe's first step) gets main passing it transposed: it measures
+    and matches numpy, as do the four stages."""
+    from app.web.model import ModelState, model_stage
+    app, c = client
+    html = _html(c.get("/model/mlp?batch=1&fused=0"))
+    assert "<code>W(128, 784)</code>" in html and 'id="recipe-note"' in html
+    assert "x @ W.T is scheduled as x @ W" in html
+    token = _relayout_token(model_stage("mlp", 1, "unscheduled"), "linear0",
+                            "lambda j, k: (k, j)")
+    url = f"/model/mlp?batch=1&fused=0&t.linear0={token}"
+    assert c.get(url).status_code == 200
+    current, _ = ModelState.from_request("mlp", {"batch": "1", "fused": "0",
+                                                 "t.linear0": token}).scheduled()
+    assert tuple(current["linear0"].buffer_params[1].shape) == (784, 128)
+    murl = url.replace("/model/mlp?", "/model/mlp/measure?")
+    c.get(murl)
+    drain(app)
+    assert _html(c.get(murl)).count("<td>yes</td>") == 5
+
+
+def test_a_trace_relaying_a_computed_weight_is_refused_with_a_sentence(client):
+    """After LowerToTensorIR alone the weights are main's parameters, transposed at run
+    time: a trace storing matmul's B in another layout cannot be given that, and says so."""
+    from app.web.model import ModelState
+    app, c = client
+    base = ModelState.from_request("mlp", {"batch": "1", "fused": "0",
+                                           "passes": "LowerToTensorIR"}).base()
+    token = _relayout_token(base, "matmul", "lambda k, j: (j, k)", "T_matmul")
+    r = c.get(f"/model/mlp?batch=1&fused=0&passes=LowerToTensorIR&t.matmul={token}")
+    assert r.status_code == 400
+    assert "not a constant weight" in _html(r) and "cache_read" in _html(r)
