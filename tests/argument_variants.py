@@ -48,8 +48,10 @@ def variant(kind: str, rng, tmp=None):
 
 def arguments(kinds: list[str], rng, tmp=None) -> list:
     """One argument per kind; "same_as_a" is the first argument again, "overlap_b" (third
-    place) the second."""
-    args = [variant(k, rng, tmp) for k in kinds]
+    place) the second. Each "memmap" maps a file of its own beside ``tmp`` (two on one file
+    would be one array: the kernel would write into its own input)."""
+    args = [variant(k, rng, None if tmp is None else tmp.with_name(f"{tmp.stem}{i}{tmp.suffix}"))
+            for i, k in enumerate(kinds)]
     for i, k in enumerate(kinds):
         if k == "same_as_a" and i > 0 and isinstance(args[0], np.ndarray):
             args[i] = args[0]
