@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pytest
 
 import engine
@@ -192,3 +193,46 @@ def test_a_trace_relaying_a_computed_weight_is_refused_with_a_sentence(client):
     r = c.get(f"/model/mlp?batch=1&fused=0&passes=LowerToTensorIR&t.matmul={token}")
     assert r.status_code == 400
     assert "not a constant weight" in _html(r) and "cache_read" in _html(r)
+
+
+def test_a_recipe_trace_opens_in_the_explorer_on_the_weights_as_stored_and_comes_back(client):
+    """A link whose linear1 carries the recipe (its first step stores W transposed): the
+    function's explorer link opens the function as the model stores it (W (128, 10)) with
+    the rest of the recipe, and does not replay the layout step the explorer refuses;
+    pasting an explorer link of that program back puts the layout steps first again."""
+    from app.web.model import ModelState, get_model, model_stage
+    from engine import relax
+    from engine.models.layouts import constant_params
+    from engine.models.mlp import forward
+    from engine.models.schedules import default_schedule
+    from engine.schedule import Trace
+    app, c = client
+    base = model_stage("mlp", 1, "fused")
+    recipe = default_schedule(IRModule((("linear1", base["linear1"]),)), "linear1",
+                              weights=constant_params(base, "linear1")).trace
+    url = f"/model/mlp?batch=1&fused=1&t.linear1={recipe.encode()}"
+    html = _html(c.get(url))
+    link = re.search(r'id="fn-linear1".*?class="fname" href="([^"]+)"', html, re.S).group(1)
+    link = link.replace("&amp;", "&")
+    q = parse_qs(urlparse(link).query)
+    rest = Trace.decode(q["t"][0])
+    assert len(rest) == len(recipe) - 2 and "TransformLayout" not in [i.kind for i in rest]
+    page = c.get(link)
+    assert page.status_code == 200 and "changes the layout" not in _html(page)
+    assert "(128, 10)" in _html(page)
+    # the explorer's link of the stored program, one step shorter, pasted back
+    pasted = link.replace(q["t"][0], rest.truncate(len(rest) - 1).encode())
+    r = c.post("/model/mlp/apply", data={"batch": "1", "fused": "1", "func": "linear1",
+                                         "t.linear1": recipe.encode(),
+                                         "trace": "http://127.0.0.1:5000" + pasted})
+    assert r.status_code == 303, _html(r)
+    token = parse_qs(urlparse(r.headers["Location"]).query)["t.linear1"][0]
+    kinds = [i.kind for i in Trace.decode(token).insts]
+    assert kinds[:2] == ["GetBlock", "TransformLayout"] and len(kinds) == len(recipe) - 1
+    state = ModelState.from_request("mlp", {"batch": "1", "fused": "1", "t.linear1": token})
+    current, _ = state.scheduled()
+    assert tuple(current["linear1"].buffer_params[1].shape) == (128, 10)
+    x = np.random.default_rng(0).standard_normal((1, 784)).astype("float32")
+    got = relax.VirtualMachine(relax.build(current, target="llvm"))["main"](x)
+    np.testing.assert_allclose(np.asarray(got), forward(get_model("mlp").extra, x),
+                               rtol=1e-4, atol=1e-4)

@@ -25,10 +25,11 @@ import numpy as np
 from engine import IRModule, PrimFunc, structural_equal
 from engine.models import zoo
 from engine.models import passes as model_passes
-from engine.models.layouts import LayoutError, with_schedules
+from engine.models.layouts import (LayoutError, join_layout_steps, split_layout_steps,
+                                   with_schedules)
 from engine.models.pipeline import call_sequence, stage_module
 from engine.relax.transform.op_pattern import PATTERN_NAMES, op_pattern
-from engine.schedule import Schedule
+from engine.schedule import Schedule, Trace
 
 from ..errors import AppError
 from ..kept import MiB, Kept, ir_bytes
@@ -37,7 +38,7 @@ from .budget import budget_error_of, ensure_budget, over_budget_text
 from .learner import learner_key
 from .measuring import client_key
 from .services import instance_folder, limits, measurer
-from .session import CUSTOM, decode_token, encode_src
+from .session import CUSTOM, decode_src, decode_token, encode_src
 from .uploads import NAME, UploadRefused, Uploads
 
 __all__ = ["ModelState", "get_model", "context", "STAGE_LABELS"]
@@ -376,8 +377,45 @@ def same_shape_functions(mod: IRModule, fname: str) -> list[str]:
     return out
 
 
+def stored_function(fname: str, func: PrimFunc, token: str | None
+                    ) -> tuple[PrimFunc, str | None, Any]:
+    """The function and trace token the explorer opens: ``func`` and ``token``, or when
+    the trace starts by storing parameters in another layout (the recipe's transposed
+    weight: the explorer keeps a function's parameters as they are), the function as the
+    model stores it and the rest of the trace; also those first steps (None if none)."""
+    if not token:
+        return func, token, None
+    try:
+        split = split_layout_steps(func, fname, Trace.decode(token))
+    except Exception:  # noqa: BLE001 - a link's trace that does not replay: as it is
+        return func, token, None
+    if split is None:
+        return func, token, None
+    stored, steps, rest = split
+    return stored, (rest.encode() if len(rest) else None), steps
+
+
+def pasted_token(state: "ModelState", fname: str, token: str, src: str | None) -> str:
+    """The token a pasted explorer link gives ``fname``: its own, or — when the link opened
+    the function as the model stores it (:func:`stored_function`: its ``src`` that
+    program) — the steps that store it so, then the pasted ones."""
+    if not src or fname not in state.tokens:
+        return token
+    base = state.base()
+    if fname not in base or not isinstance(base[fname], PrimFunc):
+        return token
+    stored, _, steps = stored_function(fname, base[fname], state.tokens[fname])
+    if steps is None or decode_src(src) != IRModule(((fname, stored),)).script():
+        return token
+    pasted = decode_token(token, state.url(), "the model")
+    return join_layout_steps(steps, pasted).encode()
+
+
 def explorer_link(fname: str, func: PrimFunc, token: str | None) -> str:
-    """The ordinary explorer on this function (a custom program) with its trace."""
+    """The ordinary explorer on this function (a custom program) with its trace (the
+    function as the model stores its weights, when the trace starts by storing them in
+    another layout: :func:`stored_function`)."""
+    func, token, _ = stored_function(fname, func, token)
     text = IRModule(((fname, func),)).script()
     q = {"src": encode_src(text)}
     if token:

@@ -128,6 +128,14 @@ def _token_of(text: str) -> str:
     return text
 
 
+def _src_of(text: str) -> str | None:
+    """The program of a pasted explorer link (its ``src=``), or None."""
+    text = (text or "").strip()
+    if "src=" not in text or not ("/" in text or "?" in text):
+        return None
+    return (parse_qs(urlparse(text).query).get("src") or [None])[0]
+
+
 @bp.post("/model/<name>/apply")
 def model_apply(name: str):
     state = model_view.ModelState.from_request(name, request.form)
@@ -137,6 +145,8 @@ def model_apply(name: str):
     if fname not in base or base[fname].__class__.__name__ != "PrimFunc":
         raise AppError(400, "No such function", f"{fname[:60]!r} is not a TensorIR function "
                        "of this model.", back=state.url(), back_label="the model")
+    # a link of the function as the model stores its weights: those steps come first
+    token = model_view.pasted_token(state, fname, token, _src_of(request.form.get("trace")))
     targets = (model_view.same_shape_functions(base, fname)
                if request.form.get("scope") == "same-shape" else [fname])
     tokens = dict(state.tokens)

@@ -26,11 +26,13 @@ from engine.ir.functor import post_order_visit
 from engine.ir.stmt import Block, IterType
 from engine.relax import expr as X
 from engine.relax.transform.fuse_ops import call_tir_callee, tir_args
-from engine.schedule import Schedule, ScheduleError
+from engine.schedule import Schedule, ScheduleError, Trace
+from engine.schedule.instruction import Instruction, is_ref
 from engine.schedule.param_layouts import changes_params, param_layouts, relaid
 
 __all__ = ["pretranspose_weights", "transposed_weight_params", "transpose_weight",
-           "constant_params", "with_schedules", "LayoutError", "TRANSPOSE_MAP"]
+           "constant_params", "with_schedules", "LayoutError", "TRANSPOSE_MAP",
+           "split_layout_steps", "join_layout_steps"]
 
 #: the index map applied to a transposed weight parameter
 TRANSPOSE_MAP = "lambda j, k: (k, j)"
@@ -206,3 +208,68 @@ def pretranspose_weights(mod: IRModule, func_name: str = "main") -> IRModule:
         if any(done):
             funcs[name], traces[name] = sch.mod[name], sch.trace
     return with_schedules(mod, funcs, traces) if funcs else mod
+
+
+def _refs(values) -> set[str]:
+    out: set[str] = set()
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            out |= _refs(v)
+        elif is_ref(v):
+            out.add(v)
+    return out
+
+
+def split_layout_steps(func: PrimFunc, name: str, trace
+                       ) -> tuple[PrimFunc, Trace, Trace] | None:
+    """When ``trace`` begins with steps that only store parameters in another layout (the
+    recipe's first steps: ``get_block`` and ``transform_layout`` of a parameter) which
+    the rest does not refer to: ``(func`` with its parameters so stored, those steps, the
+    rest``)`` — the function as the model stores it and its schedule, for the explorer,
+    which keeps a function's parameters as they are; else None."""
+    insts = trace.insts
+    head = 0
+    while head < len(insts) and insts[head].kind in ("GetBlock", "TransformLayout"):
+        head += 1
+    k = max((n + 1 for n in range(head) if insts[n].kind == "TransformLayout"), default=0)
+    if k == 0:
+        return None
+    steps = trace.truncate(k)
+    defined = {o for inst in insts[:k] for o in inst.outputs}
+    if any(_refs(inst.inputs) & defined for inst in insts[k:]):
+        return None
+    if len(param_layouts(func, name, steps)) != sum(i.kind == "TransformLayout"
+                                                    for i in insts[:k]):
+        return None         # a transform_layout of a buffer the function allocates
+    sch = Schedule(IRModule(((name, func),)))
+    steps.apply_to_schedule(sch)
+    rest = Trace(insts[k:], trace.workload,
+                 {n - k: d for n, d in trace._decisions.items() if n >= k})
+    return sch.mod[name], steps, rest
+
+
+def join_layout_steps(steps: Trace, rest: Trace) -> Trace:
+    """``steps`` (from :func:`split_layout_steps`) then ``rest`` (a schedule of the
+    function they store, from the explorer): one trace of the function as written; the
+    handles of ``steps`` renamed apart from those of ``rest``."""
+    taken = {o for inst in rest.insts for o in inst.outputs} | _refs(
+        v for inst in rest.insts for v in inst.inputs)
+    names: dict[str, str] = {}
+    for inst in steps.insts:
+        for o in inst.outputs:
+            new, n = f"{o}_layout", 0
+            while new in taken:
+                n += 1
+                new = f"{o}_layout{n}"
+            names[o] = new
+            taken.add(new)
+
+    def renamed(values):
+        return tuple(renamed(v) if isinstance(v, (list, tuple))
+                     else names.get(v, v) if is_ref(v) else v for v in values)
+
+    head = [Instruction(i.kind, renamed(i.inputs), i.attrs, renamed(i.outputs))
+            for i in steps.insts]
+    k = len(head)
+    return Trace(head + list(rest.insts), rest.workload or steps.workload,
+                 {n + k: d for n, d in rest._decisions.items()})
