@@ -16,7 +16,11 @@ it goes back into is kept consistent by :func:`with_schedules`: the constants ``
 passes there are stored in the new layout, computed once in numpy (what TVM's
 ``FoldConstant`` does to ``R.linear(x, w)`` with a constant ``w``, or to the layout
 transform ``SplitLayoutRewritePreproc`` puts before a call). A computed value in that
-position cannot be stored so: :class:`LayoutError` says which.
+position cannot be stored so: :class:`LayoutError` says which. The explorer keeps a
+function's parameters as they are, so the model page opens a function whose trace starts
+with such steps as the model stores it, with the rest of the trace
+(:func:`split_layout_steps`), and puts those steps back first when that program's link is
+pasted (:func:`join_layout_steps`).
 """
 from __future__ import annotations
 
