@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from engine.script.pyast import parse_python
+
 from .error import TraceError
 from .registry import BY_METHOD
 
@@ -132,7 +134,7 @@ class _Reader:
 def apply_python_trace(text: str, sch: Any) -> None:
     """Apply the trace written as Python in ``text`` to ``sch`` (see the module)."""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError as e:
         raise TraceError(f"the trace is not Python: {e.msg} (line {e.lineno})") from None
     _Reader(sch).run(_body(tree))

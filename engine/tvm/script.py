@@ -9,6 +9,7 @@ import ast
 from typing import Any
 
 from engine.script import ScriptError, ir, ir_module, parse, relax, tir
+from engine.script.pyast import parse_python
 
 tirx = tir
 
@@ -24,7 +25,7 @@ def from_source(input_func: Any, extra_vars: Any = None) -> Any:
                         f"{type(input_func).__name__} (decorate functions with T.prim_func)")
     mod = parse(input_func)
     try:
-        top = [type(s) for s in ast.parse(input_func).body
+        top = [type(s) for s in parse_python(input_func).body
                if not isinstance(s, (ast.Import, ast.ImportFrom))]
     except SyntaxError:  # parse() read it, so this does not happen
         return mod

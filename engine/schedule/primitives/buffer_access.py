@@ -13,6 +13,7 @@ from engine.ir.buffer import BufferRegion, Range
 from engine.ir.dtype import check_dtype
 from engine.ir.functor import Mutator, collect, substitute
 from engine.ir.stmt import BufferStore, MatchBufferRegion
+from engine.script.pyast import parse_python
 
 from ..error import ScheduleError, TraceError
 from ..registry import (Ctx, Primitive, Result, fmt, py_int, py_int_list, py_str,
@@ -156,7 +157,7 @@ def parse_ranges(text: Any) -> tuple[list, list]:
             raise IndexMapError("the IndexMap of the ranges must give (begin, end) pairs")
         return params, [(simplify(b), simplify(e)) for b, e in zip(exprs[::2], exprs[1::2])]
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse_python(text.strip(), mode="eval")
     except SyntaxError as e:
         raise IndexMapError(f"the ranges are not valid Python ({e.msg}); {_EXAMPLE}") from None
     except RecursionError:

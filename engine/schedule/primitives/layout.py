@@ -27,6 +27,7 @@ from engine.arith import bound_of, relax, simplify
 from engine.ir import expr as E
 from engine.ir.buffer import Buffer, BufferRegion, Range
 from engine.ir.functor import Mutator, collect, substitute
+from engine.script.pyast import parse_python
 from engine.ir.stmt import (Block, BlockRealize, BufferStore, Evaluate, For, ForKind, IterType,
                             IterVar, seq)
 
@@ -67,7 +68,7 @@ def parse_index_map(text: str, free: Any = None, dtype: str = "int32"
     if not isinstance(text, str):
         raise IndexMapError(f"an index map must be a lambda string, got {type(text).__name__}")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse_python(text.strip(), mode="eval")
     except SyntaxError as e:
         raise IndexMapError(f"the index map is not valid Python ({e.msg}); {_EXAMPLE}") from None
     lam = tree.body

@@ -15,6 +15,7 @@ from engine.ir.buffer import Buffer
 from engine.ir.dtype import DTypeError, SCALAR_DTYPES, split_lanes
 
 from ..errors import ScriptError
+from ..pyast import parse_python
 from .dialect import DTYPE_HINT, DTYPE_LIKE, KNOWN_T
 
 _TRUE = None  # created lazily (IntImm("bool", 1))
@@ -89,7 +90,7 @@ def python_ast(text: str) -> ast.Module:
     """Python's syntax tree of ``text`` (never compiled or run)."""
     with warnings.catch_warnings():  # e.g. SyntaxWarning for "1if": not the user's concern
         warnings.simplefilter("ignore")
-        return ast.parse(text)
+        return parse_python(text)
 
 
 def is_docstring(st: ast.AST) -> bool:
