@@ -1042,8 +1042,11 @@
         badge.setAttribute("data-loop", v.loop);
         // (a line of several loops, T.grid(...): the badge names its loop)
         var several = line.querySelectorAll("[data-loop]").length > 1;
-        badge.textContent = (several ? v.loop + ": " : "") + "vectorized by LLVM (width " +
-          (v.lanes | 0) + ")";
+        // (the words are the badge's generated content, not text of the program: copying
+        // the program or reading its text never picks them up)
+        badge.setAttribute("data-label", (several ? v.loop + ": " : "") +
+          "vectorized by LLVM (width " + (v.lanes | 0) + ")");
+        badge.setAttribute("aria-label", badge.getAttribute("data-label"));
         badge.title = "The schedule left loop " + v.loop + " unvectorized; LLVM's vectorizer " +
           "made vector code of it on its own, " + (v.lanes | 0) + " lanes at a time " +
           "(read from the optimised LLVM IR: see the code pane).";

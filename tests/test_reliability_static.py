@@ -19,6 +19,12 @@ SUBPROCESS_ALLOWED = {
                                   # with a timeout; the source goes in a temporary file/stdin)
     "engine/tvm/contrib/clang.py",  # tvm.contrib.clang.create_llvm: clang -S -emit-llvm on the
                                     # user's own source (fixed argv, no shell, a timeout)
+    "engine/deploy/targets.py",   # export_library: cc / the cross compiler link the objects the
+                                  # engine emitted (argv lists, no shell, a timeout)
+    "engine/deploy/qemu.py",      # cross-compiles the project's own qemu_runner.c and runs it under
+                                  # qemu-aarch64 (argv lists, no shell, a timeout)
+    "engine/wasm/toolchain.py",   # wasm-ld links the engine's own wasm objects (argv list, no
+                                  # shell, a timeout)
 }
 
 
