@@ -1,8 +1,9 @@
 """The shipped presets. Each recipe calls toolbar primitives only, reading sizes from the
 workload parameters so it replays (correctly, if not fast) at small sizes too.
 
-The tiled and best matmul recipes size their register blocks from the vector ISA of the
-machine they are applied on (:func:`engine.codegen.isa.isa_of`): vectors of its float32
+The tiled and best matmul recipes size their register blocks from the vector ISA they are
+applied for (``Preset.apply(sch, params, isa=...)``; None: this machine,
+:func:`engine.codegen.isa.isa_of`): vectors of its float32
 lanes (16 on AVX-512, 8 on AVX2, 4 on NEON), ``registers / 2`` accumulators (4 rows x 4
 vectors with 32 registers, 4 rows x 2 vectors with 16), and a reduction panel of packed B
 that fills the L1 data cache (:func:`register_block`, :func:`best_sizes`).
@@ -23,7 +24,7 @@ def _fit(factor: int, extent: int) -> int:
 
 
 # --------------------------------------------------------------------------- mm_relu course
-def _course(sch, p) -> None:
+def _course(sch, p, isa=None) -> None:
     """The course's TensorIR chapter: split j by 4, reorder, reverse_compute_at, decompose."""
     y = sch.get_block("Y", func_name="mm_relu")
     i, j, k = sch.get_loops(y)
@@ -65,8 +66,8 @@ def tiled_sizes(isa: VectorISA | str | None = None) -> tuple[int, int]:
     return size, size
 
 
-def _tiled(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = None):
-    def apply(sch, p) -> None:
+def _tiled(block_name: str, func: str, relu: bool):
+    def apply(sch, p, isa: VectorISA | str | None = None) -> None:
         """Tiles of TI rows x the register block's width (64 columns on AVX-512, 16 on
         AVX2), the reduction cut into TK-long panels; inside, rows x vectors accumulated
         per step of k (vectorized, rows unrolled)."""
@@ -143,8 +144,8 @@ def best_sizes(isa: VectorISA | str | None = None) -> dict:
 BEST = dict(TI=128, TJ=64, TK=128, R=4, V=4, LANES=16)
 
 
-def _best(block_name: str, func: str, relu: bool, isa: VectorISA | str | None = None):
-    def apply(sch, p) -> None:
+def _best(block_name: str, func: str, relu: bool):
+    def apply(sch, p, isa: VectorISA | str | None = None) -> None:
         """Pack B (cache_read + transform_layout), tiles for L2/L1, register block with k
         innermost-but-one, vectorize, unroll, parallel over the tile rows."""
         n = p["n"]
@@ -228,7 +229,7 @@ register(Preset(
 
 
 # --------------------------------------------------------------------------- conv2d
-def _conv_tiled(sch, p) -> None:
+def _conv_tiled(sch, p, isa=None) -> None:
     """Reduction (ci, kh, kw) outside the vectorized output row; (n, co) fused, parallel."""
     conv = sch.get_block("conv", func_name="conv2d")
     n, co, oh, ow, ci, kh, kw = sch.get_loops(conv)
@@ -241,7 +242,7 @@ def _conv_tiled(sch, p) -> None:
     sch.decompose_reduction(conv, ci)
 
 
-def _conv_best(sch, p) -> None:
+def _conv_best(sch, p, isa=None) -> None:
     """Register block of 4 output channels x one output row (vectors of 8 along ow),
     reduction outside it; the channel-block loop (moved outermost) runs in parallel."""
     conv = sch.get_block("conv", func_name="conv2d")
@@ -261,7 +262,7 @@ def _conv_best(sch, p) -> None:
     sch.decompose_reduction(conv, ci)
 
 
-def _conv_course(sch, p) -> None:
+def _conv_course(sch, p, isa=None) -> None:
     """The course's mm_relu steps carried over to conv2d: split the output column loop by
     4, move the reduction loops between its halves, separate the initialisation."""
     conv = sch.get_block("conv", func_name="conv2d")
@@ -298,7 +299,7 @@ GPU_TARGET = "cuda -model=h100-sxm"
 
 
 def _gpu(recipe: str):
-    def apply(sch, p) -> None:
+    def apply(sch, p, isa=None) -> None:
         from . import gpu_chapter
         if recipe == "vector_add":
             gpu_chapter.apply_vector_add(sch, _fit(128, p["n"]), func_name="vector_add")

@@ -7,6 +7,7 @@ from typing import Any, Callable
 from urllib.parse import urlencode
 
 from engine import workloads
+from engine.codegen.isa import isa_of
 from engine.schedule import Schedule
 
 
@@ -18,9 +19,13 @@ class PresetError(ValueError):
 class Preset:
     """A named schedule recipe.
 
-    ``apply(sch, params)`` calls schedule primitives on ``sch`` (a fresh Schedule of
-    ``workload`` built with ``params``); it reads sizes from ``params`` so that the same
-    recipe replays at smaller sizes.
+    ``apply(sch, params, isa=None)`` calls schedule primitives on ``sch`` (a fresh Schedule
+    of ``workload`` built with ``params``); it reads sizes from ``params`` so that the same
+    recipe replays at smaller sizes, and its vector sizes from ``isa`` — a CPU target
+    (``"llvm -mtriple=aarch64-linux-gnu"``, ``"raspberry-pi-5"``) or a
+    :class:`engine.codegen.isa.VectorISA`; None: this machine (the recipes that do not
+    depend on the vector width ignore it). The methods below take the same ``isa=``; a GPU
+    preset (``target`` set) ignores it.
     """
 
     name: str
@@ -47,30 +52,44 @@ class Preset:
         p.update(overrides)
         return p
 
-    def schedule(self, **overrides):
-        """A Schedule of the workload with this preset's primitives applied."""
+    def schedule(self, isa=None, **overrides):
+        """A Schedule of the workload with this preset's primitives applied, its vector
+        sizes for ``isa`` (None: this machine; see the class docstring)."""
         p = self.resolved_params(**overrides)
         mod = workloads.get(self.workload, **p)
         sch = Schedule(mod, workload=(self.workload, p))
-        self.apply(sch, p)
+        if isa is None or self.target:
+            self.apply(sch, p)
+        else:
+            self.apply(sch, p, isa=isa_of(isa))
         return sch
 
-    def trace(self, **overrides):
+    def trace(self, isa=None, **overrides):
         """The recorded :class:`engine.Trace` (with its workload and parameters)."""
-        return self.schedule(**overrides).trace
+        return self.schedule(isa, **overrides).trace
 
-    def trace_json(self, **overrides) -> dict:
-        """The trace document (JSON-serialisable dict) the web app loads."""
-        return self.trace(**overrides).as_json()
+    def trace_json(self, isa=None, **overrides) -> dict:
+        """The trace document (JSON-serialisable dict) the web app loads; built for an
+        aarch64 ``isa`` it names that target (``"target": "llvm -mtriple=aarch64-linux-gnu"``,
+        as an explorer session on the ARM board writes it)."""
+        doc = self.trace(isa, **overrides).as_json()
+        board = None if self.target else board_target(isa)
+        if board:
+            doc["target"] = board
+        return doc
 
-    def explore_url(self, **overrides) -> str:
+    def explore_url(self, isa=None, **overrides) -> str:
         """The explorer link that opens this preset: ``/explore/<workload>?<params>&t=<trace
-        token>`` (DESIGN.md's URL form; the token is :meth:`engine.Trace.encode`)."""
-        tr = self.trace(**overrides)
+        token>`` (DESIGN.md's URL form; the token is :meth:`engine.Trace.encode`); for an
+        aarch64 ``isa`` the trace sized for NEON, opened on the ARM board
+        (``&target=aarch64``)."""
+        tr = self.trace(isa, **overrides)
         query = dict(tr.workload[1]) if tr.workload else {}
         query["t"] = tr.encode()
         if self.target:
             query["target"] = target_key(self.target)
+        elif board_target(isa):
+            query["target"] = "aarch64"
         return f"/explore/{self.workload}?{urlencode(query)}"
 
     def as_dict(self) -> dict:
@@ -87,6 +106,18 @@ def target_key(target: str) -> str:
     if head != "cuda" or not model or " " in model:
         raise PresetError(f"a preset's target is 'cuda -model=NAME', got {target!r}")
     return f"cuda-{model}"
+
+
+#: the engine's target string of the ARM board (what the explorer's ``target=aarch64`` builds)
+AARCH64_TARGET = "llvm -mtriple=aarch64-linux-gnu"
+
+
+def board_target(isa) -> str | None:
+    """:data:`AARCH64_TARGET` when ``isa`` (a target string or VectorISA) is an aarch64 one,
+    else None (this machine, an x86 CPU, or no ISA)."""
+    if isa is None:
+        return None
+    return AARCH64_TARGET if isa_of(isa).arch == "aarch64" else None
 
 
 _REGISTRY: dict[str, Preset] = {}
@@ -115,14 +146,17 @@ def info(name: str) -> Preset:
                           f"{', '.join(names())}") from None
 
 
-def get(name: str, **params):
+def get(name: str, isa=None, **params):
     """``engine.presets.get("matmul-best")`` -> a Schedule of the preset's workload with its
-    trace applied; keyword arguments override the workload parameters (e.g. ``n=128``)."""
-    return info(name).schedule(**params)
+    trace applied; keyword arguments override the workload parameters (e.g. ``n=128``);
+    ``isa="raspberry-pi-5"`` (or ``"llvm -mtriple=aarch64-linux-gnu"``) sizes its vectors
+    for that target (NEON) instead of this machine."""
+    return info(name).schedule(isa, **params)
 
 
-def trace_json(name: str, **params) -> dict:
+def trace_json(name: str, isa=None, **params) -> dict:
     """The preset's trace document: ``{"format", "version", "workload": {"name",
-    "params"}, "insts"}`` — load it with ``engine.Trace.from_json``."""
-    return info(name).trace_json(**params)
+    "params"}, "insts"}`` (and ``"target"`` for an aarch64 ``isa``) — load it with
+    ``engine.Trace.from_json``."""
+    return info(name).trace_json(isa, **params)
 

@@ -98,11 +98,15 @@ def steps(session: Session) -> list[Step]:
     return out
 
 
-def presets(workload: str | None = None, here: dict | None = None) -> list[dict]:
+def presets(workload: str | None = None, here: dict | None = None,
+            isa: str | None = None) -> list[dict]:
     """The shipped schedule presets (``engine.presets``), optionally of one workload:
     name, title, description, workload, sizes and the explorer link that replays it
     (``url``); with ``here`` (the explorer's current sizes) also ``url_here``, the same
-    recipe at those sizes when they differ from the preset's and it applies to them."""
+    recipe at those sizes when they differ from the preset's and it applies to them.
+    ``isa``: a board session's engine target (``"llvm -mtriple=aarch64-linux-gnu"``): the
+    CPU presets' links are then their traces sized for it (NEON's 4 lanes), opened on the
+    board; None (this machine's CPU, a GPU): as built here."""
     try:
         out = []
         for name in engine_presets.names():
@@ -111,11 +115,12 @@ def presets(workload: str | None = None, here: dict | None = None) -> list[dict]
                 continue
             sizes = ", ".join(f"{k}={v}" for k, v in p.params.items())
             mine = {k: here[k] for k in p.params if here and k in here}
-            here_url = _preset_url(name, tuple(sorted(mine.items()))) \
+            mine_isa = None if p.target else isa
+            here_url = _preset_url(name, tuple(sorted(mine.items())), mine_isa) \
                 if mine and mine != dict(p.params) else None
             out.append({"name": p.name, "title": p.title, "description": p.description,
                         "workload": p.workload, "sizes": sizes, "tags": list(p.tags),
-                        "url": _preset_url(name, ()), "url_here": here_url})
+                        "url": _preset_url(name, (), mine_isa), "url_here": here_url})
         return out
     except Exception:  # noqa: BLE001 - presets are an extra: never break the page for them
         log.exception("listing the presets failed")
@@ -123,12 +128,12 @@ def presets(workload: str | None = None, here: dict | None = None) -> list[dict]
 
 
 @functools.lru_cache(maxsize=256)
-def _preset_url(name: str, overrides: tuple) -> str | None:
-    """``engine.presets.info(name).explore_url(**overrides)``, or None when the recipe does
-    not fit those sizes. Cached: it replays the whole schedule (10-100 ms) and the trace
-    pane lists the presets on every click."""
+def _preset_url(name: str, overrides: tuple, isa: str | None = None) -> str | None:
+    """``engine.presets.info(name).explore_url(isa, **overrides)``, or None when the recipe
+    does not fit those sizes. Cached: it replays the whole schedule (10-100 ms) and the
+    trace pane lists the presets on every click."""
     try:
-        return engine_presets.info(name).explore_url(**dict(overrides))
+        return engine_presets.info(name).explore_url(isa, **dict(overrides))
     except Exception:  # noqa: BLE001 - this recipe does not fit these sizes
         return None
 
@@ -136,5 +141,7 @@ def _preset_url(name: str, overrides: tuple) -> str | None:
 def context(session) -> dict:
     """The trace pane: ``steps`` and this workload's ``presets`` (at the explored sizes)."""
     return {"steps": steps(session),
-            "presets": presets(session.workload, here=dict(session.params))
+            "presets": presets(session.workload, here=dict(session.params),
+                               isa=session.target.engine if session.target.is_board
+                               else None)
             if session.workload_arg() is not None else []}
