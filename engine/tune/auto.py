@@ -202,7 +202,23 @@ def _fused_consumer(sch: Schedule, block) -> Any:
     return consumers[0]
 
 
-def _multi_level_tiling(sch: Schedule, name: str, limits: tuple) -> None:
+def _split_spatial(sch: Schedule, lp, most: int, lanes: int | None) -> list:
+    """``lp`` split into four sampled factors, the innermost at most ``most``; with
+    ``lanes`` (and an extent it divides) the innermost is a whole number of vectors: a
+    fixed ``lanes``-wide split fused under the sampled innermost factor."""
+    extent = sch.get(lp).extent
+    if lanes and isinstance(extent, E.IntImm) and extent.value % lanes == 0 \
+            and extent.value >= lanes and most >= lanes:
+        outer, lane = sch.split(lp, factors=[None, lanes])
+        parts = sch.split(outer, factors=sch.sample_perfect_tile(
+            outer, n=4, max_innermost_factor=max(1, most // lanes)))
+        return parts[:3] + [sch.fuse(parts[3], lane)]
+    return list(sch.split(lp, factors=sch.sample_perfect_tile(lp, n=4,
+                                                                max_innermost_factor=most)))
+
+
+def _multi_level_tiling(sch: Schedule, name: str, limits: tuple,
+                        lanes: int | None = None) -> None:
     block = sch.get_block(name)
     blk = sch.get(block)
     loops = sch.get_loops(block)
@@ -215,9 +231,9 @@ def _multi_level_tiling(sch: Schedule, name: str, limits: tuple) -> None:
     inner_most = unroll_tile if len(spatial) <= 2 else unroll_tile_many
     levels_s: list[list] = [[], [], [], []]
     for n, lp in enumerate(spatial):
-        most = vector_tile if n == len(spatial) - 1 else inner_most
-        parts = sch.split(lp, factors=sch.sample_perfect_tile(lp, n=4,
-                                                              max_innermost_factor=most))
+        last = n == len(spatial) - 1
+        most = vector_tile if last else inner_most
+        parts = _split_spatial(sch, lp, most, lanes if last else None)
         for lvl in range(4):
             levels_s[lvl].append(parts[lvl])
     levels_r: list[list] = [[], []]
@@ -248,7 +264,7 @@ def _multi_level_tiling(sch: Schedule, name: str, limits: tuple) -> None:
             sch.unroll(lp)
     wloops = sch.get_loops(writer)
     _try(sch.vectorize, wloops[-1])
-    _maybe_pack(sch, block, levels_s, limits)
+    _maybe_pack(sch, block, levels_s, limits, lanes)
     sch.decompose_reduction(block, levels_r[0][0])
 
 
@@ -272,7 +288,8 @@ def _packable_read(blk: Block) -> int | None:
     return None
 
 
-def _maybe_pack(sch: Schedule, block, levels_s: list, limits: tuple) -> None:
+def _maybe_pack(sch: Schedule, block, levels_s: list, limits: tuple,
+                whole_vectors: int | None = None) -> None:
     """Rule 2's last, sampled choice for a matmul's ``B[k, j]``: read it as it is, or
     first pack it into contiguous panels as wide as the columns one reduction panel
     updates (``cache_read`` + ``transform_layout`` ``(j // w, k, j % w)``, the copy
@@ -286,7 +303,8 @@ def _maybe_pack(sch: Schedule, block, levels_s: list, limits: tuple) -> None:
     width = (int(sch.get(levels_s[2][-1]).extent.value)
              * int(sch.get(levels_s[3][-1]).extent.value))
     lanes = max(1, min(width, limits[0]))
-    while width % lanes:
+    while width % lanes or (whole_vectors and width % whole_vectors == 0
+                            and lanes % whole_vectors):
         lanes -= 1
     try:
         pack = sch.cache_read(block, idx, "global")
@@ -340,10 +358,16 @@ def _parallel_vectorize(sch: Schedule, names: list[str], vector_tile: int) -> No
             _try(sch.parallel, loops[0])
 
 
-def apply_auto(sch: Schedule, isa: VectorISA | str | None = None) -> None:
+def apply_auto(sch: Schedule, isa: VectorISA | str | None = None,
+               whole_vectors: bool = False) -> None:
     """Apply the ``auto`` rules (see the module docstring) to ``sch``, with tiles sized for
-    ``isa`` (:func:`tile_limits`; None: this machine)."""
+    ``isa`` (:func:`tile_limits`; None: this machine). ``whole_vectors``: the vectorized
+    innermost tile of a tiled block (and the packing copy) is a multiple of the ISA's
+    lanes whenever the loop allows it — for a space built for another target (the ARM
+    board), whose candidates cannot be timed here, so narrow vectors are never weeded out
+    by measuring."""
     limits = tile_limits(isa)
+    lanes = isa_of(isa).lanes if whole_vectors else None
     _auto_inline(sch)
     names = _leaf_blocks(sch)
     tiled = [n for n in names if _is_tiled(sch.get(sch.get_block(n)))]
@@ -354,7 +378,7 @@ def apply_auto(sch: Schedule, isa: VectorISA | str | None = None) -> None:
             fused.add(sch.get(c).name_hint)
     rest = [n for n in names if n not in tiled and n not in fused]
     for name in reversed(tiled):
-        _multi_level_tiling(sch, name, limits)
+        _multi_level_tiling(sch, name, limits, lanes)
     producers = [n for n in rest if sch.get_consumers(sch.get_block(n))]
     _compute_locations(sch, producers)
     _parallel_vectorize(sch, rest, limits[0])

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace, out, err, fail: Callable[[str, int], Exception
     from .runner import LocalRunner  # noqa: PLC0415
     from .space import load_space_file, space_of  # noqa: PLC0415
     from .task import TuneError  # noqa: PLC0415
-    from .tuner import gpu_target_of, tune  # noqa: PLC0415
+    from .tuner import cpu_target_of, gpu_target_of, tune  # noqa: PLC0415
 
     params = _parse_params(args.param, fail)
     if args.workload not in workloads.names():
@@ -135,8 +135,9 @@ def run(args: argparse.Namespace, out, err, fail: Callable[[str, int], Exception
         raise fail("--workers must be at least 1", 2)
     try:
         params = workloads.resolve_params(args.workload, **params)
-        target = gpu_target_of(args.target)
-        space = space_of("auto", target) if args.space == "auto" else \
+        cpu_target = cpu_target_of(args.target)   # another CPU's: its sentence, if not here
+        target = None if cpu_target is not None else gpu_target_of(args.target)
+        space = space_of("auto", target or cpu_target) if args.space == "auto" else \
             load_space_file(args.space)
     except (workloads.WorkloadError, TuneError) as e:
         raise fail(str(e), 2) from None

@@ -220,15 +220,34 @@ def _first_block(stmt: Any) -> Block | None:
 
 
 class AutoSpace(Space):
-    """MetaSchedule-like design-space rules for CPU (see :mod:`.auto`)."""
+    """MetaSchedule-like design-space rules for CPU (see :mod:`.auto`); ``target``: None
+    or ``"llvm"`` for this machine, or another CPU target (``"raspberry-pi-5"``,
+    ``"llvm -mtriple=aarch64-linux-gnu"``, ``"llvm -mcpu=haswell"``) whose vector ISA
+    (:func:`engine.codegen.isa.isa_of`) sizes the sampled tiles and vectors: NEON's 4
+    lanes on the board, the vectorized tiles whole vectors (``apply_auto``'s
+    ``whole_vectors``). Such a space has its own id (``"auto:2:neon"``), so its trials
+    are never mixed with this machine's in a database."""
 
     id = "auto:2"   # 2: tiles sized from the ISA, B packed or not (sampled)
     description = ("auto: multi-level tiling with sampled tiles and cache_write, inlined "
                    "element-wise stages, parallel + vectorize + unroll")
 
+    def __init__(self, target: str | None = None):
+        self.target = None if target in (None, "", "llvm") else str(target)
+        self.isa = None
+        if self.target is not None:
+            from engine.codegen.isa import isa_of  # noqa: PLC0415
+            try:
+                self.isa = isa_of(self.target)
+            except ValueError as e:
+                raise TuneError(str(e)) from None
+            self.id = f"{AutoSpace.id}:{self.isa.name}"
+            self.description = (f"{AutoSpace.description} (sized for {self.target}: "
+                                f"{self.isa.describe()})")
+
     def apply(self, sch: Schedule) -> None:
         from .auto import apply_auto  # noqa: PLC0415
-        apply_auto(sch)
+        apply_auto(sch, self.isa, whole_vectors=self.isa is not None)
 
 
 class AutoGpuSpace(Space):
@@ -248,14 +267,23 @@ class AutoGpuSpace(Space):
         apply_auto_gpu(sch, self.target)
 
 
+def is_gpu_target(target: str | None) -> bool:
+    """Whether ``target`` names a GPU (``"cuda ..."``, ``"nvidia/..."``)."""
+    return target is not None and str(target).strip().startswith(("cuda", "nvidia/"))
+
+
 def space_of(space: Any, target: str | None = None) -> Space:
     """A :class:`Space` from ``"auto"``, a function, a list of directives or a Space;
-    ``target``: a CUDA target string makes ``"auto"`` the GPU rules."""
+    ``target``: a CUDA target string makes ``"auto"`` the GPU rules, a CPU target
+    (``"raspberry-pi-5"``, ``"llvm -mtriple=aarch64-linux-gnu"``) the CPU rules sized for
+    its vector ISA (:class:`AutoSpace`)."""
     if isinstance(space, Space):
         return space
     if isinstance(space, str):
         if space == "auto":
-            return AutoGpuSpace(target) if target is not None else AutoSpace()
+            if is_gpu_target(target):
+                return AutoGpuSpace(target)
+            return AutoSpace(target)
         raise TuneError(f"unknown search space {space!r}; pass 'auto', a function of a "
                         "schedule, or a list of sampling directives")
     if isinstance(space, list):

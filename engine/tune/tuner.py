@@ -33,6 +33,13 @@ time measured on the GPU or, without one, by the analytic model's time for the t
 GPU (:mod:`engine.gpu.model`; ``TuneResult.timing`` says "modeled for NVIDIA A100 ...").
 A candidate the GPU build refuses (too many threads, too much shared memory for the
 target) is a failed candidate, as a CPU candidate that does not compile.
+
+**Another CPU.** ``tune(..., target="llvm -mcpu=haswell")`` samples the ``auto`` space
+sized for that CPU's vector ISA (:class:`.space.AutoSpace`). A CPU of another architecture
+(``"raspberry-pi-5"``, ``"llvm -mtriple=aarch64-linux-gnu"`` on this x86 machine) cannot
+be timed here — no board, and qemu's times are the emulator's — so ``tune`` refuses it
+with one sentence before searching (:func:`cpu_target_of`); its space is still built and
+sampled with ``space_of("auto", "raspberry-pi-5")`` (NEON: whole 4-lane vectors).
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.codegen.isa import VectorISA, host_isa, isa_of
 from engine.schedule import Schedule, Trace
 
 from .cost_model import CostModel
@@ -47,7 +55,7 @@ from .database import Database, TrialRecord, trace_digest
 from .measure import MeasureResult
 from .runner import LocalRunner, Runner
 from .search import STRATEGIES, Candidate, EvolutionConfig, Sampler, propose, throughput
-from .space import Space, space_of
+from .space import Space, is_gpu_target, space_of
 from .task import TuneError, TuneTask, task_of
 
 __all__ = ["tune", "TuneResult", "ProgressEvent"]
@@ -154,15 +162,17 @@ def tune(mod: Any, space: Any = "auto", trials: int = 64, strategy: str = "evolu
     """Search ``space`` on ``mod`` for ``trials`` measured candidates; see the module
     docstring. ``mod``: a workload name, ``(name, params)``, an ``engine.Schedule`` (its
     steps so far are the fixed prefix), an IRModule or a PrimFunc. ``target``: None or
-    ``"llvm"`` for this machine's CPU, or a CUDA target (``"cuda -model=a100"``)."""
+    ``"llvm"`` for this machine's CPU, another CPU (module docstring), or a CUDA target
+    (``"cuda -model=a100"``)."""
     if strategy not in STRATEGIES:
         raise TuneError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     if not isinstance(trials, int) or isinstance(trials, bool) or not 1 <= trials <= MAX_TRIALS:
         raise TuneError(f"trials must be a whole number from 1 to {MAX_TRIALS}, got {trials!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise TuneError(f"seed must be an integer, got {seed!r}")
-    gpu_target = gpu_target_of(target)
-    sp: Space = space_of(space, gpu_target)
+    cpu_target = cpu_target_of(target)
+    gpu_target = None if cpu_target is not None else gpu_target_of(target)
+    sp: Space = space_of(space, gpu_target or cpu_target)
     task = task_of(mod, func_name, sp.id, target=gpu_target)
     own_db = isinstance(database, str)
     db = Database(database) if own_db else database
@@ -176,6 +186,36 @@ def tune(mod: Any, space: Any = "auto", trials: int = 64, strategy: str = "evolu
             run.close()
         if own_db and db is not None:
             db.close()
+
+
+def cpu_target_of(target: Any) -> str | None:
+    """``target`` when it is a CPU target other than plain ``"llvm"`` (a board name such as
+    ``"raspberry-pi-5"``, ``"llvm -mtriple=aarch64-linux-gnu"``, ``"llvm -mcpu=haswell"``):
+    the ``auto`` space is then sized for its vector ISA; None otherwise. A CPU of another
+    architecture than this machine's is refused, before any search, with the sentence of
+    :func:`unmeasurable_reason`."""
+    if not isinstance(target, str) or is_gpu_target(target) or target.strip() in ("", "llvm"):
+        return None
+    try:
+        isa = isa_of(target)
+    except ValueError:
+        return None          # not a CPU target this module reads: gpu_target_of says why
+    reason = unmeasurable_reason(target, isa)
+    if reason:
+        raise TuneError(reason)
+    return target.strip()
+
+
+def unmeasurable_reason(target: str, isa: VectorISA) -> str | None:
+    """The sentence saying why candidates for ``target`` cannot be measured here (an
+    aarch64 board's code on an x86 machine), or None when this machine runs them."""
+    if isa.arch == host_isa().arch:
+        return None
+    return (f"cannot tune for {target!r} on this machine: its candidates are {isa.arch} "
+            f"code and this machine is {host_isa().arch} (no {isa.arch} board to time them "
+            "on, and under qemu the times are the emulator's, not the board's); the space "
+            f"itself can be built and sampled here: engine.tune.space.space_of('auto', "
+            f"{target!r}).")
 
 
 def gpu_target_of(target: Any) -> str | None:
