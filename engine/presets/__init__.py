@@ -10,6 +10,8 @@ learner would have clicked, and it can be
 * applied: ``engine.presets.get("matmul-best")`` -> a Schedule (``sch.mod``, ``sch.trace``);
 * replayed at another size: ``engine.presets.get("matmul-best", n=128)`` (tile sizes are
   clamped to the loop extents, so the same recipe stays legal and correct at small sizes);
+* built for another target: ``engine.presets.get("matmul-best", isa="raspberry-pi-5")``
+  (vector sizes from that target's ISA: NEON's 4 lanes; the default is this machine);
 * shipped as a trace document for the web app: ``engine.presets.trace_json("matmul-best")``
   (``{"format": "schedule-explorer/trace", "version": 1, "workload": {...}, "insts": [...]}``,
   the format :meth:`engine.Trace.from_json` and :func:`engine.schedule.trace.replay` read).
