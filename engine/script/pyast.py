@@ -16,7 +16,8 @@ import threading
 __all__ = ["parse_python"]
 
 _LOCK = threading.RLock()  # (a finalizer run inside a conversion may parse too)
-_RETRIES = 3
+_RETRIES = 5
+_parse = ast.parse          # (the tests put a slow or upset parse in its place)
 
 
 def parse_python(text: str, mode: str = "exec", filename: str = "<unknown>") -> ast.AST:
@@ -26,7 +27,7 @@ def parse_python(text: str, mode: str = "exec", filename: str = "<unknown>") -> 
     for attempt in range(_RETRIES):
         with _LOCK:
             try:
-                return ast.parse(text, filename=filename, mode=mode)
+                return _parse(text, filename=filename, mode=mode)
             except SystemError as e:
                 if "recursion depth mismatch" not in str(e) or attempt == _RETRIES - 1:
                     raise
