@@ -27,7 +27,7 @@ def test_sizes_follow_the_isa():
 @pytest.mark.parametrize("n", [64, 80])
 def test_presets_for_each_isa_match_numpy(isa, recipe, block, workload, relu, n):
     sch = engine.Schedule(engine.workloads.get(workload, n=n))
-    recipe(block, workload, relu, isa)(sch, {"n": n})
+    recipe(block, workload, relu)(sch, {"n": n}, isa=isa)
     assert "T.vectorized" in sch.mod.script()
     rep = engine.runtime.check_correctness(sch.mod, workload)
     assert rep.ok, rep.message
